@@ -1,0 +1,99 @@
+// pilotbench-cli: the headless workbench. `pilotbench-cli COMMAND --help` for each command.
+#include "app/cli/CliCommand.h"
+#include "log/Logging.h"
+#include "engine/Environment.h"
+#include "BuildInfo.h"
+#include "util/Errors.h"
+
+#include <QCoreApplication>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace pb::cli {
+std::vector<CliCommand> &commands()
+{
+    static std::vector<CliCommand> all;
+    return all;
+}
+} // namespace pb::cli
+
+namespace {
+
+void printHelp(QTextStream &out)
+{
+    out << "pilotbench-cli " << PILOTBENCH_VERSION << " - staged GPU pilots for fine-tuning runs\n\n"
+        << "Usage: pilotbench-cli [--log-level LEVEL] COMMAND [OPTIONS]\n"
+        << "       pilotbench-cli --version | --help\n\nCommands:\n";
+    auto sorted = pb::cli::commands();
+    std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) { return a.name < b.name; });
+    for (const auto &c : sorted)
+        out << "  " << c.name.leftJustified(16) << c.summary << '\n';
+    out << "\nRun 'pilotbench-cli COMMAND --help' for a command's options.\n"
+        << "Exit codes: 0 done (fits), 1 failure, 2 invalid input, 3 does not fit, 4 cancelled.\n";
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    QCoreApplication app(argc, argv);
+    QCoreApplication::setOrganizationName(QStringLiteral("pilotbench"));
+    QCoreApplication::setApplicationName(QStringLiteral("pilotbench"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(PILOTBENCH_VERSION));
+
+    QStringList args = app.arguments().mid(1);
+    std::string level = "info";
+    // --log-level is global and may stand anywhere; take it out before the command sees its args.
+    for (int i = 0; i < args.size(); ++i) {
+        if (args[i] == QLatin1String("--log-level") && i + 1 < args.size()) {
+            level = args[i + 1].toStdString();
+            args.remove(i, 2);
+            break;
+        }
+        if (args[i].startsWith(QLatin1String("--log-level="))) {
+            level = args[i].mid(12).toStdString();
+            args.removeAt(i);
+            break;
+        }
+    }
+    pb::LoggingOptions logOptions;
+    logOptions.appName = "pilotbench-cli";
+    logOptions.level = level;
+    if (!pb::initLogging(logOptions))
+        return static_cast<int>(pb::ExitCode::InvalidInput);
+
+    QTextStream out(stdout);
+    QTextStream err(stderr);
+    if (args.isEmpty() || args.first() == QLatin1String("--help") || args.first() == QLatin1String("-h") || args.first() == QLatin1String("help")) {
+        printHelp(out);
+        return args.isEmpty() ? static_cast<int>(pb::ExitCode::InvalidInput) : 0;
+    }
+    if (args.first() == QLatin1String("--version") || args.first() == QLatin1String("-v")) {
+        out << pb::buildInfoText() << '\n';
+        return 0;
+    }
+    const QString name = args.takeFirst();
+    for (const auto &command : pb::cli::commands()) {
+        if (command.name != name)
+            continue;
+        pb::cli::CliContext ctx {args, out, err};
+        try {
+            const int code = command.run(ctx);
+            out.flush();
+            return code;
+        } catch (const pb::PilotBenchError &e) {
+            out.flush();
+            err << "error: " << e.what() << '\n';
+            return static_cast<int>(e.code());
+        } catch (const std::exception &e) {
+            out.flush();
+            err << "error: " << e.what() << '\n';
+            spdlog::error("{} failed: {}", name.toStdString(), e.what());
+            return static_cast<int>(pb::ExitCode::Failure);
+        }
+    }
+    err << "error: unknown command '" << name << "'. Run 'pilotbench-cli --help' for the list.\n";
+    return static_cast<int>(pb::ExitCode::InvalidInput);
+}

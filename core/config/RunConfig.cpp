@@ -1,0 +1,85 @@
+#include "config/RunConfig.h"
+
+#include "config/ParameterTable.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace pb {
+namespace {
+
+template <typename E, size_t N>
+std::optional<E> lookup(const std::array<std::pair<E, const char *>, N> &table, const std::string &name)
+{
+    for (const auto &[value, text] : table)
+        if (name == text)
+            return value;
+    return std::nullopt;
+}
+
+template <typename E, size_t N>
+const char *nameOf(const std::array<std::pair<E, const char *>, N> &table, E value)
+{
+    for (const auto &[v, text] : table)
+        if (v == value)
+            return text;
+    return "?";
+}
+
+constexpr std::array<std::pair<TrainMode, const char *>, 3> kTrainModes {{{TrainMode::Full, "full"}, {TrainMode::Lora, "lora"}, {TrainMode::Freeze, "freeze"}}};
+constexpr std::array<std::pair<OptimizerKind, const char *>, 7> kOptimizers {{{OptimizerKind::AdamW, "adamw"}, {OptimizerKind::Adam, "adam"}, {OptimizerKind::Sgd, "sgd"}, {OptimizerKind::Adagrad, "adagrad"}, {OptimizerKind::RmsProp, "rmsprop"}, {OptimizerKind::AdamW8bit, "adamw-8bit"}, {OptimizerKind::Adafactor, "adafactor"}}};
+constexpr std::array<std::pair<Precision, const char *>, 4> kPrecisions {{{Precision::Fp32, "fp32"}, {Precision::Bf16Mixed, "bf16-mixed"}, {Precision::Bf16, "bf16"}, {Precision::Fp16Mixed, "fp16-mixed"}}};
+constexpr std::array<std::pair<AttentionImpl, const char *>, 4> kAttention {{{AttentionImpl::Auto, "auto"}, {AttentionImpl::Math, "math"}, {AttentionImpl::Flash, "flash"}, {AttentionImpl::MemEfficient, "mem-efficient"}}};
+constexpr std::array<std::pair<NormKind, const char *>, 2> kNorms {{{NormKind::RmsNorm, "rmsnorm"}, {NormKind::LayerNorm, "layernorm"}}};
+constexpr std::array<std::pair<ActivationKind, const char *>, 3> kActivations {{{ActivationKind::SwiGlu, "swiglu"}, {ActivationKind::GeGlu, "geglu"}, {ActivationKind::Gelu, "gelu"}}};
+constexpr std::array<std::pair<ScheduleKind, const char *>, 3> kSchedules {{{ScheduleKind::Constant, "constant"}, {ScheduleKind::Cosine, "cosine"}, {ScheduleKind::Linear, "linear"}}};
+constexpr std::array<std::pair<DataKind, const char *>, 3> kDataKinds {{{DataKind::Synthetic, "synthetic"}, {DataKind::TokenFile, "tokens"}, {DataKind::Jsonl, "jsonl"}}};
+constexpr std::array<std::pair<LengthDistribution, const char *>, 3> kLengths {{{LengthDistribution::Fixed, "fixed"}, {LengthDistribution::Uniform, "uniform"}, {LengthDistribution::FromFile, "file"}}};
+constexpr std::array<std::pair<JobUnit, const char *>, 2> kJobUnits {{{JobUnit::Tokens, "tokens"}, {JobUnit::Epochs, "epochs"}}};
+
+} // namespace
+
+const char *toString(TrainMode v) { return nameOf(kTrainModes, v); }
+const char *toString(OptimizerKind v) { return nameOf(kOptimizers, v); }
+const char *toString(Precision v) { return nameOf(kPrecisions, v); }
+const char *toString(AttentionImpl v) { return nameOf(kAttention, v); }
+const char *toString(NormKind v) { return nameOf(kNorms, v); }
+const char *toString(ActivationKind v) { return nameOf(kActivations, v); }
+const char *toString(ScheduleKind v) { return nameOf(kSchedules, v); }
+const char *toString(DataKind v) { return nameOf(kDataKinds, v); }
+const char *toString(LengthDistribution v) { return nameOf(kLengths, v); }
+const char *toString(JobUnit v) { return nameOf(kJobUnits, v); }
+
+template <> std::optional<TrainMode> parseEnum(const std::string &n) { return lookup(kTrainModes, n); }
+template <> std::optional<OptimizerKind> parseEnum(const std::string &n) { return lookup(kOptimizers, n); }
+template <> std::optional<Precision> parseEnum(const std::string &n) { return lookup(kPrecisions, n); }
+template <> std::optional<AttentionImpl> parseEnum(const std::string &n) { return lookup(kAttention, n); }
+template <> std::optional<NormKind> parseEnum(const std::string &n) { return lookup(kNorms, n); }
+template <> std::optional<ActivationKind> parseEnum(const std::string &n) { return lookup(kActivations, n); }
+template <> std::optional<ScheduleKind> parseEnum(const std::string &n) { return lookup(kSchedules, n); }
+template <> std::optional<DataKind> parseEnum(const std::string &n) { return lookup(kDataKinds, n); }
+template <> std::optional<LengthDistribution> parseEnum(const std::string &n) { return lookup(kLengths, n); }
+template <> std::optional<JobUnit> parseEnum(const std::string &n) { return lookup(kJobUnits, n); }
+
+ParamCounts countParameters(const RunConfig &config)
+{
+    ParamCounts counts;
+    const auto table = parameterTable(config);
+    for (const auto &p : table) {
+        counts.total += p.numel;
+        if (p.trainable)
+            counts.trainable += p.numel;
+        if (p.isLora)
+            counts.lora += p.numel;
+        if (p.name == "model.embed_tokens.weight")
+            counts.embedding = p.numel;
+        else if (p.name == "lm_head.weight")
+            counts.head = p.numel;
+        else if (p.layer == 0 && !p.isLora)
+            counts.perLayer += p.numel;
+    }
+    return counts;
+}
+
+} // namespace pb

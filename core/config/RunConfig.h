@@ -1,0 +1,161 @@
+#pragma once
+// The run definition: the single description of a fine-tuning run that the estimator, the engine,
+// the history and the report all read. Plain data; loading, saving and validation live beside it
+// (RunConfigJson.h, RunConfigValidation.h).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pb {
+
+enum class TrainMode { Full, Lora, Freeze };
+enum class OptimizerKind { AdamW, Adam, Sgd, Adagrad, RmsProp, AdamW8bit, Adafactor };
+enum class Precision { Fp32, Bf16Mixed, Bf16, Fp16Mixed };
+enum class AttentionImpl { Auto, Math, Flash, MemEfficient };
+enum class NormKind { RmsNorm, LayerNorm };
+enum class ActivationKind { SwiGlu, GeGlu, Gelu };
+enum class ScheduleKind { Constant, Cosine, Linear };
+enum class DataKind { Synthetic, TokenFile, Jsonl };
+enum class LengthDistribution { Fixed, Uniform, FromFile };
+enum class JobUnit { Tokens, Epochs };
+
+struct ModelShape {
+    std::string preset;              // preset name it came from, or "" / "custom" / "hf-import"
+    std::string family = "llama";    // llama, mistral, qwen2, ...
+    std::string revision;            // model revision (commit hash, tag) as the user knows it
+    int64_t layers = 0;
+    int64_t hiddenSize = 0;
+    int64_t attentionHeads = 0;
+    int64_t kvHeads = 0;
+    int64_t headDim = 0;             // 0: hiddenSize / attentionHeads
+    int64_t intermediateSize = 0;
+    int64_t vocabSize = 0;
+    int64_t maxPositions = 0;
+    bool tieEmbeddings = false;
+    bool attentionBias = false;      // q/k/v biases (Qwen2)
+    NormKind norm = NormKind::RmsNorm;
+    ActivationKind activation = ActivationKind::SwiGlu;
+    double ropeTheta = 10000.0;
+    double normEps = 1e-5;
+    std::string weightsPath;         // local folder of *.safetensors; empty: random initialisation
+
+    int64_t effectiveHeadDim() const { return headDim > 0 ? headDim : (attentionHeads > 0 ? hiddenSize / attentionHeads : 0); }
+};
+
+struct LoraConfig {
+    int64_t rank = 16;
+    double alpha = 32.0;
+    double dropout = 0.0;
+    std::vector<std::string> targets {"q_proj", "k_proj", "v_proj", "o_proj"};
+};
+
+struct OptimizerConfig {
+    OptimizerKind kind = OptimizerKind::AdamW;
+    double lr = 1e-4;
+    double weightDecay = 0.0;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double momentum = 0.9;           // SGD, RMSprop
+};
+
+struct ScheduleConfig {
+    ScheduleKind kind = ScheduleKind::Cosine;
+    int64_t warmupSteps = 0;
+    int64_t totalSteps = 1000;
+    double minLrRatio = 0.1;
+};
+
+struct TrainConfig {
+    TrainMode mode = TrainMode::Full;
+    LoraConfig lora;
+    std::vector<std::string> trainable;  // TrainMode::Freeze: parameter-name substrings left trainable
+    OptimizerConfig optimizer;
+    ScheduleConfig schedule;
+    Precision precision = Precision::Bf16Mixed;
+    int64_t seqLen = 2048;
+    int64_t microBatch = 1;
+    int64_t gradAccum = 1;
+    bool recompute = false;
+    AttentionImpl attention = AttentionImpl::Auto;
+    double gradClip = 1.0;               // 0: off
+    double lossScale = 65536.0;          // fp16-mixed initial loss scale
+};
+
+struct ValidationConfig {
+    int64_t everySteps = 0;              // 0: no validation
+    int64_t batches = 0;
+};
+
+struct CheckpointConfig {
+    int64_t everySteps = 0;              // 0: no periodic checkpoint
+    std::string dir;                     // empty: no checkpoints unless the command names a folder
+};
+
+struct DataConfig {
+    DataKind kind = DataKind::Synthetic;
+    std::string path;                    // token file or JSONL
+    std::string tokenDtype = "uint16";   // TokenFile: uint16, uint32 or npy
+    LengthDistribution lengths = LengthDistribution::Fixed;
+    int64_t minLength = 0;               // Uniform: lower bound (upper is train.seqLen)
+    std::string lengthsFile;             // FromFile: one length per line
+    bool longestFirst = true;            // the longest batch sets the peak
+    bool learnable = true;               // synthetic: a predictable sequence, so the loss must fall
+    int64_t validationFraction = 0;      // per-mille of samples held out for validation
+};
+
+struct JobConfig {
+    JobUnit unit = JobUnit::Tokens;
+    double amount = 1e9;                 // tokens, or epochs over datasetTokens
+    double datasetTokens = 0;            // Epochs: tokens in one epoch
+    std::optional<double> deadlineHours; // cheapest configuration that also meets this
+};
+
+struct RunConfig {
+    static constexpr int kSchemaVersion = 1;
+    int schemaVersion = kSchemaVersion;
+    std::string name;
+    ModelShape model;
+    TrainConfig train;
+    ValidationConfig validation;
+    CheckpointConfig checkpoint;
+    DataConfig data;
+    JobConfig job;
+    uint64_t seed = 1234;
+    bool deterministic = false;
+};
+
+// Parameter counts computed from the shape, exactly as the engine's model builds it.
+struct ParamCounts {
+    int64_t total = 0;
+    int64_t trainable = 0;
+    int64_t embedding = 0;
+    int64_t perLayer = 0;
+    int64_t head = 0;                    // 0 when tied
+    int64_t lora = 0;                    // adapter parameters (included in total and trainable)
+};
+
+ParamCounts countParameters(const RunConfig &config);
+
+// Names used in files and on the command line; `parse*` return nullopt for unknown names.
+const char *toString(TrainMode v);
+const char *toString(OptimizerKind v);
+const char *toString(Precision v);
+const char *toString(AttentionImpl v);
+const char *toString(NormKind v);
+const char *toString(ActivationKind v);
+const char *toString(ScheduleKind v);
+const char *toString(DataKind v);
+const char *toString(LengthDistribution v);
+const char *toString(JobUnit v);
+template <typename E> std::optional<E> parseEnum(const std::string &name);
+
+// Layer-level names of the projections, as in Hugging Face checkpoints.
+inline const std::vector<std::string> &projectionNames()
+{
+    static const std::vector<std::string> names {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    return names;
+}
+
+} // namespace pb

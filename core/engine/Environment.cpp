@@ -1,0 +1,106 @@
+#include "engine/Environment.h"
+
+#include "BuildInfo.h"
+#include "engine/TorchCompat.h"
+
+#include <QSysInfo>
+#include <QFile>
+#include <QThread>
+
+#include <sstream>
+
+#ifdef PB_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pb {
+namespace {
+
+std::string cpuModelName()
+{
+    QFile f(QStringLiteral("/proc/cpuinfo"));
+    if (f.open(QIODevice::ReadOnly)) {
+        while (!f.atEnd()) {
+            const QByteArray line = f.readLine();
+            if (line.startsWith("model name")) {
+                const auto colon = line.indexOf(':');
+                return line.mid(colon + 1).trimmed().toStdString();
+            }
+        }
+    }
+    return QSysInfo::currentCpuArchitecture().toStdString();
+}
+
+} // namespace
+
+bool cudaAvailable() { return torch::cuda::is_available(); }
+int cudaDeviceCount() { return static_cast<int>(torch::cuda::device_count()); }
+
+Environment captureEnvironment(const std::string &device)
+{
+    Environment env;
+    env.pilotbenchVersion = PILOTBENCH_VERSION;
+    env.gitRevision = PILOTBENCH_GIT_REVISION;
+    env.torchVersion = TORCH_VERSION;
+    env.device = device;
+    env.cpu = cpuModelName();
+    env.cpuThreads = at::get_num_threads();
+    env.os = QSysInfo::prettyProductName().toStdString() + " (" + QSysInfo::kernelVersion().toStdString() + ")";
+    env.deviceCount = cudaDeviceCount();
+#ifdef PB_WITH_CUDA
+    int runtime = 0, driver = 0;
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    env.cudaRuntime = std::to_string(runtime / 1000) + "." + std::to_string((runtime % 1000) / 10);
+    env.driverVersion = "CUDA driver API " + std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10);
+    if (device.rfind("cuda", 0) == 0 && env.deviceCount > 0) {
+        const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+        cudaDeviceProp prop {};
+        if (cudaGetDeviceProperties(&prop, index) == cudaSuccess) {
+            env.deviceName = prop.name;
+            env.deviceMemoryBytes = static_cast<int64_t>(prop.totalGlobalMem);
+            env.computeCapability = std::to_string(prop.major) + "." + std::to_string(prop.minor);
+        }
+    }
+#endif
+    if (device == "cpu") {
+        env.deviceName = env.cpu;
+    }
+    return env;
+}
+
+QJsonObject toJson(const Environment &env)
+{
+    auto s = [](const std::string &v) { return QString::fromStdString(v); };
+    return QJsonObject {
+        {QStringLiteral("pilotbench_version"), s(env.pilotbenchVersion)},
+        {QStringLiteral("git_revision"), s(env.gitRevision)},
+        {QStringLiteral("torch_version"), s(env.torchVersion)},
+        {QStringLiteral("cuda_runtime"), s(env.cudaRuntime)},
+        {QStringLiteral("hip_runtime"), s(env.hipRuntime)},
+        {QStringLiteral("cudnn_version"), s(env.cudnnVersion)},
+        {QStringLiteral("nccl_version"), s(env.ncclVersion)},
+        {QStringLiteral("driver_version"), s(env.driverVersion)},
+        {QStringLiteral("device"), s(env.device)},
+        {QStringLiteral("device_name"), s(env.deviceName)},
+        {QStringLiteral("device_memory_bytes"), static_cast<double>(env.deviceMemoryBytes)},
+        {QStringLiteral("compute_capability"), s(env.computeCapability)},
+        {QStringLiteral("device_count"), env.deviceCount},
+        {QStringLiteral("cpu"), s(env.cpu)},
+        {QStringLiteral("cpu_threads"), env.cpuThreads},
+        {QStringLiteral("os"), s(env.os)},
+    };
+}
+
+std::string buildInfoText()
+{
+    std::ostringstream text;
+    text << "pilotbench " << PILOTBENCH_VERSION << " (git " << PILOTBENCH_GIT_REVISION << ")\n"
+         << "LibTorch " << TORCH_VERSION << '\n'
+         << "CUDA available: " << (cudaAvailable() ? "yes, " + std::to_string(cudaDeviceCount()) + " device(s)" : std::string("no")) << '\n'
+         << "Qt " << qVersion();
+    return text.str();
+}
+
+} // namespace pb

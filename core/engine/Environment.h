@@ -1,0 +1,34 @@
+#pragma once
+// What a result ran on: recorded with every pilot so a figure can be traced to its stack.
+#include <QJsonObject>
+#include <string>
+
+namespace pb {
+
+struct Environment {
+    std::string pilotbenchVersion;
+    std::string gitRevision;
+    std::string torchVersion;
+    std::string cudaRuntime;     // "" when the build has no CUDA
+    std::string hipRuntime;
+    std::string cudnnVersion;
+    std::string ncclVersion;
+    std::string driverVersion;
+    std::string device;          // "cpu", "cuda:0"
+    std::string deviceName;
+    int64_t deviceMemoryBytes = 0;
+    std::string computeCapability;
+    int deviceCount = 0;
+    std::string cpu;
+    int cpuThreads = 0;
+    std::string os;
+};
+
+Environment captureEnvironment(const std::string &device);
+QJsonObject toJson(const Environment &env);
+// Multi-line text for --version: version, git revision, LibTorch version, CUDA availability.
+std::string buildInfoText();
+bool cudaAvailable();
+int cudaDeviceCount();
+
+} // namespace pb

@@ -1,0 +1,53 @@
+#pragma once
+// Every difference between Debian's LibTorch 1.13 (CPU) and the LibTorch 2.x inside a CUDA host's
+// PyTorch lives here, so the rest of the engine is written once.
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#define PB_TORCH_AT_LEAST(major, minor) \
+    (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace pb::compat {
+
+inline bool hasScaledDotProductAttention() { return PB_TORCH_AT_LEAST(2, 0); }
+inline bool hasFusedAdamW() { return PB_TORCH_AT_LEAST(2, 1); }
+
+// Autocast for one device type. 2.4 replaced the per-device setters with ones taking a device type.
+inline void setAutocast(c10::DeviceType device, bool enabled, at::ScalarType dtype)
+{
+#if PB_TORCH_AT_LEAST(2, 4)
+    at::autocast::set_autocast_enabled(device, enabled);
+    if (enabled)
+        at::autocast::set_autocast_dtype(device, dtype);
+#else
+    if (device == c10::DeviceType::CPU) {
+        at::autocast::set_cpu_enabled(enabled);
+        if (enabled)
+            at::autocast::set_autocast_cpu_dtype(dtype);
+    } else {
+        at::autocast::set_enabled(enabled);
+        if (enabled)
+            at::autocast::set_autocast_gpu_dtype(dtype);
+    }
+#endif
+    if (!enabled)
+        at::autocast::clear_cache();
+}
+
+// Causal attention over [B, H, T, D] tensors; k and v already expanded to H heads.
+inline at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, bool allowFused)
+{
+#if PB_TORCH_AT_LEAST(2, 0)
+    if (allowFused)
+        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#endif
+    (void)allowFused;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+    const auto t = q.size(-2);
+    auto mask = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+    scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    return torch::matmul(torch::softmax(scores, -1, scores.scalar_type()), v);
+}
+
+} // namespace pb::compat

@@ -1,0 +1,3 @@
+#pragma once
+// Precompiled header for the few translation units that include torch.
+#include <torch/torch.h>

@@ -102,6 +102,7 @@ struct DataConfig {
     std::string lengthsFile;             // FromFile: one length per line
     bool longestFirst = true;            // the longest batch sets the peak
     bool learnable = true;               // synthetic: a predictable sequence, so the loss must fall
+    int64_t syntheticSamples = 4096;     // synthetic: number of samples in the data set
     int64_t validationFraction = 0;      // per-mille of samples held out for validation
 };
 

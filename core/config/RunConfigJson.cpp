@@ -1,0 +1,288 @@
+#include "config/RunConfigJson.h"
+
+#include "config/JsonReader.h"
+#include "config/RunConfigParse.h"
+#include "config/RunConfigValidation.h"
+#include "util/Errors.h"
+
+#include <QCryptographicHash>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace pb {
+namespace {
+
+QJsonValue str(const std::string &s) { return QString::fromStdString(s); }
+
+QJsonArray strings(const std::vector<std::string> &list)
+{
+    QJsonArray a;
+    for (const auto &s : list)
+        a.append(str(s));
+    return a;
+}
+
+// Integers go into JSON as doubles; up to 2^53 they are exact, and the reader refuses larger ones.
+QJsonValue integer(int64_t v) { return static_cast<double>(v); }
+
+void readModel(JsonReader r, ModelShape &m)
+{
+    r.read("preset", m.preset);
+    r.read("family", m.family);
+    r.read("revision", m.revision);
+    r.read("layers", m.layers);
+    r.read("hidden_size", m.hiddenSize);
+    r.read("attention_heads", m.attentionHeads);
+    r.read("kv_heads", m.kvHeads);
+    r.read("head_dim", m.headDim);
+    r.read("intermediate_size", m.intermediateSize);
+    r.read("vocab_size", m.vocabSize);
+    r.read("max_positions", m.maxPositions);
+    r.read("tie_embeddings", m.tieEmbeddings);
+    r.read("attention_bias", m.attentionBias);
+    r.readEnum("norm", m.norm);
+    r.readEnum("activation", m.activation);
+    r.read("rope_theta", m.ropeTheta);
+    r.read("norm_eps", m.normEps);
+    r.read("weights_path", m.weightsPath);
+    r.finish();
+}
+
+void readTrain(JsonReader r, TrainConfig &t)
+{
+    r.readEnum("mode", t.mode);
+    if (auto lora = r.object("lora")) {
+        lora->read("rank", t.lora.rank);
+        lora->read("alpha", t.lora.alpha);
+        lora->read("dropout", t.lora.dropout);
+        lora->read("targets", t.lora.targets);
+        lora->finish();
+    }
+    r.read("trainable", t.trainable);
+    r.readEnum("optimizer", t.optimizer.kind);
+    r.read("lr", t.optimizer.lr);
+    r.read("weight_decay", t.optimizer.weightDecay);
+    r.read("beta1", t.optimizer.beta1);
+    r.read("beta2", t.optimizer.beta2);
+    r.read("eps", t.optimizer.eps);
+    r.read("momentum", t.optimizer.momentum);
+    if (auto s = r.object("schedule")) {
+        s->readEnum("kind", t.schedule.kind);
+        s->read("warmup_steps", t.schedule.warmupSteps);
+        s->read("total_steps", t.schedule.totalSteps);
+        s->read("min_lr_ratio", t.schedule.minLrRatio);
+        s->finish();
+    }
+    r.readEnum("precision", t.precision);
+    r.read("seq_len", t.seqLen);
+    r.read("micro_batch", t.microBatch);
+    r.read("grad_accum", t.gradAccum);
+    r.read("recompute", t.recompute);
+    r.readEnum("attention", t.attention);
+    r.read("grad_clip", t.gradClip);
+    r.read("loss_scale", t.lossScale);
+    r.finish();
+}
+
+void readData(JsonReader r, DataConfig &d)
+{
+    r.readEnum("kind", d.kind);
+    r.read("path", d.path);
+    r.read("token_dtype", d.tokenDtype);
+    r.readEnum("lengths", d.lengths);
+    r.read("min_length", d.minLength);
+    r.read("lengths_file", d.lengthsFile);
+    r.read("longest_first", d.longestFirst);
+    r.read("learnable", d.learnable);
+    r.read("synthetic_samples", d.syntheticSamples);
+    r.read("validation_per_mille", d.validationFraction);
+    r.finish();
+}
+
+// Compact JSON with keys sorted at every level and numbers in one spelling, so the hash depends
+// on the content only.
+void canonical(const QJsonValue &v, std::string &out)
+{
+    switch (v.type()) {
+    case QJsonValue::Object: {
+        const QJsonObject o = v.toObject();
+        QStringList keys = o.keys();
+        std::sort(keys.begin(), keys.end());
+        out += '{';
+        for (qsizetype i = 0; i < keys.size(); ++i) {
+            if (i)
+                out += ',';
+            canonical(QJsonValue(keys[i]), out);
+            out += ':';
+            canonical(o.value(keys[i]), out);
+        }
+        out += '}';
+        break;
+    }
+    case QJsonValue::Array: {
+        const QJsonArray a = v.toArray();
+        out += '[';
+        for (qsizetype i = 0; i < a.size(); ++i) {
+            if (i)
+                out += ',';
+            canonical(a[i], out);
+        }
+        out += ']';
+        break;
+    }
+    case QJsonValue::String: {
+        // QJsonDocument escapes strings correctly; reuse it through a one-element array.
+        const QByteArray doc = QJsonDocument(QJsonArray {v}).toJson(QJsonDocument::Compact);
+        out.append(doc.constData() + 1, static_cast<size_t>(doc.size() - 2));
+        break;
+    }
+    case QJsonValue::Double: {
+        const double d = v.toDouble();
+        char buffer[40];
+        if (std::floor(d) == d && std::fabs(d) <= 9007199254740992.0)
+            std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(d));
+        else
+            std::snprintf(buffer, sizeof buffer, "%.17g", d);
+        out += buffer;
+        break;
+    }
+    case QJsonValue::Bool: out += v.toBool() ? "true" : "false"; break;
+    case QJsonValue::Null:
+    case QJsonValue::Undefined: out += "null"; break;
+    }
+}
+
+} // namespace
+
+QJsonObject toJson(const RunConfig &c)
+{
+    const ModelShape &m = c.model;
+    QJsonObject model {
+        {"preset", str(m.preset)}, {"family", str(m.family)}, {"revision", str(m.revision)},
+        {"layers", integer(m.layers)}, {"hidden_size", integer(m.hiddenSize)},
+        {"attention_heads", integer(m.attentionHeads)}, {"kv_heads", integer(m.kvHeads)},
+        {"head_dim", integer(m.headDim)}, {"intermediate_size", integer(m.intermediateSize)},
+        {"vocab_size", integer(m.vocabSize)}, {"max_positions", integer(m.maxPositions)},
+        {"tie_embeddings", m.tieEmbeddings}, {"attention_bias", m.attentionBias},
+        {"norm", toString(m.norm)}, {"activation", toString(m.activation)},
+        {"rope_theta", m.ropeTheta}, {"norm_eps", m.normEps}, {"weights_path", str(m.weightsPath)},
+    };
+    const TrainConfig &t = c.train;
+    QJsonObject lora {{"rank", integer(t.lora.rank)}, {"alpha", t.lora.alpha}, {"dropout", t.lora.dropout}, {"targets", strings(t.lora.targets)}};
+    QJsonObject schedule {
+        {"kind", toString(t.schedule.kind)}, {"warmup_steps", integer(t.schedule.warmupSteps)},
+        {"total_steps", integer(t.schedule.totalSteps)}, {"min_lr_ratio", t.schedule.minLrRatio},
+    };
+    QJsonObject train {
+        {"mode", toString(t.mode)}, {"lora", lora}, {"trainable", strings(t.trainable)},
+        {"optimizer", toString(t.optimizer.kind)}, {"lr", t.optimizer.lr},
+        {"weight_decay", t.optimizer.weightDecay}, {"beta1", t.optimizer.beta1}, {"beta2", t.optimizer.beta2},
+        {"eps", t.optimizer.eps}, {"momentum", t.optimizer.momentum}, {"schedule", schedule},
+        {"precision", toString(t.precision)}, {"seq_len", integer(t.seqLen)}, {"micro_batch", integer(t.microBatch)},
+        {"grad_accum", integer(t.gradAccum)}, {"recompute", t.recompute}, {"attention", toString(t.attention)},
+        {"grad_clip", t.gradClip}, {"loss_scale", t.lossScale},
+    };
+    const DataConfig &d = c.data;
+    QJsonObject data {
+        {"kind", toString(d.kind)}, {"path", str(d.path)}, {"token_dtype", str(d.tokenDtype)},
+        {"lengths", toString(d.lengths)}, {"min_length", integer(d.minLength)}, {"lengths_file", str(d.lengthsFile)},
+        {"longest_first", d.longestFirst}, {"learnable", d.learnable},
+        {"synthetic_samples", integer(d.syntheticSamples)}, {"validation_per_mille", integer(d.validationFraction)},
+    };
+    QJsonObject job {
+        {"unit", toString(c.job.unit)}, {"amount", c.job.amount}, {"dataset_tokens", c.job.datasetTokens},
+        {"deadline_hours", c.job.deadlineHours ? QJsonValue(*c.job.deadlineHours) : QJsonValue(QJsonValue::Null)},
+    };
+    return QJsonObject {
+        {"schema_version", c.schemaVersion}, {"name", str(c.name)},
+        {"seed", static_cast<double>(c.seed)}, {"deterministic", c.deterministic},
+        {"model", model}, {"train", train},
+        {"validation", QJsonObject {{"every_steps", integer(c.validation.everySteps)}, {"batches", integer(c.validation.batches)}}},
+        {"checkpoint", QJsonObject {{"every_steps", integer(c.checkpoint.everySteps)}, {"dir", str(c.checkpoint.dir)}}},
+        {"data", data}, {"job", job},
+    };
+}
+
+RunConfig parseRunConfigJson(const QJsonObject &json)
+{
+    RunConfig c;
+    JsonReader r(json, "");
+    int version = RunConfig::kSchemaVersion;
+    r.read("schema_version", version);
+    if (version > RunConfig::kSchemaVersion)
+        throw InvalidInputError("schema_version", "this file has schema version " + std::to_string(version) + ", written by a newer PilotBench; this build reads up to version " + std::to_string(RunConfig::kSchemaVersion) + ". Update PilotBench to read it");
+    if (version < 1)
+        throw InvalidInputError("schema_version", "must be at least 1, got " + std::to_string(version));
+    // Older versions are read with today's defaults for keys they lack, then carry today's version.
+    c.schemaVersion = RunConfig::kSchemaVersion;
+    r.read("name", c.name);
+    r.read("seed", c.seed);
+    r.read("deterministic", c.deterministic);
+    if (auto m = r.object("model"))
+        readModel(*m, c.model);
+    if (auto t = r.object("train"))
+        readTrain(*t, c.train);
+    if (auto v = r.object("validation")) {
+        v->read("every_steps", c.validation.everySteps);
+        v->read("batches", c.validation.batches);
+        v->finish();
+    }
+    if (auto k = r.object("checkpoint")) {
+        k->read("every_steps", c.checkpoint.everySteps);
+        k->read("dir", c.checkpoint.dir);
+        k->finish();
+    }
+    if (auto d = r.object("data"))
+        readData(*d, c.data);
+    if (auto j = r.object("job")) {
+        j->readEnum("unit", c.job.unit);
+        j->read("amount", c.job.amount);
+        j->read("dataset_tokens", c.job.datasetTokens);
+        j->read("deadline_hours", c.job.deadlineHours);
+        j->finish();
+    }
+    r.finish();
+    return c;
+}
+
+RunConfig runConfigFromJson(const QJsonObject &json)
+{
+    RunConfig c = parseRunConfigJson(json);
+    requireValid(c);
+    return c;
+}
+
+RunConfig loadRunConfig(const QString &spec, const QStringList &overrides)
+{
+    RunConfig c = parseRunConfigSpec(spec, overrides);
+    const auto issues = validateRunConfig(c);
+    if (!issues.empty())
+        throw InvalidInputError(issues.front().field, issues.front().message + " (in " + spec.toStdString() + ")");
+    return c;
+}
+
+void saveRunConfig(const RunConfig &config, const QString &path)
+{
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly))
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
+    file.write(QJsonDocument(toJson(config)).toJson(QJsonDocument::Indented));
+    if (!file.commit())
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
+}
+
+std::string configHash(const RunConfig &config)
+{
+    std::string text;
+    canonical(toJson(config), text);
+    return QCryptographicHash::hash(QByteArray::fromStdString(text), QCryptographicHash::Sha256).toHex().toStdString();
+}
+
+} // namespace pb

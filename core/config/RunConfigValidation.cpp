@@ -1,0 +1,269 @@
+#include "config/RunConfigValidation.h"
+
+#include "config/ParameterTable.h"
+#include "util/Errors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+namespace pb {
+namespace {
+
+// The parameter table lists every layer, so an absurd layer count must be refused before it is built.
+constexpr int64_t kMaxLayers = 10000;
+// Counts and element totals must stay exact in a double (JSON, the estimator's arithmetic): 2^53.
+constexpr int64_t kMaxExact = int64_t(1) << 53;
+
+// Checked arithmetic: nullopt once a result leaves [0, 2^53].
+std::optional<int64_t> mul(std::optional<int64_t> a, std::optional<int64_t> b)
+{
+    int64_t r = 0;
+    if (!a || !b || __builtin_mul_overflow(*a, *b, &r) || r > kMaxExact)
+        return std::nullopt;
+    return r;
+}
+
+std::optional<int64_t> add(std::optional<int64_t> a, std::optional<int64_t> b)
+{
+    int64_t r = 0;
+    if (!a || !b || __builtin_add_overflow(*a, *b, &r) || r > kMaxExact)
+        return std::nullopt;
+    return r;
+}
+
+class Checker final {
+public:
+    std::vector<ValidationIssue> issues;
+
+    void require(bool ok, const std::string &field, const std::string &message)
+    {
+        if (!ok)
+            issues.push_back({field, message});
+    }
+    bool positive(int64_t v, const std::string &field)
+    {
+        require(v > 0, field, "must be a positive integer, got " + std::to_string(v));
+        return v > 0;
+    }
+    void nonNegative(int64_t v, const std::string &field)
+    {
+        require(v >= 0, field, "must be 0 or more, got " + std::to_string(v));
+    }
+    void range(double v, double lo, bool loInclusive, double hi, bool hiInclusive, const std::string &field)
+    {
+        const bool ok = std::isfinite(v) && (loInclusive ? v >= lo : v > lo) && (hiInclusive ? v <= hi : v < hi);
+        const auto num = [](double d) {
+            char buffer[32];
+            std::snprintf(buffer, sizeof buffer, "%g", d);
+            return std::string(buffer);
+        };
+        require(ok, field, "must lie in " + std::string(loInclusive ? "[" : "(") + num(lo) + ", " + num(hi) + (hiInclusive ? "]" : ")") + ", got " + num(v));
+    }
+};
+
+struct Projection {
+    const char *name;
+    int64_t in;
+    int64_t out;
+    bool bias;
+};
+
+std::vector<Projection> projections(const ModelShape &m)
+{
+    const int64_t hd = m.effectiveHeadDim();
+    const int64_t q = m.attentionHeads * hd;
+    const int64_t kv = m.kvHeads * hd;
+    std::vector<Projection> p {{"q_proj", m.hiddenSize, q, m.attentionBias}, {"k_proj", m.hiddenSize, kv, m.attentionBias},
+                               {"v_proj", m.hiddenSize, kv, m.attentionBias}, {"o_proj", q, m.hiddenSize, false}};
+    if (m.activation != ActivationKind::Gelu)
+        p.push_back({"gate_proj", m.hiddenSize, m.intermediateSize, false});
+    p.push_back({"up_proj", m.hiddenSize, m.intermediateSize, false});
+    p.push_back({"down_proj", m.intermediateSize, m.hiddenSize, false});
+    return p;
+}
+
+// Same structure as parameterTable(), in checked arithmetic, without listing anything.
+std::optional<int64_t> checkedParameterCount(const RunConfig &c)
+{
+    const ModelShape &m = c.model;
+    const int64_t hd = m.effectiveHeadDim();
+    if (mul(m.attentionHeads, hd) == std::nullopt || mul(m.kvHeads, hd) == std::nullopt)
+        return std::nullopt;
+    const int64_t normSize = m.norm == NormKind::LayerNorm ? 2 : 1;
+    std::optional<int64_t> layer = mul(2 * normSize, m.hiddenSize);
+    for (const auto &p : projections(m)) {
+        layer = add(layer, mul(p.in, p.out));
+        if (p.bias)
+            layer = add(layer, p.out);
+        if (loraTargets(c, p.name))
+            layer = add(layer, mul(c.train.lora.rank, add(p.in, p.out)));
+    }
+    const auto embedding = mul(m.vocabSize, m.hiddenSize);
+    auto total = add(mul(m.layers, layer), add(embedding, mul(normSize, m.hiddenSize)));
+    if (!m.tieEmbeddings)
+        total = add(total, embedding);
+    return total;
+}
+
+void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
+{
+    const ModelShape &m = c.model;
+    shapeOk = true;
+    shapeOk &= k.positive(m.layers, "model.layers");
+    shapeOk &= k.positive(m.hiddenSize, "model.hidden_size");
+    shapeOk &= k.positive(m.attentionHeads, "model.attention_heads");
+    shapeOk &= k.positive(m.kvHeads, "model.kv_heads");
+    shapeOk &= k.positive(m.intermediateSize, "model.intermediate_size");
+    shapeOk &= k.positive(m.vocabSize, "model.vocab_size");
+    shapeOk &= k.positive(m.maxPositions, "model.max_positions");
+    k.nonNegative(m.headDim, "model.head_dim");
+    shapeOk &= m.headDim >= 0;
+    if (m.layers > kMaxLayers) {
+        k.require(false, "model.layers", "at most " + std::to_string(kMaxLayers) + " layers are supported, got " + std::to_string(m.layers));
+        shapeOk = false;
+    }
+    if (m.headDim == 0 && m.hiddenSize > 0 && m.attentionHeads > 0 && m.hiddenSize % m.attentionHeads != 0) {
+        k.require(false, "model.attention_heads", "must divide model.hidden_size (" + std::to_string(m.hiddenSize) + " is not divisible by " + std::to_string(m.attentionHeads) + "); or give model.head_dim");
+        shapeOk = false;
+    }
+    if (m.attentionHeads > 0 && m.kvHeads > 0 && m.attentionHeads % m.kvHeads != 0) {
+        k.require(false, "model.kv_heads", "must divide model.attention_heads (" + std::to_string(m.attentionHeads) + " is not divisible by " + std::to_string(m.kvHeads) + ")");
+        shapeOk = false;
+    }
+    k.require(!m.family.empty(), "model.family", "must not be empty (e.g. llama, mistral, qwen2)");
+    k.range(m.ropeTheta, 0, false, INFINITY, false, "model.rope_theta");
+    k.range(m.normEps, 0, false, 1, false, "model.norm_eps");
+}
+
+void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
+{
+    const TrainConfig &t = c.train;
+    const bool seqOk = k.positive(t.seqLen, "train.seq_len");
+    k.positive(t.microBatch, "train.micro_batch");
+    k.positive(t.gradAccum, "train.grad_accum");
+    if (seqOk && c.model.maxPositions > 0)
+        k.require(t.seqLen <= c.model.maxPositions, "train.seq_len", "must not exceed model.max_positions (" + std::to_string(t.seqLen) + " > " + std::to_string(c.model.maxPositions) + ")");
+
+    if (t.mode == TrainMode::Lora) {
+        const bool rankOk = k.positive(t.lora.rank, "train.lora.rank");
+        k.range(t.lora.alpha, 0, false, INFINITY, false, "train.lora.alpha");
+        k.range(t.lora.dropout, 0, true, 1, false, "train.lora.dropout");
+        k.require(!t.lora.targets.empty(), "train.lora.targets", "must name at least one projection (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj or all-linear)");
+        const auto &names = projectionNames();
+        for (const auto &target : t.lora.targets)
+            k.require(target == "all-linear" || std::find(names.begin(), names.end(), target) != names.end(), "train.lora.targets",
+                      "unknown projection '" + target + "' (known: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, all-linear)");
+        if (rankOk && shapeOk) {
+            for (const auto &p : projections(c.model)) {
+                if (!loraTargets(c, p.name))
+                    continue;
+                const int64_t width = std::min(p.in, p.out);
+                k.require(t.lora.rank <= width, "train.lora.rank",
+                          "must not exceed the width of the targeted layer " + std::string(p.name) + " (" + std::to_string(t.lora.rank) + " > " + std::to_string(width) + ")");
+            }
+        }
+    }
+    if (t.mode == TrainMode::Freeze) {
+        const bool any = std::any_of(t.trainable.begin(), t.trainable.end(), [](const std::string &s) { return !s.empty(); });
+        k.require(any, "train.trainable", "freeze mode needs a non-empty list of parameter-name parts to keep trainable (e.g. [\"lm_head\", \"layers.31.\"])");
+    }
+
+    const OptimizerConfig &o = t.optimizer;
+    k.range(o.lr, 0, false, INFINITY, false, "train.lr");
+    k.range(o.weightDecay, 0, true, INFINITY, false, "train.weight_decay");
+    k.range(o.beta1, 0, true, 1, false, "train.beta1");
+    k.range(o.beta2, 0, true, 1, false, "train.beta2");
+    k.range(o.eps, 0, false, INFINITY, false, "train.eps");
+    k.range(o.momentum, 0, true, 1, false, "train.momentum");
+    k.range(t.gradClip, 0, true, INFINITY, false, "train.grad_clip");
+    k.range(t.lossScale, 0, false, INFINITY, false, "train.loss_scale");
+
+    const ScheduleConfig &s = t.schedule;
+    k.nonNegative(s.warmupSteps, "train.schedule.warmup_steps");
+    k.positive(s.totalSteps, "train.schedule.total_steps");
+    k.range(s.minLrRatio, 0, true, 1, true, "train.schedule.min_lr_ratio");
+}
+
+void checkRest(Checker &k, const RunConfig &c)
+{
+    k.nonNegative(c.validation.everySteps, "validation.every_steps");
+    k.nonNegative(c.validation.batches, "validation.batches");
+    if (c.validation.everySteps > 0)
+        k.require(c.validation.batches > 0, "validation.batches", "must be positive when validation.every_steps is set");
+    k.nonNegative(c.checkpoint.everySteps, "checkpoint.every_steps");
+    k.require(c.seed <= static_cast<uint64_t>(kMaxExact), "seed", "must lie within 0..2^53 so the file reproduces it exactly");
+
+    const DataConfig &d = c.data;
+    if (d.kind != DataKind::Synthetic)
+        k.require(!d.path.empty(), "data.path", std::string("must name the file for data.kind ") + toString(d.kind));
+    if (d.kind == DataKind::TokenFile)
+        k.require(d.tokenDtype == "uint16" || d.tokenDtype == "uint32" || d.tokenDtype == "npy", "data.token_dtype", "unknown value '" + d.tokenDtype + "' (expected one of: uint16, uint32, npy)");
+    if (d.lengths == LengthDistribution::FromFile)
+        k.require(!d.lengthsFile.empty(), "data.lengths_file", "must name a file of lengths when data.lengths is 'file'");
+    k.nonNegative(d.minLength, "data.min_length");
+    if (d.lengths == LengthDistribution::Uniform && c.train.seqLen > 0)
+        k.require(d.minLength <= c.train.seqLen, "data.min_length", "must not exceed train.seq_len (" + std::to_string(d.minLength) + " > " + std::to_string(c.train.seqLen) + ")");
+    if (d.kind == DataKind::Synthetic)
+        k.positive(d.syntheticSamples, "data.synthetic_samples");
+    k.require(d.validationFraction >= 0 && d.validationFraction < 1000, "data.validation_per_mille", "must lie in 0..999, got " + std::to_string(d.validationFraction));
+
+    k.range(c.job.amount, 0, false, INFINITY, false, "job.amount");
+    if (c.job.unit == JobUnit::Epochs)
+        k.range(c.job.datasetTokens, 0, false, INFINITY, false, "job.dataset_tokens");
+    else
+        k.range(c.job.datasetTokens, 0, true, INFINITY, false, "job.dataset_tokens");
+    if (c.job.deadlineHours)
+        k.range(*c.job.deadlineHours, 0, false, INFINITY, false, "job.deadline_hours");
+}
+
+// Sizes that are each fine but whose products leave exact integer arithmetic.
+void checkOverflow(Checker &k, const RunConfig &c)
+{
+    const auto count = checkedParameterCount(c);
+    k.require(count.has_value(), "model", "the parameter count overflows (beyond 2^53); the sizes are too large");
+    const TrainConfig &t = c.train;
+    if (t.seqLen <= 0 || t.microBatch <= 0 || t.gradAccum <= 0)
+        return;
+    const auto tokens = mul(t.seqLen, t.microBatch);
+    k.require(mul(tokens, t.gradAccum).has_value(), "train.grad_accum", "tokens per optimizer step (seq_len * micro_batch * grad_accum) overflow 2^53");
+    k.require(mul(tokens, c.model.hiddenSize).has_value(), "train.micro_batch", "activation elements (seq_len * micro_batch * hidden_size) overflow 2^53");
+    k.require(mul(tokens, c.model.vocabSize).has_value(), "train.micro_batch", "logit elements (seq_len * micro_batch * vocab_size) overflow 2^53");
+    k.require(mul(mul(tokens, t.seqLen), c.model.attentionHeads).has_value(), "train.seq_len", "attention score elements (micro_batch * heads * seq_len^2) overflow 2^53");
+}
+
+} // namespace
+
+std::vector<ValidationIssue> validateRunConfig(const RunConfig &config)
+{
+    Checker k;
+    bool shapeOk = false;
+    k.require(config.schemaVersion >= 1 && config.schemaVersion <= RunConfig::kSchemaVersion, "schema_version",
+              "must lie in 1.." + std::to_string(RunConfig::kSchemaVersion) + ", got " + std::to_string(config.schemaVersion));
+    checkModel(k, config, shapeOk);
+    checkTrain(k, config, shapeOk);
+    checkRest(k, config);
+    if (shapeOk)
+        checkOverflow(k, config);
+    if (shapeOk && k.issues.empty() && config.train.mode == TrainMode::Freeze) {
+        // Only now is the table cheap and safe to build: a trainable entry matching nothing is a typo.
+        const auto table = parameterTable(config);
+        for (const auto &part : config.train.trainable) {
+            if (part.empty())
+                continue;
+            const bool matches = std::any_of(table.begin(), table.end(), [&](const ParameterInfo &p) { return p.name.find(part) != std::string::npos; });
+            k.require(matches, "train.trainable", "'" + part + "' matches no parameter name (names look like model.layers.0.mlp.up_proj.weight, lm_head.weight)");
+        }
+    }
+    return k.issues;
+}
+
+void requireValid(const RunConfig &config)
+{
+    const auto issues = validateRunConfig(config);
+    if (!issues.empty())
+        throw InvalidInputError(issues.front().field, issues.front().message);
+}
+
+} // namespace pb

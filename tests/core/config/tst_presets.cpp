@@ -1,0 +1,112 @@
+// Every shipped preset loads, validates, and has the published parameter count exactly.
+#include "config/ParameterTable.h"
+#include "config/Presets.h"
+#include "config/RunConfigJson.h"
+#include "config/RunConfigValidation.h"
+#include "util/Errors.h"
+
+#include <QRegularExpression>
+#include <QtTest>
+
+class TestPresets : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void publishedCounts_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<qint64>("total");
+        QTest::addColumn<bool>("tied");
+        // Totals as published on the model cards / safetensors metadata.
+        QTest::newRow("llama-3.2-1b") << "llama-3.2-1b" << qint64(1235814400) << true;
+        QTest::newRow("llama-3.1-8b") << "llama-3.1-8b" << qint64(8030261248) << false;
+        QTest::newRow("llama-3.1-70b") << "llama-3.1-70b" << qint64(70553706496) << false;
+        QTest::newRow("mistral-7b") << "mistral-7b" << qint64(7248023552) << false;
+        QTest::newRow("qwen2.5-7b") << "qwen2.5-7b" << qint64(7615616512) << false;
+        QTest::newRow("qwen2.5-0.5b") << "qwen2.5-0.5b" << qint64(494032768) << true;
+    }
+    void publishedCounts()
+    {
+        QFETCH(QString, name);
+        QFETCH(qint64, total);
+        QFETCH(bool, tied);
+        const pb::RunConfig c = pb::presetConfig(name);
+        QCOMPARE(QString::fromStdString(c.model.preset), name);
+        QCOMPARE(c.model.tieEmbeddings, tied);
+        const pb::ParamCounts counts = pb::countParameters(c);
+        QCOMPARE(counts.total, total);
+        QCOMPARE(counts.trainable, total); // full fine-tuning
+        QCOMPARE(c.train.precision, pb::Precision::Bf16Mixed);
+        QCOMPARE(c.train.optimizer.kind, pb::OptimizerKind::AdamW);
+        QCOMPARE(c.train.seqLen, qint64(2048));
+    }
+    void llama1bIsTheH200ComparisonConfig()
+    {
+        const pb::RunConfig c = pb::presetConfig(QStringLiteral("llama-3.2-1b"));
+        QCOMPARE(c.train.microBatch, qint64(8));
+        QCOMPARE(c.model.headDim, qint64(64));
+        QCOMPARE(c.model.ropeTheta, 500000.0);
+    }
+    void tinyByHand()
+    {
+        const pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+        // embed 256*64 + head 256*64 + final norm 64 + 2 layers * (norms 2*64 + q 64*64 + k,v 2*64*32
+        // + o 64*64 + mlp 3*64*176) = 16384*2 + 64 + 2*(128 + 4096 + 4096 + 4096 + 33792) = 125,248
+        QCOMPARE(pb::countParameters(c).total, qint64(125248));
+        QCOMPARE(c.train.precision, pb::Precision::Fp32);
+        QCOMPARE(c.train.seqLen, qint64(64));
+        QCOMPARE(c.train.microBatch, qint64(4));
+        QCOMPARE(c.data.kind, pb::DataKind::Synthetic);
+        QVERIFY(c.data.learnable);
+        QCOMPARE(c.train.optimizer.lr, 3e-3);
+        QCOMPARE(pb::defaultPresetName(), QStringLiteral("tiny"));
+    }
+    void smallShape()
+    {
+        const pb::RunConfig c = pb::presetConfig(QStringLiteral("small"));
+        QCOMPARE(c.model.layers, qint64(4));
+        QCOMPARE(c.model.hiddenSize, qint64(256));
+        QCOMPARE(c.train.seqLen, qint64(256));
+        // embed + head 2*2048*256 = 1,048,576; final norm 256; per layer: norms 512, q 256*256 = 65,536,
+        // k+v 2*256*128 = 65,536, o 65,536, mlp 3*256*688 = 528,384, so 725,504; 4 layers 2,902,016.
+        QCOMPARE(pb::countParameters(c).total, qint64(1048576 + 256 + 2902016));
+    }
+    void everyPresetIsValidAndNamedForItsFile()
+    {
+        const QStringList names = pb::presetNames();
+        QVERIFY2(names.size() >= 8, qPrintable(names.join(QLatin1Char(','))));
+        static const QRegularExpression pattern(QStringLiteral("^[a-z0-9][a-z0-9.-]*$"));
+        for (const QString &name : names) {
+            QVERIFY2(pattern.match(name).hasMatch(), qPrintable(name));
+            const pb::RunConfig c = pb::presetConfig(name);
+            QVERIFY2(pb::validateRunConfig(c).empty(), qPrintable(name));
+            QCOMPARE(QString::fromStdString(c.name), name);
+            QCOMPARE(QString::fromStdString(c.model.preset), name);
+            // Presets are complete files: writing them back changes nothing.
+            QCOMPARE(pb::configHash(pb::runConfigFromJson(pb::toJson(c))), pb::configHash(c));
+        }
+    }
+    void unknownPresetListsKnownOnes()
+    {
+        try {
+            pb::presetConfig(QStringLiteral("llama-9"));
+            QFAIL("expected an error");
+        } catch (const pb::InvalidInputError &e) {
+            const QString message = QString::fromUtf8(e.what());
+            QVERIFY2(message.contains(QLatin1String("unknown preset")), e.what());
+            QVERIFY2(message.contains(QLatin1String("llama-3.1-8b")), e.what());
+            QCOMPARE(e.code(), pb::ExitCode::InvalidInput);
+        }
+    }
+    void loraOnPresetCountsAdapters()
+    {
+        // Llama-3.1-8B, LoRA r=16 on q,k,v,o: per layer 16*(4096+4096) + 2*16*(4096+1024) + 16*(4096+4096)
+        // = 425,984; times 32 layers = 13,631,488 trainable.
+        const pb::RunConfig c = pb::loadRunConfig(QStringLiteral("preset:llama-3.1-8b"), {QStringLiteral("train.mode=lora"), QStringLiteral("train.lora.rank=16")});
+        const auto counts = pb::countParameters(c);
+        QCOMPARE(counts.trainable, qint64(13631488));
+        QCOMPARE(counts.total, qint64(8030261248) + 13631488);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPresets)
+#include "tst_presets.moc"

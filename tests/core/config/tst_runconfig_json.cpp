@@ -1,0 +1,265 @@
+// RunConfig <-> JSON: round trip, stable hash, old and minimal files, refusals with clear messages.
+#include "config/Presets.h"
+#include "config/RunConfigJson.h"
+#include "config/RunConfigParse.h"
+#include "util/Errors.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+QString fixture(const char *name) { return QStringLiteral(PB_TEST_DATA_DIR "/configs/") + QLatin1String(name); }
+
+// The message of the InvalidInputError `fn` throws; fails the test when it throws nothing.
+template <typename Fn> QString errorOf(Fn fn)
+{
+    try {
+        fn();
+    } catch (const pb::InvalidInputError &e) {
+        return QString::fromUtf8(e.what());
+    }
+    return QStringLiteral("<no error>");
+}
+
+pb::RunConfig customConfig()
+{
+    pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+    c.name = "round trip \"quoted\" \u00e9";
+    c.seed = 9007199254740991ULL; // 2^53 - 1: the largest seed a JSON number keeps exactly
+    c.deterministic = true;
+    c.model.revision = "0123abcd";
+    c.model.headDim = 32;
+    c.model.attentionBias = true;
+    c.model.norm = pb::NormKind::LayerNorm;
+    c.model.activation = pb::ActivationKind::GeGlu;
+    c.model.ropeTheta = 123456.5;
+    c.model.normEps = 1e-6;
+    c.train.mode = pb::TrainMode::Lora;
+    c.train.lora = {8, 12.5, 0.05, {"q_proj", "down_proj"}};
+    c.train.trainable = {"lm_head"};
+    c.train.optimizer = {pb::OptimizerKind::RmsProp, 0.0123, 0.01, 0.8, 0.95, 1e-7, 0.5};
+    c.train.schedule = {pb::ScheduleKind::Linear, 7, 77, 0.25};
+    c.train.precision = pb::Precision::Fp16Mixed;
+    c.train.gradAccum = 3;
+    c.train.recompute = true;
+    c.train.attention = pb::AttentionImpl::MemEfficient;
+    c.train.gradClip = 0.0;
+    c.train.lossScale = 1024;
+    c.validation = {10, 2};
+    c.checkpoint = {25, "/tmp/ckpt"};
+    c.data.kind = pb::DataKind::Jsonl;
+    c.data.path = "/data/train.jsonl";
+    c.data.lengths = pb::LengthDistribution::Uniform;
+    c.data.minLength = 8;
+    c.data.longestFirst = false;
+    c.data.validationFraction = 50;
+    c.job.unit = pb::JobUnit::Epochs;
+    c.job.amount = 3;
+    c.job.datasetTokens = 1.5e8;
+    c.job.deadlineHours = 12.5;
+    return c;
+}
+
+} // namespace
+
+class TestRunConfigJson : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void roundTripKeepsEveryField()
+    {
+        const pb::RunConfig c = customConfig();
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("run.json"));
+        pb::saveRunConfig(c, path);
+        const pb::RunConfig back = pb::loadRunConfig(path);
+        // toJson covers every field, so equal JSON means equal configs.
+        QCOMPARE(pb::toJson(back), pb::toJson(c));
+        QCOMPARE(pb::configHash(back), pb::configHash(c));
+        QCOMPARE(back.seed, uint64_t(9007199254740991ULL));
+        QCOMPARE(back.name, c.name);
+        QCOMPARE(back.train.lora.targets, (std::vector<std::string> {"q_proj", "down_proj"}));
+        QCOMPARE(*back.job.deadlineHours, 12.5);
+        QCOMPARE(back.train.optimizer.kind, pb::OptimizerKind::RmsProp);
+        QCOMPARE(back.data.lengths, pb::LengthDistribution::Uniform);
+    }
+    void fileIsReadableSnakeCase()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("run.json"));
+        pb::saveRunConfig(pb::presetConfig(QStringLiteral("tiny")), path);
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QByteArray text = file.readAll();
+        QVERIFY(text.startsWith("{\n"));
+        QVERIFY(text.contains("\"schema_version\": 1"));
+        QVERIFY(text.contains("\"hidden_size\": 64"));
+        QVERIFY(text.contains("\"precision\": \"fp32\""));
+        QVERIFY(!text.contains("hiddenSize"));
+    }
+    void hashIgnoresKeyOrderAndWhitespace()
+    {
+        const pb::RunConfig a = pb::loadRunConfig(fixture("tiny-copy.json"));
+        const pb::RunConfig b = pb::loadRunConfig(fixture("tiny-reordered.json"));
+        const std::string h = pb::configHash(a);
+        QCOMPARE(h.size(), size_t(64));
+        QCOMPARE(pb::configHash(b), h);
+        pb::RunConfig c = a;
+        c.train.optimizer.lr = 3.0000001e-3;
+        QVERIFY(pb::configHash(c) != h);
+        c = a;
+        c.model.revision = "x";
+        QVERIFY(pb::configHash(c) != h);
+    }
+    void hashIsSha256HexOfContent()
+    {
+        const QString text = QString::fromStdString(pb::configHash(pb::RunConfig {}));
+        QVERIFY(text.contains(QRegularExpression(QStringLiteral("^[0-9a-f]{64}$"))));
+        QCOMPARE(pb::configHash(pb::RunConfig {}), pb::configHash(pb::RunConfig {}));
+        pb::RunConfig seeded;
+        seeded.seed = 1235;
+        QVERIFY(pb::configHash(seeded) != pb::configHash(pb::RunConfig {}));
+        pb::RunConfig deadline;
+        deadline.job.deadlineHours = 0.0; // set-but-zero differs from unset (null)
+        QVERIFY(pb::configHash(deadline) != pb::configHash(pb::RunConfig {}));
+    }
+    void minimalFileTakesDefaults()
+    {
+        const pb::RunConfig c = pb::loadRunConfig(fixture("minimal.json"));
+        const pb::RunConfig defaults;
+        QCOMPARE(c.schemaVersion, pb::RunConfig::kSchemaVersion);
+        QCOMPARE(c.model.hiddenSize, qint64(64));
+        QCOMPARE(c.train.microBatch, qint64(2));
+        QCOMPARE(c.train.precision, defaults.train.precision);
+        QCOMPARE(c.train.optimizer.lr, defaults.train.optimizer.lr);
+        QCOMPARE(c.seed, defaults.seed);
+        QCOMPARE(c.data.kind, pb::DataKind::Synthetic);
+        QVERIFY(!c.job.deadlineHours.has_value());
+        const pb::RunConfig partial = pb::loadRunConfig(fixture("schema-v1-partial.json"));
+        QCOMPARE(partial.name, std::string("written-by-0.1"));
+        QCOMPARE(pb::countParameters(partial).total, pb::countParameters(c).total);
+    }
+    void refusals_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QStringList>("expected"); // every part must appear in the message
+        QTest::newRow("newer schema") << fixture("newer-schema.json") << QStringList {"schema_version", "newer PilotBench", "version 2"};
+        QTest::newRow("truncated") << fixture("truncated.json") << QStringList {"truncated.json", "not valid JSON", "truncated?"};
+        QTest::newRow("malformed") << fixture("malformed.json") << QStringList {"malformed.json", "line 2, column", "not valid JSON"};
+        QTest::newRow("wrong type") << fixture("wrong-type.json") << QStringList {"train.seq_len", "expected an integer", "the string \"2048\""};
+        QTest::newRow("unknown key") << fixture("unknown-key.json") << QStringList {"model.hiden_size", "unknown key", "hidden_size"};
+        QTest::newRow("empty") << fixture("empty.json") << QStringList {"empty.json", "empty"};
+        QTest::newRow("array") << fixture("array.json") << QStringList {"array.json", "JSON object"};
+        QTest::newRow("missing") << fixture("no-such-file.json") << QStringList {"no-such-file.json", "no such file"};
+        QTest::newRow("folder") << QStringLiteral(PB_TEST_DATA_DIR "/configs") << QStringList {"configs", "folder"};
+        QTest::newRow("broken rule") << fixture("invalid-rules.json") << QStringList {"model.attention_heads", "must divide model.hidden_size", "invalid-rules.json"};
+        QTest::newRow("unknown preset") << QStringLiteral("preset:gpt-5") << QStringList {"preset:gpt-5", "unknown preset", "tiny"};
+    }
+    void refusals()
+    {
+        QFETCH(QString, file);
+        QFETCH(QStringList, expected);
+        const QString message = errorOf([&] { pb::loadRunConfig(file); });
+        for (const QString &part : expected)
+            QVERIFY2(message.contains(part), qPrintable(message + QStringLiteral("   (missing: ") + part + QLatin1Char(')')));
+    }
+    void wrongTypes_data()
+    {
+        QTest::addColumn<QString>("json");
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("bool as string") << R"({"train": {"recompute": "yes"}})" << "train.recompute" << "expected true or false";
+        QTest::newRow("fraction as int") << R"({"model": {"layers": 2.5}})" << "model.layers" << "expected an integer";
+        QTest::newRow("number as string") << R"({"train": {"lr": "1e-4"}})" << "train.lr" << "expected a number";
+        QTest::newRow("string as number") << R"({"model": {"revision": 7}})" << "model.revision" << "expected a string";
+        QTest::newRow("list as string") << R"({"train": {"lora": {"targets": "q_proj"}}})" << "train.lora.targets" << "expected an array of strings";
+        QTest::newRow("list item") << R"({"train": {"lora": {"targets": ["q_proj", 3]}}})" << "train.lora.targets[1]" << "expected a string";
+        QTest::newRow("object as number") << R"({"train": 5})" << "train" << "expected an object";
+        QTest::newRow("unknown enum") << R"({"train": {"optimizer": "lion"}})" << "train.optimizer" << "adamw, adam, sgd, adagrad, rmsprop, adamw-8bit, adafactor";
+        QTest::newRow("unknown precision") << R"({"train": {"precision": "fp8"}})" << "train.precision" << "unknown value 'fp8'";
+        QTest::newRow("too large") << R"({"model": {"hidden_size": 1e30}})" << "model.hidden_size" << "too large";
+        QTest::newRow("negative seed") << R"({"seed": -1})" << "seed" << "at least 0";
+        QTest::newRow("null size") << R"({"model": {"layers": null}})" << "model.layers" << "got null";
+        QTest::newRow("schema too old") << R"({"schema_version": 0})" << "schema_version" << "at least 1";
+        QTest::newRow("top-level typo") << R"({"sede": 3})" << "sede" << "unknown key";
+    }
+    void wrongTypes()
+    {
+        QFETCH(QString, json);
+        QFETCH(QString, field);
+        QFETCH(QString, expected);
+        const QJsonObject object = QJsonDocument::fromJson(json.toUtf8()).object();
+        QVERIFY(!object.isEmpty());
+        try {
+            pb::parseRunConfigJson(object);
+            QFAIL("expected an error");
+        } catch (const pb::InvalidInputError &e) {
+            QCOMPARE(QString::fromStdString(e.where()), field);
+            QVERIFY2(QString::fromUtf8(e.what()).contains(expected), e.what());
+        }
+    }
+    void overrides_data()
+    {
+        QTest::addColumn<QStringList>("sets");
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::newRow("integer") << QStringList {"train.seq_len=128"} << "train.seq_len" << QJsonValue(128);
+        QTest::newRow("enum") << QStringList {"train.mode=lora", "train.lora.rank=4"} << "train.lora.rank" << QJsonValue(4);
+        QTest::newRow("bool") << QStringList {"train.recompute=true"} << "train.recompute" << QJsonValue(true);
+        QTest::newRow("later wins") << QStringList {"seed=1", "seed=2"} << "seed" << QJsonValue(2);
+        QTest::newRow("string stays text") << QStringList {"model.revision=1234"} << "model.revision" << QJsonValue(QStringLiteral("1234"));
+        QTest::newRow("json array") << QStringList {R"(train.lora.targets=["q_proj","v_proj"])"} << "train.lora.targets" << QJsonValue(QJsonArray {"q_proj", "v_proj"});
+        QTest::newRow("comma list") << QStringList {"train.lora.targets=up_proj, down_proj"} << "train.lora.targets" << QJsonValue(QJsonArray {"up_proj", "down_proj"});
+        QTest::newRow("optional") << QStringList {"job.deadline_hours=48"} << "job.deadline_hours" << QJsonValue(48);
+        QTest::newRow("value with =") << QStringList {"name=a=b"} << "name" << QJsonValue(QStringLiteral("a=b"));
+    }
+    void overrides()
+    {
+        QFETCH(QStringList, sets);
+        QFETCH(QString, path);
+        QFETCH(QJsonValue, value);
+        const pb::RunConfig c = pb::loadRunConfig(QStringLiteral("preset:tiny"), sets);
+        QJsonValue node = pb::toJson(c);
+        for (const QString &part : path.split(QLatin1Char('.')))
+            node = node.toObject().value(part);
+        QCOMPARE(node, value);
+    }
+    void badOverrides_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("unknown path") << "train.seqlen=5" << "train.seqlen";
+        QTest::newRow("unknown top") << "modle.layers=5" << "unknown path";
+        QTest::newRow("below a scalar") << "seed.x=1" << "not an object";
+        QTest::newRow("no value sign") << "train.seq_len" << "PATH=VALUE";
+        QTest::newRow("not a number") << "train.seq_len=long" << "train.seq_len: expected an integer, got the string \"long\"";
+        QTest::newRow("breaks a rule") << "train.seq_len=100000" << "train.seq_len: must not exceed model.max_positions";
+        QTest::newRow("overflow") << "train.micro_batch=9007199254740992" << "overflow";
+    }
+    void badOverrides()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, expected);
+        const QString message = errorOf([&] { pb::loadRunConfig(QStringLiteral("preset:tiny"), {set}); });
+        QVERIFY2(message.contains(expected), qPrintable(message));
+    }
+    void saveIsAtomic()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("missing-folder/run.json"));
+        bool threw = false;
+        try {
+            pb::saveRunConfig(pb::RunConfig {}, path);
+        } catch (const pb::PilotBenchError &e) {
+            threw = QString::fromUtf8(e.what()).contains(path);
+        }
+        QVERIFY(threw);
+        QVERIFY(!QFile::exists(path));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRunConfigJson)
+#include "tst_runconfig_json.moc"

@@ -1,0 +1,27 @@
+#pragma once
+// Import of a Hugging Face model folder's config.json (llama, mistral, qwen2 decoders) into a
+// RunConfig with default training settings. Unknown fields are ignored; missing required fields
+// are reported by name; shapes the parameter table cannot represent exactly are refused.
+#include "config/RunConfig.h"
+
+#include <QJsonObject>
+#include <QString>
+
+#include <string>
+#include <vector>
+
+namespace pb {
+
+// `path`: a model folder holding config.json, or the config.json file itself. The result is
+// validated; weightsPath is the folder when it holds *.safetensors. Throws InvalidInputError naming
+// the file and field.
+RunConfig importHfConfig(const QString &path);
+// The model shape of a parsed config.json; `where` (the file) prefixes field names in errors.
+ModelShape hfModelShape(const QJsonObject &json, const std::string &where);
+// The revision the folder records, first found of: a `revision` file, config.json's `_commit_hash`,
+// the folder's name when it is a Hugging Face cache `snapshots/<hash>` folder; "" otherwise.
+std::string hfRevision(const QString &folder, const QJsonObject &json);
+// The model_type values importHfConfig accepts.
+const std::vector<std::string> &hfSupportedModelTypes();
+
+} // namespace pb

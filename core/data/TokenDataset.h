@@ -23,11 +23,17 @@ public:
     // Content hash of the data (the data revision recorded with every run).
     virtual std::string revision() const = 0;
     virtual std::string description() const = 0;
+    // Tokens over all samples (the size of one epoch for JobUnit::Epochs). The default sums length().
+    virtual int64_t totalTokens() const;
+    // read() may be called from several threads at once (training and validation loaders);
+    // revision() too (it is computed once, on first use, for files: hashing reads every byte).
 };
 
 // Opens the configured source for a model (token ids must stay below vocabSize) and sequence
 // length. Throws InvalidInputError naming the file or field (missing file, wrong dtype, token id
-// out of range, empty data, ...).
+// out of range, empty data, ...). Fields named in messages: data.path, data.token_dtype,
+// data.synthetic_samples, data.min_length, data.lengths_file, model.vocab_size, train.seq_len.
+// Token ids are checked in full by read(); at open only the first and last MiB of a token file.
 std::unique_ptr<TokenDataset> openDataset(const DataConfig &data, int64_t vocabSize, int64_t seqLen, uint64_t seed);
 
 } // namespace pb

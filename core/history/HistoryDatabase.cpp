@@ -1,0 +1,209 @@
+#include "history/HistoryDatabase.h"
+
+#include "history/HistorySchema.h"
+#include "util/Errors.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QSqlError>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+
+namespace pb::history {
+namespace {
+
+QString uniqueConnectionName()
+{
+    static std::atomic<uint64_t> counter {0};
+    return QStringLiteral("pb_history_%1").arg(++counter);
+}
+
+[[noreturn]] void throwSql(const QSqlQuery &query, const QString &path, const QString &sql)
+{
+    throw PilotBenchError(ExitCode::Failure, describeSqlError(query, path).toStdString() + " (while running: " + sql.left(80).toStdString() + ")");
+}
+
+std::string quoted(const QString &path) { return "'" + path.toStdString() + "'"; }
+
+// Read-only look before anything is written: a corrupt, newer or foreign file must stay byte for byte
+// as it was (opening read-write would already switch it to WAL).
+void inspectExisting(const QString &path)
+{
+    Connection probe(path, true);
+    QSqlQuery check(probe.db());
+    check.setForwardOnly(true);
+    QStringList problems;
+    if (!check.exec(QStringLiteral("PRAGMA quick_check"))) {
+        problems << check.lastError().databaseText();
+    } else {
+        while (check.next()) {
+            const QString line = check.value(0).toString();
+            if (line != QLatin1String("ok"))
+                problems << line;
+            if (problems.size() >= 3)
+                break;
+        }
+    }
+    check.finish();
+    if (!problems.isEmpty())
+        throw InvalidInputError(path.toStdString(),
+            "the history database is corrupt or not an SQLite file (" + problems.join(QStringLiteral("; ")).toStdString()
+            + "); it was left untouched: move it aside and start a new one with --db, or restore a backup");
+    const int version = probe.scalar(QStringLiteral("PRAGMA user_version")).toInt();
+    if (version > kSchemaVersion)
+        throw InvalidInputError(path.toStdString(),
+            "the history database has schema version " + std::to_string(version) + ", written by a newer PilotBench; this build reads versions up to "
+            + std::to_string(kSchemaVersion) + ". It was not changed; open it with a newer PilotBench or choose another --db");
+    const int appId = probe.scalar(QStringLiteral("PRAGMA application_id")).toInt();
+    const int tables = probe.scalar(QStringLiteral("SELECT count(*) FROM sqlite_schema")).toInt();
+    if (appId != kApplicationId && (appId != 0 || tables > 0))
+        throw InvalidInputError(path.toStdString(), "this SQLite file is not a PilotBench history database (application_id "
+            + std::to_string(appId) + "); it was left untouched");
+}
+
+QString backupPath(const QString &path, int version)
+{
+    const QString base = path + QStringLiteral(".v%1-backup").arg(version);
+    QString candidate = base;
+    for (int i = 1; QFileInfo::exists(candidate); ++i)
+        candidate = base + QStringLiteral(".%1").arg(i);
+    return candidate;
+}
+
+void migrate(const Connection &c, bool fresh)
+{
+    int version = c.scalar(QStringLiteral("PRAGMA user_version")).toInt();
+    if (version == kSchemaVersion)
+        return;
+    QString backup;
+    if (!fresh && version > 0) {
+        // A copy of the user's data before the schema changes; VACUUM INTO gives a consistent file even
+        // with a WAL beside it. Kept after success too: the user deletes it when satisfied.
+        backup = backupPath(c.path(), version);
+        c.exec(QStringLiteral("VACUUM INTO ?"), {backup});
+        spdlog::info("history: backed up {} (schema v{}) to {} before migrating", c.path().toStdString(), version, backup.toStdString());
+    }
+    c.exec(QStringLiteral("BEGIN IMMEDIATE"));
+    try {
+        version = c.scalar(QStringLiteral("PRAGMA user_version")).toInt(); // another instance may have migrated meanwhile
+        if (version < kSchemaVersion) {
+            migrateSchema(c, version);
+            c.exec(QStringLiteral("PRAGMA application_id = %1").arg(kApplicationId));
+            c.exec(QStringLiteral("PRAGMA user_version = %1").arg(kSchemaVersion));
+        }
+        c.exec(QStringLiteral("COMMIT"));
+    } catch (const PilotBenchError &e) {
+        QSqlQuery(c.db()).exec(QStringLiteral("ROLLBACK"));
+        throw PilotBenchError(ExitCode::Failure, "migrating " + quoted(c.path()) + " from schema v" + std::to_string(version) + " to v"
+            + std::to_string(kSchemaVersion) + " failed, the file is unchanged: " + e.what()
+            + (backup.isEmpty() ? std::string() : "; a backup is at " + quoted(backup)));
+    }
+    if (version > 0)
+        spdlog::info("history: migrated {} from schema v{} to v{}", c.path().toStdString(), version, kSchemaVersion);
+}
+
+} // namespace
+
+Connection::Connection(const QString &path, bool readOnly)
+    : m_name(uniqueConnectionName()), m_path(path)
+{
+    QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_name);
+    if (!db.isValid())
+        throw PilotBenchError(ExitCode::Failure, "the Qt SQLite driver (QSQLITE) is not available: install the Qt 6 SQL plugins");
+    db.setDatabaseName(path);
+    db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=%1%2").arg(kBusyTimeoutMs).arg(readOnly ? QStringLiteral(";QSQLITE_OPEN_READONLY") : QString()));
+    if (!db.open())
+        throw PilotBenchError(ExitCode::Failure, "cannot open history database " + quoted(path) + ": " + db.lastError().text().toStdString());
+}
+
+Connection::~Connection()
+{
+    {
+        QSqlDatabase db = QSqlDatabase::database(m_name, false);
+        db.close();
+    }
+    QSqlDatabase::removeDatabase(m_name);
+}
+
+QSqlDatabase Connection::db() const { return QSqlDatabase::database(m_name, false); }
+
+QSqlQuery Connection::exec(const QString &sql, std::initializer_list<QVariant> values) const
+{
+    QSqlQuery query(db());
+    query.setForwardOnly(true);
+    bool ok;
+    if (values.size() == 0) {
+        ok = query.exec(sql);
+    } else {
+        ok = query.prepare(sql);
+        for (const QVariant &v : values)
+            query.addBindValue(v);
+        ok = ok && query.exec();
+    }
+    if (!ok)
+        throwSql(query, m_path, sql);
+    return query;
+}
+
+QSqlQuery Connection::prepare(const QString &sql) const
+{
+    QSqlQuery query(db());
+    query.setForwardOnly(true);
+    if (!query.prepare(sql))
+        throwSql(query, m_path, sql);
+    return query;
+}
+
+void Connection::execPrepared(QSqlQuery &query) const
+{
+    if (!query.exec())
+        throwSql(query, m_path, query.lastQuery());
+}
+
+QVariant Connection::scalar(const QString &sql, std::initializer_list<QVariant> values) const
+{
+    QSqlQuery query = exec(sql, values);
+    return query.next() ? query.value(0) : QVariant();
+}
+
+bool isDiskFull(const QSqlQuery &query)
+{
+    // SQLITE_FULL (13); extended codes keep the primary code in the low byte.
+    bool ok = false;
+    const int code = query.lastError().nativeErrorCode().toInt(&ok);
+    return ok && (code & 0xff) == 13;
+}
+
+QString describeSqlError(const QSqlQuery &query, const QString &path)
+{
+    if (isDiskFull(query))
+        return QStringLiteral("history database '%1' is full (no space left on the disk, or its size limit reached)").arg(path);
+    return QStringLiteral("history database '%1': %2").arg(path, query.lastError().text());
+}
+
+std::unique_ptr<Connection> openHistory(const QString &path)
+{
+    if (path.isEmpty())
+        throw InvalidInputError("--db", "the history database path is empty");
+    const QFileInfo info(path);
+    const bool fresh = !info.exists() || info.size() == 0;
+    if (info.exists() && !info.isFile())
+        throw InvalidInputError(path.toStdString(), "is not a file");
+    if (!fresh)
+        inspectExisting(path);
+    else if (!QDir().mkpath(info.absolutePath()))
+        throw PilotBenchError(ExitCode::Failure, "cannot create the folder of history database " + quoted(path));
+    auto c = std::make_unique<Connection>(path, false);
+    if (fresh)
+        c->exec(QStringLiteral("PRAGMA page_size = 16384")); // fewer overflow pages per sample chunk
+    const QString mode = c->scalar(QStringLiteral("PRAGMA journal_mode = WAL")).toString();
+    if (mode.compare(QLatin1String("wal"), Qt::CaseInsensitive) != 0)
+        spdlog::warn("history: {} stays in journal mode '{}' (WAL unavailable here)", path.toStdString(), mode.toStdString());
+    c->exec(QStringLiteral("PRAGMA synchronous = NORMAL"));
+    c->exec(QStringLiteral("PRAGMA foreign_keys = ON"));
+    migrate(*c, fresh);
+    return c;
+}
+
+} // namespace pb::history

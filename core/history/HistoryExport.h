@@ -1,0 +1,37 @@
+#pragma once
+// Moving runs between machines: a pilot run headless on a rented server is exported there and imported
+// at home. JSON holds everything (run row, samples column by column, phases, validation, checkpoint
+// writes); CSV holds the samples only, one line per step, for spreadsheets and plotting tools.
+#include <QJsonObject>
+#include <QString>
+#include <QStringList>
+
+#include <cstdint>
+#include <vector>
+
+namespace pb {
+
+class HistoryStore;
+
+constexpr int kHistoryExportFormatVersion = 1;
+
+// {"format": "pilotbench-history-export", "format_version": 1, "exported_at", "host", "runs": [...]}.
+// Throws InvalidInputError for an unknown run id.
+QJsonObject exportRunsJson(const HistoryStore &store, const std::vector<int64_t> &runIds);
+// Both write atomically (QSaveFile) and throw PilotBenchError naming the file on I/O failure.
+void writeRunsJson(const HistoryStore &store, const std::vector<int64_t> &runIds, const QString &file);
+// Header "run_id,step,phase,step_time_ms,..."; numbers in the shortest form that reads back exactly.
+void writeSamplesCsv(const HistoryStore &store, const std::vector<int64_t> &runIds, const QString &file);
+
+struct ImportResult {
+    std::vector<int64_t> importedRunIds;   // new local ids, in file order
+    QStringList skipped;                   // one message per run already present (same uuid)
+};
+
+// Imports every run of an export in one transaction (all or nothing). Each gets a new local id and
+// keeps its original id and host (origin_run_id, origin_host). A run whose uuid is already here is
+// skipped with a message. A malformed file is refused with InvalidInputError naming the file and
+// the field ("runs[0].samples.loss[12]: must be a number"), and nothing is written.
+ImportResult importRunsJson(HistoryStore &store, const QString &file);
+
+} // namespace pb

@@ -1,0 +1,217 @@
+// The config commands as a user runs them: exit codes 0/2, messages naming the file or field,
+// --set overrides, and nothing written when the input is bad.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+struct Result {
+    int code = -1;
+    QString out;
+    QString err;
+};
+
+Result cli(const QStringList &args)
+{
+    QProcess p;
+    p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
+    Result r;
+    if (!p.waitForFinished(60000)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = QStringLiteral("<timed out>");
+        return r;
+    }
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+QJsonObject json(const Result &r) { return QJsonDocument::fromJson(r.out.toUtf8()).object(); }
+
+QString data(const char *path) { return QStringLiteral(PB_TEST_DATA_DIR "/") + QLatin1String(path); }
+
+QByteArray fileBytes(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+} // namespace
+
+class TestCliConfig : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void presetsJson()
+    {
+        const Result r = cli({QStringLiteral("presets"), QStringLiteral("--json")});
+        QCOMPARE(r.code, 0);
+        const QJsonArray list = json(r).value(QStringLiteral("presets")).toArray();
+        QVERIFY(list.size() >= 8);
+        bool found = false;
+        for (const auto &v : list) {
+            const QJsonObject p = v.toObject();
+            if (p.value(QStringLiteral("name")).toString() != QLatin1String("llama-3.1-8b"))
+                continue;
+            found = true;
+            QCOMPARE(p.value(QStringLiteral("total_params")).toInteger(), qint64(8030261248));
+            QCOMPARE(p.value(QStringLiteral("trainable_params")).toInteger(), qint64(8030261248));
+            QCOMPARE(p.value(QStringLiteral("layers")).toInt(), 32);
+            QCOMPARE(p.value(QStringLiteral("hidden_size")).toInt(), 4096);
+            QCOMPARE(p.value(QStringLiteral("family")).toString(), QStringLiteral("llama"));
+        }
+        QVERIFY(found);
+    }
+    void presetsText()
+    {
+        const Result r = cli({QStringLiteral("presets")});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains(QLatin1String("70,553,706,496")), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QLatin1String("1,235,814,400")), qPrintable(r.out));
+    }
+    void newToStdoutAndFile()
+    {
+        const Result r = cli({QStringLiteral("config"), QStringLiteral("new"), QStringLiteral("--preset"), QStringLiteral("tiny")});
+        QCOMPARE(r.code, 0);
+        const QJsonObject c = json(r);
+        QCOMPARE(c.value(QStringLiteral("schema_version")).toInt(), 1);
+        QCOMPARE(c.value(QStringLiteral("model")).toObject().value(QStringLiteral("preset")).toString(), QStringLiteral("tiny"));
+        QCOMPARE(c.value(QStringLiteral("train")).toObject().value(QStringLiteral("precision")).toString(), QStringLiteral("fp32"));
+
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("run.json"));
+        const Result w = cli({QStringLiteral("config"), QStringLiteral("new"), QStringLiteral("--preset"), QStringLiteral("tiny"), QStringLiteral("--out"), file,
+                              QStringLiteral("--set"), QStringLiteral("train.micro_batch=2")});
+        QCOMPARE(w.code, 0);
+        const Result s = cli({QStringLiteral("config"), QStringLiteral("show"), file, QStringLiteral("--json")});
+        QCOMPARE(s.code, 0);
+        QCOMPARE(json(s).value(QStringLiteral("total_params")).toInteger(), qint64(125248));
+        QCOMPARE(json(s).value(QStringLiteral("train")).toObject().value(QStringLiteral("micro_batch")).toInt(), 2);
+    }
+    void nothingWrittenOnError_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("unknown preset") << QStringList {"--preset", "gpt-5"} << "unknown preset";
+        QTest::newRow("rule broken by --set") << QStringList {"--preset", "tiny", "--set", "train.seq_len=9999"} << "train.seq_len: must not exceed model.max_positions";
+        QTest::newRow("unknown --set path") << QStringList {"--preset", "tiny", "--set", "train.lora.rnak=8"} << "train.lora.rnak";
+        QTest::newRow("wrong --set type") << QStringList {"--preset", "tiny", "--set", "train.recompute=maybe"} << "train.recompute: expected true or false";
+    }
+    void nothingWrittenOnError()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, message);
+        QTemporaryDir dir;
+        const QString fresh = dir.filePath(QStringLiteral("fresh.json"));
+        Result r = cli(QStringList {QStringLiteral("config"), QStringLiteral("new"), QStringLiteral("--out"), fresh} + args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(message), qPrintable(r.err));
+        QVERIFY(!QFile::exists(fresh));
+        // An existing file is left exactly as it was.
+        const QString existing = dir.filePath(QStringLiteral("existing.json"));
+        {
+            QFile f(existing);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("keep me\n");
+        }
+        r = cli(QStringList {QStringLiteral("config"), QStringLiteral("new"), QStringLiteral("--out"), existing} + args);
+        QCOMPARE(r.code, 2);
+        QCOMPARE(fileBytes(existing), QByteArray("keep me\n"));
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden), QStringList {QStringLiteral("existing.json")});
+    }
+    void validate_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QStringList>("expected"); // in stdout for code 0 and rule issues, stderr otherwise
+        QTest::newRow("valid file") << QStringList {data("configs/tiny-copy.json")} << 0 << QStringList {"valid"};
+        QTest::newRow("valid preset") << QStringList {"preset:llama-3.1-70b"} << 0 << QStringList {"valid"};
+        QTest::newRow("minimal file") << QStringList {data("configs/minimal.json")} << 0 << QStringList {"valid"};
+        QTest::newRow("every broken rule") << QStringList {data("configs/invalid-rules.json")} << 2
+                                           << QStringList {"invalid: 3 issue(s)", "model.attention_heads: must divide model.hidden_size", "model.kv_heads: must divide model.attention_heads", "train.seq_len: must not exceed model.max_positions"};
+        QTest::newRow("lora rank via --set") << QStringList {"preset:tiny", "--set", "train.mode=lora", "--set", "train.lora.rank=64"} << 2 << QStringList {"train.lora.rank: must not exceed the width"};
+        QTest::newRow("malformed") << QStringList {data("configs/malformed.json")} << 2 << QStringList {"malformed.json", "not valid JSON at line 2"};
+        QTest::newRow("truncated") << QStringList {data("configs/truncated.json")} << 2 << QStringList {"truncated.json", "truncated?"};
+        QTest::newRow("wrong type") << QStringList {data("configs/wrong-type.json")} << 2 << QStringList {"train.seq_len: expected an integer"};
+        QTest::newRow("unknown key") << QStringList {data("configs/unknown-key.json")} << 2 << QStringList {"model.hiden_size: unknown key"};
+        QTest::newRow("newer schema") << QStringList {data("configs/newer-schema.json")} << 2 << QStringList {"schema_version", "newer PilotBench"};
+        QTest::newRow("missing file") << QStringList {data("configs/absent.json")} << 2 << QStringList {"absent.json: no such file"};
+        QTest::newRow("no argument") << QStringList {} << 2 << QStringList {"expected 1 argument"};
+    }
+    void validate()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(int, code);
+        QFETCH(QStringList, expected);
+        const Result r = cli(QStringList {QStringLiteral("config"), QStringLiteral("validate")} + args);
+        QCOMPARE(r.code, code);
+        const QString text = r.out + r.err;
+        for (const QString &part : expected)
+            QVERIFY2(text.contains(part), qPrintable(QStringLiteral("missing '%1' in:\n%2").arg(part, text)));
+    }
+    void validateJson()
+    {
+        const Result r = cli({QStringLiteral("config"), QStringLiteral("validate"), data("configs/invalid-rules.json"), QStringLiteral("--json")});
+        QCOMPARE(r.code, 2);
+        const QJsonObject o = json(r);
+        QCOMPARE(o.value(QStringLiteral("valid")).toBool(true), false);
+        QCOMPARE(o.value(QStringLiteral("issues")).toArray().size(), 3);
+        QCOMPARE(o.value(QStringLiteral("issues")).toArray().at(0).toObject().value(QStringLiteral("field")).toString(), QStringLiteral("model.attention_heads"));
+    }
+    void showWithOverrides()
+    {
+        const Result r = cli({QStringLiteral("config"), QStringLiteral("show"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--json"),
+                              QStringLiteral("--set"), QStringLiteral("train.mode=lora"), QStringLiteral("--set"), QStringLiteral("train.lora.rank=16")});
+        QCOMPARE(r.code, 0);
+        const QJsonObject o = json(r);
+        // LoRA r=16 on q,k,v,o of 32 layers: 32 * 16 * (2*(4096+4096) + 2*(4096+1024)) = 13,631,488.
+        QCOMPARE(o.value(QStringLiteral("trainable_params")).toInteger(), qint64(13631488));
+        QCOMPARE(o.value(QStringLiteral("total_params")).toInteger(), qint64(8030261248 + 13631488));
+        QCOMPARE(o.value(QStringLiteral("config_hash")).toString().size(), 64);
+        QCOMPARE(o.value(QStringLiteral("train")).toObject().value(QStringLiteral("mode")).toString(), QStringLiteral("lora"));
+    }
+    void showText()
+    {
+        const Result r = cli({QStringLiteral("config"), QStringLiteral("show"), QStringLiteral("preset:tiny")});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains(QLatin1String("125,248 total, 125,248 trainable")), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QLatin1String("2 layers, hidden 64, 4 heads (2 kv, head dim 16)")), qPrintable(r.out));
+    }
+    void importHf()
+    {
+        const Result r = cli({QStringLiteral("config"), QStringLiteral("import-hf"), data("hf/qwen2.5-7b")});
+        QCOMPARE(r.code, 0);
+        const QJsonObject model = json(r).value(QStringLiteral("model")).toObject();
+        QCOMPARE(model.value(QStringLiteral("family")).toString(), QStringLiteral("qwen2"));
+        QCOMPARE(model.value(QStringLiteral("attention_bias")).toBool(), true);
+        QCOMPARE(model.value(QStringLiteral("vocab_size")).toInt(), 152064);
+
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("qwen.json"));
+        QCOMPARE(cli({QStringLiteral("config"), QStringLiteral("import-hf"), data("hf/llama-3.1-8b"), QStringLiteral("--out"), file}).code, 0);
+        const Result s = cli({QStringLiteral("config"), QStringLiteral("show"), file, QStringLiteral("--json")});
+        QCOMPARE(s.code, 0);
+        QCOMPARE(json(s).value(QStringLiteral("total_params")).toInteger(), qint64(8030261248));
+
+        const Result missing = cli({QStringLiteral("config"), QStringLiteral("import-hf"), dir.filePath(QStringLiteral("none"))});
+        QCOMPARE(missing.code, 2);
+        QVERIFY2(missing.err.contains(QLatin1String("no such file or folder")), qPrintable(missing.err));
+    }
+    void badCommands()
+    {
+        QCOMPARE(cli({QStringLiteral("config")}).code, 2);
+        const Result r = cli({QStringLiteral("config"), QStringLiteral("frobnicate")});
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.err.contains(QLatin1String("unknown subcommand")));
+        QCOMPARE(cli({QStringLiteral("config"), QStringLiteral("show"), QStringLiteral("--bogus")}).code, 2);
+        QCOMPARE(cli({QStringLiteral("config"), QStringLiteral("show"), QStringLiteral("--help")}).code, 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliConfig)
+#include "tst_cli_config.moc"

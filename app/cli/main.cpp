@@ -71,7 +71,7 @@ int main(int argc, char **argv)
         return args.isEmpty() ? static_cast<int>(pb::ExitCode::InvalidInput) : 0;
     }
     if (args.first() == QLatin1String("--version") || args.first() == QLatin1String("-v")) {
-        out << pb::buildInfoText() << '\n';
+        out << QString::fromStdString(pb::buildInfoText()) << '\n';
         return 0;
     }
     const QString name = args.takeFirst();

@@ -3,6 +3,7 @@
 // PyTorch lives here, so the rest of the engine is written once.
 #include <torch/torch.h>
 #include <torch/version.h>
+#include <ATen/autocast_mode.h>
 
 #define PB_TORCH_AT_LEAST(major, minor) \
     (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -48,6 +49,45 @@ inline at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k, cons
     auto mask = torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
     scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
     return torch::matmul(torch::softmax(scores, -1, scores.scalar_type()), v);
+}
+
+} // namespace pb::compat
+
+namespace pb::compat {
+
+inline bool autocastEnabled(c10::DeviceType device)
+{
+#if PB_TORCH_AT_LEAST(2, 4)
+    return at::autocast::is_autocast_enabled(device);
+#else
+    return device == c10::DeviceType::CPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+#endif
+}
+
+inline at::ScalarType autocastDtype(c10::DeviceType device)
+{
+#if PB_TORCH_AT_LEAST(2, 4)
+    return at::autocast::get_autocast_dtype(device);
+#else
+    return device == c10::DeviceType::CPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+// Causal attention with grouped key/value heads: q [B, H, T, D], k and v [B, KV, T, D].
+inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, bool allowFused)
+{
+    const int64_t groups = q.size(1) / k.size(1);
+#if PB_TORCH_AT_LEAST(2, 5)
+    // enable_gqa lets the fused kernels read the shared heads instead of materialising copies.
+    if (allowFused)
+        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, c10::nullopt, /*enable_gqa=*/groups > 1);
+#endif
+    auto expand = [groups](const at::Tensor &t) {
+        if (groups == 1)
+            return t;
+        return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
+    };
+    return causalAttention(q, expand(k), expand(v), allowFused);
 }
 
 } // namespace pb::compat

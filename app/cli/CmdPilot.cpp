@@ -1,0 +1,43 @@
+// pilotbench-cli pilot: the single-device pilot, recorded in the history.
+#include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
+#include "app/cli/PilotPrinter.h"
+#include "engine/PilotRecorder.h"
+
+namespace pb::cli {
+namespace {
+
+int runPilot(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    addPilotOptions(parser);
+    if (!parseArgs(parser, ctx, QStringLiteral("Run a staged pilot: warm-up, then measured training steps with memory and timing probes.")))
+        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
+    PilotOptions options = pilotOptionsFrom(parser);
+    const QString database = databaseFrom(parser);
+    const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
+
+    installInterruptHandler();
+    options.cancel = &interruptFlag();
+    HistoryWriter writer(database);
+    PilotPrinter printer(ctx.out, ctx.err, jsonl, options.warmupSteps + options.steps);
+    PilotRecorder recorder(writer, &printer, &interruptFlag());
+    const int64_t runId = recorder.begin(config, options);
+    PilotEngine engine;
+    PilotRun run = engine.run(config, options, &recorder);
+    if (!recorder.historyError().empty()) {
+        run.summary.verdict = Verdict::Failed;
+        run.summary.message = recorder.historyError();
+    }
+    recorder.finish(run);
+    printer.printSummary(run, runId, database);
+    if (run.summary.verdict != Verdict::Fits && !jsonl)
+        ctx.err << "pilot " << toString(run.summary.verdict) << ": " << QString::fromStdString(run.summary.message) << '\n';
+    return exitCodeFor(run.summary.verdict);
+}
+
+const CliRegistration registration({QStringLiteral("pilot"), QStringLiteral("Run a single-device pilot (warm-up, measured steps, probes)"), &runPilot});
+
+} // namespace
+} // namespace pb::cli

@@ -1,0 +1,81 @@
+#include "app/cli/PilotCommon.h"
+
+#include "app/cli/CliSupport.h"
+#include "catalog/Catalog.h"
+#include "catalog/DeviceMatch.h"
+#include "engine/Environment.h"
+#include "util/AppPaths.h"
+#include "util/Errors.h"
+
+#include <spdlog/spdlog.h>
+
+namespace pb::cli {
+
+void addPilotOptions(QCommandLineParser &parser)
+{
+    parser.addOptions({
+        {QStringLiteral("config"), QStringLiteral("Run config: a JSON file or preset:NAME."), QStringLiteral("file")},
+        {QStringLiteral("set"), QStringLiteral("Override a config field (repeatable), e.g. train.seq_len=512."), QStringLiteral("path=value")},
+        {QStringLiteral("device"), QStringLiteral("cpu or cuda:N (default cpu)."), QStringLiteral("device"), QStringLiteral("cpu")},
+        {QStringLiteral("steps"), QStringLiteral("Measured steps (default 20)."), QStringLiteral("n"), QStringLiteral("20")},
+        {QStringLiteral("warmup"), QStringLiteral("Warm-up steps, not counted (default 3)."), QStringLiteral("n"), QStringLiteral("3")},
+        {QStringLiteral("memory-limit"), QStringLiteral("CPU tensor memory budget, e.g. 512M (beyond it: does-not-fit)."), QStringLiteral("size")},
+        {QStringLiteral("threads"), QStringLiteral("CPU threads for LibTorch (default: its own)."), QStringLiteral("n")},
+        {QStringLiteral("checkpoint-dir"), QStringLiteral("Write checkpoints here on the config's schedule."), QStringLiteral("dir")},
+        {QStringLiteral("db"), QStringLiteral("History database (default: the application data folder)."), QStringLiteral("file")},
+        {QStringLiteral("jsonl"), QStringLiteral("One JSON object per line as the run goes.")},
+    });
+}
+
+namespace {
+int64_t positiveInt(const QCommandLineParser &parser, const QString &name, int64_t minimum)
+{
+    bool ok = false;
+    const auto value = parser.value(name).toLongLong(&ok);
+    if (!ok || value < minimum)
+        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
+    return value;
+}
+} // namespace
+
+PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
+{
+    PilotOptions options;
+    options.device = parser.value(QStringLiteral("device")).toStdString();
+    options.steps = positiveInt(parser, QStringLiteral("steps"), 1);
+    options.warmupSteps = positiveInt(parser, QStringLiteral("warmup"), 0);
+    if (parser.isSet(QStringLiteral("memory-limit")))
+        options.memoryLimitBytes = parseByteSize(parser.value(QStringLiteral("memory-limit")), QStringLiteral("--memory-limit"));
+    if (parser.isSet(QStringLiteral("threads")))
+        options.cpuThreads = static_cast<int>(positiveInt(parser, QStringLiteral("threads"), 1));
+    options.checkpointDir = parser.value(QStringLiteral("checkpoint-dir")).toStdString();
+    options.devicePeakFlops = devicePeakFlops(options.device);
+    return options;
+}
+
+QString databaseFrom(const QCommandLineParser &parser)
+{
+    return parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : defaultDatabasePath();
+}
+
+std::optional<double> devicePeakFlops(const std::string &device)
+{
+    if (device.rfind("cuda", 0) != 0 || !cudaAvailable())
+        return std::nullopt;
+    const Environment env = captureEnvironment(device);
+    DetectedDevice detected;
+    detected.name = env.deviceName;
+    detected.memoryBytes = env.deviceMemoryBytes;
+    detected.computeCapability = env.computeCapability;
+    detected.runtimeVersion = env.cudaRuntime;
+    const Catalog catalog = builtInCatalog();
+    const DeviceMatch match = matchDevice(detected, catalog);
+    spdlog::info("device check: {}", match.message);
+    for (const auto &m : match.mismatches)
+        spdlog::warn("device mismatch: {}", m.message);
+    if (!match.matched)
+        return std::nullopt;
+    return catalog.card(match.cardId).bf16DenseTflops * 1e12;
+}
+
+} // namespace pb::cli

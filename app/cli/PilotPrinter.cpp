@@ -1,0 +1,130 @@
+#include "app/cli/PilotPrinter.h"
+
+#include "engine/PilotJson.h"
+#include "util/Errors.h"
+
+#include <QJsonDocument>
+
+#include <csignal>
+
+namespace pb::cli {
+
+std::atomic<bool> &interruptFlag()
+{
+    static std::atomic<bool> flag {false};
+    return flag;
+}
+
+namespace {
+void onInterrupt(int)
+{
+    if (interruptFlag().exchange(true))
+        std::_Exit(130);
+}
+} // namespace
+
+void installInterruptHandler()
+{
+    std::signal(SIGINT, onInterrupt);
+    std::signal(SIGTERM, onInterrupt);
+}
+
+int exitCodeFor(Verdict verdict)
+{
+    switch (verdict) {
+    case Verdict::Fits: return static_cast<int>(ExitCode::Ok);
+    case Verdict::DoesNotFit: return static_cast<int>(ExitCode::DoesNotFit);
+    case Verdict::Cancelled: return static_cast<int>(ExitCode::Cancelled);
+    case Verdict::Failed: return static_cast<int>(ExitCode::Failure);
+    }
+    return 1;
+}
+
+QString formatBytes(double bytes)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int unit = 0;
+    while (bytes >= 1024.0 && unit < 4) {
+        bytes /= 1024.0;
+        ++unit;
+    }
+    return QString::number(bytes, 'f', unit == 0 ? 0 : 2) + QLatin1Char(' ') + QLatin1String(units[unit]);
+}
+
+PilotPrinter::PilotPrinter(QTextStream &out, QTextStream &err, bool jsonl, int64_t totalSteps)
+    : m_out(out), m_err(err), m_jsonl(jsonl), m_total(totalSteps)
+{
+}
+
+void PilotPrinter::event(const QString &name, QJsonObject fields)
+{
+    if (!m_jsonl)
+        return;
+    fields.insert(QStringLiteral("event"), name);
+    m_out << QJsonDocument(fields).toJson(QJsonDocument::Compact) << '\n';
+    m_out.flush();
+}
+
+void PilotPrinter::phaseStarted(Phase phase, int64_t step)
+{
+    event(QStringLiteral("phase"), QJsonObject {{QStringLiteral("phase"), QString::fromLatin1(toString(phase))}, {QStringLiteral("step"), static_cast<double>(step)}});
+}
+
+void PilotPrinter::stepFinished(const StepSample &sample)
+{
+    ++m_done;
+    if (m_jsonl) {
+        event(QStringLiteral("step"), toJson(sample));
+        return;
+    }
+    const int width = 30;
+    const int filled = m_total > 0 ? static_cast<int>(width * m_done / m_total) : width;
+    m_err << '\r' << '[' << QString(filled, QLatin1Char('#')) << QString(width - filled, QLatin1Char('.')) << "] " << m_done << '/' << m_total << ' '
+          << toString(sample.phase) << "  " << QString::number(sample.stepTimeMs, 'f', 1) << " ms  loss " << QString::number(sample.loss, 'f', 4)
+          << "  peak " << formatBytes(static_cast<double>(sample.peakAllocatedBytes)) << "   ";
+    m_err.flush();
+}
+
+void PilotPrinter::validationFinished(const ValidationResult &result)
+{
+    event(QStringLiteral("validation"), toJson(result));
+}
+
+void PilotPrinter::checkpointWritten(const CheckpointWrite &write)
+{
+    event(QStringLiteral("checkpoint"), toJson(write));
+}
+
+void PilotPrinter::printSummary(const PilotRun &run, int64_t runId, const QString &database)
+{
+    if (m_jsonl) {
+        QJsonObject summary = summaryJson(run);
+        summary.insert(QStringLiteral("run_id"), static_cast<double>(runId));
+        summary.insert(QStringLiteral("database"), database);
+        event(QStringLiteral("summary"), summary);
+        return;
+    }
+    if (m_done > 0)
+        m_err << '\n';
+    const auto &s = run.summary;
+    m_out << "verdict: " << toString(s.verdict);
+    if (!s.message.empty())
+        m_out << " (" << QString::fromStdString(s.message) << ')';
+    m_out << "\nmeasured steps: " << s.measuredSteps << " on " << QString::fromStdString(run.environment.device) << " ("
+          << QString::fromStdString(run.environment.deviceName) << ")\n"
+          << "step time: mean " << QString::number(s.stepTimeMeanMs, 'f', 2) << " ms, p50 " << QString::number(s.stepTimeP50Ms, 'f', 2) << ", p90 "
+          << QString::number(s.stepTimeP90Ms, 'f', 2) << ", p99 " << QString::number(s.stepTimeP99Ms, 'f', 2) << ", CV "
+          << QString::number(s.stepTimeCv * 100, 'f', 1) << "%\n"
+          << "throughput: " << QString::number(s.tokensPerSecond, 'f', 0) << " tokens/s";
+    if (s.mfu)
+        m_out << ", MFU " << QString::number(*s.mfu * 100, 'f', 1) << '%';
+    m_out << "\npeak allocated: " << formatBytes(static_cast<double>(s.peakAllocatedBytes)) << ", peak reserved "
+          << formatBytes(static_cast<double>(s.peakReservedBytes)) << ", peak device use " << formatBytes(static_cast<double>(s.peakDeviceUsedBytes)) << '\n'
+          << "data stalls: " << QString::number(s.dataStallFraction * 100, 'f', 2) << "% of step time; validation " << QString::number(s.validationMs, 'f', 1)
+          << " ms; checkpoint writes " << QString::number(s.checkpointWriteMs, 'f', 1) << " ms\n"
+          << "final loss: " << QString::number(s.finalLoss, 'f', 4) << '\n'
+          << "recorded as run " << runId << " in " << database << '\n';
+    m_out.flush();
+}
+
+} // namespace pb::cli

@@ -1,0 +1,199 @@
+#include "checkpoint/Checkpoint.h"
+
+#include "config/RunConfigJson.h"
+#include "engine/TorchCompat.h"
+#include "util/Errors.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <chrono>
+#include <cstdio>
+
+namespace pb {
+namespace {
+
+const QString kModelFile = QStringLiteral("model.pt");
+const QString kOptimizerFile = QStringLiteral("optimizer.pt");
+const QString kRngFile = QStringLiteral("rng.pt");
+const QString kStateFile = QStringLiteral("state.json");
+const QString kConfigFile = QStringLiteral("config.json");
+
+std::vector<c10::Device> generatorDevices(const torch::Device &device)
+{
+    std::vector<c10::Device> devices {c10::Device(c10::kCPU)};
+    if (device.is_cuda())
+        for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i)
+            devices.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(i));
+    return devices;
+}
+
+std::string generatorKey(const c10::Device &d) { return d.is_cpu() ? "cpu" : "cuda_" + std::to_string(d.index()); }
+
+void saveArchive(torch::serialize::OutputArchive &archive, const QString &path)
+{
+    const QString temp = path + QStringLiteral(".tmp");
+    archive.save_to(temp.toStdString());
+    fsyncFile(temp);
+    QFile::remove(path);
+    if (!QFile::rename(temp, path))
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot be renamed into place");
+}
+
+torch::Tensor readTensor(torch::serialize::InputArchive &archive, const std::string &key, const QString &file)
+{
+    c10::IValue value;
+    if (!archive.try_read(key, value) || !value.isTensor())
+        throw InvalidInputError(file.toStdString(), "has no entry '" + key + "' (written by a different model or config)");
+    return value.toTensor();
+}
+
+void loadArchive(torch::serialize::InputArchive &archive, const QString &path, const torch::Device &device)
+{
+    try {
+        archive.load_from(path.toStdString(), device);
+    } catch (const c10::Error &e) {
+        throw InvalidInputError(path.toStdString(), std::string("cannot be loaded: ") + e.what_without_backtrace());
+    }
+}
+
+} // namespace
+
+std::string parameterChecksum(torch::nn::Module &model)
+{
+    QCryptographicHash hash(QCryptographicHash::Sha256);
+    for (const auto &item : model.named_parameters()) {
+        const auto cpu = item.value().detach().to(torch::kCPU).contiguous();
+        hash.addData(QByteArrayView(item.key().data(), static_cast<qsizetype>(item.key().size())));
+        hash.addData(QByteArrayView(static_cast<const char *>(cpu.data_ptr()), static_cast<qsizetype>(cpu.nbytes())));
+    }
+    return hash.result().toHex().toStdString();
+}
+
+CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &root)
+{
+    const auto start = std::chrono::steady_clock::now();
+    const QString folder = QDir(QString::fromStdString(root)).filePath(QStringLiteral("step-%1").arg(session.step, 8, 10, QLatin1Char('0')));
+    QDir dir(folder);
+    if (dir.exists())
+        dir.removeRecursively();
+    if (!QDir().mkpath(folder))
+        throw PilotBenchError(ExitCode::Failure, folder.toStdString() + ": cannot create the checkpoint folder");
+
+    {
+        torch::serialize::OutputArchive archive;
+        for (const auto &item : session.model->named_parameters())
+            archive.write(item.key(), item.value().detach());
+        for (const auto &item : session.model->named_buffers())
+            archive.write(item.key(), item.value().detach(), /*is_buffer=*/true);
+        saveArchive(archive, dir.filePath(kModelFile));
+    }
+    {
+        torch::serialize::OutputArchive archive;
+        for (const auto &[name, tensor] : session.optimizer->state())
+            archive.write(name, tensor.detach());
+        saveArchive(archive, dir.filePath(kOptimizerFile));
+    }
+    {
+        torch::serialize::OutputArchive archive;
+        for (const auto &device : generatorDevices(session.device))
+            archive.write(generatorKey(device), at::globalContext().defaultGenerator(device).get_state());
+        saveArchive(archive, dir.filePath(kRngFile));
+    }
+    const QJsonObject state {
+        {QStringLiteral("step"), static_cast<qint64>(session.step)},
+        {QStringLiteral("data_position"), QJsonObject {{QStringLiteral("epoch"), static_cast<qint64>(session.consumed.epoch)},
+                                                       {QStringLiteral("index"), static_cast<qint64>(session.consumed.index)},
+                                                       {QStringLiteral("shuffle_seed"), QString::number(session.consumed.shuffleSeed)}}},
+        {QStringLiteral("loss_scale"), QJsonObject {{QStringLiteral("enabled"), session.scaler.enabled},
+                                                    {QStringLiteral("scale"), session.scaler.scale},
+                                                    {QStringLiteral("good_steps"), static_cast<qint64>(session.scaler.goodSteps)}}},
+        {QStringLiteral("config_hash"), QString::fromStdString(configHash(session.config))},
+        {QStringLiteral("optimizer"), QString::fromStdString(session.optimizer->path())},
+        {QStringLiteral("torch_version"), QStringLiteral(TORCH_VERSION)},
+    };
+    writeFileAtomically(dir.filePath(kStateFile), QJsonDocument(state).toJson());
+    writeFileAtomically(dir.filePath(kConfigFile), QJsonDocument(toJson(session.config)).toJson());
+
+    QJsonArray files;
+    int64_t total = 0;
+    for (const auto &name : {kModelFile, kOptimizerFile, kRngFile, kStateFile, kConfigFile}) {
+        const QString path = dir.filePath(name);
+        const qint64 bytes = QFileInfo(path).size();
+        total += bytes;
+        files.append(QJsonObject {{QStringLiteral("file"), name}, {QStringLiteral("bytes"), bytes}, {QStringLiteral("sha256"), QString::fromStdString(sha256OfFile(path))}});
+    }
+    const QJsonObject manifest {{QStringLiteral("format"), QStringLiteral("pilotbench-checkpoint")},
+                                {QStringLiteral("version"), 1},
+                                {QStringLiteral("step"), static_cast<qint64>(session.step)},
+                                {QStringLiteral("config_hash"), QString::fromStdString(configHash(session.config))},
+                                {QStringLiteral("files"), files}};
+    // The manifest is written last: its presence is what marks the checkpoint complete.
+    writeFileAtomically(dir.filePath(QStringLiteral("manifest.json")), QJsonDocument(manifest).toJson());
+
+    CheckpointWrite write;
+    write.step = session.step;
+    write.path = folder.toStdString();
+    write.bytes = total;
+    write.writeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return write;
+}
+
+void restoreCheckpoint(TrainingSession &session, const std::string &path)
+{
+    const QString folder = resolveCheckpointFolder(QString::fromStdString(path));
+    const CheckpointInfo info = verifyCheckpoint(folder);
+    const QDir dir(folder);
+    const std::string expectedHash = configHash(session.config);
+    if (info.configHash != expectedHash)
+        throw InvalidInputError(dir.filePath(kConfigFile).toStdString(), "was written for another run configuration (hash " + info.configHash +
+                                                                            ", this run is " + expectedHash + ")");
+    QFile stateFile(dir.filePath(kStateFile));
+    stateFile.open(QIODevice::ReadOnly);
+    const auto state = QJsonDocument::fromJson(stateFile.readAll()).object();
+
+    torch::NoGradGuard noGrad;
+    {
+        torch::serialize::InputArchive archive;
+        loadArchive(archive, dir.filePath(kModelFile), session.device);
+        for (auto &item : session.model->named_parameters())
+            item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile)));
+        for (auto &item : session.model->named_buffers())
+            item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile)));
+    }
+    {
+        torch::serialize::InputArchive archive;
+        loadArchive(archive, dir.filePath(kOptimizerFile), session.device);
+        std::map<std::string, torch::Tensor> optimizerState;
+        for (const auto &key : archive.keys())
+            optimizerState[key] = readTensor(archive, key, dir.filePath(kOptimizerFile));
+        try {
+            session.optimizer->restoreState(optimizerState);
+        } catch (const c10::Error &e) {
+            throw InvalidInputError(dir.filePath(kOptimizerFile).toStdString(), e.what_without_backtrace());
+        }
+    }
+    {
+        torch::serialize::InputArchive archive;
+        loadArchive(archive, dir.filePath(kRngFile), torch::kCPU);
+        for (const auto &device : generatorDevices(session.device)) {
+            at::Generator generator = at::globalContext().defaultGenerator(device); // a handle to the global one
+            generator.set_state(readTensor(archive, generatorKey(device), dir.filePath(kRngFile)));
+        }
+    }
+    session.step = state.value(QStringLiteral("step")).toInteger();
+    const auto position = state.value(QStringLiteral("data_position")).toObject();
+    session.consumed.epoch = position.value(QStringLiteral("epoch")).toInteger();
+    session.consumed.index = position.value(QStringLiteral("index")).toInteger();
+    session.consumed.shuffleSeed = position.value(QStringLiteral("shuffle_seed")).toString().toULongLong();
+    const auto scaler = state.value(QStringLiteral("loss_scale")).toObject();
+    session.scaler.scale = scaler.value(QStringLiteral("scale")).toDouble(session.scaler.scale);
+    session.scaler.goodSteps = scaler.value(QStringLiteral("good_steps")).toInteger();
+}
+
+} // namespace pb

@@ -1,0 +1,36 @@
+#pragma once
+// Internal to the engine (includes torch). The optimizer step on the fastest path the build has:
+// the fused AdamW kernel of LibTorch 2.x on CUDA, a per-tensor in-place AdamW elsewhere (bounded
+// temporaries), torch::optim for SGD, Adagrad and RMSprop. State is exposed by name so a
+// checkpoint can save and restore it exactly.
+#include "config/RunConfig.h"
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pb {
+
+class TrainingOptimizer {
+public:
+    virtual ~TrainingOptimizer() = default;
+    virtual void step(double lr) = 0;
+    void zeroGrad();
+    // Named state tensors ("exp_avg.3", "step", ...) for checkpoints; restoreState() requires
+    // every name and shape to match.
+    virtual std::map<std::string, torch::Tensor> state() = 0;
+    virtual void restoreState(const std::map<std::string, torch::Tensor> &state) = 0;
+    virtual std::string path() const = 0;     // "fused", "per-tensor", "torch::optim" (reported)
+    std::vector<torch::Tensor> &parameters() { return m_params; }
+
+protected:
+    std::vector<torch::Tensor> m_params;
+};
+
+// Throws InvalidInputError for optimizers the estimator knows but the engine cannot run.
+std::unique_ptr<TrainingOptimizer> makeOptimizer(const OptimizerConfig &config, std::vector<torch::Tensor> params);
+
+} // namespace pb

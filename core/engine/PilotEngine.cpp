@@ -1,0 +1,121 @@
+#include "engine/PilotEngine.h"
+
+#include "config/ParameterTable.h"
+#include "config/RunConfigJson.h"
+#include "engine/LrSchedule.h"
+#include "engine/MemoryProbe.h"
+#include "engine/PilotSteps.h"
+#include "engine/TorchCompat.h"
+#include "util/Errors.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+namespace pb {
+
+double percentile(std::vector<double> values, double p)
+{
+    if (values.empty())
+        return 0;
+    std::sort(values.begin(), values.end());
+    const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+    return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
+}
+
+double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t seqLen)
+{
+    const auto counts = countParameters(config);
+    const double frozen = static_cast<double>(counts.total - counts.trainable);
+    const double trained = static_cast<double>(counts.trainable);
+    const double tokens = static_cast<double>(tokensPerStep);
+    const auto &m = config.model;
+    const double attention = 12.0 * static_cast<double>(m.layers) * static_cast<double>(m.attentionHeads * m.effectiveHeadDim()) * static_cast<double>(seqLen);
+    return (6.0 * trained + 4.0 * frozen + attention) * tokens;
+}
+
+PilotEngine::PilotEngine() = default;
+PilotEngine::~PilotEngine() = default;
+
+namespace {
+
+torch::Device parseDevice(const std::string &device)
+{
+    if (device == "cpu")
+        return torch::Device(torch::kCPU);
+    if (device.rfind("cuda", 0) == 0) {
+        if (!torch::cuda::is_available())
+            throw InvalidInputError("--device", "'" + device + "' asked for, but this build or host has no CUDA device (use --device cpu)");
+        int index = 0;
+        if (device.size() > 4) {
+            if (device[4] != ':' || device.size() == 5 || device.find_first_not_of("0123456789", 5) != std::string::npos)
+                throw InvalidInputError("--device", "'" + device + "' is not a device (use cpu or cuda:N)");
+            index = std::stoi(device.substr(5));
+        }
+        if (index >= static_cast<int>(torch::cuda::device_count()))
+            throw InvalidInputError("--device", "'" + device + "' does not exist: this host has " + std::to_string(torch::cuda::device_count()) + " CUDA device(s)");
+        return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+    }
+    throw InvalidInputError("--device", "'" + device + "' is not a device (use cpu or cuda:N)");
+}
+
+bool isOutOfMemory(const std::exception &e)
+{
+    if (dynamic_cast<const c10::OutOfMemoryError *>(&e) || dynamic_cast<const std::bad_alloc *>(&e))
+        return true;
+    const std::string what = e.what();
+    return what.find("out of memory") != std::string::npos || what.find("CUDA error: out of memory") != std::string::npos;
+}
+
+std::string firstLine(const std::string &text)
+{
+    const auto end = text.find('\n');
+    return end == std::string::npos ? text : text.substr(0, end);
+}
+
+} // namespace
+
+PilotRun PilotEngine::run(const RunConfig &config, const PilotOptions &options, PilotObserver *observer)
+{
+    if (options.steps < 1)
+        throw InvalidInputError("--steps", "must be at least 1");
+    if (options.warmupSteps < 0)
+        throw InvalidInputError("--warmup", "must not be negative");
+    const torch::Device device = parseDevice(options.device);
+    PilotObserver silent;
+    PilotObserver &obs = observer ? *observer : silent;
+
+    PilotRun run;
+    run.environment = captureEnvironment(options.device);
+    run.configHash = configHash(config);
+    run.modelRevision = config.model.revision.empty() ? "random-init:seed=" + std::to_string(config.seed) : config.model.revision;
+    MemoryProbe probe(options.device);
+    if (!probe.isCuda())
+        setCpuMemoryLimit(options.memoryLimitBytes);
+    if (options.cpuThreads > 0)
+        at::set_num_threads(options.cpuThreads);
+
+    StepRunner runner(config, options, device, probe, obs, run);
+    try {
+        runner.execute();
+    } catch (const PilotBenchError &) {
+        setCpuMemoryLimit(0);
+        throw;
+    } catch (const std::exception &e) {
+        if (isOutOfMemory(e)) {
+            runner.recordOutOfMemory(firstLine(e.what()));
+        } else {
+            runner.recordFailure(firstLine(e.what()));
+        }
+    }
+    runner.release();
+    probe.releaseCache();
+    setCpuMemoryLimit(0);
+    runner.finishSummary();
+    return run;
+}
+
+} // namespace pb

@@ -1,0 +1,76 @@
+#pragma once
+// The staged single-device pilot: build the model -> load data -> warm-up steps (not counted) ->
+// measured steps on the longest batches -> validation and checkpoints on their schedules. Runs
+// synchronously in the calling thread (the GUI hosts it in a worker QThread, the CLI calls it
+// directly) and reports through PilotObserver. No torch in this header.
+#include "config/RunConfig.h"
+#include "engine/Environment.h"
+#include "engine/PilotTypes.h"
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pb {
+
+struct PilotOptions {
+    std::string device = "cpu";          // "cpu" or "cuda:N"
+    int64_t steps = 20;                  // measured optimizer steps
+    int64_t warmupSteps = 3;             // not counted in the statistics
+    int64_t memoryLimitBytes = 0;        // CPU tensor budget (0: none); beyond it: does-not-fit
+    std::string checkpointDir;           // write checkpoints here on the config's schedule
+    bool checkpointAtEnd = false;        // also write one after the last step
+    std::string resumeFrom;              // restore this checkpoint folder before training
+    std::optional<double> devicePeakFlops; // dense peak FLOP/s of the device, for MFU
+    bool parameterChecksum = false;      // SHA-256 of every parameter at the end (restore proof)
+    int cpuThreads = 0;                  // 0: LibTorch's default
+    const std::atomic<bool> *cancel = nullptr; // checked between micro-batches
+};
+
+class PilotObserver {
+public:
+    virtual ~PilotObserver() = default;
+    virtual void phaseStarted(Phase /*phase*/, int64_t /*step*/) {}
+    virtual void phaseFinished(const PhaseMark & /*mark*/) {}
+    virtual void stepFinished(const StepSample & /*sample*/) {}
+    virtual void validationFinished(const ValidationResult & /*result*/) {}
+    virtual void checkpointWritten(const CheckpointWrite & /*write*/) {}
+};
+
+struct PilotRun {
+    PilotSummary summary;
+    Environment environment;
+    std::string configHash;
+    std::string modelRevision;
+    std::string dataRevision;
+    std::string dataDescription;
+    std::string optimizerPath;           // "fused", "per-tensor"
+    std::string attentionPath;           // "sdpa", "math"
+    std::vector<double> losses;          // every step's loss, warm-up included
+    std::string parameterChecksum;       // when asked for
+    int64_t firstStep = 1;               // > 1 when resumed from a checkpoint
+    std::vector<PhaseMark> phases;
+};
+
+class PilotEngine final {
+public:
+    PilotEngine();
+    ~PilotEngine();
+    PilotEngine(const PilotEngine &) = delete;
+    PilotEngine &operator=(const PilotEngine &) = delete;
+
+    // Never throws for out-of-memory (verdict does-not-fit) or cancellation; throws
+    // InvalidInputError for input it cannot run (bad device, missing data file, ...).
+    PilotRun run(const RunConfig &config, const PilotOptions &options, PilotObserver *observer = nullptr);
+};
+
+// Model FLOPs of one optimizer step (PaLM convention: 6·N·tokens for full training plus
+// 12·layers·hidden·seq per token for attention; frozen weights cost 4·N instead of 6·N).
+double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t seqLen);
+
+// Nearest-rank percentile of an unsorted sample (p in [0, 100]).
+double percentile(std::vector<double> values, double p);
+
+} // namespace pb

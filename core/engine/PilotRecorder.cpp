@@ -1,0 +1,93 @@
+#include "engine/PilotRecorder.h"
+
+#include "config/RunConfigJson.h"
+#include "engine/PilotJson.h"
+
+#include <spdlog/spdlog.h>
+
+namespace pb {
+
+PilotRecorder::PilotRecorder(HistoryWriter &writer, PilotObserver *next, std::atomic<bool> *stopFlag)
+    : m_writer(writer), m_next(next), m_stop(stopFlag)
+{
+}
+
+int64_t PilotRecorder::begin(const RunConfig &config, const PilotOptions &options, const QString &kind, std::optional<int64_t> parentRunId)
+{
+    RunStart start;
+    start.kind = kind;
+    start.name = QString::fromStdString(config.name);
+    start.model = QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
+    start.device = QString::fromStdString(options.device);
+    start.card = QLatin1String("");
+    start.notes = QLatin1String("");
+    if (start.name.isNull())
+        start.name = QLatin1String("");
+    start.configJson = toJson(config);
+    start.configHash = configHash(config);
+    start.environmentJson = toJson(captureEnvironment(options.device));
+    start.parentRunId = parentRunId;
+    m_runId = m_writer.beginRun(start);
+    return m_runId;
+}
+
+void PilotRecorder::finish(const PilotRun &run)
+{
+    check(m_writer.finishRun(m_runId, run.summary, summaryJson(run)));
+    check(m_writer.flush());
+}
+
+std::string PilotRecorder::historyError() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_error;
+}
+
+void PilotRecorder::check(bool ok)
+{
+    if (ok)
+        return;
+    std::lock_guard lock(m_mutex);
+    if (m_error.empty()) {
+        m_error = "the history database stopped accepting writes: " + m_writer.lastError();
+        spdlog::error("{}; stopping the pilot", m_error);
+        if (m_stop)
+            m_stop->store(true);
+    }
+}
+
+void PilotRecorder::phaseStarted(Phase phase, int64_t step)
+{
+    if (m_next)
+        m_next->phaseStarted(phase, step);
+}
+
+void PilotRecorder::phaseFinished(const PhaseMark &mark)
+{
+    check(m_writer.appendPhase(m_runId, mark));
+    if (m_next)
+        m_next->phaseFinished(mark);
+}
+
+void PilotRecorder::stepFinished(const StepSample &sample)
+{
+    check(m_writer.appendSample(m_runId, sample));
+    if (m_next)
+        m_next->stepFinished(sample);
+}
+
+void PilotRecorder::validationFinished(const ValidationResult &result)
+{
+    check(m_writer.appendValidation(m_runId, result));
+    if (m_next)
+        m_next->validationFinished(result);
+}
+
+void PilotRecorder::checkpointWritten(const CheckpointWrite &write)
+{
+    check(m_writer.appendCheckpoint(m_runId, write));
+    if (m_next)
+        m_next->checkpointWritten(write);
+}
+
+} // namespace pb

@@ -1,0 +1,39 @@
+#pragma once
+// Records a pilot in the history as it runs (through the writer thread, so the pilot never waits
+// on the disk) and passes every event on to another observer (the CLI's printer, the GUI's sample
+// buffer). A history write failure (a full disk) stops the run cleanly through the stop flag.
+#include "engine/PilotEngine.h"
+#include "history/HistoryWriter.h"
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+
+namespace pb {
+
+class PilotRecorder final : public PilotObserver {
+public:
+    PilotRecorder(HistoryWriter &writer, PilotObserver *next, std::atomic<bool> *stopFlag);
+    int64_t begin(const RunConfig &config, const PilotOptions &options, const QString &kind = QStringLiteral("pilot"),
+                  std::optional<int64_t> parentRunId = std::nullopt);
+    void finish(const PilotRun &run);
+    int64_t runId() const { return m_runId; }
+    std::string historyError() const;
+
+    void phaseStarted(Phase phase, int64_t step) override;
+    void phaseFinished(const PhaseMark &mark) override;
+    void stepFinished(const StepSample &sample) override;
+    void validationFinished(const ValidationResult &result) override;
+    void checkpointWritten(const CheckpointWrite &write) override;
+
+private:
+    void check(bool ok);
+    HistoryWriter &m_writer;
+    PilotObserver *m_next;
+    std::atomic<bool> *m_stop;
+    int64_t m_runId = 0;
+    mutable std::mutex m_mutex;
+    std::string m_error;
+};
+
+} // namespace pb

@@ -1,0 +1,395 @@
+#include "engine/PilotSteps.h"
+
+#include "checkpoint/Checkpoint.h"
+#include "engine/LrSchedule.h"
+#include "engine/Prefetcher.h"
+#include "engine/TorchCompat.h"
+#include "util/Errors.h"
+
+#include <spdlog/spdlog.h>
+
+#include <QCryptographicHash>
+
+#include <cmath>
+#include <numeric>
+
+#ifdef PB_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pb {
+namespace {
+
+struct CancelledSignal {};
+
+at::ScalarType autocastType(Precision precision)
+{
+    return precision == Precision::Fp16Mixed ? at::kHalf : at::kBFloat16;
+}
+
+bool usesAutocast(Precision precision) { return precision == Precision::Bf16Mixed || precision == Precision::Fp16Mixed; }
+
+// Autocast around the forward pass only, as PyTorch recommends (backward runs in the dtypes the
+// forward chose).
+class AutocastScope {
+public:
+    AutocastScope(c10::DeviceType device, bool enabled, at::ScalarType dtype) : m_device(device), m_enabled(enabled)
+    {
+        if (m_enabled)
+            compat::setAutocast(m_device, true, dtype);
+    }
+    ~AutocastScope()
+    {
+        if (m_enabled)
+            compat::setAutocast(m_device, false, at::kBFloat16);
+    }
+
+private:
+    c10::DeviceType m_device;
+    bool m_enabled;
+};
+
+} // namespace
+
+StepRunner::StepRunner(const RunConfig &config, const PilotOptions &options, const torch::Device &device, MemoryProbe &probe, PilotObserver &observer, PilotRun &run)
+    : m_config(config), m_options(options), m_device(device), m_probe(probe), m_observer(observer), m_run(run),
+      m_start(std::chrono::steady_clock::now())
+{
+    m_session.config = config;
+    m_session.device = device;
+}
+
+double StepRunner::elapsedMs(std::chrono::steady_clock::time_point since) const
+{
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+}
+
+bool StepRunner::cancelled() const { return m_options.cancel && m_options.cancel->load(std::memory_order_relaxed); }
+
+void StepRunner::synchronize()
+{
+#ifdef PB_WITH_CUDA
+    if (m_device.is_cuda())
+        cudaDeviceSynchronize();
+#endif
+}
+
+void StepRunner::beginPhase(Phase phase)
+{
+    m_phase = phase;
+    m_mark = PhaseMark {};
+    m_mark.phase = phase;
+    m_mark.step = m_session.step + 1;
+    m_mark.startMs = elapsedMs(m_start);
+    m_phaseOpen = true;
+    m_observer.phaseStarted(phase, m_mark.step);
+}
+
+void StepRunner::endPhase()
+{
+    if (!m_phaseOpen)
+        return;
+    m_phaseOpen = false;
+    const auto reading = m_probe.read();
+    m_mark.durationMs = elapsedMs(m_start) - m_mark.startMs;
+    m_mark.peakAllocatedBytes = std::max(m_mark.peakAllocatedBytes, reading.peakAllocatedBytes);
+    m_mark.peakDeviceUsedBytes = std::max(m_mark.peakDeviceUsedBytes, reading.deviceUsedBytes);
+    m_peakAllocated = std::max(m_peakAllocated, m_mark.peakAllocatedBytes);
+    m_peakReserved = std::max(m_peakReserved, reading.peakReservedBytes);
+    m_peakDeviceUsed = std::max(m_peakDeviceUsed, m_mark.peakDeviceUsedBytes);
+    auto &byPhase = m_run.summary.peakAllocatedByPhase[toString(m_mark.phase)];
+    byPhase = std::max(byPhase, m_mark.peakAllocatedBytes);
+    auto &usedByPhase = m_run.summary.peakDeviceUsedByPhase[toString(m_mark.phase)];
+    usedByPhase = std::max(usedByPhase, m_mark.peakDeviceUsedBytes);
+    m_run.phases.push_back(m_mark);
+    m_observer.phaseFinished(m_mark);
+}
+
+void StepRunner::setup()
+{
+    beginPhase(Phase::Setup);
+    const auto &train = m_config.train;
+    if (train.precision == Precision::Fp16Mixed && !m_device.is_cuda())
+        throw InvalidInputError("train.precision", "fp16-mixed needs a CUDA device: CPU autocast supports bf16 only");
+    if (!m_config.model.weightsPath.empty())
+        throw InvalidInputError("model.weights_path", "loading pretrained weights is not available in this build yet; leave it empty for random initialisation");
+    if (m_config.deterministic) {
+#ifdef PB_WITH_CUDA
+        setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+#endif
+        at::globalContext().setDeterministicAlgorithms(true, false);
+    }
+    torch::manual_seed(m_config.seed);
+
+    ModelRuntime runtime;
+    runtime.fusedAttention = train.attention != AttentionImpl::Math && compat::hasScaledDotProductAttention();
+    runtime.recompute = train.recompute;
+    m_run.attentionPath = runtime.fusedAttention ? "sdpa" : "math";
+    m_session.model = DecoderModel(m_config, runtime, m_device);
+    m_session.model->initialise(m_config.seed);
+    m_session.model->train();
+    m_session.optimizer = makeOptimizer(train.optimizer, m_session.model->trainableParameters());
+    m_run.optimizerPath = m_session.optimizer->path();
+    m_session.scaler.enabled = train.precision == Precision::Fp16Mixed;
+    m_session.scaler.scale = train.lossScale;
+
+    m_session.dataset = openDataset(m_config.data, m_config.model.vocabSize, train.seqLen, m_config.seed);
+    std::vector<int64_t> trainSamples, validationSamples;
+    splitSamples(*m_session.dataset, m_config.validation.everySteps > 0 ? std::max<int64_t>(m_config.data.validationFraction, 1) : 0, m_config.seed,
+                 trainSamples, validationSamples);
+    m_session.trainBatches = std::make_unique<Batcher>(*m_session.dataset, trainSamples, train.microBatch, m_config.data.longestFirst, m_config.seed);
+    if (!validationSamples.empty())
+        m_session.validationBatches = std::make_unique<Batcher>(*m_session.dataset, validationSamples, train.microBatch, true, m_config.seed);
+    m_session.consumed = m_session.trainBatches->position();
+    m_run.dataRevision = m_session.dataset->revision();
+    m_run.dataDescription = m_session.dataset->description();
+
+    if (!m_options.resumeFrom.empty()) {
+        restoreCheckpoint(m_session, m_options.resumeFrom);
+        m_session.trainBatches->seek(m_session.consumed);
+        m_run.firstStep = m_session.step + 1;
+    }
+    synchronize();
+    endPhase();
+    m_run.summary.setupMs = m_run.phases.back().durationMs;
+}
+
+StepSample StepRunner::trainStep(Phase phase)
+{
+    StepSample sample;
+    sample.phase = phase;
+    m_probe.resetPeak();
+    const auto &train = m_config.train;
+    const bool autocast = usesAutocast(train.precision);
+    const auto stepStart = std::chrono::steady_clock::now();
+    double lossSum = 0;
+    for (int64_t micro = 0; micro < train.gradAccum; ++micro) {
+        if (cancelled())
+            throw CancelledSignal {};
+        PreparedBatch batch = m_prefetcher->pop(sample.dataWaitMs);
+        const auto inputs = batch.inputs.to(m_device, /*non_blocking=*/true);
+        const auto targets = batch.targets.to(m_device, /*non_blocking=*/true);
+        auto t0 = std::chrono::steady_clock::now();
+        torch::Tensor loss;
+        {
+            AutocastScope scope(m_device.type(), autocast, autocastType(train.precision));
+            loss = m_session.model->loss(inputs, targets);
+        }
+        synchronize();
+        sample.forwardMs += elapsedMs(t0);
+        t0 = std::chrono::steady_clock::now();
+        auto scaled = loss / static_cast<double>(train.gradAccum);
+        if (m_session.scaler.enabled)
+            scaled = scaled * m_session.scaler.scale;
+        scaled.backward();
+        lossSum += loss.item<double>();
+        synchronize();
+        sample.backwardMs += elapsedMs(t0);
+        sample.tokens += batch.tokens;
+        m_session.consumed = batch.positionAfter;
+    }
+
+    const auto t0 = std::chrono::steady_clock::now();
+    auto &params = m_session.optimizer->parameters();
+    bool finite = true;
+    if (m_session.scaler.enabled) {
+        torch::NoGradGuard noGrad;
+        for (auto &p : params)
+            if (p.grad().defined())
+                p.grad().mul_(1.0 / m_session.scaler.scale);
+    }
+    if (train.gradClip > 0 || m_session.scaler.enabled) {
+        sample.gradNorm = torch::nn::utils::clip_grad_norm_(params, train.gradClip > 0 ? train.gradClip : std::numeric_limits<double>::max());
+        finite = std::isfinite(sample.gradNorm);
+    }
+    sample.learningRate = learningRateAt(train.optimizer, train.schedule, m_session.step);
+    if (finite) {
+        m_session.optimizer->step(sample.learningRate);
+        if (m_session.scaler.enabled && ++m_session.scaler.goodSteps % LossScaler::kGrowthInterval == 0)
+            m_session.scaler.scale *= 2;
+    } else if (m_session.scaler.enabled) {
+        // fp16 overflow: skip the step and halve the scale, as torch.cuda.amp.GradScaler does.
+        m_session.scaler.scale /= 2;
+        m_session.scaler.goodSteps = 0;
+    }
+    m_session.optimizer->zeroGrad();
+    synchronize();
+    sample.optimizerMs = elapsedMs(t0);
+    sample.stepTimeMs = elapsedMs(stepStart);
+    sample.loss = lossSum / static_cast<double>(train.gradAccum);
+    ++m_session.step;
+    sample.step = m_session.step;
+    const auto reading = m_probe.read();
+    sample.allocatedBytes = reading.allocatedBytes;
+    sample.reservedBytes = reading.reservedBytes;
+    sample.peakAllocatedBytes = reading.peakAllocatedBytes;
+    sample.deviceUsedBytes = reading.deviceUsedBytes;
+    m_mark.peakAllocatedBytes = std::max(m_mark.peakAllocatedBytes, reading.peakAllocatedBytes);
+    m_mark.peakDeviceUsedBytes = std::max(m_mark.peakDeviceUsedBytes, reading.deviceUsedBytes);
+    m_peakReserved = std::max(m_peakReserved, reading.peakReservedBytes);
+    return sample;
+}
+
+void StepRunner::validate()
+{
+    if (!m_session.validationBatches || m_config.validation.batches <= 0)
+        return;
+    ValidationResult result;
+    result.step = m_session.step;
+    const auto start = std::chrono::steady_clock::now();
+    m_probe.resetPeak();
+    m_session.validationBatches->seek(DataPosition {0, 0, m_config.seed});
+    m_session.model->eval();
+    double sum = 0;
+    {
+        torch::NoGradGuard noGrad;
+        AutocastScope scope(m_device.type(), usesAutocast(m_config.train.precision), autocastType(m_config.train.precision));
+        for (int64_t i = 0; i < m_config.validation.batches; ++i) {
+            if (cancelled())
+                throw CancelledSignal {};
+            auto batch = prepareBatch(m_session.validationBatches->next(), false);
+            sum += m_session.model->loss(batch.inputs.to(m_device), batch.targets.to(m_device)).item<double>();
+            ++result.batches;
+        }
+    }
+    m_session.model->train();
+    synchronize();
+    result.loss = sum / static_cast<double>(std::max<int64_t>(result.batches, 1));
+    result.durationMs = elapsedMs(start);
+    m_run.summary.validationMs += result.durationMs;
+    const auto reading = m_probe.read();
+    m_mark.peakAllocatedBytes = std::max(m_mark.peakAllocatedBytes, reading.peakAllocatedBytes);
+    m_observer.validationFinished(result);
+}
+
+void StepRunner::checkpoint()
+{
+    m_probe.resetPeak();
+    const auto write = writeCheckpoint(m_session, m_options.checkpointDir);
+    m_run.summary.checkpointWriteMs += write.writeMs;
+    m_run.summary.checkpointBytes = write.bytes;
+    m_observer.checkpointWritten(write);
+}
+
+void StepRunner::execute()
+{
+    setup();
+    Prefetcher prefetcher(*m_session.trainBatches, 3, m_device.is_cuda());
+    m_prefetcher = &prefetcher;
+    const int64_t total = m_options.warmupSteps + m_options.steps;
+    try {
+        for (int64_t i = 0; i < total; ++i) {
+            const Phase phase = i < m_options.warmupSteps ? Phase::Warmup : Phase::Train;
+            if (!m_phaseOpen || m_phase != phase) {
+                endPhase();
+                beginPhase(phase);
+            }
+            const StepSample sample = trainStep(phase);
+            m_run.losses.push_back(sample.loss);
+            if (phase == Phase::Train)
+                m_measured.push_back(sample);
+            m_observer.stepFinished(sample);
+            const bool last = i + 1 == total;
+            const auto &v = m_config.validation;
+            if (v.everySteps > 0 && m_session.step % v.everySteps == 0) {
+                endPhase();
+                beginPhase(Phase::Validation);
+                validate();
+                endPhase();
+            }
+            const int64_t every = m_config.checkpoint.everySteps;
+            if (!m_options.checkpointDir.empty() && ((every > 0 && m_session.step % every == 0) || (last && m_options.checkpointAtEnd))) {
+                endPhase();
+                beginPhase(Phase::Checkpoint);
+                checkpoint();
+                endPhase();
+            }
+        }
+        endPhase();
+        m_run.summary.verdict = Verdict::Fits;
+    } catch (const CancelledSignal &) {
+        endPhase();
+        m_run.summary.verdict = Verdict::Cancelled;
+        m_run.summary.message = "cancelled by the user after " + std::to_string(m_session.step) + " step(s)";
+        m_run.summary.failedPhase = toString(m_phase);
+        m_run.summary.failedStep = m_session.step + 1;
+    }
+    m_prefetcher = nullptr;
+    if (m_options.parameterChecksum && m_run.summary.verdict == Verdict::Fits)
+        m_run.parameterChecksum = parameterChecksum(*m_session.model);
+    m_finished = true;
+}
+
+void StepRunner::recordOutOfMemory(const std::string &message)
+{
+    m_prefetcher = nullptr;
+    const auto reading = m_probe.read();
+    m_run.summary.verdict = Verdict::DoesNotFit;
+    m_run.summary.failedPhase = toString(m_phase);
+    m_run.summary.failedStep = m_session.step + 1;
+    m_run.summary.message = "out of memory in " + std::string(toString(m_phase)) + " at step " + std::to_string(m_session.step + 1) + " with " +
+                            std::to_string(reading.allocatedBytes) + " bytes allocated (peak " + std::to_string(reading.peakAllocatedBytes) + "): " + message;
+    m_peakAllocated = std::max(m_peakAllocated, reading.peakAllocatedBytes);
+    m_peakDeviceUsed = std::max(m_peakDeviceUsed, reading.deviceUsedBytes);
+    spdlog::warn("{}", m_run.summary.message);
+    endPhase();
+}
+
+void StepRunner::recordFailure(const std::string &message)
+{
+    m_prefetcher = nullptr;
+    m_run.summary.verdict = Verdict::Failed;
+    m_run.summary.failedPhase = toString(m_phase);
+    m_run.summary.failedStep = m_session.step + 1;
+    m_run.summary.message = message;
+    spdlog::error("pilot failed in {} at step {}: {}", toString(m_phase), m_session.step + 1, message);
+    endPhase();
+}
+
+void StepRunner::release()
+{
+    m_session.optimizer.reset();
+    m_session.model = DecoderModel(nullptr);
+    m_session.trainBatches.reset();
+    m_session.validationBatches.reset();
+    m_session.dataset.reset();
+}
+
+void StepRunner::finishSummary()
+{
+    auto &s = m_run.summary;
+    s.measuredSteps = static_cast<int64_t>(m_measured.size());
+    s.peakAllocatedBytes = m_peakAllocated;
+    s.peakReservedBytes = m_peakReserved;
+    s.peakDeviceUsedBytes = m_peakDeviceUsed;
+    s.totalMs = elapsedMs(m_start);
+    if (!m_run.losses.empty())
+        s.finalLoss = m_run.losses.back();
+    if (m_measured.empty())
+        return;
+    std::vector<double> times;
+    double stepSum = 0, waitSum = 0, tokenSum = 0;
+    for (const auto &m : m_measured) {
+        times.push_back(m.stepTimeMs);
+        stepSum += m.stepTimeMs;
+        waitSum += m.dataWaitMs;
+        tokenSum += static_cast<double>(m.tokens);
+    }
+    const double n = static_cast<double>(times.size());
+    s.stepTimeMeanMs = stepSum / n;
+    double var = 0;
+    for (double t : times)
+        var += (t - s.stepTimeMeanMs) * (t - s.stepTimeMeanMs);
+    s.stepTimeCv = times.size() > 1 ? std::sqrt(var / (n - 1)) / s.stepTimeMeanMs : 0;
+    s.stepTimeP50Ms = percentile(times, 50);
+    s.stepTimeP90Ms = percentile(times, 90);
+    s.stepTimeP99Ms = percentile(times, 99);
+    s.tokensPerSecond = tokenSum / (stepSum / 1000.0);
+    s.dataStallFraction = stepSum > 0 ? waitSum / stepSum : 0;
+    const int64_t tokensPerStep = m_config.train.microBatch * m_config.train.gradAccum * m_config.train.seqLen;
+    s.flopsPerStep = modelFlopsPerStep(m_config, tokensPerStep, m_config.train.seqLen);
+    if (m_options.devicePeakFlops && *m_options.devicePeakFlops > 0)
+        s.mfu = s.flopsPerStep / (s.stepTimeMeanMs / 1000.0) / *m_options.devicePeakFlops;
+}
+
+} // namespace pb

@@ -1,0 +1,273 @@
+#include "model/Transformer.h"
+
+#include "config/ParameterTable.h"
+#include "engine/TorchCompat.h"
+
+#include <unordered_map>
+
+namespace pb {
+namespace {
+
+torch::Tensor emptyParam(std::vector<int64_t> shape, const torch::TensorOptions &options)
+{
+    return torch::empty(shape, options);
+}
+
+// Re-runs a decoder block during backward instead of keeping its activations (what PyTorch's
+// reentrant torch.utils.checkpoint does; the C++ frontend has no such utility). Autocast is
+// thread-local and backward may run on another thread, so its state is saved and re-entered,
+// and the RNG state is restored so dropout draws the same masks.
+struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor x, torch::Tensor cos, torch::Tensor sin, int64_t blockAddress)
+    {
+        auto *block = reinterpret_cast<DecoderBlockImpl *>(blockAddress);
+        const auto deviceType = x.device().type();
+        ctx->saved_data["block"] = blockAddress;
+        ctx->saved_data["autocast"] = compat::autocastEnabled(deviceType);
+        ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(compat::autocastDtype(deviceType));
+        ctx->saved_data["rng"] = at::globalContext().defaultGenerator(x.device()).get_state();
+        ctx->save_for_backward({x, cos, sin});
+        torch::NoGradGuard noGrad;
+        return block->forward(x, cos, sin);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        auto *block = reinterpret_cast<DecoderBlockImpl *>(ctx->saved_data["block"].toInt());
+        const auto saved = ctx->get_saved_variables();
+        const auto deviceType = saved[0].device().type();
+        const bool autocast = ctx->saved_data["autocast"].toBool();
+        const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt());
+        const bool previousAutocast = compat::autocastEnabled(deviceType);
+        const auto previousDtype = compat::autocastDtype(deviceType);
+        auto generator = at::globalContext().defaultGenerator(saved[0].device());
+        const auto rngNow = generator.get_state();
+        generator.set_state(ctx->saved_data["rng"].toTensor());
+
+        torch::Tensor x = saved[0].detach().requires_grad_(true);
+        torch::Tensor out;
+        {
+            torch::AutoGradMode enableGrad(true);
+            compat::setAutocast(deviceType, autocast, dtype);
+            out = block->forward(x, saved[1], saved[2]);
+            compat::setAutocast(deviceType, previousAutocast, previousDtype);
+        }
+        generator.set_state(rngNow);
+        torch::autograd::backward({out}, {gradOutputs[0]});
+        return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+};
+
+torch::Tensor rotateHalf(const torch::Tensor &x)
+{
+    const auto half = x.size(-1) / 2;
+    return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+} // namespace
+
+LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool hasBias, int64_t loraRank, double alpha, double dropout, const torch::TensorOptions &options)
+    : m_dropout(dropout)
+{
+    weight = register_parameter("weight", emptyParam({out, in}, options));
+    if (hasBias)
+        bias = register_parameter("bias", emptyParam({out}, options));
+    if (loraRank > 0) {
+        loraA = register_module("lora_A", WeightHolder(emptyParam({loraRank, in}, options)));
+        loraB = register_module("lora_B", WeightHolder(emptyParam({out, loraRank}, options)));
+        m_scaling = alpha / static_cast<double>(loraRank);
+    }
+}
+
+torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
+{
+    auto y = torch::nn::functional::linear(x, weight, bias);
+    if (!loraA)
+        return y;
+    auto input = m_dropout > 0 && is_training() ? torch::dropout(x, m_dropout, true) : x;
+    auto adapted = torch::nn::functional::linear(torch::nn::functional::linear(input, loraA->weight), loraB->weight);
+    return y + adapted * m_scaling;
+}
+
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options) : m_eps(eps)
+{
+    weight = register_parameter("weight", emptyParam({dim}, options));
+}
+
+torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
+{
+    // As LlamaRMSNorm: normalise in fp32, return to the input dtype, then scale.
+    const auto inputType = x.scalar_type();
+    auto h = x.to(torch::kFloat);
+    h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + m_eps);
+    return weight * h.to(inputType);
+}
+
+SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
+    : m_heads(config.model.attentionHeads), m_kvHeads(config.model.kvHeads), m_headDim(config.model.effectiveHeadDim()),
+      m_fused(runtime.fusedAttention)
+{
+    const auto &m = config.model;
+    const auto &lora = config.train.lora;
+    auto rank = [&](const char *name) { return loraTargets(config, name) ? lora.rank : 0; };
+    const int64_t qDim = m_heads * m_headDim, kvDim = m_kvHeads * m_headDim;
+    q = register_module("q_proj", LoraLinear(m.hiddenSize, qDim, m.attentionBias, rank("q_proj"), lora.alpha, lora.dropout, options));
+    k = register_module("k_proj", LoraLinear(m.hiddenSize, kvDim, m.attentionBias, rank("k_proj"), lora.alpha, lora.dropout, options));
+    v = register_module("v_proj", LoraLinear(m.hiddenSize, kvDim, m.attentionBias, rank("v_proj"), lora.alpha, lora.dropout, options));
+    o = register_module("o_proj", LoraLinear(qDim, m.hiddenSize, false, rank("o_proj"), lora.alpha, lora.dropout, options));
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
+{
+    const auto b = x.size(0), t = x.size(1);
+    auto qs = q->forward(x).view({b, t, m_heads, m_headDim}).transpose(1, 2);
+    auto ks = k->forward(x).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
+    auto vs = v->forward(x).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
+    const auto c = cos.to(qs.scalar_type()), s = sin.to(qs.scalar_type());
+    qs = qs * c + rotateHalf(qs) * s;
+    ks = ks * c + rotateHalf(ks) * s;
+    auto attended = compat::groupedCausalAttention(qs, ks, vs, m_fused);
+    return o->forward(attended.transpose(1, 2).reshape({b, t, m_heads * m_headDim}));
+}
+
+MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options)
+{
+    const auto &m = config.model;
+    const auto &lora = config.train.lora;
+    auto rank = [&](const char *name) { return loraTargets(config, name) ? lora.rank : 0; };
+    if (m.activation != ActivationKind::Gelu)
+        gate = register_module("gate_proj", LoraLinear(m.hiddenSize, m.intermediateSize, false, rank("gate_proj"), lora.alpha, lora.dropout, options));
+    up = register_module("up_proj", LoraLinear(m.hiddenSize, m.intermediateSize, false, rank("up_proj"), lora.alpha, lora.dropout, options));
+    down = register_module("down_proj", LoraLinear(m.intermediateSize, m.hiddenSize, false, rank("down_proj"), lora.alpha, lora.dropout, options));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor &x)
+{
+    if (!gate)
+        return down->forward(torch::gelu(up->forward(x), "tanh"));
+    // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)).
+    return down->forward(torch::silu(gate->forward(x)) * up->forward(x));
+}
+
+DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
+{
+    const auto &m = config.model;
+    inputNorm = register_module("input_layernorm", RmsNorm(m.hiddenSize, m.normEps, options));
+    attention = register_module("self_attn", SelfAttention(config, runtime, options));
+    postNorm = register_module("post_attention_layernorm", RmsNorm(m.hiddenSize, m.normEps, options));
+    mlp = register_module("mlp", Mlp(config, options));
+}
+
+torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
+{
+    auto h = x + attention->forward(inputNorm->forward(x), cos, sin);
+    return h + mlp->forward(postNorm->forward(h));
+}
+
+DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
+{
+    const auto &m = config.model;
+    embedTokens = register_module("embed_tokens", WeightHolder(emptyParam({m.vocabSize, m.hiddenSize}, options)));
+    layers = register_module("layers", torch::nn::ModuleList());
+    for (int64_t i = 0; i < m.layers; ++i) {
+        blocks.emplace_back(config, runtime, options);
+        layers->push_back(blocks.back());
+    }
+    norm = register_module("norm", RmsNorm(m.hiddenSize, m.normEps, options));
+}
+
+DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device)
+    : m_runtime(runtime), m_headDim(config.model.effectiveHeadDim()), m_ropeTheta(config.model.ropeTheta)
+{
+    const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    stack = register_module("model", DecoderStack(config, runtime, options));
+    if (!config.model.tieEmbeddings)
+        lmHead = register_module("lm_head", WeightHolder(emptyParam({config.model.vocabSize, config.model.hiddenSize}, options)));
+
+    const auto precision = config.train.precision;
+    const auto trainableType = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat;
+    const auto frozenType = precision == Precision::Fp32 ? torch::kFloat : precision == Precision::Fp16Mixed ? torch::kHalf : torch::kBFloat16;
+    std::unordered_map<std::string, bool> trainable;
+    for (const auto &p : parameterTable(config))
+        trainable[p.name] = p.trainable;
+    bool embeddingTrainable = true;
+    for (auto &item : named_parameters()) {
+        const auto it = trainable.find(item.key());
+        TORCH_CHECK(it != trainable.end(), "parameter ", item.key(), " is missing from the parameter table");
+        const auto type = it->second ? trainableType : frozenType;
+        torch::NoGradGuard noGrad;
+        if (item.value().scalar_type() != type)
+            item.value().set_data(item.value().to(type));
+        item.value().set_requires_grad(it->second);
+        if (item.key() == "model.embed_tokens.weight")
+            embeddingTrainable = it->second;
+    }
+    // Recomputed blocks only get a backward node when their input requires grad; with a frozen
+    // embedding (LoRA) it must be asked for, as PEFT's enable_input_require_grads does.
+    m_inputNeedsGrad = runtime.recompute && !embeddingTrainable;
+}
+
+void DecoderModelImpl::initialise(uint64_t seed)
+{
+    torch::NoGradGuard noGrad;
+    torch::manual_seed(seed);
+    for (auto &item : named_parameters()) {
+        const auto &name = item.key();
+        auto &p = item.value();
+        if (name.find("lora_B") != std::string::npos || name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+            p.zero_();
+        else if (p.dim() == 1)
+            p.fill_(1.0);
+        else if (name.find("lora_A") != std::string::npos)
+            torch::nn::init::kaiming_uniform_(p, std::sqrt(5.0));
+        else
+            p.normal_(0.0, 0.02);
+    }
+}
+
+std::vector<torch::Tensor> DecoderModelImpl::trainableParameters()
+{
+    std::vector<torch::Tensor> out;
+    for (auto &p : parameters())
+        if (p.requires_grad())
+            out.push_back(p);
+    return out;
+}
+
+void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device, at::ScalarType, torch::Tensor &cos, torch::Tensor &sin)
+{
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    auto invFreq = 1.0 / torch::pow(m_ropeTheta, torch::arange(0, m_headDim, 2, f32) / static_cast<double>(m_headDim));
+    auto freqs = torch::outer(torch::arange(seqLen, f32), invFreq);
+    auto emb = torch::cat({freqs, freqs}, -1);
+    cos = emb.cos();
+    sin = emb.sin();
+}
+
+torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
+{
+    auto h = torch::embedding(stack->embedTokens->weight, inputs);
+    if (m_inputNeedsGrad)
+        h.requires_grad_(true);
+    torch::Tensor cos, sin;
+    rotaryTables(inputs.size(1), inputs.device(), h.scalar_type(), cos, sin);
+    for (auto &block : stack->blocks) {
+        if (m_runtime.recompute && is_training())
+            h = BlockRecompute::apply(h, cos, sin, reinterpret_cast<int64_t>(block.get()));
+        else
+            h = block->forward(h, cos, sin);
+    }
+    return stack->norm->forward(h);
+}
+
+torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::Tensor &targets)
+{
+    auto h = hidden(inputs);
+    const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
+    auto logits = torch::nn::functional::linear(h, headWeight);
+    // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat).view({-1, logits.size(-1)}), targets.view({-1}),
+                                                torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+} // namespace pb

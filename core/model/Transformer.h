@@ -1,0 +1,114 @@
+#pragma once
+// Internal to the engine (includes torch): a decoder-only transformer with the shapes and the
+// memory behaviour of Hugging Face's Llama/Mistral/Qwen2 implementations: RMSNorm computed in fp32,
+// rotary positions, grouped-query attention, SwiGLU, fp32 cross-entropy. Module and parameter
+// names follow the Hugging Face checkpoints (model.layers.N.self_attn.q_proj.weight, ...), so
+// safetensors and checkpoints load by name.
+#include "config/RunConfig.h"
+
+#include <torch/torch.h>
+
+namespace pb {
+
+struct ModelRuntime {
+    bool fusedAttention = true;     // scaled_dot_product_attention where the build has it
+    bool recompute = false;
+};
+
+// A module that only holds `weight` (embed_tokens, lm_head, lora_A, lora_B).
+class WeightHolderImpl : public torch::nn::Module {
+public:
+    explicit WeightHolderImpl(torch::Tensor w) { weight = register_parameter("weight", std::move(w)); }
+    torch::Tensor weight;
+};
+TORCH_MODULE(WeightHolder);
+
+class LoraLinearImpl : public torch::nn::Module {
+public:
+    LoraLinearImpl(int64_t in, int64_t out, bool bias, int64_t loraRank, double alpha, double dropout, const torch::TensorOptions &options);
+    torch::Tensor forward(const torch::Tensor &x);
+    torch::Tensor weight, bias;
+    WeightHolder loraA {nullptr}, loraB {nullptr};
+
+private:
+    double m_scaling = 0;
+    double m_dropout = 0;
+};
+TORCH_MODULE(LoraLinear);
+
+class RmsNormImpl : public torch::nn::Module {
+public:
+    RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options);
+    torch::Tensor forward(const torch::Tensor &x);
+    torch::Tensor weight;
+
+private:
+    double m_eps;
+};
+TORCH_MODULE(RmsNorm);
+
+class SelfAttentionImpl : public torch::nn::Module {
+public:
+    SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
+    torch::Tensor forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
+    LoraLinear q {nullptr}, k {nullptr}, v {nullptr}, o {nullptr};
+
+private:
+    int64_t m_heads, m_kvHeads, m_headDim;
+    bool m_fused;
+};
+TORCH_MODULE(SelfAttention);
+
+class MlpImpl : public torch::nn::Module {
+public:
+    MlpImpl(const RunConfig &config, const torch::TensorOptions &options);
+    torch::Tensor forward(const torch::Tensor &x);
+    LoraLinear gate {nullptr}, up {nullptr}, down {nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class DecoderBlockImpl : public torch::nn::Module {
+public:
+    DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
+    torch::Tensor forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
+    RmsNorm inputNorm {nullptr}, postNorm {nullptr};
+    SelfAttention attention {nullptr};
+    Mlp mlp {nullptr};
+};
+TORCH_MODULE(DecoderBlock);
+
+class DecoderStackImpl : public torch::nn::Module {
+public:
+    DecoderStackImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
+    WeightHolder embedTokens {nullptr};
+    torch::nn::ModuleList layers {nullptr};
+    RmsNorm norm {nullptr};
+    std::vector<DecoderBlock> blocks;
+};
+TORCH_MODULE(DecoderStack);
+
+class DecoderModelImpl : public torch::nn::Module {
+public:
+    // Parameters are created on `device` in the dtype the precision and training mode call for
+    // (trainable: fp32 master weights except under pure bf16; frozen: the compute dtype).
+    DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device);
+    // Mean cross-entropy (fp32) over targets != -100.
+    torch::Tensor loss(const torch::Tensor &inputs, const torch::Tensor &targets);
+    std::vector<torch::Tensor> trainableParameters();
+    // Normal(0, 0.02) for matrices, ones for norms, zeros for biases and LoRA B (as PEFT does).
+    void initialise(uint64_t seed);
+
+    DecoderStack stack {nullptr};
+    WeightHolder lmHead {nullptr}; // null when tied to the embedding
+
+private:
+    torch::Tensor hidden(const torch::Tensor &inputs);
+    void rotaryTables(int64_t seqLen, const torch::Device &device, at::ScalarType dtype, torch::Tensor &cos, torch::Tensor &sin);
+    ModelRuntime m_runtime;
+    int64_t m_headDim;
+    double m_ropeTheta;
+    bool m_inputNeedsGrad = false;
+};
+TORCH_MODULE(DecoderModel);
+
+} // namespace pb

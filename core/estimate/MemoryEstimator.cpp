@@ -1,0 +1,285 @@
+#include "estimate/MemoryEstimator.h"
+
+#include "estimate/ActivationModel.h"
+#include "estimate/Calibration.h"
+#include "estimate/CardCapacities.h"
+#include "estimate/FrameworkOverhead.h"
+#include "estimate/ModelStates.h"
+#include "estimate/StepCost.h"
+#include "util/Errors.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pb {
+
+namespace {
+
+constexpr int64_t kMaxMicroBatch = 1 << 20;
+
+struct Sharding {
+    int64_t weights = 1, gradients = 1, optimizer = 1;
+    bool gathered = false;       // FSDP / ZeRO-3: blocks are all-gathered around their use
+};
+
+Sharding shardingFor(ParallelStrategy strategy, int gpus)
+{
+    const int64_t n = std::max(gpus, 1);
+    switch (strategy) {
+    case ParallelStrategy::None:
+    case ParallelStrategy::Ddp: return {};
+    case ParallelStrategy::Zero1: return {1, 1, n, false};
+    case ParallelStrategy::Zero2: return {1, n, n, false};
+    case ParallelStrategy::Fsdp:
+    case ParallelStrategy::Zero3: return {n, n, n, true};
+    }
+    return {};
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::string backendOf(const EstimateOptions &options)
+{
+    if (options.device == DeviceKind::Cpu)
+        return "cpu";
+    return options.card.empty() ? "cuda" : cardCapacity(options.card).backend;
+}
+
+struct Phases {
+    MemoryBreakdown forward, backward, optimizer;
+};
+
+// The three phase peaks for one micro-batch size, tensors only (workspace/framework added later).
+Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::vector<std::string> *assumptions)
+{
+    const auto &train = config.train;
+    const bool fusedAvailable = options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda);
+    const ModelStateBytes ms = modelStateBytes(config);
+    const ActivationBytes act = activationBytes(config, fusedAvailable);
+    const Sharding sh = shardingFor(options.strategy, options.gpus);
+    const int64_t layers = static_cast<int64_t>(act.savedPerBlock.size());
+    const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
+
+    MemoryBreakdown base;
+    base.frozenWeights = ceilDiv(ms.frozenWeights, sh.weights);
+    base.trainableWeights = ceilDiv(ms.trainableWeights, sh.weights);
+    const int64_t optimizerStates = ceilDiv(ms.optimizerStates, sh.optimizer);
+    const int64_t stepTemporary = ceilDiv(ms.optimizerStepTemporary, sh.optimizer);
+    // FSDP keeps the all-gathered block in the compute dtype (MixedPrecision(param_dtype)) and
+    // prefetches the next one: two blocks; its low-precision copy replaces autocast's cache.
+    const int64_t gatheredBytes = sh.gathered ? 2 * ms.largestBlockParams * c : 0;
+    const int64_t copyPerLayer = sh.gathered ? 0 : ms.perLayerCopyBytes;
+    const int64_t headCopy = sh.gathered ? 0 : ms.headCopyBytes;
+    const int64_t copiesAll = copyPerLayer * layers + headCopy;
+    // DDP's reducer allocates flat buckets covering every trainable gradient
+    // (gradient_as_bucket_view=False, the default); ZeRO-1/2 reduce through a bucket pair;
+    // FSDP/ZeRO-3 hold one block's unsharded gradient before its reduce-scatter.
+    int64_t gradientBuffers = 0;
+    if (options.strategy == ParallelStrategy::Ddp)
+        gradientBuffers = ms.gradients;
+    else if (options.strategy == ParallelStrategy::Zero1 || options.strategy == ParallelStrategy::Zero2)
+        gradientBuffers = 2 * options.ddpBucketBytes;
+    else if (sh.gathered)
+        gradientBuffers = ms.perLayerGradientBytes;
+
+    const int64_t prefetched = options.device == DeviceKind::Cpu ? 4 : 0; // 3 queued + 1 being prepared
+    const int64_t fixed = act.inputBytes * (1 + prefetched) + act.sharedTables;
+    const int64_t gradPerLayer = ceilDiv(ms.perLayerGradientBytes, sh.gradients);
+    const int64_t gradHead = ceilDiv(ms.headGradientBytes, sh.gradients);
+    const int64_t gradAll = ceilDiv(ms.gradients, sh.gradients);
+    int64_t savedAll = 0;
+    for (auto s : act.savedPerBlock)
+        savedAll += s;
+    const int64_t typicalSaved = act.savedPerBlock.empty() ? 0 : act.savedPerBlock.back();
+
+    Phases out;
+    // Forward: optimizer state exists from the first step on; gradients were dropped (set_to_none).
+    out.forward = base;
+    out.forward.optimizer = optimizerStates;
+    out.forward.trainableWeights += copiesAll;
+    if (!train.recompute) {
+        const int64_t atLoss = savedAll + act.headSaved + fixed + gatheredBytes;
+        const int64_t atLastAttention = savedAll + act.blockForwardExtra + fixed + gatheredBytes;
+        out.forward.activations = std::max(atLoss, atLastAttention);
+        out.forward.logits = atLoss + act.logitsForwardPeak >= atLastAttention ? act.logitsForwardPeak : 0;
+    } else {
+        const int64_t inputs = layers * act.blockInputBytes;
+        const int64_t atLoss = inputs + act.headSaved + fixed + gatheredBytes;
+        const int64_t inBlock = inputs + typicalSaved + act.blockForwardExtra + fixed + gatheredBytes;
+        out.forward.activations = std::max(atLoss, inBlock);
+        out.forward.logits = atLoss + act.logitsForwardPeak >= inBlock ? act.logitsForwardPeak : 0;
+    }
+
+    // Backward: the loss gradient first, then block by block from the top, freeing each block's
+    // saved tensors (and autocast copies) as its gradients appear; the embedding's gradient last.
+    MemoryBreakdown best = base;
+    int64_t bestTotal = -1;
+    auto consider = [&](int64_t activations, int64_t logits, int64_t gradients, int64_t copies) {
+        MemoryBreakdown b = base;
+        b.optimizer = optimizerStates;
+        b.trainableWeights += copies;
+        b.activations = activations + fixed + gatheredBytes;
+        b.logits = logits;
+        b.gradients = gradients;
+        if (b.tensors() > bestTotal) {
+            bestTotal = b.tensors();
+            best = b;
+        }
+    };
+    if (!train.recompute) {
+        consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll);
+        int64_t below = savedAll;
+        for (int64_t i = layers - 1; i >= 0; --i) {
+            const int64_t grads = gradHead + gradPerLayer * (layers - i) + gradientBuffers;
+            consider(below + act.blockBackwardExtra, 0, grads, copyPerLayer * (i + 1));
+            below -= act.savedPerBlock[static_cast<size_t>(i)];
+        }
+    } else {
+        consider(layers * act.blockInputBytes + act.headSaved, act.logitsBackwardPeak, 0, headCopy);
+        for (int64_t i = layers - 1; i >= 0; --i) {
+            const int64_t grads = gradHead + gradPerLayer * (layers - i) + gradientBuffers;
+            const int64_t rebuilt = act.savedPerBlock[static_cast<size_t>(i)] + std::max(act.blockBackwardExtra, act.blockForwardExtra);
+            consider((i + 1) * act.blockInputBytes + rebuilt, 0, grads, copyPerLayer);
+        }
+    }
+    consider(0, 0, gradAll + gradientBuffers, 0);
+    out.backward = best;
+
+    // Optimizer step: weights, gradients, states and the largest per-parameter transient.
+    out.optimizer = base;
+    out.optimizer.gradients = gradAll + (options.strategy == ParallelStrategy::Ddp ? gradientBuffers : 0);
+    out.optimizer.optimizer = optimizerStates + stepTemporary;
+    out.optimizer.activations = fixed;
+
+    if (assumptions) {
+        *assumptions = ms.assumptions;
+        assumptions->insert(assumptions->end(), act.assumptions.begin(), act.assumptions.end());
+        assumptions->push_back("gradients dropped between steps (zero_grad set_to_none); optimizer state present from the first step on");
+        if (options.strategy == ParallelStrategy::Ddp)
+            assumptions->push_back("DDP: flat gradient buckets cover every trainable parameter (gradient_as_bucket_view=False)");
+        if (sh.gathered)
+            assumptions->push_back("FSDP/ZeRO-3: parameters, gradients and optimizer state sharded over " + std::to_string(options.gpus) +
+                                   " devices; two gathered blocks in the compute dtype (current + prefetch)");
+    }
+    return out;
+}
+
+void validateOptions(const RunConfig &config, const EstimateOptions &options)
+{
+    if (options.gpus < 1)
+        throw InvalidInputError("--gpus", "must be at least 1");
+    if (options.gpus > 1 && options.strategy == ParallelStrategy::None)
+        throw InvalidInputError("--strategy", "more than one GPU needs a strategy: ddp, fsdp, zero1, zero2 or zero3");
+    if (!(options.headroomFraction >= 0.0 && options.headroomFraction < 1.0))
+        throw InvalidInputError("--headroom", "must be a fraction in [0, 1)");
+    if (config.model.layers < 1 || config.model.hiddenSize < 1 || config.model.vocabSize < 1 || config.model.attentionHeads < 1)
+        throw InvalidInputError("model", "the shape needs layers, hidden_size, attention_heads and vocab_size above zero");
+    if (config.train.microBatch < 1 || config.train.seqLen < 1)
+        throw InvalidInputError("train", "micro_batch and seq_len must be at least 1");
+}
+
+MemoryBreakdown withOverheads(MemoryBreakdown b, const FrameworkOverhead &fw)
+{
+    b.workspace = fw.blasWorkspaceBytes + static_cast<int64_t>(std::llround(fw.fragmentationFraction * static_cast<double>(b.tensors())));
+    b.framework = fw.contextBytes;
+    return b;
+}
+
+} // namespace
+
+const char *toString(ParallelStrategy strategy)
+{
+    switch (strategy) {
+    case ParallelStrategy::None: return "none";
+    case ParallelStrategy::Ddp: return "ddp";
+    case ParallelStrategy::Fsdp: return "fsdp";
+    case ParallelStrategy::Zero1: return "zero1";
+    case ParallelStrategy::Zero2: return "zero2";
+    case ParallelStrategy::Zero3: return "zero3";
+    }
+    return "?";
+}
+
+std::optional<ParallelStrategy> parseStrategy(const std::string &name)
+{
+    for (auto s : {ParallelStrategy::None, ParallelStrategy::Ddp, ParallelStrategy::Fsdp, ParallelStrategy::Zero1, ParallelStrategy::Zero2, ParallelStrategy::Zero3})
+        if (name == toString(s))
+            return s;
+    return std::nullopt;
+}
+
+int64_t estimatePeakAllocatedBytes(const RunConfig &config, const EstimateOptions &options, int64_t microBatch)
+{
+    RunConfig sized = config;
+    sized.train.microBatch = microBatch;
+    validateOptions(sized, options);
+    const Phases p = phasePeaks(sized, options, nullptr);
+    return std::max({p.forward.tensors(), p.backward.tensors(), p.optimizer.tensors()});
+}
+
+MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &options)
+{
+    validateOptions(config, options);
+    const std::string backend = backendOf(options);
+    const FrameworkOverhead &fw = frameworkOverhead(backend);
+    MemoryEstimate e;
+    e.card = options.card.empty() ? (options.device == DeviceKind::Cpu ? "cpu" : "cuda") : options.card;
+    e.gpus = options.gpus;
+    e.strategy = options.strategy;
+    const Phases p = phasePeaks(config, options, &e.assumptions);
+    e.phases = {{"forward", withOverheads(p.forward, fw)}, {"backward", withOverheads(p.backward, fw)}, {"optimizer", withOverheads(p.optimizer, fw)}};
+    const auto peak = std::max_element(e.phases.begin(), e.phases.end(),
+                                       [](const PhasePeak &a, const PhasePeak &b) { return a.breakdown.tensors() < b.breakdown.tensors(); });
+    e.peakPhase = peak->phase;
+    e.breakdown = peak->breakdown;
+    e.peakAllocatedBytes = e.breakdown.tensors();
+    e.totalBytes = e.breakdown.total();
+    if (!fw.measuredHere)
+        e.assumptions.push_back("framework overhead for " + backend + " is a typical figure (" + fw.source + ")");
+
+    const auto matching = matchingResiduals(options.calibration, backend, options.deviceName, options.torchVersion);
+    if (const auto ratio = medianRatio(matching)) {
+        e.calibrationRatio = *ratio;
+        e.calibrationSamples = static_cast<int>(matching.size());
+        e.calibratedPeakAllocatedBytes = static_cast<int64_t>(std::llround(*ratio * static_cast<double>(e.peakAllocatedBytes)));
+        e.calibratedTotalBytes = *e.calibratedPeakAllocatedBytes + e.breakdown.workspace + e.breakdown.framework;
+    }
+
+    e.capacityBytes = options.card.empty() ? options.localCapacityBytes : cardCapacity(options.card).memoryBytes;
+    if (e.capacityBytes > 0) {
+        e.usableBytes = static_cast<int64_t>(std::floor(static_cast<double>(e.capacityBytes) * (1.0 - options.headroomFraction)));
+        const double ratio = e.calibrationRatio;
+        auto totalFor = [&](int64_t micro) {
+            const int64_t tensors = static_cast<int64_t>(std::llround(ratio * static_cast<double>(estimatePeakAllocatedBytes(config, options, micro))));
+            return tensors + fw.blasWorkspaceBytes + static_cast<int64_t>(std::llround(fw.fragmentationFraction * static_cast<double>(tensors))) + fw.contextBytes;
+        };
+        e.fits = (e.calibratedTotalBytes ? *e.calibratedTotalBytes : e.totalBytes) <= e.usableBytes;
+        // The estimate grows with the micro-batch: double to bracket, then bisect.
+        int64_t lo = 0, hi = 1;
+        while (hi <= kMaxMicroBatch && totalFor(hi) <= e.usableBytes) {
+            lo = hi;
+            hi *= 2;
+        }
+        hi = std::min(hi, kMaxMicroBatch + 1);
+        while (hi - lo > 1) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            (totalFor(mid) <= e.usableBytes ? lo : hi) = mid;
+        }
+        e.maxMicroBatch = lo;
+    } else {
+        e.maxMicroBatch = -1;
+    }
+
+    const StepCost cost = stepCost(config, [&] {
+        int64_t saved = 0;
+        for (auto s : activationBytes(config, options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda)).savedPerBlock)
+            saved += s;
+        return saved;
+    }());
+    e.flopsPerStep = cost.modelFlops;
+    e.hardwareFlopsPerStep = cost.hardwareFlops;
+    e.bytesMovedPerStep = cost.bytesMoved;
+    return e;
+}
+
+} // namespace pb

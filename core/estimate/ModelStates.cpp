@@ -1,0 +1,131 @@
+#include "estimate/ModelStates.h"
+
+#include "config/ParameterTable.h"
+
+#include <algorithm>
+#include <map>
+
+namespace pb {
+
+int64_t trainableParamBytes(Precision precision) { return precision == Precision::Bf16 ? 2 : 4; }
+// Frozen weights are stored in 16 bits whenever the compute is 16-bit: nothing needs a master copy.
+int64_t frozenParamBytes(Precision precision) { return precision == Precision::Fp32 ? 4 : 2; }
+// Optimizer moments follow the master weights: fp32 under fp32 and mixed, bf16 under pure bf16.
+int64_t optimizerStateBytes(Precision precision) { return precision == Precision::Bf16 ? 2 : 4; }
+bool usesAutocast(Precision precision) { return precision == Precision::Bf16Mixed || precision == Precision::Fp16Mixed; }
+
+namespace {
+
+// Bytes of optimizer state for one trainable parameter.
+int64_t stateBytesFor(const RunConfig &config, const ParameterInfo &p, int64_t s)
+{
+    const auto &opt = config.train.optimizer;
+    switch (opt.kind) {
+    case OptimizerKind::AdamW:
+    case OptimizerKind::Adam: return 2 * s * p.numel;                         // exp_avg, exp_avg_sq
+    case OptimizerKind::Sgd: return opt.momentum > 0 ? s * p.numel : 0;       // momentum_buffer
+    case OptimizerKind::Adagrad: return s * p.numel;                          // sum
+    case OptimizerKind::RmsProp: return (opt.momentum > 0 ? 2 : 1) * s * p.numel; // square_avg (+ momentum_buffer)
+    case OptimizerKind::AdamW8bit:
+        // bitsandbytes: tensors under 4096 elements keep 32-bit states; larger ones two uint8
+        // states plus one fp32 absmax per 256-element block and state.
+        if (p.numel < 4096)
+            return 2 * 4 * p.numel;
+        return 2 * p.numel + 2 * 4 * ((p.numel + 255) / 256);
+    case OptimizerKind::Adafactor:
+        // Factored second moment for matrices (row and column means), full for vectors; no first
+        // moment (beta1 = None, the Hugging Face default).
+        if (p.shape.size() == 2)
+            return 4 * (p.shape[0] + p.shape[1]);
+        return 4 * p.numel;
+    }
+    return 0;
+}
+
+// Transient bytes of one parameter's update in LibTorch's C++ optimizers.
+int64_t stepTemporaryFor(const RunConfig &config, int64_t numel, int64_t s)
+{
+    const auto &opt = config.train.optimizer;
+    switch (opt.kind) {
+    case OptimizerKind::AdamW:
+    case OptimizerKind::Adam:
+        // denom = (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps): the sqrt and the quotient coexist;
+        // Adam with weight decay first makes grad + wd * p.
+        return (2 + (opt.kind == OptimizerKind::Adam && opt.weightDecay > 0 ? 1 : 0)) * s * numel;
+    case OptimizerKind::Sgd:
+    case OptimizerKind::Adagrad:
+    case OptimizerKind::RmsProp:
+        // grad + wd * p when weight decay is on; Adagrad/RMSprop also build std = sqrt(state) + eps.
+        return ((opt.weightDecay > 0 ? 1 : 0) + (opt.kind == OptimizerKind::Sgd ? 0 : 1)) * s * numel;
+    case OptimizerKind::AdamW8bit:
+    case OptimizerKind::Adafactor: return s * numel; // dequantised / reconstructed update
+    }
+    return 0;
+}
+
+} // namespace
+
+ModelStateBytes modelStateBytes(const RunConfig &config)
+{
+    const Precision prec = config.train.precision;
+    const int64_t tw = trainableParamBytes(prec);
+    const int64_t fw = frozenParamBytes(prec);
+    const int64_t s = optimizerStateBytes(prec);
+    const bool autocast = usesAutocast(prec);
+    ModelStateBytes out;
+    std::map<int, int64_t> byBlock, paramsByBlock;
+    int64_t largestTrainableNumel = 0;
+    for (const auto &p : parameterTable(config)) {
+        out.totalParams += p.numel;
+        const int64_t stored = p.numel * (p.trainable ? tw : fw);
+        byBlock[p.layer] += p.layer >= 0 ? stored : 0;
+        paramsByBlock[p.layer] += p.layer >= 0 ? p.numel : 0;
+        if (p.layer < 0) {
+            out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, stored);
+            out.largestBlockParams = std::max(out.largestBlockParams, p.numel);
+        }
+        out.largestParamBytes = std::max(out.largestParamBytes, stored);
+        if (!p.trainable) {
+            out.frozenWeights += stored;
+            continue;
+        }
+        out.trainableParams += p.numel;
+        out.trainableWeights += stored;
+        out.gradients += p.numel * tw;
+        out.optimizerStates += stateBytesFor(config, p, s);
+        largestTrainableNumel = std::max(largestTrainableNumel, p.numel);
+        if (p.layer == 0)
+            out.perLayerGradientBytes += p.numel * tw;
+        else if (p.name == "model.embed_tokens.weight")
+            out.embeddingGradientBytes += p.numel * tw;
+        else if (p.layer < 0)
+            out.headGradientBytes += p.numel * tw;
+        // Autocast caches a 16-bit copy of every trainable leaf a matmul reads; the embedding
+        // lookup and the norms run in the weight's own dtype.
+        const bool castByAutocast = autocast && p.isMatrix && p.name != "model.embed_tokens.weight";
+        if (castByAutocast) {
+            out.autocastCopies += 2 * p.numel;
+            if (p.layer == 0)
+                out.perLayerCopyBytes += 2 * p.numel;
+            else if (p.layer < 0)
+                out.headCopyBytes += 2 * p.numel;
+        }
+    }
+    for (const auto &[layer, bytes] : byBlock)
+        if (layer >= 0)
+            out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, bytes);
+    for (const auto &[layer, params] : paramsByBlock)
+        if (layer >= 0)
+            out.largestBlockParams = std::max(out.largestBlockParams, params);
+    out.optimizerStepTemporary = stepTemporaryFor(config, largestTrainableNumel, s);
+
+    if (autocast)
+        out.assumptions.push_back("autocast: trainable weights kept in fp32 (master) with a cached 16-bit copy of each trainable matrix; frozen weights stored in 16 bits");
+    if (prec == Precision::Bf16)
+        out.assumptions.push_back("pure bf16: weights, gradients and optimizer state in bf16");
+    if (config.train.optimizer.kind == OptimizerKind::AdamW8bit || config.train.optimizer.kind == OptimizerKind::Adafactor)
+        out.assumptions.push_back(std::string("optimizer ") + toString(config.train.optimizer.kind) + " is modelled from its reference implementation; the engine runs only torch-native optimizers");
+    return out;
+}
+
+} // namespace pb

@@ -1,0 +1,40 @@
+#pragma once
+// Weights, gradients and optimizer state from the parameter table (config/ParameterTable.h), so
+// the counts are the engine's own. Bytes are for one full replica; MemoryEstimator shards them.
+#include "config/RunConfig.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pb {
+
+struct ModelStateBytes {
+    int64_t frozenWeights = 0;
+    int64_t trainableWeights = 0;        // master copies (fp32 under fp32 and mixed precision)
+    int64_t autocastCopies = 0;          // 16-bit casts of trainable matrices cached by autocast
+    int64_t gradients = 0;
+    int64_t optimizerStates = 0;
+    int64_t optimizerStepTemporary = 0;  // largest transient of one parameter's update
+    int64_t largestParamBytes = 0;       // largest single parameter as stored
+    int64_t largestBlockWeightBytes = 0; // largest decoder block (or embedding/head) as stored
+    int64_t perLayerGradientBytes = 0;   // gradients of one decoder block
+    int64_t perLayerCopyBytes = 0;       // autocast copies of one decoder block
+    int64_t headGradientBytes = 0;       // gradients of the final norm and lm_head (made first in backward)
+    int64_t embeddingGradientBytes = 0;  // gradient of the embedding (made last in backward)
+    int64_t largestBlockParams = 0;      // parameters of the largest decoder block (or embedding/head)
+    int64_t headCopyBytes = 0;           // autocast copy of lm_head (the embedding is not cast)
+    int64_t trainableParams = 0;
+    int64_t totalParams = 0;
+    std::vector<std::string> assumptions;
+};
+
+// Bytes per element of a trainable parameter, its gradient and each optimizer state.
+int64_t trainableParamBytes(Precision precision);
+int64_t frozenParamBytes(Precision precision);
+int64_t optimizerStateBytes(Precision precision);
+bool usesAutocast(Precision precision);
+
+ModelStateBytes modelStateBytes(const RunConfig &config);
+
+} // namespace pb

@@ -1,0 +1,48 @@
+#include "estimate/StepCost.h"
+
+#include "config/ParameterTable.h"
+#include "estimate/ModelStates.h"
+
+namespace pb {
+
+StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
+{
+    const auto &m = config.model;
+    const auto &train = config.train;
+    const double n = static_cast<double>(train.microBatch * train.seqLen);
+    const double micro = static_cast<double>(train.gradAccum);
+    double forward = 0, backward = 0;
+    double computeWeightBytes = 0, trainable = 0;
+    const double c = train.precision == Precision::Fp32 ? 4 : 2;
+    for (const auto &p : parameterTable(config)) {
+        const double numel = static_cast<double>(p.numel);
+        computeWeightBytes += numel * (p.isMatrix ? c : 4);
+        if (p.trainable)
+            trainable += numel;
+        if (!p.isMatrix || (p.name == "model.embed_tokens.weight" && !m.tieEmbeddings))
+            continue;
+        forward += 2 * n * numel;
+        backward += 2 * n * numel + (p.trainable ? 2 * n * numel : 0);
+    }
+    const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) *
+                                    static_cast<double>(train.seqLen) * static_cast<double>(m.attentionHeads * m.effectiveHeadDim()) *
+                                    static_cast<double>(m.layers);
+    forward += attentionForward;
+    backward += 2 * attentionForward;
+
+    StepCost cost;
+    cost.tokens = train.microBatch * train.seqLen * train.gradAccum;
+    cost.modelFlops = micro * (forward + backward);
+    cost.hardwareFlops = cost.modelFlops + (train.recompute ? micro * forward : 0);
+    const double tw = static_cast<double>(trainableParamBytes(train.precision));
+    const double s = static_cast<double>(optimizerStateBytes(train.precision));
+    const double states = config.train.optimizer.kind == OptimizerKind::AdamW || config.train.optimizer.kind == OptimizerKind::Adam ? 2 : 1;
+    const double passes = 2 + (train.recompute ? 1 : 0);
+    cost.bytesMoved = micro * passes * computeWeightBytes                 // weights read by each pass
+                      + micro * 2 * trainable * tw                        // gradients written and accumulated
+                      + trainable * (3 * tw + 2 * states * s)             // step: read p, g; write p; states in and out
+                      + micro * 2 * static_cast<double>(savedActivationBytes);
+    return cost;
+}
+
+} // namespace pb

@@ -222,10 +222,11 @@ int64_t insertRun(const history::Connection &c, const ImportedRun &in)
     c.exec(QStringLiteral(
         "INSERT INTO runs (run_uuid, kind, status, verdict, started_at, finished_at, name, model, device, card, config_json, config_hash,"
         " environment_json, summary_json, tags, notes, origin_host, origin_run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        {r.uuid, r.kind, r.status, r.verdict, history::isoUtc(r.startedAt), r.finishedAt.isValid() ? QVariant(history::isoUtc(r.finishedAt)) : QVariant(),
-         r.name, r.model, r.device, r.card, history::compactJson(r.config), QString::fromStdString(r.configHash),
+        {r.uuid, r.kind, r.status, history::sqlText(r.verdict), history::isoUtc(r.startedAt), r.finishedAt.isValid() ? QVariant(history::isoUtc(r.finishedAt)) : QVariant(),
+         history::sqlText(r.name), history::sqlText(r.model), history::sqlText(r.device), history::sqlText(r.card),
+         history::compactJson(r.config), history::sqlText(QString::fromStdString(r.configHash)),
          history::compactJson(r.environment), history::compactJson(r.summary),
-         QString::fromUtf8(QJsonDocument(QJsonArray::fromStringList(r.tags)).toJson(QJsonDocument::Compact)), r.notes, r.originHost, opt(r.originRunId)});
+         QString::fromUtf8(QJsonDocument(QJsonArray::fromStringList(r.tags)).toJson(QJsonDocument::Compact)), history::sqlText(r.notes), history::sqlText(r.originHost), opt(r.originRunId)});
     const int64_t id = c.scalar(QStringLiteral("SELECT last_insert_rowid()")).toLongLong();
     QSqlQuery chunk = c.prepare(QStringLiteral("INSERT INTO sample_chunks (run_id, seq, first_step, last_step, sample_count, data) VALUES (?, ?, ?, ?, ?, ?)"));
     int64_t seq = 0;

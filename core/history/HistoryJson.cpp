@@ -29,6 +29,11 @@ QJsonObject parseJsonObject(const QString &text)
     return QJsonDocument::fromJson(text.toUtf8()).object();
 }
 
+QString sqlText(const QString &text)
+{
+    return text.isNull() ? QString(QLatin1String("")) : text;
+}
+
 std::optional<Phase> phaseFromString(const QString &text)
 {
     for (Phase p : {Phase::Setup, Phase::Warmup, Phase::Train, Phase::Validation, Phase::Checkpoint, Phase::Done})

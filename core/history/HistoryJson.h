@@ -15,6 +15,8 @@ QString compactJson(const QJsonObject &object);
 QJsonObject parseJsonObject(const QString &text); // {} on "" or bad text
 
 std::optional<Phase> phaseFromString(const QString &text);
+// Qt binds a null QString as SQL NULL; text columns are NOT NULL, so bind "" instead.
+QString sqlText(const QString &text);
 
 QJsonObject toJson(const PilotSummary &summary);
 QJsonObject toJson(const PhaseMark &mark);

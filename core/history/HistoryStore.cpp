@@ -260,7 +260,7 @@ void HistoryStore::addTag(int64_t runId, const QString &tag)
 void HistoryStore::setNotes(int64_t runId, const QString &notes)
 {
     run(runId);
-    m_connection->exec(QStringLiteral("UPDATE runs SET notes = ? WHERE id = ?"), {notes, qlonglong(runId)});
+    m_connection->exec(QStringLiteral("UPDATE runs SET notes = ? WHERE id = ?"), {history::sqlText(notes), qlonglong(runId)});
 }
 
 } // namespace pb

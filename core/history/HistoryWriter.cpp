@@ -201,11 +201,12 @@ void HistoryWriter::Impl::writeBatch(std::vector<SampleItem> &batchSamples, std:
                 continue;
             const RunStart &s = b->start;
             const QDateTime started = s.startedAt.isValid() ? s.startedAt : QDateTime::currentDateTimeUtc();
-            bind(statements->insertRun, {QUuid::createUuid().toString(QUuid::WithoutBraces), s.kind, history::isoUtc(started), s.name,
-                                         s.model, s.device, s.card, history::compactJson(s.configJson), QString::fromStdString(s.configHash),
+            bind(statements->insertRun, {QUuid::createUuid().toString(QUuid::WithoutBraces), s.kind, history::isoUtc(started), history::sqlText(s.name),
+                                         history::sqlText(s.model), history::sqlText(s.device), history::sqlText(s.card),
+                                         history::compactJson(s.configJson), history::sqlText(QString::fromStdString(s.configHash)),
                                          history::compactJson(s.environmentJson),
                                          QString::fromUtf8(QJsonDocument(QJsonArray::fromStringList(s.tags)).toJson(QJsonDocument::Compact)),
-                                         s.notes, optionalId(s.planId), optionalId(s.parentRunId)});
+                                         history::sqlText(s.notes), optionalId(s.planId), optionalId(s.parentRunId)});
             connection->execPrepared(statements->insertRun);
             const int64_t id = statements->insertRun.lastInsertId().toLongLong();
             nextSeq[id] = 0;

@@ -227,6 +227,10 @@ void checkOverflow(Checker &k, const RunConfig &c)
     if (t.seqLen <= 0 || t.microBatch <= 0 || t.gradAccum <= 0)
         return;
     const auto tokens = mul(t.seqLen, t.microBatch);
+    if (!tokens) {
+        k.require(false, "train.micro_batch", "tokens per micro-batch (seq_len * micro_batch) overflow 2^53");
+        return;
+    }
     k.require(mul(tokens, t.gradAccum).has_value(), "train.grad_accum", "tokens per optimizer step (seq_len * micro_batch * grad_accum) overflow 2^53");
     k.require(mul(tokens, c.model.hiddenSize).has_value(), "train.micro_batch", "activation elements (seq_len * micro_batch * hidden_size) overflow 2^53");
     k.require(mul(tokens, c.model.vocabSize).has_value(), "train.micro_batch", "logit elements (seq_len * micro_batch * vocab_size) overflow 2^53");

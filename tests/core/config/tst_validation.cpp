@@ -100,6 +100,7 @@ private Q_SLOTS:
         row("parameter count overflow", [](auto &c) { c.model.hiddenSize = int64_t(1) << 40; c.model.intermediateSize = int64_t(1) << 40; c.model.maxPositions = 1 << 20; }, "model", "parameter count overflows");
         row("int64 overflow", [](auto &c) { c.model.vocabSize = int64_t(1) << 62; c.model.hiddenSize = int64_t(1) << 62; }, "model", "parameter count overflows");
         row("tokens per step overflow", [](auto &c) { c.train.microBatch = int64_t(1) << 30; c.train.gradAccum = int64_t(1) << 30; }, "train.grad_accum", "tokens per optimizer step");
+        row("tokens per micro-batch overflow", [](auto &c) { c.train.microBatch = int64_t(1) << 50; }, "train.micro_batch", "tokens per micro-batch");
         row("activation overflow", [](auto &c) { c.train.microBatch = int64_t(1) << 42; }, "train.micro_batch", "activation elements");
         row("attention scores overflow", [](auto &c) { c.model.maxPositions = int64_t(1) << 26; c.train.seqLen = int64_t(1) << 26; c.train.microBatch = 1; c.model.vocabSize = 2; }, "train.seq_len", "attention score elements");
     }

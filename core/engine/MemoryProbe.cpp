@@ -37,9 +37,8 @@ MemoryReading MemoryProbe::read() const
     MemoryReading r;
 #ifdef PB_WITH_CUDA
     if (m_cudaIndex >= 0) {
-        using namespace c10::cuda::CUDACachingAllocator;
-        const auto stats = getDeviceStats(m_cudaIndex);
-        const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+        const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(m_cudaIndex));
+        const size_t aggregate = 0; // StatType::AGGREGATE, whose namespace moved between versions
         r.allocatedBytes = stats.allocated_bytes[aggregate].current;
         r.peakAllocatedBytes = stats.allocated_bytes[aggregate].peak;
         r.reservedBytes = stats.reserved_bytes[aggregate].current;
@@ -68,7 +67,7 @@ void MemoryProbe::resetPeak()
 {
 #ifdef PB_WITH_CUDA
     if (m_cudaIndex >= 0) {
-        c10::cuda::CUDACachingAllocator::resetPeakStats(m_cudaIndex);
+        c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(m_cudaIndex));
         return;
     }
 #endif

@@ -103,7 +103,7 @@ public:
                 steps.push_back(m_stepTensors[i]);
             }
             at::_fused_adamw_(params, grads, ms, vs, {}, steps, lr, m_config.beta1, m_config.beta2, m_config.weightDecay, m_config.eps,
-                              /*amsgrad=*/false, /*maximize=*/false, c10::nullopt, c10::nullopt);
+                              /*amsgrad=*/false, /*maximize=*/false, std::nullopt, std::nullopt);
             return;
         }
 #endif

@@ -80,7 +80,7 @@ inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &
 #if PB_TORCH_AT_LEAST(2, 5)
     // enable_gqa lets the fused kernels read the shared heads instead of materialising copies.
     if (allowFused)
-        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, c10::nullopt, /*enable_gqa=*/groups > 1);
+        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/groups > 1);
 #endif
     auto expand = [groups](const at::Tensor &t) {
         if (groups == 1)

@@ -30,28 +30,33 @@ void trackedFree(void *data)
     std::free(base);
 }
 
-struct TrackingCpuAllocator final : c10::Allocator {
-    c10::DataPtr allocate(size_t n) const override
-    {
-        const int64_t limit = g_limit.load(std::memory_order_relaxed);
-        const int64_t now = g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
-        if (limit > 0 && now > limit) {
-            g_current.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
-            TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", n, " bytes with ",
-                             now - static_cast<int64_t>(n), " bytes in use under a limit of ", limit, " bytes (--memory-limit)");
-        }
-        int64_t peak = g_peak.load(std::memory_order_relaxed);
-        while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-        }
-        void *base = nullptr;
-        if (posix_memalign(&base, kHeader, n + kHeader) != 0 || !base) {
-            g_current.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
-            TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: the system refused ", n, " bytes");
-        }
-        std::memcpy(base, &n, sizeof n);
-        void *data = static_cast<char *>(base) + kHeader;
-        return {data, data, &trackedFree, c10::Device(c10::DeviceType::CPU)};
+c10::DataPtr trackedAllocate(size_t n)
+{
+    const int64_t limit = g_limit.load(std::memory_order_relaxed);
+    const int64_t now = g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
+    if (limit > 0 && now > limit) {
+        g_current.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", n, " bytes with ",
+                         now - static_cast<int64_t>(n), " bytes in use under a limit of ", limit, " bytes (--memory-limit)");
     }
+    int64_t peak = g_peak.load(std::memory_order_relaxed);
+    while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+    void *base = nullptr;
+    if (posix_memalign(&base, kHeader, n + kHeader) != 0 || !base) {
+        g_current.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: the system refused ", n, " bytes");
+    }
+    std::memcpy(base, &n, sizeof n);
+    void *data = static_cast<char *>(base) + kHeader;
+    return {data, data, &trackedFree, c10::Device(c10::DeviceType::CPU)};
+}
+
+struct TrackingCpuAllocator final : c10::Allocator {
+    // LibTorch 2.3 made allocate() non-const; defining both overloads (without `override`) lets
+    // whichever one the installed c10::Allocator declares be the override.
+    c10::DataPtr allocate(size_t n) const { return trackedAllocate(n); }
+    c10::DataPtr allocate(size_t n) { return trackedAllocate(n); }
     c10::DeleterFnPtr raw_deleter() const override { return &trackedFree; }
     // LibTorch 2.3+ made copy_data pure virtual; on 1.13 this is a plain member.
     void copy_data(void *dest, const void *src, std::size_t count) const { std::memcpy(dest, src, count); }

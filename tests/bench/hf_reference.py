@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""The peer PilotBench is compared with: Hugging Face Transformers + PyTorch, eager, the same
+configuration as a PilotBench preset (random weights from the same shape), bf16 autocast, fused
+AdamW, gradient clipping at 1.0. Prints one JSON line with ms/step, tokens/s, MFU and peak memory.
+
+    python3 tests/bench/hf_reference.py --config build/llama-3.2-1b.json --steps 10 --warmup 3
+"""
+import argparse, json, statistics, time
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True, help="a PilotBench run config (JSON)")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--peak-tflops", type=float, default=989.0)
+    ap.add_argument("--compile", action="store_true")
+    args = ap.parse_args()
+    cfg = json.load(open(args.config))
+    m, t = cfg["model"], cfg["train"]
+    hf = LlamaConfig(vocab_size=m["vocab_size"], hidden_size=m["hidden_size"], intermediate_size=m["intermediate_size"],
+                     num_hidden_layers=m["layers"], num_attention_heads=m["attention_heads"],
+                     num_key_value_heads=m["kv_heads"], head_dim=m.get("head_dim") or m["hidden_size"] // m["attention_heads"],
+                     max_position_embeddings=m["max_positions"], rms_norm_eps=m["norm_eps"], rope_theta=m["rope_theta"],
+                     tie_word_embeddings=m["tie_embeddings"], attention_bias=m["attention_bias"])
+    hf._attn_implementation = "sdpa"
+    torch.manual_seed(cfg.get("seed", 0))
+    model = LlamaForCausalLM(hf).cuda().train()
+    n_params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                            weight_decay=t["weight_decay"], fused=True)
+    fwd = torch.compile(model) if args.compile else model
+    b, s = t["micro_batch"], t["seq_len"]
+    ids = torch.randint(0, m["vocab_size"], (b, s), device="cuda")
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    for i in range(args.warmup + args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = fwd(input_ids=ids, labels=ids).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        if i >= args.warmup:
+            times.append((time.perf_counter() - t0) * 1000)
+    mean = statistics.mean(times)
+    tokens = b * s
+    flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hf.head_dim * s) * tokens
+    free, total = torch.cuda.mem_get_info()
+    print(json.dumps({"impl": "transformers+pytorch" + (" compile" if args.compile else " eager"),
+                      "torch": torch.__version__, "params": n_params, "step_ms": mean,
+                      "p50_ms": statistics.median(times), "tokens_per_s": tokens / (mean / 1000),
+                      "mfu": flops / (mean / 1000) / (args.peak_tflops * 1e12),
+                      "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+                      "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+                      "device_used_bytes": total - free, "loss": loss.item()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+// `pilotbench-cli estimate`: the per-device memory budget of a run on the catalog cards (or one
+// local device), with its breakdown, the phase that sets the peak, the fit with headroom, the
+// largest micro-batch that fits, FLOPs per step, and what Accelerate's and DeepSpeed's formulas
+// would have said.
+#include "app/cli/CliSupport.h"
+#include "engine/Environment.h"
+#include "estimate/CardCapacities.h"
+#include "estimate/MemoryEstimator.h"
+#include "estimate/ReferenceEstimators.h"
+#include "util/Errors.h"
+
+#include <QJsonArray>
+
+#include <cstdlib>
+
+namespace pb::cli {
+namespace {
+
+const QString kUsage = QStringLiteral(
+    "Estimate the per-device peak memory of a training step.\n\n"
+    "Without --card: one entry per catalog card (a100-sxm-80gb, h100-sxm-80gb, h200-141gb,\n"
+    "mi300x-192gb). --device cpu|cuda:N: one entry predicting the peak allocated tensor bytes of a\n"
+    "pilot on that local device (what the closed-loop check compares).\n\n"
+    "Exit codes: 0 the estimate was made (whether it fits is in the output: 'fits'),\n"
+    "2 invalid input (config, card, strategy, headroom, device).\n");
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+QJsonObject breakdownJson(const MemoryBreakdown &b)
+{
+    return QJsonObject {
+        {QStringLiteral("weights"), static_cast<double>(b.weights())},
+        {QStringLiteral("frozen_weights"), static_cast<double>(b.frozenWeights)},
+        {QStringLiteral("trainable_weights"), static_cast<double>(b.trainableWeights)},
+        {QStringLiteral("gradients"), static_cast<double>(b.gradients)},
+        {QStringLiteral("optimizer"), static_cast<double>(b.optimizer)},
+        {QStringLiteral("activations"), static_cast<double>(b.activations)},
+        {QStringLiteral("logits"), static_cast<double>(b.logits)},
+        {QStringLiteral("workspace"), static_cast<double>(b.workspace)},
+        {QStringLiteral("framework"), static_cast<double>(b.framework)},
+    };
+}
+
+QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
+{
+    QJsonObject phases;
+    for (const auto &p : e.phases)
+        phases.insert(QString::fromStdString(p.phase), static_cast<double>(p.breakdown.total()));
+    QJsonArray assumptions;
+    for (const auto &a : e.assumptions)
+        assumptions.append(QString::fromStdString(a));
+    QJsonObject o {
+        {QStringLiteral("card"), QString::fromStdString(e.card)},
+        {QStringLiteral("gpus"), e.gpus},
+        {QStringLiteral("strategy"), QString::fromLatin1(toString(e.strategy))},
+        {QStringLiteral("total_bytes"), static_cast<double>(e.totalBytes)},
+        {QStringLiteral("peak_allocated_bytes"), static_cast<double>(e.peakAllocatedBytes)},
+        {QStringLiteral("breakdown"), breakdownJson(e.breakdown)},
+        {QStringLiteral("peak_phase"), QString::fromStdString(e.peakPhase)},
+        {QStringLiteral("phase_total_bytes"), phases},
+        {QStringLiteral("capacity_bytes"), static_cast<double>(e.capacityBytes)},
+        {QStringLiteral("usable_bytes"), static_cast<double>(e.usableBytes)},
+        {QStringLiteral("fits"), e.fits},
+        {QStringLiteral("max_micro_batch"), static_cast<double>(e.maxMicroBatch)},
+        {QStringLiteral("flops_per_step"), e.flopsPerStep},
+        {QStringLiteral("hardware_flops_per_step"), e.hardwareFlopsPerStep},
+        {QStringLiteral("bytes_moved_per_step"), e.bytesMovedPerStep},
+        {QStringLiteral("accelerate_bytes"), static_cast<double>(accelerateTrainingBytes(config))},
+        {QStringLiteral("deepspeed_bytes"), static_cast<double>(deepSpeedModelStatesBytes(config, e.strategy, e.gpus))},
+        {QStringLiteral("assumptions"), assumptions},
+    };
+    if (e.calibratedTotalBytes) {
+        o.insert(QStringLiteral("calibrated_total_bytes"), static_cast<double>(*e.calibratedTotalBytes));
+        o.insert(QStringLiteral("calibration_ratio"), e.calibrationRatio);
+        o.insert(QStringLiteral("calibration_samples"), e.calibrationSamples);
+    }
+    return o;
+}
+
+void printText(CliContext &ctx, const MemoryEstimate &e)
+{
+    const auto &b = e.breakdown;
+    ctx.out << QStringLiteral("%1 x%2 %3: %4 GiB peak (%5), %6\n")
+                   .arg(QString::fromStdString(e.card)).arg(e.gpus).arg(QString::fromLatin1(toString(e.strategy)))
+                   .arg(gib(e.totalBytes), 0, 'f', 2).arg(QString::fromStdString(e.peakPhase))
+                   .arg(e.capacityBytes > 0 ? (e.fits ? QStringLiteral("fits %1 GiB usable, max micro-batch %2").arg(gib(e.usableBytes), 0, 'f', 1).arg(e.maxMicroBatch)
+                                                      : QStringLiteral("does NOT fit %1 GiB usable").arg(gib(e.usableBytes), 0, 'f', 1))
+                                            : QStringLiteral("capacity unknown"));
+    ctx.out << QStringLiteral("  weights %1 (frozen %2)  gradients %3  optimizer %4  activations %5  logits %6  workspace %7  framework %8 GiB\n")
+                   .arg(gib(b.weights()), 0, 'f', 2).arg(gib(b.frozenWeights), 0, 'f', 2).arg(gib(b.gradients), 0, 'f', 2)
+                   .arg(gib(b.optimizer), 0, 'f', 2).arg(gib(b.activations), 0, 'f', 2).arg(gib(b.logits), 0, 'f', 2)
+                   .arg(gib(b.workspace), 0, 'f', 2).arg(gib(b.framework), 0, 'f', 2);
+    ctx.out << QStringLiteral("  %1 TFLOP per step\n").arg(e.flopsPerStep / 1e12, 0, 'f', 2);
+}
+
+int runEstimate(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    parser.addOption({QStringLiteral("config"), QStringLiteral("Run config: a JSON file or preset:NAME."), QStringLiteral("FILE")});
+    parser.addOption({QStringLiteral("set"), QStringLiteral("Override a field: PATH=VALUE (repeatable)."), QStringLiteral("PATH=VALUE")});
+    parser.addOption({QStringLiteral("card"), QStringLiteral("One catalog card id (default: all cards)."), QStringLiteral("ID")});
+    parser.addOption({QStringLiteral("gpus"), QStringLiteral("Devices (default 1)."), QStringLiteral("N"), QStringLiteral("1")});
+    parser.addOption({QStringLiteral("strategy"), QStringLiteral("none|ddp|fsdp|zero1|zero2|zero3 (default: none on 1 GPU, ddp on more)."), QStringLiteral("S")});
+    parser.addOption({QStringLiteral("headroom"), QStringLiteral("Fraction of capacity kept free (default 0.10)."), QStringLiteral("F"), QStringLiteral("0.10")});
+    parser.addOption({QStringLiteral("device"), QStringLiteral("Predict a local pilot's peak on cpu or cuda:N instead of the catalog cards."), QStringLiteral("DEV")});
+    parser.addOption({QStringLiteral("json"), QStringLiteral("Print JSON: {\"estimates\": [...]}.")});
+    if (!parseArgs(parser, ctx, kUsage))
+        return parser.isSet(QStringLiteral("help")) ? 0 : static_cast<int>(ExitCode::InvalidInput);
+    if (!parser.positionalArguments().isEmpty())
+        throw InvalidInputError("estimate", "unexpected argument '" + parser.positionalArguments().first().toStdString() + "' (see --help)");
+
+    const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
+    EstimateOptions options;
+    bool ok = false;
+    options.gpus = parser.value(QStringLiteral("gpus")).toInt(&ok);
+    if (!ok || options.gpus < 1)
+        throw InvalidInputError("--gpus", "must be a whole number of at least 1");
+    options.headroomFraction = parser.value(QStringLiteral("headroom")).toDouble(&ok);
+    if (!ok)
+        throw InvalidInputError("--headroom", "must be a number in [0, 1)");
+    if (parser.isSet(QStringLiteral("strategy"))) {
+        const auto s = parseStrategy(parser.value(QStringLiteral("strategy")).toStdString());
+        if (!s)
+            throw InvalidInputError("--strategy", "must be one of none, ddp, fsdp, zero1, zero2, zero3");
+        options.strategy = *s;
+    } else {
+        options.strategy = options.gpus > 1 ? ParallelStrategy::Ddp : ParallelStrategy::None;
+    }
+
+    std::vector<std::string> cards;
+    if (parser.isSet(QStringLiteral("device"))) {
+        if (parser.isSet(QStringLiteral("card")))
+            throw InvalidInputError("--device", "give either --device or --card, not both");
+        const std::string device = parser.value(QStringLiteral("device")).toStdString();
+        const bool cuda = device.rfind("cuda", 0) == 0;
+        if (device != "cpu" && !(cuda && (device == "cuda" || device.rfind("cuda:", 0) == 0)))
+            throw InvalidInputError("--device", "must be cpu or cuda:N");
+        if (cuda && !cudaAvailable())
+            throw InvalidInputError("--device", "this build or machine has no CUDA device");
+        const Environment env = captureEnvironment(device);
+        options.device = cuda ? DeviceKind::Cuda : DeviceKind::Cpu;
+        options.fusedAttentionAvailable = !env.torchVersion.empty() && std::atoi(env.torchVersion.c_str()) >= 2;
+        options.localCapacityBytes = cuda ? env.deviceMemoryBytes : 0;
+        options.deviceName = env.deviceName;
+        options.torchVersion = env.torchVersion;
+        cards.push_back("");
+    } else if (parser.isSet(QStringLiteral("card"))) {
+        cards.push_back(cardCapacity(parser.value(QStringLiteral("card")).toStdString()).id);
+    } else {
+        for (const auto &card : cardCapacities())
+            cards.push_back(card.id);
+    }
+
+    QJsonArray entries;
+    for (const auto &card : cards) {
+        EstimateOptions o = options;
+        o.card = card;
+        MemoryEstimate e = estimateMemory(config, o);
+        if (card.empty())
+            e.card = parser.value(QStringLiteral("device")).toStdString();
+        if (parser.isSet(QStringLiteral("json")))
+            entries.append(entryJson(e, config));
+        else
+            printText(ctx, e);
+    }
+    if (parser.isSet(QStringLiteral("json")))
+        printJson(ctx, QJsonObject {{QStringLiteral("estimates"), entries}});
+    return static_cast<int>(ExitCode::Ok);
+}
+
+CliRegistration registration({QStringLiteral("estimate"), QStringLiteral("Per-device memory budget, fit and max micro-batch per card"), &runEstimate});
+
+} // namespace
+} // namespace pb::cli

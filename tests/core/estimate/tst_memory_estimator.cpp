@@ -1,0 +1,240 @@
+// Hand-computed budgets for a toy shape, the sharding rules, the micro-batch search and the
+// issue's Llama-3.1-8B checks. The numbers are worked out in the comments, not taken from the code.
+#include "config/Presets.h"
+#include "estimate/ActivationModel.h"
+#include "estimate/CardCapacities.h"
+#include "estimate/MemoryEstimator.h"
+#include "estimate/ModelStates.h"
+#include "estimate/ReferenceEstimators.h"
+#include "util/Errors.h"
+
+#include <QtTest>
+
+using namespace pb;
+
+namespace {
+
+// 1 layer, hidden 8, 2 heads of 4 (no GQA), SwiGLU 16, vocab 32, untied.
+// Parameters: embed 32*8 = 256; block: 2 norms 8+8, q/k/v/o 4*64 = 256, gate/up/down 3*128 = 384
+// -> 656; final norm 8; lm_head 256. Total 1176.
+RunConfig toy()
+{
+    RunConfig c;
+    c.model.layers = 1;
+    c.model.hiddenSize = 8;
+    c.model.attentionHeads = 2;
+    c.model.kvHeads = 2;
+    c.model.intermediateSize = 16;
+    c.model.vocabSize = 32;
+    c.model.maxPositions = 64;
+    c.train.precision = Precision::Fp32;
+    c.train.seqLen = 4;
+    c.train.microBatch = 1;
+    c.train.optimizer.kind = OptimizerKind::AdamW;
+    return c;
+}
+
+} // namespace
+
+class TestMemoryEstimator final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void modelStates_data()
+    {
+        QTest::addColumn<int>("mode");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<qint64>("frozen");
+        QTest::addColumn<qint64>("trainable");
+        QTest::addColumn<qint64>("gradients");
+        QTest::addColumn<qint64>("optimizer");
+        QTest::addColumn<qint64>("copies");
+        // Full fp32: 4 B weights and grads, two 4 B AdamW moments: 4704, 4704, 9408.
+        QTest::newRow("full fp32") << int(TrainMode::Full) << int(Precision::Fp32) << 0LL << 4704LL << 4704LL << 9408LL << 0LL;
+        // Full bf16-mixed: fp32 master as above, plus bf16 copies of the matmul weights
+        // (q,k,v,o 256 + MLP 384 + lm_head 256 = 896 elements, not the embedding) = 1792 B.
+        QTest::newRow("full bf16-mixed") << int(TrainMode::Full) << int(Precision::Bf16Mixed) << 0LL << 4704LL << 4704LL << 9408LL << 1792LL;
+        // Pure bf16: 2 B everywhere: 2352, 2352, moments 2*2*1176 = 4704.
+        QTest::newRow("full bf16") << int(TrainMode::Full) << int(Precision::Bf16) << 0LL << 2352LL << 2352LL << 4704LL << 0LL;
+        // LoRA rank 2 on q,k,v,o: A 2x8 + B 8x2 = 32 per projection, 128 trainable (fp32: 512 B,
+        // grads 512, moments 1024, copies 2*128 = 256); the 1176 base parameters frozen in bf16: 2352.
+        QTest::newRow("lora bf16-mixed") << int(TrainMode::Lora) << int(Precision::Bf16Mixed) << 2352LL << 512LL << 512LL << 1024LL << 256LL;
+    }
+    void modelStates()
+    {
+        QFETCH(int, mode);
+        QFETCH(int, precision);
+        QFETCH(qint64, frozen);
+        QFETCH(qint64, trainable);
+        QFETCH(qint64, gradients);
+        QFETCH(qint64, optimizer);
+        QFETCH(qint64, copies);
+        RunConfig c = toy();
+        c.train.mode = TrainMode(mode);
+        c.train.precision = Precision(precision);
+        c.train.lora.rank = 2;
+        const ModelStateBytes s = modelStateBytes(c);
+        QCOMPARE(s.frozenWeights, frozen);
+        QCOMPARE(s.trainableWeights, trainable);
+        QCOMPARE(s.gradients, gradients);
+        QCOMPARE(s.optimizerStates, optimizer);
+        QCOMPARE(s.autocastCopies, copies);
+    }
+
+    void activationsMathVersusFused()
+    {
+        // fp32, B=1, T=4 (n = 4 tokens), hidden 8, 2 heads, inter 16; every element 4 B.
+        // norm1: input x 4*4*8 = 128 + rsqrt 4*4 = 16 + normalised h 128           = 272
+        // q,k,v share the norm output (fp32, no autocast casts)                    = 128
+        // math attention: q,k,v contiguous 3*4*4*8 = 384, mask 4*4 = 16, probs 4*1*2*4*4 = 128 = 528
+        // o_proj input 128; norm2 272; gate/up share input 128
+        // SwiGLU: gate out, silu out, up out 3*4*4*16 = 768; down input 256
+        // total 272 + 128 + 528 + 128 + 272 + 128 + 768 + 256 = 2480
+        const RunConfig c = toy();
+        const ActivationBytes math = activationBytes(c, false);
+        QCOMPARE(math.savedPerBlock.size(), size_t(1));
+        QCOMPARE(math.savedPerBlock[0], 2480LL);
+        // SDPA: q,k,v 384 + output 128 (o_proj reads a view of it) + fp32 log-sum-exp 4*1*2*4 = 32:
+        // 544 replaces math's 528 + o_proj's 128 -> 2480 - 656 + 544 = 2368.
+        const ActivationBytes fused = activationBytes(c, true);
+        QCOMPARE(fused.savedPerBlock[0], 2368LL);
+        // attention=math forces the math path even where SDPA exists.
+        RunConfig m = c;
+        m.train.attention = AttentionImpl::Math;
+        QCOMPARE(activationBytes(m, true).savedPerBlock[0], 2480LL);
+        // Logits: 4 tokens x vocab 32 = 128 elements. Forward: fp32 logits 512 (the fp32 upcast is
+        // the same tensor) + log-softmax 512 = 1024; backward: three fp32 N x V tensors = 1536.
+        QCOMPARE(math.logitsForwardPeak, 1024LL);
+        QCOMPARE(math.logitsBackwardPeak, 1536LL);
+        // Recompute keeps the block input only: 4 tokens x 8 x 4 B = 128.
+        QCOMPARE(math.blockInputBytes, 128LL);
+    }
+
+    void activationsBf16MixedCasts()
+    {
+        // bf16-mixed: residual fp32, compute bf16. norm1 272 as in fp32 (h stays fp32).
+        // q,k,v: autocast casts the fp32 norm output once per projection: 3 * 2*4*8 = 192.
+        // math attention: 3*2*4*8 = 192 + mask 16 + rotary tables cast per layer 2*2*4*4 = 64
+        // + probs 2*1*2*16 = 64 -> 336. o_proj input (already bf16, shared) 2*4*8 = 64.
+        // norm2 272; gate/up casts 2 * 64 = 128; SwiGLU 3*2*4*16 = 384; down input 128.
+        // total 272 + 192 + 336 + 64 + 272 + 128 + 384 + 128 = 1776
+        RunConfig c = toy();
+        c.train.precision = Precision::Bf16Mixed;
+        QCOMPARE(activationBytes(c, false).savedPerBlock[0], 1776LL);
+    }
+
+    void shardingOverGpus()
+    {
+        // Optimizer phase, full fp32 AdamW: weights 4704, grads 4704, moments 9408, step
+        // temporary 2 * 4 B * largest parameter (256 elements) = 2048.
+        RunConfig c = toy();
+        EstimateOptions o;
+        o.device = DeviceKind::Cuda;
+        o.card = "h100-sxm-80gb";
+        o.gpus = 2;
+        o.strategy = ParallelStrategy::Ddp;
+        const MemoryEstimate ddp = estimateMemory(c, o);
+        const auto &ddpStep = ddp.phases[2].breakdown;
+        QCOMPARE(ddp.phases[2].phase, std::string("optimizer"));
+        QCOMPARE(ddpStep.trainableWeights, 4704LL);
+        QCOMPARE(ddpStep.gradients, 4704LL + 4704LL);   // + flat DDP buckets over every gradient
+        QCOMPARE(ddpStep.optimizer, 9408LL + 2048LL);
+        o.gpus = 4;
+        o.strategy = ParallelStrategy::Fsdp;
+        const auto &fsdpStep = estimateMemory(c, o).phases[2].breakdown;
+        QCOMPARE(fsdpStep.trainableWeights, 4704LL / 4);
+        QCOMPARE(fsdpStep.gradients, 4704LL / 4);
+        QCOMPARE(fsdpStep.optimizer, (9408LL + 2048LL) / 4);
+        o.strategy = ParallelStrategy::Zero1;
+        const auto &zero1Step = estimateMemory(c, o).phases[2].breakdown;
+        QCOMPARE(zero1Step.trainableWeights, 4704LL);
+        QCOMPARE(zero1Step.gradients, 4704LL);
+        QCOMPARE(zero1Step.optimizer, (9408LL + 2048LL) / 4);
+    }
+
+    void maxMicroBatchIsTheLargestThatFits()
+    {
+        RunConfig c = presetConfig(QStringLiteral("llama-3.2-1b"));
+        c.train.seqLen = 2048;
+        EstimateOptions o;
+        o.card = "h100-sxm-80gb";
+        int64_t previous = 0;
+        for (int64_t b : {1, 2, 4, 8, 16, 32}) {
+            const int64_t peak = estimatePeakAllocatedBytes(c, o, b);
+            QVERIFY2(peak > previous, "the estimate must grow with the micro-batch");
+            previous = peak;
+        }
+        const MemoryEstimate e = estimateMemory(c, o);
+        QVERIFY(e.maxMicroBatch >= 1);
+        RunConfig at = c, above = c;
+        at.train.microBatch = e.maxMicroBatch;
+        above.train.microBatch = e.maxMicroBatch + 1;
+        QVERIFY(estimateMemory(at, o).fits);
+        QVERIFY(!estimateMemory(above, o).fits);
+    }
+
+    void llama8bFullDoesNotFitOneCardButFitsFsdp8()
+    {
+        RunConfig c = presetConfig(QStringLiteral("llama-3.1-8b"));
+        c.train.mode = TrainMode::Full;
+        c.train.optimizer.kind = OptimizerKind::AdamW;
+        c.train.precision = Precision::Bf16Mixed;
+        c.train.seqLen = 2048;
+        c.train.microBatch = 1;
+        EstimateOptions o;
+        for (const char *card : {"a100-sxm-80gb", "h100-sxm-80gb"}) {
+            o.card = card;
+            const MemoryEstimate e = estimateMemory(c, o);
+            QVERIFY2(!e.fits, card);
+            // 8.03e9 parameters x 16 B of weights, grads and moments alone exceed 80 GB.
+            QVERIFY(e.totalBytes > 8000000000LL * 16);
+        }
+        o.card = "h100-sxm-80gb";
+        o.gpus = 8;
+        o.strategy = ParallelStrategy::Fsdp;
+        QVERIFY(estimateMemory(c, o).fits);
+    }
+
+    void llama8bLoraFitsOneH100()
+    {
+        RunConfig c = presetConfig(QStringLiteral("llama-3.1-8b"));
+        c.train.mode = TrainMode::Lora;
+        c.train.lora.rank = 16;
+        c.train.precision = Precision::Bf16Mixed;
+        c.train.seqLen = 2048;
+        c.train.microBatch = 1;
+        EstimateOptions o;
+        o.card = "h100-sxm-80gb";
+        const MemoryEstimate e = estimateMemory(c, o);
+        QVERIFY(e.fits);
+        // Frozen base in bf16: about 16 GB; well below the card.
+        QVERIFY(e.breakdown.frozenWeights > 15000000000LL && e.breakdown.frozenWeights < 17000000000LL);
+    }
+
+    void referenceFormulas()
+    {
+        // Accelerate: fp32 -> 16 B per parameter, mixed -> 8 B. DeepSpeed ZeRO-2 on one GPU:
+        // 4P + 16P = 20 B per parameter; ZeRO-3 over 4: 4 * largest (256) + 18 * 1176 / 4.
+        RunConfig c = toy();
+        QCOMPARE(accelerateTrainingBytes(c), 16LL * 1176);
+        c.train.precision = Precision::Bf16Mixed;
+        QCOMPARE(accelerateTrainingBytes(c), 8LL * 1176);
+        QCOMPARE(deepSpeedModelStatesBytes(c, ParallelStrategy::None, 1), 20LL * 1176);
+        QCOMPARE(deepSpeedModelStatesBytes(c, ParallelStrategy::Zero3, 4), 4LL * 256 + 18LL * 1176 / 4);
+    }
+
+    void badInputIsRejected()
+    {
+        EstimateOptions o;
+        o.card = "b200";
+        QVERIFY_THROWS_EXCEPTION(InvalidInputError, estimateMemory(toy(), o));
+        o.card = "h100-sxm-80gb";
+        o.gpus = 2;
+        QVERIFY_THROWS_EXCEPTION(InvalidInputError, estimateMemory(toy(), o)); // two GPUs, no strategy
+        o.gpus = 1;
+        o.headroomFraction = 1.0;
+        QVERIFY_THROWS_EXCEPTION(InvalidInputError, estimateMemory(toy(), o));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestMemoryEstimator)
+#include "tst_memory_estimator.moc"

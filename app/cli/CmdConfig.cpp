@@ -47,7 +47,8 @@ void emit(CliContext &ctx, const QCommandLineParser &parser, const RunConfig &co
         ctx.err << "wrote " << out << " (config hash " << QString::fromStdString(configHash(config)) << ")\n";
         return;
     }
-    printJson(ctx, toJson(config));
+    ctx.out << QString::fromUtf8(formatRunConfig(config));
+    ctx.out.flush();
 }
 
 int runNew(CliContext &ctx)

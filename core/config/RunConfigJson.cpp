@@ -273,7 +273,7 @@ void saveRunConfig(const RunConfig &config, const QString &path)
     QSaveFile file(path);
     if (!file.open(QIODevice::WriteOnly))
         throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
-    file.write(QJsonDocument(toJson(config)).toJson(QJsonDocument::Indented));
+    file.write(formatRunConfig(config));
     if (!file.commit())
         throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
 }

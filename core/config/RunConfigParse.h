@@ -3,6 +3,7 @@
 // without validating so it can list every broken rule, not only the first.
 #include "config/RunConfig.h"
 
+#include <QByteArray>
 #include <QJsonObject>
 #include <QString>
 #include <QStringList>
@@ -21,6 +22,9 @@ QJsonObject readRunConfigObject(const QString &spec);
 void applyOverride(QJsonObject &json, const QString &assignment);
 // readRunConfigObject + overrides + parseRunConfigJson, without validation. Errors name the file.
 RunConfig parseRunConfigSpec(const QString &spec, const QStringList &overrides = {});
+// The JSON text written to files and printed by `config new`: indented, keys in the documented
+// order with schema_version first. toJson() holds the same content.
+QByteArray formatRunConfig(const RunConfig &config);
 // The raw JSON of a shipped preset (resources/presets/NAME.json). Throws for an unknown name.
 QJsonObject presetJson(const QString &name);
 

@@ -40,7 +40,7 @@ pb::RunConfig customConfig()
     c.model.normEps = 1e-6;
     c.train.mode = pb::TrainMode::Lora;
     c.train.lora = {8, 12.5, 0.05, {"q_proj", "down_proj"}};
-    c.train.trainable = {"lm_head"};
+    c.train.trainable = {"lm_head", "a, \"b\",c"};
     c.train.optimizer = {pb::OptimizerKind::RmsProp, 0.0123, 0.01, 0.8, 0.95, 1e-7, 0.5};
     c.train.schedule = {pb::ScheduleKind::Linear, 7, 77, 0.25};
     c.train.precision = pb::Precision::Fp16Mixed;
@@ -94,7 +94,11 @@ private Q_SLOTS:
         QFile file(path);
         QVERIFY(file.open(QIODevice::ReadOnly));
         const QByteArray text = file.readAll();
-        QVERIFY(text.startsWith("{\n"));
+        QVERIFY2(text.startsWith("{\n  \"schema_version\": 1,\n  \"name\": \"tiny\",\n  \"seed\": 1234,\n"), text.constData());
+        QVERIFY(text.indexOf("\"model\"") < text.indexOf("\"train\""));
+        QVERIFY(text.indexOf("\"layers\"") < text.indexOf("\"hidden_size\""));
+        QVERIFY(text.contains("\"targets\": [\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]"));
+        QVERIFY(text.contains("\"deadline_hours\": null"));
         QVERIFY(text.contains("\"schema_version\": 1"));
         QVERIFY(text.contains("\"hidden_size\": 64"));
         QVERIFY(text.contains("\"precision\": \"fp32\""));

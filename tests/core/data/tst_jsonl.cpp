@@ -102,6 +102,29 @@ private Q_SLOTS:
         QCOMPARE(pb::openDataset(jsonl(a), 10, 8, 1)->revision(), da->revision());
     }
 
+    void everyTruncationOpensOrIsRefused()
+    {
+        // Cut anywhere: either a clean prefix of whole lines (opens, every sample reads) or an
+        // InvalidInputError naming the file; never a crash.
+        const QByteArray whole("{\"input_ids\": [1, 2, 3]}\n{\"text\": \"h\u00e9llo\"}\n\n{\"input_ids\": [4, 5]}\n");
+        QTemporaryDir dir;
+        int opened = 0;
+        for (qsizetype n = 0; n <= whole.size(); ++n) {
+            const auto path = writeFile(dir, QStringLiteral("cut%1.jsonl").arg(n), whole.left(n));
+            try {
+                const auto ds = pb::openDataset(jsonl(path), 300, 8, 1);
+                for (int64_t i = 0; i < ds->size(); ++i)
+                    QCOMPARE(readSample(*ds, i).size(), size_t(ds->length(i)));
+                ++opened;
+            } catch (const pb::InvalidInputError &e) {
+                QCOMPARE(e.where(), path);
+            }
+        }
+        // Cuts that leave whole lines: after line 1's "}" or its "\n" (2), after line 2's "}", its
+        // "\n" or the blank line (3), after line 4's "}" or its "\n" (2).
+        QCOMPARE(opened, 7);
+    }
+
     void emptyPathIsRefused()
     {
         PB_EXPECT_INVALID(pb::openDataset(jsonl(""), 10, 8, 1), std::string("data.path"), std::string("is empty"));

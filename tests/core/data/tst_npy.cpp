@@ -113,6 +113,19 @@ private Q_SLOTS:
         const auto path = writeFile(dir, QStringLiteral("t.npy"), file);
         PB_EXPECT_INVALID(pb::openDataset(npy(path), 100, 3, 1), path, needle.toStdString());
     }
+
+    void everyTruncationIsRefused()
+    {
+        // A file cut anywhere (a partial download) is an error, never a crash or a silent short read.
+        const QByteArray whole = npyFile(npyDict("<u4", "(3, 4)"), zeroToEleven<uint32_t>(), 2);
+        QTemporaryDir dir;
+        for (qsizetype n = 0; n < whole.size(); ++n) {
+            const auto path = writeFile(dir, QStringLiteral("cut%1.npy").arg(n), whole.left(n));
+            PB_EXPECT_INVALID(pb::openDataset(npy(path), 100, 3, 1), path, std::string());
+        }
+        const auto path = writeFile(dir, QStringLiteral("whole.npy"), whole);
+        QCOMPARE(readSample(*pb::openDataset(npy(path), 100, 3, 1), 2), (std::vector<int32_t> {8, 9, 10, 11}));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestNpy)

@@ -176,6 +176,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     const int64_t typicalSaved = out.savedPerBlock.empty() ? 0 : out.savedPerBlock.back();
     out.blockForwardExtra = std::max<int64_t>(0, blockPeak - typicalSaved);
     out.blockInputBytes = r * n * h;
+    // Under no_grad nothing is kept: the live set peaks at the attention (q, k, v as the kernel
+    // reads them, plus the raw and scaled scores on the math path) or in the MLP (silu(g), up and
+    // their product), over the block input and the residual.
+    const int64_t attnLive = fused ? 4 * c * n * qDim : 3 * c * n * qDim + 2 * scores;
+    out.blockNoGradPeak = 2 * r * n * h + std::max(attnLive, 3 * c * n * inter);
 
     // Backward of one block: the residual stream's gradient (incoming and accumulated), the
     // largest set of intermediate gradients at once, and under autocast the 16-bit weight

@@ -17,6 +17,7 @@ struct ActivationBytes {
     std::vector<int64_t> savedPerBlock;  // kept for backward by each block (full, no recompute)
     int64_t blockInputBytes = 0;         // what a recomputed block keeps (its input)
     int64_t blockForwardExtra = 0;       // transient above a block's saved tensors while it runs forward
+    int64_t blockNoGradPeak = 0;         // live tensors of a block run under no_grad (recompute's forward)
     int64_t blockBackwardExtra = 0;      // transient gradients while one block runs backward
     int64_t headSaved = 0;               // final norm and lm_head inputs
     int64_t logitsForwardPeak = 0;       // logits, fp32 copy and log-softmax during the loss

@@ -90,7 +90,6 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     int64_t savedAll = 0;
     for (auto s : act.savedPerBlock)
         savedAll += s;
-    const int64_t typicalSaved = act.savedPerBlock.empty() ? 0 : act.savedPerBlock.back();
 
     Phases out;
     // Forward: optimizer state exists from the first step on; gradients were dropped (set_to_none).
@@ -105,7 +104,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     } else {
         const int64_t inputs = layers * act.blockInputBytes;
         const int64_t atLoss = inputs + act.headSaved + fixed + gatheredBytes;
-        const int64_t inBlock = inputs + typicalSaved + act.blockForwardExtra + fixed + gatheredBytes;
+        const int64_t inBlock = inputs + act.blockNoGradPeak + fixed + gatheredBytes;
         out.forward.activations = std::max(atLoss, inBlock);
         out.forward.logits = atLoss + act.logitsForwardPeak >= inBlock ? act.logitsForwardPeak : 0;
     }

@@ -1,0 +1,89 @@
+// `pilotbench-cli estimate` as a user runs it: JSON shape, the four catalog cards, the
+// Llama-3.1-8B verdicts, a local-device entry, and exit code 2 for bad input.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QtTest>
+
+class TestCliEstimate final : public QObject {
+    Q_OBJECT
+private:
+    static int run(const QStringList &args, QByteArray &out)
+    {
+        QProcess p;
+        p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("estimate")} + args);
+        if (!p.waitForFinished(60000))
+            return -1;
+        out = p.readAllStandardOutput();
+        return p.exitCode();
+    }
+
+private Q_SLOTS:
+    void allCardsForLlama8b()
+    {
+        QByteArray out;
+        QCOMPARE(run({QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--set"), QStringLiteral("train.mode=full"),
+                      QStringLiteral("--set"), QStringLiteral("train.seq_len=2048"), QStringLiteral("--set"), QStringLiteral("train.micro_batch=1"),
+                      QStringLiteral("--json")}, out), 0);
+        const QJsonArray entries = QJsonDocument::fromJson(out).object().value(QStringLiteral("estimates")).toArray();
+        QCOMPARE(entries.size(), 4);
+        QStringList cards;
+        for (const auto &v : entries) {
+            const QJsonObject e = v.toObject();
+            cards << e.value(QStringLiteral("card")).toString();
+            const QJsonObject b = e.value(QStringLiteral("breakdown")).toObject();
+            for (const char *key : {"weights", "gradients", "optimizer", "activations", "logits", "workspace", "framework"})
+                QVERIFY2(b.contains(QLatin1String(key)), key);
+            const double parts = b.value(QStringLiteral("weights")).toDouble() + b.value(QStringLiteral("gradients")).toDouble() +
+                                 b.value(QStringLiteral("optimizer")).toDouble() + b.value(QStringLiteral("activations")).toDouble() +
+                                 b.value(QStringLiteral("logits")).toDouble() + b.value(QStringLiteral("workspace")).toDouble() +
+                                 b.value(QStringLiteral("framework")).toDouble();
+            QCOMPARE(parts, e.value(QStringLiteral("total_bytes")).toDouble());
+            if (cards.last().startsWith(QLatin1String("a100")) || cards.last().startsWith(QLatin1String("h100")))
+                QVERIFY(!e.value(QStringLiteral("fits")).toBool());
+        }
+        QCOMPARE(cards, (QStringList {QStringLiteral("a100-sxm-80gb"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("h200-141gb"), QStringLiteral("mi300x-192gb")}));
+    }
+
+    void fsdpOverEightFits()
+    {
+        QByteArray out;
+        QCOMPARE(run({QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--set"), QStringLiteral("train.mode=full"),
+                      QStringLiteral("--card"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("--gpus"), QStringLiteral("8"),
+                      QStringLiteral("--strategy"), QStringLiteral("fsdp"), QStringLiteral("--json")}, out), 0);
+        const QJsonObject e = QJsonDocument::fromJson(out).object().value(QStringLiteral("estimates")).toArray().at(0).toObject();
+        QCOMPARE(e.value(QStringLiteral("strategy")).toString(), QStringLiteral("fsdp"));
+        QCOMPARE(e.value(QStringLiteral("gpus")).toInt(), 8);
+        QVERIFY(e.value(QStringLiteral("fits")).toBool());
+        QVERIFY(e.value(QStringLiteral("max_micro_batch")).toDouble() >= 1);
+    }
+
+    void localCpuEntry()
+    {
+        QByteArray out;
+        QCOMPARE(run({QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--json")}, out), 0);
+        const QJsonArray entries = QJsonDocument::fromJson(out).object().value(QStringLiteral("estimates")).toArray();
+        QCOMPARE(entries.size(), 1);
+        QCOMPARE(entries.at(0).toObject().value(QStringLiteral("card")).toString(), QStringLiteral("cpu"));
+        QCOMPARE(entries.at(0).toObject().value(QStringLiteral("breakdown")).toObject().value(QStringLiteral("framework")).toDouble(), 0.0);
+    }
+
+    void badInput_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::newRow("unknown card") << QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--card"), QStringLiteral("b200")};
+        QTest::newRow("bad strategy") << QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("tp")};
+        QTest::newRow("headroom 1") << QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--headroom"), QStringLiteral("1")};
+        QTest::newRow("no config") << QStringList {};
+    }
+    void badInput()
+    {
+        QFETCH(QStringList, args);
+        QByteArray out;
+        QCOMPARE(run(args, out), 2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliEstimate)
+#include "tst_cli_estimate.moc"

@@ -15,6 +15,8 @@
 
 namespace pb {
 
+class DistributedHooks; // engine/DistributedHooks.h (torch); set by core/dist for multi-process runs
+
 struct PilotOptions {
     std::string device = "cpu";          // "cpu" or "cuda:N"
     int64_t steps = 20;                  // measured optimizer steps
@@ -27,6 +29,7 @@ struct PilotOptions {
     bool parameterChecksum = false;      // SHA-256 of every parameter at the end (restore proof)
     int cpuThreads = 0;                  // 0: LibTorch's default
     const std::atomic<bool> *cancel = nullptr; // checked between micro-batches
+    DistributedHooks *distributed = nullptr;   // null: single process; else this rank's data shard and gradient sync
 };
 
 class PilotObserver {

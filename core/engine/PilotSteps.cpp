@@ -1,6 +1,7 @@
 #include "engine/PilotSteps.h"
 
 #include "checkpoint/Checkpoint.h"
+#include "engine/DistributedHooks.h"
 #include "engine/LrSchedule.h"
 #include "engine/Prefetcher.h"
 #include "engine/TorchCompat.h"
@@ -149,6 +150,10 @@ void StepRunner::setup()
         m_session.trainBatches->seek(m_session.consumed);
         m_run.firstStep = m_session.step + 1;
     }
+    if (m_options.distributed) {
+        auto params = m_session.model->parameters();
+        m_options.distributed->broadcastParameters(params);
+    }
     synchronize();
     endPhase();
     m_run.summary.setupMs = m_run.phases.back().durationMs;
@@ -188,6 +193,8 @@ StepSample StepRunner::trainStep(Phase phase)
         sample.tokens += batch.tokens;
         m_session.consumed = batch.positionAfter;
     }
+    if (m_options.distributed) // its time is in stepTimeMs but in none of forward, backward, optimizer
+        m_options.distributed->afterBackward(m_session.optimizer->parameters());
 
     const auto t0 = std::chrono::steady_clock::now();
     auto &params = m_session.optimizer->parameters();
@@ -274,7 +281,8 @@ void StepRunner::checkpoint()
 void StepRunner::execute()
 {
     setup();
-    Prefetcher prefetcher(*m_session.trainBatches, 3, m_device.is_cuda());
+    const auto *dist = m_options.distributed;
+    Prefetcher prefetcher(*m_session.trainBatches, 3, m_device.is_cuda(), dist ? dist->rank() : 0, dist ? dist->worldSize() : 1);
     m_prefetcher = &prefetcher;
     const int64_t total = m_options.warmupSteps + m_options.steps;
     try {
@@ -315,6 +323,8 @@ void StepRunner::execute()
         m_run.summary.failedStep = m_session.step + 1;
     }
     m_prefetcher = nullptr;
+    if (m_options.distributed && m_run.summary.verdict == Verdict::Fits)
+        m_options.distributed->trainingFinished(m_session.model->parameters());
     if (m_options.parameterChecksum && m_run.summary.verdict == Verdict::Fits)
         m_run.parameterChecksum = parameterChecksum(*m_session.model);
     m_finished = true;

@@ -18,8 +18,21 @@ PreparedBatch prepareBatch(const Batch &batch, bool pin)
     return out;
 }
 
-Prefetcher::Prefetcher(Batcher &batcher, size_t capacity, bool pin)
-    : m_batcher(batcher), m_capacity(capacity), m_pin(pin), m_thread([this] { loop(); })
+namespace {
+void skipBatch(Batcher &batcher)
+{
+    DataPosition position = batcher.position();
+    if (position.index >= batcher.batchesPerEpoch()) {
+        ++position.epoch;
+        position.index = 0;
+    }
+    ++position.index;
+    batcher.seek(position);
+}
+} // namespace
+
+Prefetcher::Prefetcher(Batcher &batcher, size_t capacity, bool pin, int shardIndex, int shardCount)
+    : m_batcher(batcher), m_capacity(capacity), m_pin(pin), m_shardIndex(shardIndex), m_shardCount(shardCount), m_thread([this] { loop(); })
 {
 }
 
@@ -43,7 +56,11 @@ void Prefetcher::loop()
                 if (m_stop)
                     return;
             }
+            for (int i = 0; i < m_shardIndex; ++i)
+                skipBatch(m_batcher);
             const Batch batch = m_batcher.next();
+            for (int i = m_shardIndex + 1; i < m_shardCount; ++i)
+                skipBatch(m_batcher);
             PreparedBatch prepared = prepareBatch(batch, m_pin);
             prepared.positionAfter = m_batcher.position();
             {

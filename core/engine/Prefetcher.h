@@ -21,7 +21,9 @@ struct PreparedBatch {
 
 class Prefetcher {
 public:
-    Prefetcher(Batcher &batcher, size_t capacity, bool pin);
+    // With shardCount > 1 this rank keeps batch number shardIndex of every shardCount in a row
+    // (skipped without reading), so the ranks together see what one process would.
+    Prefetcher(Batcher &batcher, size_t capacity, bool pin, int shardIndex = 0, int shardCount = 1);
     ~Prefetcher();
     // Blocks until a batch is ready; adds the time waited to waitMs. Rethrows a loader error.
     PreparedBatch pop(double &waitMs);
@@ -31,6 +33,7 @@ private:
     Batcher &m_batcher;
     size_t m_capacity;
     bool m_pin;
+    int m_shardIndex, m_shardCount;
     std::mutex m_mutex;
     std::condition_variable m_changed;
     std::deque<PreparedBatch> m_queue;

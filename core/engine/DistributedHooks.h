@@ -1,0 +1,26 @@
+#pragma once
+// Internal to the engine and core/dist (includes torch): what a multi-process strategy (DDP over
+// c10d) plugs into the single-device step loop. The engine stays unaware of process groups; it
+// only calls these at fixed points, and takes its data shard from rank() and worldSize().
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace pb {
+
+class DistributedHooks {
+public:
+    virtual ~DistributedHooks() = default;
+    virtual int rank() const = 0;
+    virtual int worldSize() const = 0;
+    // After the model and optimizer exist (and a checkpoint was restored): make every rank start
+    // from rank 0's parameters.
+    virtual void broadcastParameters(std::vector<torch::Tensor> &params) = 0;
+    // After the last micro-batch's backward, before unscaling and clipping: leave in every
+    // parameter's grad the mean over ranks.
+    virtual void afterBackward(std::vector<torch::Tensor> &params) = 0;
+    // After the last step, before the model is freed (the parameters in model order).
+    virtual void trainingFinished(const std::vector<torch::Tensor> & /*params*/) {}
+};
+
+} // namespace pb

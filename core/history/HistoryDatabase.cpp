@@ -113,8 +113,12 @@ Connection::Connection(const QString &path, bool readOnly)
         throw PilotBenchError(ExitCode::Failure, "the Qt SQLite driver (QSQLITE) is not available: install the Qt 6 SQL plugins");
     db.setDatabaseName(path);
     db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=%1%2").arg(kBusyTimeoutMs).arg(readOnly ? QStringLiteral(";QSQLITE_OPEN_READONLY") : QString()));
-    if (!db.open())
-        throw PilotBenchError(ExitCode::Failure, "cannot open history database " + quoted(path) + ": " + db.lastError().text().toStdString());
+    if (!db.open()) {
+        const std::string reason = db.lastError().text().toStdString();
+        db = QSqlDatabase(); // the destructor will not run: release the name here
+        QSqlDatabase::removeDatabase(m_name);
+        throw PilotBenchError(ExitCode::Failure, "cannot open history database " + quoted(path) + ": " + reason);
+    }
 }
 
 Connection::~Connection()

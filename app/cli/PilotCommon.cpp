@@ -24,6 +24,10 @@ void addPilotOptions(QCommandLineParser &parser)
         {QStringLiteral("checkpoint-dir"), QStringLiteral("Write checkpoints here on the config's schedule."), QStringLiteral("dir")},
         {QStringLiteral("db"), QStringLiteral("History database (default: the application data folder)."), QStringLiteral("file")},
         {QStringLiteral("jsonl"), QStringLiteral("One JSON object per line as the run goes.")},
+        {QStringLiteral("checkpoint-at-end"), QStringLiteral("Also write a checkpoint after the last step (needs --checkpoint-dir).")},
+        {QStringLiteral("resume-from"), QStringLiteral("Restore this checkpoint (a step folder or a --checkpoint-dir) before training."), QStringLiteral("dir")},
+        {QStringLiteral("param-checksum"), QStringLiteral("Report a SHA-256 of every parameter at the end.")},
+        {QStringLiteral("drop-state"), QStringLiteral("Proof tests: leave this piece unrestored (model, optimizer, schedule, rng, data_position, loss_scale)."), QStringLiteral("piece")},
     });
 }
 
@@ -49,6 +53,12 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
     if (parser.isSet(QStringLiteral("threads")))
         options.cpuThreads = static_cast<int>(positiveInt(parser, QStringLiteral("threads"), 1));
     options.checkpointDir = parser.value(QStringLiteral("checkpoint-dir")).toStdString();
+    options.checkpointAtEnd = parser.isSet(QStringLiteral("checkpoint-at-end"));
+    if (options.checkpointAtEnd && options.checkpointDir.empty())
+        throw InvalidInputError("--checkpoint-at-end", "needs --checkpoint-dir");
+    options.resumeFrom = parser.value(QStringLiteral("resume-from")).toStdString();
+    options.parameterChecksum = parser.isSet(QStringLiteral("param-checksum"));
+    options.dropStateOnResume = parser.value(QStringLiteral("drop-state")).toStdString();
     options.devicePeakFlops = devicePeakFlops(options.device);
     return options;
 }

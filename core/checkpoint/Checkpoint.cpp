@@ -1,6 +1,7 @@
 #include "checkpoint/Checkpoint.h"
 
 #include "config/RunConfigJson.h"
+#include "engine/LrSchedule.h"
 #include "engine/TorchCompat.h"
 #include "util/Errors.h"
 
@@ -144,7 +145,36 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
     return write;
 }
 
-void restoreCheckpoint(TrainingSession &session, const std::string &path)
+std::map<std::string, std::string> stateDigest(TrainingSession &session)
+{
+    auto hashTensors = [](const std::vector<std::pair<std::string, torch::Tensor>> &tensors) {
+        QCryptographicHash hash(QCryptographicHash::Sha256);
+        for (const auto &[name, tensor] : tensors) {
+            const auto cpu = tensor.detach().to(torch::kCPU).contiguous();
+            hash.addData(QByteArrayView(name.data(), static_cast<qsizetype>(name.size())));
+            hash.addData(QByteArrayView(static_cast<const char *>(cpu.data_ptr()), static_cast<qsizetype>(cpu.nbytes())));
+        }
+        return hash.result().toHex().toStdString();
+    };
+    std::map<std::string, std::string> digest;
+    digest["model"] = parameterChecksum(*session.model);
+    std::vector<std::pair<std::string, torch::Tensor>> optimizer;
+    for (const auto &[name, tensor] : session.optimizer->state())
+        optimizer.emplace_back(name, tensor);
+    digest["optimizer"] = hashTensors(optimizer);
+    digest["schedule"] = "step " + std::to_string(session.step) + ", next lr " +
+                         std::to_string(learningRateAt(session.config.train.optimizer, session.config.train.schedule, session.step));
+    std::vector<std::pair<std::string, torch::Tensor>> rng;
+    for (const auto &device : generatorDevices(session.device))
+        rng.emplace_back(generatorKey(device), at::globalContext().defaultGenerator(device).get_state());
+    digest["rng"] = hashTensors(rng);
+    digest["data_position"] = "epoch " + std::to_string(session.consumed.epoch) + ", batch " + std::to_string(session.consumed.index) + ", seed " +
+                              std::to_string(session.consumed.shuffleSeed);
+    digest["loss_scale"] = session.scaler.enabled ? std::to_string(session.scaler.scale) + " after " + std::to_string(session.scaler.goodSteps) : "off";
+    return digest;
+}
+
+void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip)
 {
     const QString folder = resolveCheckpointFolder(QString::fromStdString(path));
     const CheckpointInfo info = verifyCheckpoint(folder);
@@ -161,8 +191,11 @@ void restoreCheckpoint(TrainingSession &session, const std::string &path)
     {
         torch::serialize::InputArchive archive;
         loadArchive(archive, dir.filePath(kModelFile), session.device);
-        for (auto &item : session.model->named_parameters())
+        for (auto &item : session.model->named_parameters()) {
+            if (skip == "model")
+                break;
             item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile)));
+        }
         for (auto &item : session.model->named_buffers())
             item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile)));
     }
@@ -173,7 +206,8 @@ void restoreCheckpoint(TrainingSession &session, const std::string &path)
         for (const auto &key : archive.keys())
             optimizerState[key] = readTensor(archive, key, dir.filePath(kOptimizerFile));
         try {
-            session.optimizer->restoreState(optimizerState);
+            if (skip != "optimizer")
+                session.optimizer->restoreState(optimizerState);
         } catch (const c10::Error &e) {
             throw InvalidInputError(dir.filePath(kOptimizerFile).toStdString(), e.what_without_backtrace());
         }
@@ -182,16 +216,23 @@ void restoreCheckpoint(TrainingSession &session, const std::string &path)
         torch::serialize::InputArchive archive;
         loadArchive(archive, dir.filePath(kRngFile), torch::kCPU);
         for (const auto &device : generatorDevices(session.device)) {
+            if (skip == "rng")
+                break;
             at::Generator generator = at::globalContext().defaultGenerator(device); // a handle to the global one
             generator.set_state(readTensor(archive, generatorKey(device), dir.filePath(kRngFile)));
         }
     }
-    session.step = state.value(QStringLiteral("step")).toInteger();
+    if (skip != "schedule")
+        session.step = state.value(QStringLiteral("step")).toInteger();
     const auto position = state.value(QStringLiteral("data_position")).toObject();
-    session.consumed.epoch = position.value(QStringLiteral("epoch")).toInteger();
-    session.consumed.index = position.value(QStringLiteral("index")).toInteger();
-    session.consumed.shuffleSeed = position.value(QStringLiteral("shuffle_seed")).toString().toULongLong();
+    if (skip != "data_position") {
+        session.consumed.epoch = position.value(QStringLiteral("epoch")).toInteger();
+        session.consumed.index = position.value(QStringLiteral("index")).toInteger();
+        session.consumed.shuffleSeed = position.value(QStringLiteral("shuffle_seed")).toString().toULongLong();
+    }
     const auto scaler = state.value(QStringLiteral("loss_scale")).toObject();
+    if (skip == "loss_scale")
+        return;
     session.scaler.scale = scaler.value(QStringLiteral("scale")).toDouble(session.scaler.scale);
     session.scaler.goodSteps = scaler.value(QStringLiteral("good_steps")).toInteger();
 }

@@ -17,7 +17,16 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
 // Verifies the manifest, then restores model, optimizer, RNG, step, data position and loss scale.
 // `path` is a step folder or a root holding them (the newest complete one is taken). Throws
 // InvalidInputError naming the file for anything missing, truncated, altered or mismatched.
-void restoreCheckpoint(TrainingSession &session, const std::string &path);
+// `skip` names one piece left unrestored (proof tests show the check catches it).
+void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip = {});
+// SHA-256 (or plain text) of each piece of state: model, optimizer, schedule, rng, data_position,
+// loss_scale. Equal digests before a checkpoint and after its restore mean the restore was exact.
+std::map<std::string, std::string> stateDigest(TrainingSession &session);
+inline const std::vector<std::string> &statePieces()
+{
+    static const std::vector<std::string> pieces {"model", "optimizer", "schedule", "rng", "data_position", "loss_scale"};
+    return pieces;
+}
 // SHA-256 over every parameter's bytes, in name order.
 std::string parameterChecksum(torch::nn::Module &model);
 

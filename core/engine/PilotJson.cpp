@@ -104,6 +104,18 @@ QJsonObject summaryJson(const PilotRun &run)
     json.insert(QStringLiteral("first_step"), num(run.firstStep));
     if (!run.parameterChecksum.empty())
         json.insert(QStringLiteral("parameter_checksum"), str(run.parameterChecksum));
+    auto digest = [](const std::map<std::string, std::string> &d) {
+        QJsonObject o;
+        for (const auto &[k, v] : d)
+            o.insert(QString::fromStdString(k), QString::fromStdString(v));
+        return o;
+    };
+    if (!run.resumeDigest.empty()) {
+        json.insert(QStringLiteral("resume_digest"), digest(run.resumeDigest));
+        json.insert(QStringLiteral("restore_ms"), run.restoreMs);
+    }
+    if (!run.checkpointDigest.empty())
+        json.insert(QStringLiteral("checkpoint_digest"), digest(run.checkpointDigest));
     QJsonArray losses;
     for (double l : run.losses)
         losses.append(l);

@@ -266,7 +266,7 @@ torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::T
     const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
     auto logits = torch::nn::functional::linear(h, headWeight);
     // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.
-    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat).view({-1, logits.size(-1)}), targets.view({-1}),
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                                 torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
 }
 

@@ -1,0 +1,124 @@
+// pilotbench-cli restore-check and checkpoint verify: the restoration proof and the manifest check.
+#include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
+#include "app/cli/PilotPrinter.h"
+#include "checkpoint/CheckpointManifest.h"
+#include "checkpoint/RestoreCheck.h"
+#include "config/RunConfigJson.h"
+#include "engine/Environment.h"
+#include "history/HistoryWriter.h"
+#include "util/AppPaths.h"
+#include "util/Errors.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QJsonArray>
+
+namespace pb::cli {
+namespace {
+
+int runRestoreCheckCommand(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    parser.addOptions({
+        {QStringLiteral("config"), QStringLiteral("Run config: a JSON file or preset:NAME."), QStringLiteral("file")},
+        {QStringLiteral("set"), QStringLiteral("Override a config field (repeatable)."), QStringLiteral("path=value")},
+        {QStringLiteral("device"), QStringLiteral("cpu or cuda:N (default cpu)."), QStringLiteral("device"), QStringLiteral("cpu")},
+        {QStringLiteral("steps-before"), QStringLiteral("Steps before the checkpoint, K (default 4)."), QStringLiteral("k"), QStringLiteral("4")},
+        {QStringLiteral("steps-after"), QStringLiteral("Steps after the restore, M (default 4)."), QStringLiteral("m"), QStringLiteral("4")},
+        {QStringLiteral("checkpoint-dir"), QStringLiteral("Working folder for the checkpoint (default: the data folder)."), QStringLiteral("dir")},
+        {QStringLiteral("db"), QStringLiteral("History database."), QStringLiteral("file")},
+        {QStringLiteral("jsonl"), QStringLiteral("Print the summary event as one JSON line.")},
+        {QStringLiteral("drop-state"), QStringLiteral("Proof of the proof: the fresh process leaves this piece unrestored."), QStringLiteral("piece")},
+    });
+    if (!parseArgs(parser, ctx, QStringLiteral("Prove that a checkpoint restores exactly in a fresh process.")))
+        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
+    RestoreCheckOptions options;
+    options.device = parser.value(QStringLiteral("device")).toStdString();
+    bool okK = false, okM = false;
+    options.stepsBefore = parser.value(QStringLiteral("steps-before")).toLongLong(&okK);
+    options.stepsAfter = parser.value(QStringLiteral("steps-after")).toLongLong(&okM);
+    if (!okK || options.stepsBefore < 1)
+        throw InvalidInputError("--steps-before", "must be an integer >= 1");
+    if (!okM || options.stepsAfter < 1)
+        throw InvalidInputError("--steps-after", "must be an integer >= 1");
+    options.checkpointDir = parser.isSet(QStringLiteral("checkpoint-dir")) ? parser.value(QStringLiteral("checkpoint-dir"))
+                                                                            : appDataDir() + QStringLiteral("/checkpoints");
+    options.cliPath = QCoreApplication::applicationFilePath();
+    options.dropState = parser.value(QStringLiteral("drop-state")).toStdString();
+    installInterruptHandler();
+    options.cancel = &interruptFlag();
+
+    const QString database = databaseFrom(parser);
+    HistoryWriter writer(database);
+    RunStart start;
+    start.kind = QStringLiteral("restore-check");
+    start.name = QString::fromStdString(config.name);
+    start.model = QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
+    start.device = QString::fromStdString(options.device);
+    start.card = QLatin1String("");
+    start.notes = QLatin1String("");
+    start.configJson = toJson(config);
+    start.configHash = configHash(config);
+    start.environmentJson = toJson(captureEnvironment(options.device));
+    const int64_t runId = writer.beginRun(start);
+
+    const RestoreCheckResult result = runRestoreCheck(config, options);
+    PilotSummary summary;
+    summary.verdict = result.pass ? Verdict::Fits : Verdict::Failed;
+    summary.message = result.message;
+    summary.checkpointWriteMs = result.checkpointWriteMs;
+    summary.checkpointBytes = result.checkpointBytes;
+    QJsonObject json = toJson(result);
+    json.insert(QStringLiteral("run_id"), static_cast<double>(runId));
+    writer.finishRun(runId, summary, json);
+    writer.flush();
+
+    if (parser.isSet(QStringLiteral("jsonl"))) {
+        json.insert(QStringLiteral("event"), QStringLiteral("summary"));
+        printJson(ctx, json, true);
+    } else {
+        ctx.out << "restore check: " << (result.pass ? "PASS" : "FAIL") << " (" << QString::fromStdString(result.message) << ")\n"
+                << "checked: ";
+        for (size_t i = 0; i < result.checked.size(); ++i)
+            ctx.out << (i ? ", " : "") << QString::fromStdString(result.checked[i]);
+        ctx.out << "\nmax |loss difference|: " << result.maxAbsLossDiff << "\ncheckpoint: " << formatBytes(static_cast<double>(result.checkpointBytes))
+                << ", write " << QString::number(result.checkpointWriteMs, 'f', 1) << " ms, verify " << QString::number(result.verifyMs, 'f', 1)
+                << " ms, restore " << QString::number(result.restoreMs, 'f', 1) << " ms, fresh process " << QString::number(result.freshProcessMs, 'f', 0)
+                << " ms\nrecorded as run " << runId << " in " << database << '\n';
+    }
+    return result.pass ? 0 : static_cast<int>(ExitCode::Failure);
+}
+
+int runCheckpointCommand(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    parser.addPositionalArgument(QStringLiteral("verify"), QStringLiteral("verify DIR: check a checkpoint's manifest (sizes and SHA-256)."));
+    parser.addOption({QStringLiteral("json"), QStringLiteral("Print JSON.")});
+    if (!parseArgs(parser, ctx, QStringLiteral("Checkpoint tools.")))
+        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    const QStringList args = parser.positionalArguments();
+    if (args.size() != 2 || args[0] != QLatin1String("verify"))
+        throw InvalidInputError("checkpoint", "usage: pilotbench-cli checkpoint verify DIR");
+    const CheckpointInfo info = verifyCheckpoint(resolveCheckpointFolder(args[1]));
+    if (parser.isSet(QStringLiteral("json"))) {
+        QJsonArray files;
+        for (const auto &f : info.files)
+            files.append(QJsonObject {{QStringLiteral("file"), QString::fromStdString(f.file)}, {QStringLiteral("bytes"), static_cast<double>(f.bytes)},
+                                      {QStringLiteral("sha256"), QString::fromStdString(f.sha256)}});
+        printJson(ctx, QJsonObject {{QStringLiteral("path"), info.path}, {QStringLiteral("step"), static_cast<double>(info.step)},
+                                    {QStringLiteral("valid"), true}, {QStringLiteral("total_bytes"), static_cast<double>(info.totalBytes)},
+                                    {QStringLiteral("verify_ms"), info.verifyMs}, {QStringLiteral("files"), files}});
+    } else {
+        ctx.out << "valid: " << info.path << " (step " << info.step << ", " << info.files.size() << " files, " << formatBytes(static_cast<double>(info.totalBytes))
+                << ", verified in " << QString::number(info.verifyMs, 'f', 1) << " ms)\n";
+    }
+    return 0;
+}
+
+const CliRegistration restoreRegistration({QStringLiteral("restore-check"), QStringLiteral("Prove a checkpoint restores exactly in a fresh process"), &runRestoreCheckCommand});
+const CliRegistration checkpointRegistration({QStringLiteral("checkpoint"), QStringLiteral("Verify a checkpoint folder against its manifest"), &runCheckpointCommand});
+
+} // namespace
+} // namespace pb::cli

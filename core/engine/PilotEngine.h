@@ -8,6 +8,7 @@
 #include "engine/PilotTypes.h"
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct PilotOptions {
     std::optional<double> devicePeakFlops; // dense peak FLOP/s of the device, for MFU
     bool parameterChecksum = false;      // SHA-256 of every parameter at the end (restore proof)
     int cpuThreads = 0;                  // 0: LibTorch's default
+    std::string dropStateOnResume;       // proof tests only: leave this piece of state unrestored
     const std::atomic<bool> *cancel = nullptr; // checked between micro-batches
     DistributedHooks *distributed = nullptr;   // null: single process; else this rank's data shard and gradient sync
 };
@@ -55,6 +57,11 @@ struct PilotRun {
     std::string parameterChecksum;       // when asked for
     int64_t firstStep = 1;               // > 1 when resumed from a checkpoint
     std::vector<PhaseMark> phases;
+    // Digest of each piece of training state (model, optimizer, schedule, rng, data_position,
+    // loss_scale) right after a restore, and at the last checkpoint written.
+    std::map<std::string, std::string> resumeDigest;
+    std::map<std::string, std::string> checkpointDigest;
+    double restoreMs = 0;
 };
 
 class PilotEngine final {

@@ -109,6 +109,8 @@ void StepRunner::endPhase()
 void StepRunner::setup()
 {
     beginPhase(Phase::Setup);
+    // The peak counters are process-wide: start this run's from what is live now.
+    m_probe.resetPeak();
     const auto &train = m_config.train;
     if (train.precision == Precision::Fp16Mixed && !m_device.is_cuda())
         throw InvalidInputError("train.precision", "fp16-mixed needs a CUDA device: CPU autocast supports bf16 only");
@@ -146,9 +148,13 @@ void StepRunner::setup()
     m_run.dataDescription = m_session.dataset->description();
 
     if (!m_options.resumeFrom.empty()) {
-        restoreCheckpoint(m_session, m_options.resumeFrom);
+        const auto restoreStart = std::chrono::steady_clock::now();
+        restoreCheckpoint(m_session, m_options.resumeFrom, m_options.dropStateOnResume);
         m_session.trainBatches->seek(m_session.consumed);
         m_run.firstStep = m_session.step + 1;
+        synchronize();
+        m_run.restoreMs = elapsedMs(restoreStart);
+        m_run.resumeDigest = stateDigest(m_session);
     }
     if (m_options.distributed) {
         auto params = m_session.model->parameters();
@@ -273,6 +279,7 @@ void StepRunner::checkpoint()
 {
     m_probe.resetPeak();
     const auto write = writeCheckpoint(m_session, m_options.checkpointDir);
+    m_run.checkpointDigest = stateDigest(m_session);
     m_run.summary.checkpointWriteMs += write.writeMs;
     m_run.summary.checkpointBytes = write.bytes;
     m_observer.checkpointWritten(write);

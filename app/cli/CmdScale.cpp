@@ -1,0 +1,375 @@
+// pilotbench-cli scale: one scaling step. The single-process baseline at the ranks' effective batch,
+// then N worker processes of this same binary (`scale-worker`, one per GPU or CPU share) running the
+// pilot with DDP over c10d, compared into useful throughput, scaling efficiency, communication time
+// and per-rank peak memory; both runs go to the history, linked. `scale-worker` also runs under
+// torchrun / srun, which set the same environment the launcher sets.
+#include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
+#include "app/cli/PilotPrinter.h"
+#include "config/RunConfigJson.h"
+#include "dist/DistributedPilot.h"
+#include "dist/ScaleStep.h"
+#include "dist/Topology.h"
+#include "dist/WorkerLauncher.h"
+#include "engine/PilotRecorder.h"
+#include "engine/Environment.h"
+#include "util/Errors.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+#include <QTemporaryDir>
+#include <QThread>
+
+#include <spdlog/spdlog.h>
+
+#include <sys/prctl.h>
+#include <csignal>
+#include <unistd.h>
+
+namespace pb::cli {
+namespace {
+
+const QString kLauncherPidVariable = QStringLiteral("PB_SCALE_LAUNCHER_PID");
+
+int positiveOption(const QCommandLineParser &parser, const QString &name, int minimum)
+{
+    bool ok = false;
+    const int value = parser.value(name).toInt(&ok);
+    if (!ok || value < minimum)
+        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
+    return value;
+}
+
+// A worker started by `scale` dies with its launcher (SIGKILL on the parent's death), so even a
+// launcher killed with SIGKILL leaves no rank behind.
+void bindLifetimeToLauncher()
+{
+    const QString launcher = qEnvironmentVariable(qPrintable(kLauncherPidVariable));
+    if (launcher.isEmpty())
+        return;
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (QString::number(::getppid()) != launcher) // the launcher died before the line above
+        std::_Exit(static_cast<int>(ExitCode::Failure));
+}
+
+void writeJsonFile(const QString &path, const QJsonObject &json)
+{
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(json).toJson(QJsonDocument::Indented)) < 0 || !file.commit())
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
+}
+
+QJsonObject readJsonFile(const QString &path)
+{
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": the worker left no result: " + file.errorString().toStdString());
+    QJsonParseError error;
+    const auto doc = QJsonDocument::fromJson(file.readAll(), &error);
+    if (!doc.isObject())
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": the worker's result is not a JSON object: " + error.errorString().toStdString());
+    return doc.object();
+}
+
+int runScaleWorker(CliContext &ctx)
+{
+    bindLifetimeToLauncher();
+    QCommandLineParser parser;
+    addPilotOptions(parser);
+    parser.addOptions({
+        {QStringLiteral("result"), QStringLiteral("Write this rank's result JSON here (default: stdout)."), QStringLiteral("file")},
+        {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},
+        {QStringLiteral("timeout"), QStringLiteral("Rendezvous and collective timeout in seconds (default 600)."), QStringLiteral("s"), QStringLiteral("600")},
+    });
+    if (!parseArgs(parser, ctx, QStringLiteral("One rank of a data-parallel pilot. Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK.")))
+        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
+    DistributedPilotOptions dist;
+    dist.rendezvous = rendezvousFromEnvironment();
+    dist.timeoutSeconds = positiveOption(parser, QStringLiteral("timeout"), 1);
+    dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
+    PilotOptions options = pilotOptionsFrom(parser);
+    if (options.device == "cuda")
+        options.device = "cuda:" + std::to_string(dist.rendezvous.localRank);
+    options.devicePeakFlops = devicePeakFlops(options.device);
+    options.parameterChecksum = true;
+    installInterruptHandler();
+    options.cancel = &interruptFlag();
+
+    const DistributedPilotResult result = runDistributedPilot(config, options, dist);
+    const QJsonObject json = toJson(result);
+    if (parser.isSet(QStringLiteral("result")))
+        writeJsonFile(parser.value(QStringLiteral("result")), json);
+    else
+        printJson(ctx, json, true);
+    if (result.run.summary.verdict != Verdict::Fits)
+        ctx.err << "rank " << dist.rendezvous.rank << ' ' << toString(result.run.summary.verdict) << ": " << QString::fromStdString(result.run.summary.message) << '\n';
+    return exitCodeFor(result.run.summary.verdict);
+}
+
+struct ScaleSetup {
+    RunConfig config;
+    PilotOptions options;            // the baseline's (device cpu or cuda:0)
+    std::string device;              // "cpu" or "cuda"
+    int gpus = 0;
+    int threadsPerRank = 0;          // CPU only
+    int timeoutSeconds = 0;
+    QString dumpDir;
+    QString database;
+    bool jsonl = false;
+};
+
+ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
+{
+    ScaleSetup s;
+    s.config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
+    if (!parser.isSet(QStringLiteral("gpus")))
+        throw InvalidInputError("--gpus", "is required: the number of ranks (GPUs, or CPU shares with --device cpu)");
+    s.gpus = positiveOption(parser, QStringLiteral("gpus"), 1);
+    const QString strategy = parser.value(QStringLiteral("strategy"));
+    if (strategy == QLatin1String("fsdp"))
+        throw InvalidInputError("--strategy", "fsdp (sharded parameters, gradients and optimizer state) is not available in this build yet; use ddp");
+    if (strategy != QLatin1String("ddp"))
+        throw InvalidInputError("--strategy", "'" + strategy.toStdString() + "' is not a strategy (use ddp)");
+    s.options = pilotOptionsFrom(parser);
+    s.device = s.options.device;
+    if (s.device != "cpu" && s.device != "cuda")
+        throw InvalidInputError("--device", "'" + s.device + "': scale places rank r on cuda:r itself; use --device cuda or --device cpu");
+    if (s.device == "cuda") {
+        const int available = cudaDeviceCount();
+        if (s.gpus > available)
+            throw InvalidInputError("--gpus", std::to_string(s.gpus) + " ranks asked for, but this host has " + std::to_string(available) + " CUDA device(s)");
+        s.options.device = "cuda:0";
+        s.options.devicePeakFlops = devicePeakFlops(s.options.device);
+    } else {
+        s.threadsPerRank = s.options.cpuThreads > 0 ? s.options.cpuThreads : std::max(1, QThread::idealThreadCount() / s.gpus);
+        s.options.cpuThreads = s.threadsPerRank; // the baseline is one rank's share of the host
+    }
+    s.timeoutSeconds = positiveOption(parser, QStringLiteral("timeout"), 1);
+    s.dumpDir = parser.value(QStringLiteral("dump-dir"));
+    s.database = databaseFrom(parser);
+    s.jsonl = parser.isSet(QStringLiteral("jsonl"));
+    return s;
+}
+
+class ScaleStep {
+public:
+    ScaleStep(CliContext &ctx, ScaleSetup setup) : m_ctx(ctx), m_s(std::move(setup)), m_printer(ctx.out, ctx.err, m_s.jsonl, 0) {}
+    int run();
+
+private:
+    void note(const QString &name, const QJsonObject &fields, const QString &text)
+    {
+        if (m_s.jsonl)
+            m_printer.event(name, fields);
+        else if (!text.isEmpty())
+            m_ctx.err << text << '\n';
+    }
+    std::vector<WorkerSpec> workerSpecs(const QString &workDir, int port) const;
+    int fail(PilotRecorder &recorder, Verdict verdict, const std::string &message, const QJsonObject &details);
+
+    CliContext &m_ctx;
+    ScaleSetup m_s;
+    PilotPrinter m_printer;
+    std::unique_ptr<HistoryWriter> m_writer;
+};
+
+std::vector<WorkerSpec> ScaleStep::workerSpecs(const QString &workDir, int port) const
+{
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(kLauncherPidVariable, QString::number(QCoreApplication::applicationPid()));
+    if (m_s.device == "cuda" && !environment.contains(QStringLiteral("NCCL_NVLS_ENABLE")))
+        environment.insert(QStringLiteral("NCCL_NVLS_ENABLE"), QStringLiteral("0"));
+    if (m_s.device == "cpu")
+        environment.insert(QStringLiteral("OMP_NUM_THREADS"), QString::number(m_s.threadsPerRank));
+    std::vector<WorkerSpec> specs;
+    for (int rank = 0; rank < m_s.gpus; ++rank) {
+        WorkerSpec spec;
+        spec.program = QCoreApplication::applicationFilePath();
+        spec.arguments = {QStringLiteral("scale-worker"), QStringLiteral("--config"), QDir(workDir).filePath(QStringLiteral("config.json")),
+                          QStringLiteral("--device"), QString::fromStdString(m_s.device), QStringLiteral("--steps"), QString::number(m_s.options.steps),
+                          QStringLiteral("--warmup"), QString::number(m_s.options.warmupSteps), QStringLiteral("--timeout"), QString::number(m_s.timeoutSeconds),
+                          QStringLiteral("--result"), QDir(workDir).filePath(QStringLiteral("rank%1.json").arg(rank))};
+        if (m_s.threadsPerRank > 0)
+            spec.arguments << QStringLiteral("--threads") << QString::number(m_s.threadsPerRank);
+        if (m_s.options.memoryLimitBytes > 0)
+            spec.arguments << QStringLiteral("--memory-limit") << QString::number(m_s.options.memoryLimitBytes);
+        if (!m_s.dumpDir.isEmpty())
+            spec.arguments << QStringLiteral("--dump-parameters") << QDir(m_s.dumpDir).filePath(QStringLiteral("rank%1.f32").arg(rank));
+        Rendezvous r;
+        r.masterPort = port;
+        r.rank = rank;
+        r.worldSize = m_s.gpus;
+        r.localRank = rank;
+        spec.environment = environment;
+        applyRendezvous(r, spec.environment);
+        spec.logPath = QDir(workDir).filePath(QStringLiteral("rank%1.log").arg(rank));
+        specs.push_back(std::move(spec));
+    }
+    return specs;
+}
+
+int ScaleStep::fail(PilotRecorder &recorder, Verdict verdict, const std::string &message, const QJsonObject &details)
+{
+    PilotSummary summary;
+    summary.verdict = verdict;
+    summary.message = message;
+    QJsonObject json = details;
+    json.insert(QStringLiteral("verdict"), QString::fromLatin1(toString(verdict)));
+    json.insert(QStringLiteral("message"), QString::fromStdString(message));
+    m_writer->finishRun(recorder.runId(), summary, json);
+    m_writer->flush();
+    json.insert(QStringLiteral("run_id"), static_cast<double>(recorder.runId()));
+    if (m_s.jsonl)
+        m_printer.event(QStringLiteral("error"), json);
+    m_ctx.err << "scale " << toString(verdict) << ": " << QString::fromStdString(message) << '\n';
+    return exitCodeFor(verdict);
+}
+
+int ScaleStep::run()
+{
+    std::vector<std::string> rankDevices;
+    for (int rank = 0; rank < m_s.gpus; ++rank)
+        rankDevices.push_back(m_s.device == "cuda" ? "cuda:" + std::to_string(rank) : "cpu");
+    QTemporaryDir workDir(QDir::temp().filePath(QStringLiteral("pilotbench-scale-XXXXXX")));
+    if (!workDir.isValid())
+        throw PilotBenchError(ExitCode::Failure, "cannot create a folder for the workers' results: " + workDir.errorString().toStdString());
+    if (!m_s.dumpDir.isEmpty() && !QDir().mkpath(m_s.dumpDir))
+        throw InvalidInputError("--dump-dir", "cannot create '" + m_s.dumpDir.toStdString() + "'");
+    const auto specs = workerSpecs(workDir.path(), freeLocalPort());
+
+    const Topology topology = captureTopology(m_s.device);
+    const auto warnings = scaleWarnings(rankDevices, specs.front().environment, m_s.threadsPerRank, topology.hostCpus);
+    QJsonArray warningList;
+    for (const auto &w : warnings) {
+        spdlog::warn("{}", w);
+        warningList.append(QString::fromStdString(w));
+    }
+    note(QStringLiteral("topology"), toJson(topology),
+         QStringLiteral("collective: %1 (%2); launcher CPUs %3").arg(QString::fromStdString(topology.collective), QString::fromStdString(topology.collectiveVersion),
+                                                                   QString::fromStdString(topology.launcherCpuAffinity)));
+    for (const auto &w : warnings)
+        note(QStringLiteral("warning"), {{QStringLiteral("message"), QString::fromStdString(w)}}, {});
+
+    installInterruptHandler();
+    m_s.options.cancel = &interruptFlag();
+    m_writer = std::make_unique<HistoryWriter>(m_s.database);
+
+    // The baseline: one process, gradient accumulation times N, same micro-batch.
+    const RunConfig baselineConfig = baselineConfigFor(m_s.config, m_s.gpus);
+    PilotRecorder baselineRecorder(*m_writer, nullptr, &interruptFlag());
+    const int64_t baselineId = baselineRecorder.begin(baselineConfig, m_s.options);
+    DistributedPilotOptions local;
+    if (!m_s.dumpDir.isEmpty())
+        local.parameterDumpPath = QDir(m_s.dumpDir).filePath(QStringLiteral("baseline.f32")).toStdString();
+    spdlog::info("scale: baseline on {} (grad_accum {})", m_s.options.device, baselineConfig.train.gradAccum);
+    const DistributedPilotResult baseline = runDistributedPilot(baselineConfig, m_s.options, local, &baselineRecorder);
+    baselineRecorder.finish(baseline.run);
+    const auto &bs = baseline.run.summary;
+    note(QStringLiteral("baseline"),
+         {{QStringLiteral("run_id"), static_cast<double>(baselineId)}, {QStringLiteral("verdict"), QString::fromLatin1(toString(bs.verdict))},
+          {QStringLiteral("tokens_per_s"), bs.tokensPerSecond}, {QStringLiteral("step_time_mean_ms"), bs.stepTimeMeanMs},
+          {QStringLiteral("grad_accum"), static_cast<double>(baselineConfig.train.gradAccum)}, {QStringLiteral("parameter_sum"), baseline.parameterSum}},
+         QStringLiteral("baseline (run %1): %2 tokens/s, %3 ms/step").arg(baselineId).arg(bs.tokensPerSecond, 0, 'f', 0).arg(bs.stepTimeMeanMs, 0, 'f', 2));
+
+    PilotOptions scaleOptions = m_s.options;
+    scaleOptions.device = m_s.device;
+    PilotRecorder scaleRecorder(*m_writer, nullptr, nullptr);
+    scaleRecorder.begin(m_s.config, scaleOptions, QStringLiteral("scale"), baselineId);
+    QJsonObject details {{QStringLiteral("strategy"), QStringLiteral("ddp")}, {QStringLiteral("gpus"), m_s.gpus},
+                         {QStringLiteral("baseline_run_id"), static_cast<double>(baselineId)}, {QStringLiteral("topology"), toJson(topology)},
+                         {QStringLiteral("warnings"), warningList}};
+    if (bs.verdict != Verdict::Fits)
+        return fail(scaleRecorder, bs.verdict, "the baseline did not complete: " + bs.message, details);
+
+    saveRunConfig(m_s.config, QDir(workDir.path()).filePath(QStringLiteral("config.json")));
+    WorkerLauncher launcher(specs);
+    launcher.start();
+    const auto pids = launcher.pids();
+    for (size_t rank = 0; rank < pids.size(); ++rank)
+        note(QStringLiteral("worker_started"), {{QStringLiteral("rank"), static_cast<int>(rank)}, {QStringLiteral("pid"), static_cast<double>(pids[rank])}},
+             QStringLiteral("rank %1: pid %2 on %3").arg(rank).arg(pids[rank]).arg(QString::fromStdString(rankDevices[rank])));
+    const WorkerOutcome outcome = launcher.wait(std::chrono::seconds(m_s.timeoutSeconds), &interruptFlag());
+    if (outcome.kind != WorkerOutcome::Kind::Finished) {
+        std::string message = outcome.message;
+        const int rank = std::max(outcome.failedRank, 0);
+        const std::string tail = tailOfFile(specs[static_cast<size_t>(rank)].logPath, 6);
+        if (!tail.empty())
+            message += "\nlast lines of rank " + std::to_string(rank) + "'s log:\n" + tail;
+        const Verdict verdict = outcome.kind == WorkerOutcome::Kind::Cancelled                                  ? Verdict::Cancelled
+                                : !outcome.crashed && outcome.exitCode == static_cast<int>(ExitCode::DoesNotFit) ? Verdict::DoesNotFit
+                                                                                                                 : Verdict::Failed;
+        return fail(scaleRecorder, verdict, message, details);
+    }
+
+    std::vector<RankFigures> figures;
+    QJsonArray ranks;
+    for (int rank = 0; rank < m_s.gpus; ++rank) {
+        const QString path = QDir(workDir.path()).filePath(QStringLiteral("rank%1.json").arg(rank));
+        const QJsonObject json = readJsonFile(path);
+        figures.push_back(rankFiguresFromJson(json, path.toStdString()));
+        ranks.append(json);
+    }
+    const ScaleSummary summary = summarizeScale("ddp", bs.tokensPerSecond, bs.stepTimeMeanMs, figures);
+    if (!summary.parametersAgree)
+        spdlog::warn("the ranks ended with different parameters: gradient synchronisation is broken");
+    PilotSummary record = bs;
+    record.tokensPerSecond = summary.tokensPerSecond;
+    record.stepTimeMeanMs = summary.stepTimeMs;
+    record.peakAllocatedBytes = *std::max_element(summary.perRankPeakAllocatedBytes.begin(), summary.perRankPeakAllocatedBytes.end());
+    record.message.clear();
+    QJsonObject json = toJson(summary);
+    for (auto it = details.begin(); it != details.end(); ++it)
+        json.insert(it.key(), it.value());
+    json.insert(QStringLiteral("ranks"), ranks);
+    json.insert(QStringLiteral("verdict"), QStringLiteral("fits"));
+    m_writer->finishRun(scaleRecorder.runId(), record, json);
+    m_writer->flush();
+
+    json.remove(QStringLiteral("ranks"));
+    json.remove(QStringLiteral("topology"));
+    json.insert(QStringLiteral("run_id"), static_cast<double>(scaleRecorder.runId()));
+    json.insert(QStringLiteral("database"), m_s.database);
+    if (m_s.jsonl) {
+        m_printer.event(QStringLiteral("summary"), json);
+    } else {
+        QString peaks;
+        for (int64_t p : summary.perRankPeakAllocatedBytes)
+            peaks += (peaks.isEmpty() ? QString() : QStringLiteral(", ")) + formatBytes(static_cast<double>(p));
+        m_ctx.out << "strategy: ddp over " << QString::fromStdString(topology.collective) << ", " << summary.gpus << " ranks on " << QString::fromStdString(m_s.device)
+                  << "\nbaseline: " << QString::number(summary.baselineTokensPerSecond, 'f', 0) << " tokens/s (run " << baselineId << ", grad_accum "
+                  << baselineConfig.train.gradAccum << ")\nscaled: " << QString::number(summary.tokensPerSecond, 'f', 0) << " tokens/s, speed-up "
+                  << QString::number(summary.speedup, 'f', 2) << "x, scaling efficiency " << QString::number(summary.scalingEfficiency * 100, 'f', 1)
+                  << "%\ncommunication: " << QString::number(summary.commMsPerStep, 'f', 2) << " ms/step of " << QString::number(summary.stepTimeMs, 'f', 2)
+                  << " ms\npeak allocated per rank: " << peaks << "\nrecorded as run " << scaleRecorder.runId() << " in " << m_s.database << '\n';
+        m_ctx.out.flush();
+    }
+    return summary.parametersAgree ? 0 : static_cast<int>(ExitCode::Failure);
+}
+
+int runScale(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    addPilotOptions(parser);
+    parser.addOptions({
+        {QStringLiteral("gpus"), QStringLiteral("Ranks to run: GPUs with --device cuda, CPU shares with --device cpu."), QStringLiteral("n")},
+        {QStringLiteral("strategy"), QStringLiteral("ddp (default)."), QStringLiteral("name"), QStringLiteral("ddp")},
+        {QStringLiteral("timeout"), QStringLiteral("End the step when the workers take longer, in seconds (default 900)."), QStringLiteral("s"), QStringLiteral("900")},
+        {QStringLiteral("dump-dir"), QStringLiteral("Write the final parameters of the baseline and of every rank here (float32)."), QStringLiteral("dir")},
+    });
+    if (!parseArgs(parser, ctx, QStringLiteral("One scaling step: the single-process baseline against N data-parallel ranks at the same effective batch.")))
+        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    ScaleStep step(ctx, scaleSetupFrom(parser));
+    return step.run();
+}
+
+const CliRegistration scaleRegistration({QStringLiteral("scale"), QStringLiteral("One scaling step: 1 against N ranks with DDP over c10d"), &runScale});
+const CliRegistration workerRegistration({QStringLiteral("scale-worker"), QStringLiteral("(internal) one rank of scale; also runs under torchrun/srun"),
+                                          &runScaleWorker});
+
+} // namespace
+} // namespace pb::cli

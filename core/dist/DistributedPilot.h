@@ -1,0 +1,48 @@
+#pragma once
+// One rank of a data-parallel pilot: the engine's pilot with this rank's data shard, parameters
+// broadcast from rank 0 and gradients averaged over c10d (Gloo on CPU, NCCL on CUDA where the
+// build has it) after the last micro-batch of every step. No torch in this header.
+#include "dist/Rendezvous.h"
+#include "engine/PilotEngine.h"
+
+#include <QJsonObject>
+
+#include <string>
+#include <vector>
+
+namespace pb {
+
+struct DistributedPilotOptions {
+    Rendezvous rendezvous;
+    int timeoutSeconds = 600;        // store rendezvous and every collective
+    int64_t bucketBytes = 25 << 20;  // gradients are flattened into buckets of about this size
+    std::string parameterDumpPath;   // non-empty: all parameters as little-endian float32, model order
+};
+
+struct DistributedPilotResult {
+    PilotRun run;
+    Rendezvous rendezvous;
+    std::string collective;          // "gloo", "nccl", or "none" (single process)
+    std::string collectiveVersion;
+    double commMsPerStep = 0;        // mean exposed gradient all-reduce time over the measured steps
+    double broadcastMs = 0;
+    int64_t gradientBytesPerStep = 0;
+    double parameterSum = 0;         // float checksums: compared within a tolerance across runs
+    double parameterAbsSum = 0;
+    int64_t parameterCount = 0;
+    std::string cpuAffinity;         // this process's allowed CPUs, e.g. "0-3,8"
+    int64_t pid = 0;
+};
+
+// Throws InvalidInputError for input it cannot run (bad device, rendezvous variables) and
+// PilotBenchError(Failure) when the rendezvous fails; failures inside steps (a peer that died)
+// come back as verdict "failed" with the message, like any pilot failure.
+DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions options, const DistributedPilotOptions &distOptions,
+                                           PilotObserver *observer = nullptr);
+
+QJsonObject toJson(const DistributedPilotResult &result);
+
+// The CPUs sched_getaffinity allows this process, as a list like "0-3,8".
+std::string cpuAffinityList();
+
+} // namespace pb

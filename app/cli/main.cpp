@@ -6,10 +6,13 @@
 #include "util/Errors.h"
 
 #include <QCoreApplication>
+#include <QGuiApplication>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 
 namespace pb::cli {
 std::vector<CliCommand> &commands()
@@ -34,11 +37,35 @@ void printHelp(QTextStream &out)
         << "Exit codes: 0 done (fits), 1 failure, 2 invalid input, 3 does not fit, 4 cancelled.\n";
 }
 
+// Only `report` paints (QPdfWriter needs a QGuiApplication); every other command stays headless.
+bool commandNeedsGui(int argc, char **argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--log-level") == 0) {
+            ++i;
+            continue;
+        }
+        if (argv[i][0] != '-')
+            return std::strcmp(argv[i], "report") == 0;
+    }
+    return false;
+}
+
+std::unique_ptr<QCoreApplication> makeApplication(int &argc, char **argv)
+{
+    if (!commandNeedsGui(argc, argv))
+        return std::make_unique<QCoreApplication>(argc, argv);
+    if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+    return std::make_unique<QGuiApplication>(argc, argv);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
-    QCoreApplication app(argc, argv);
+    const std::unique_ptr<QCoreApplication> application = makeApplication(argc, argv);
+    QCoreApplication &app = *application;
     QCoreApplication::setOrganizationName(QStringLiteral("pilotbench"));
     QCoreApplication::setApplicationName(QStringLiteral("pilotbench"));
     QCoreApplication::setApplicationVersion(QStringLiteral(PILOTBENCH_VERSION));

@@ -1,0 +1,134 @@
+// `pilotbench-cli compare`: every catalog card at every card count for one run config: fit,
+// largest micro-batch, step time (measured or modelled), job and rental-window hours, term cost
+// and cost per million useful tokens, with the cheapest fitting configuration recommended.
+#include "app/cli/CliSupport.h"
+#include "catalog/Catalog.h"
+#include "compare/ComparisonTable.h"
+#include "config/RunConfigJson.h"
+#include "history/HistoryStore.h"
+#include "util/AppPaths.h"
+#include "util/Errors.h"
+
+#include <QFileInfo>
+
+namespace pb::cli {
+namespace {
+
+const QString kUsage = QStringLiteral(
+    "Compare the catalog cards and card counts for a run: fit, step time, job hours, rental window,\n"
+    "term cost and cost per million useful tokens. Step times come from the newest pilot of the same\n"
+    "config in the history (measured on its own card, modelled elsewhere), or from the estimator's\n"
+    "FLOPs at an assumed efficiency when there is none. Prices: the locally modelled catalog, not a quote.\n\n"
+    "Exit codes: 0 compared (something may or may not fit: see 'fits'), 2 invalid input.\n");
+
+double nonNegative(const QCommandLineParser &parser, const QString &name)
+{
+    bool ok = false;
+    const double v = parser.value(name).toDouble(&ok);
+    if (!ok || !(v >= 0))
+        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be a number >= 0");
+    return v;
+}
+
+QString money(double v) { return QString::number(v, 'f', 2); }
+
+QString hours(double h) { return h < 10 ? QString::number(h, 'f', 2) : QString::number(h, 'f', 1); }
+
+void printTable(CliContext &ctx, const Comparison &c)
+{
+    ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9 %10 %11\n")
+                   .arg(QStringLiteral("card"), -16).arg(QStringLiteral("gpus"), 4).arg(QStringLiteral("fits"), 5).arg(QStringLiteral("max mb"), 7)
+                   .arg(QStringLiteral("step ms"), 10).arg(QStringLiteral("basis"), -9).arg(QStringLiteral("tokens/s"), 11).arg(QStringLiteral("job h"), 8)
+                   .arg(QStringLiteral("window h"), 9).arg(QStringLiteral("total ") + QString::fromStdString(c.currency), 12)
+                   .arg(QStringLiteral("per M tok"), 10);
+    for (const auto &r : c.rows) {
+        ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9 %10 %11  %12%13\n")
+                       .arg(QString::fromStdString(r.cardId), -16).arg(r.gpus, 4).arg(r.fits ? QStringLiteral("yes") : QStringLiteral("no"), 5)
+                       .arg(r.maxMicroBatch, 7).arg(r.stepTimeMs, 10, 'f', 3).arg(QString::fromLatin1(toString(r.stepTimeBasis)), -9)
+                       .arg(r.tokensPerSecond, 11, 'f', 0).arg(hours(r.cost.jobHours), 8).arg(hours(r.cost.windowHours), 9)
+                       .arg(money(r.cost.totalCost), 12).arg(money(r.cost.costPerMillionTokens), 10)
+                       .arg(QString::fromStdString(r.cost.plan.description))
+                       .arg(r.recommended ? QStringLiteral("  <- recommended") : (r.meetsDeadline ? QString() : QStringLiteral("  (misses deadline)")));
+    }
+    ctx.out << '\n' << QString::fromStdString(c.recommendation) << "\n\nCatalog modelled on " << QString::fromStdString(c.catalogDate) << ": "
+            << QString::fromStdString(c.catalogNotice) << "\nAssumptions:\n";
+    for (const auto &a : c.assumptions)
+        ctx.out << "  - " << QString::fromStdString(a) << '\n';
+    ctx.out << "Per-row assumptions: --json.\n";
+}
+
+int runCompare(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    parser.addOptions({
+        {QStringLiteral("config"), QStringLiteral("Run config: a JSON file or preset:NAME."), QStringLiteral("FILE")},
+        {QStringLiteral("set"), QStringLiteral("Override a field: PATH=VALUE (repeatable)."), QStringLiteral("PATH=VALUE")},
+        {QStringLiteral("gpus"), QStringLiteral("Only this card count (default: every count the catalog prices)."), QStringLiteral("N")},
+        {QStringLiteral("strategy"), QStringLiteral("Multi-GPU strategy: ddp|fsdp|zero1|zero2|zero3 (default ddp; 1 GPU: none)."), QStringLiteral("S"), QStringLiteral("ddp")},
+        {QStringLiteral("term"), QStringLiteral("on_demand, a catalog term id (1w, 1m, 3m) or cheapest (default)."), QStringLiteral("T"), QStringLiteral("cheapest")},
+        {QStringLiteral("run"), QStringLiteral("Take step times from this pilot run (default: newest pilot of the same config)."), QStringLiteral("ID")},
+        {QStringLiteral("db"), QStringLiteral("History database (default: the application data folder's)."), QStringLiteral("FILE")},
+        {QStringLiteral("catalog"), QStringLiteral("Catalog file (default: the built-in catalog)."), QStringLiteral("FILE")},
+        {QStringLiteral("storage-tb"), QStringLiteral("Persistent storage kept for the billed period, TB (default 0)."), QStringLiteral("TB"), QStringLiteral("0")},
+        {QStringLiteral("egress-tb"), QStringLiteral("Data moved out, TB (default 0)."), QStringLiteral("TB"), QStringLiteral("0")},
+        {QStringLiteral("support"), QStringLiteral("Add paid support for the billed months.")},
+        {QStringLiteral("json"), QStringLiteral("Print JSON: {\"rows\": [...], \"recommendation\": ...}.")},
+    });
+    if (!parseArgs(parser, ctx, kUsage))
+        return parser.isSet(QStringLiteral("help")) ? 0 : static_cast<int>(ExitCode::InvalidInput);
+    if (!parser.positionalArguments().isEmpty())
+        throw InvalidInputError("compare", "unexpected argument '" + parser.positionalArguments().first().toStdString() + "' (see --help)");
+    if (!parser.isSet(QStringLiteral("config")))
+        throw InvalidInputError("--config", "is required (a JSON file or preset:NAME)");
+
+    const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
+    const Catalog catalog = parser.isSet(QStringLiteral("catalog")) ? loadCatalog(parser.value(QStringLiteral("catalog"))) : builtInCatalog();
+
+    ComparisonRequest request;
+    if (parser.isSet(QStringLiteral("gpus"))) {
+        bool ok = false;
+        const int gpus = parser.value(QStringLiteral("gpus")).toInt(&ok);
+        if (!ok || gpus < 1)
+            throw InvalidInputError("--gpus", "'" + parser.value(QStringLiteral("gpus")).toStdString() + "' must be a whole number of at least 1");
+        request.gpuCounts = {gpus};
+    }
+    const auto strategy = parseStrategy(parser.value(QStringLiteral("strategy")).toStdString());
+    if (!strategy || *strategy == ParallelStrategy::None)
+        throw InvalidInputError("--strategy", "must be one of ddp, fsdp, zero1, zero2, zero3");
+    request.multiGpuStrategy = *strategy;
+    const QString term = parser.value(QStringLiteral("term"));
+    request.termId = term == QLatin1String("cheapest") ? std::string() : term.toStdString();
+    request.options.storageTb = nonNegative(parser, QStringLiteral("storage-tb"));
+    request.options.egressTb = nonNegative(parser, QStringLiteral("egress-tb"));
+    request.options.support = parser.isSet(QStringLiteral("support"));
+
+    const QString database = parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : defaultDatabasePath();
+    std::optional<PilotEvidence> pilot;
+    if (parser.isSet(QStringLiteral("run"))) {
+        bool ok = false;
+        const int64_t id = parser.value(QStringLiteral("run")).toLongLong(&ok);
+        if (!ok || id < 1)
+            throw InvalidInputError("--run", "'" + parser.value(QStringLiteral("run")).toStdString() + "' must be a run id (see 'history')");
+        HistoryStore store(database);
+        const auto run = store.findRun(id);
+        if (!run)
+            throw InvalidInputError("--run", "no run " + std::to_string(id) + " in " + database.toStdString());
+        pilot = pilotEvidence(store, *run, catalog);
+    } else if (QFileInfo::exists(database)) {
+        HistoryStore store(database);
+        if (const auto run = newestMatchingPilot(store, configHash(config)))
+            pilot = pilotEvidence(store, *run, catalog);
+    }
+
+    const Comparison comparison = compareConfigurations(config, catalog, request, pilot);
+    if (parser.isSet(QStringLiteral("json")))
+        printJson(ctx, toJson(comparison));
+    else
+        printTable(ctx, comparison);
+    return static_cast<int>(ExitCode::Ok);
+}
+
+const CliRegistration registration({QStringLiteral("compare"), QStringLiteral("Cards x card counts: fit, step time, window, term cost per million tokens"), &runCompare});
+
+} // namespace
+} // namespace pb::cli

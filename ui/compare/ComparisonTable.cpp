@@ -1,0 +1,374 @@
+#include "compare/ComparisonTable.h"
+
+#include "catalog/DeviceMatch.h"
+#include "catalog/RentalWindow.h"
+#include "config/RunConfigJson.h"
+#include "estimate/CardCapacities.h"
+#include "estimate/MemoryEstimator.h"
+#include "history/HistoryStore.h"
+#include "util/Errors.h"
+
+#include <QJsonArray>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace pb {
+namespace {
+
+std::string fixed(double value, int digits)
+{
+    std::ostringstream s;
+    s.setf(std::ios::fixed);
+    s.precision(digits);
+    s << value;
+    return s.str();
+}
+
+std::string firstToken(const std::string &id) { return id.substr(0, id.find('-')); }
+std::string lastToken(const std::string &id) { return id.substr(id.rfind('-') + 1); }
+
+// The estimator keeps its own card table whose ids may differ from the catalog's
+// ("h200-141gb" vs "h200-sxm-141gb"): same model token and same memory token is the same card.
+std::string estimatorCardId(const CardSpec &card)
+{
+    for (const auto &c : cardCapacities()) {
+        if (c.id == card.id)
+            return c.id;
+    }
+    for (const auto &c : cardCapacities()) {
+        if (firstToken(c.id) == firstToken(card.id) && lastToken(c.id) == lastToken(card.id))
+            return c.id;
+    }
+    return {};
+}
+
+double plannedTokensOf(const RunConfig &config)
+{
+    const auto &job = config.job;
+    const double tokens = job.unit == JobUnit::Tokens ? job.amount : job.amount * job.datasetTokens;
+    if (!std::isfinite(job.amount) || job.amount <= 0)
+        throw InvalidInputError("job.amount", "must be a positive number of tokens or epochs");
+    if (job.unit == JobUnit::Epochs && (!std::isfinite(job.datasetTokens) || job.datasetTokens <= 0))
+        throw InvalidInputError("job.dataset_tokens", "must be positive when the job is counted in epochs");
+    return tokens;
+}
+
+double mean(const std::vector<double> &values)
+{
+    double sum = 0;
+    for (double v : values)
+        sum += v;
+    return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+QJsonArray stringArray(const std::vector<std::string> &items)
+{
+    QJsonArray a;
+    for (const auto &s : items)
+        a.append(QString::fromStdString(s));
+    return a;
+}
+
+void addUnique(std::vector<std::string> &list, const std::string &text)
+{
+    if (std::find(list.begin(), list.end(), text) == list.end())
+        list.push_back(text);
+}
+
+struct StepFigures {
+    double stepTimeMs = 0;
+    double tokensPerSecond = 0;
+    FigureBasis basis = FigureBasis::Modelled;
+    std::vector<std::string> assumptions;
+};
+
+// No pilot: the estimator's hardware FLOPs and bytes at an assumed share of the card's roofline.
+StepFigures modelledFromEstimate(const MemoryEstimate &single, const CardSpec &card, int gpus, double tokensPerStep,
+                                 const ComparisonRequest &request)
+{
+    StepFigures f;
+    const double computeS = single.hardwareFlopsPerStep / (card.bf16DenseTflops * 1e12 * request.assumedComputeEfficiency);
+    const double bandwidthS = single.bytesMovedPerStep > 0 ? single.bytesMovedPerStep / (card.memoryBandwidthTbps * 1e12 * request.assumedBandwidthEfficiency) : 0.0;
+    const double scaling = gpus > 1 ? ProjectionAssumptions {}.defaultScalingEfficiency : 1.0;
+    f.stepTimeMs = std::max(computeS, bandwidthS) * 1000.0 / (gpus * scaling);
+    f.tokensPerSecond = tokensPerStep / (f.stepTimeMs / 1000.0);
+    f.assumptions.push_back("no pilot in the history for this config: step time modelled from the estimator's " + fixed(single.hardwareFlopsPerStep / 1e12, 3)
+                            + " TFLOP per step at " + fixed(request.assumedComputeEfficiency * 100, 0) + " % of " + card.name + "'s " + fixed(card.bf16DenseTflops, 0)
+                            + " dense BF16 TFLOP/s (and " + fixed(request.assumedBandwidthEfficiency * 100, 0) + " % of its " + fixed(card.memoryBandwidthTbps, 2)
+                            + " TB/s when bandwidth binds)");
+    if (gpus > 1)
+        f.assumptions.push_back("scaling efficiency " + fixed(scaling, 2) + " at " + std::to_string(gpus) + " GPUs assumed (data parallel over " + card.interconnect + ")");
+    return f;
+}
+
+} // namespace
+
+std::optional<RunRecord> newestMatchingPilot(const HistoryStore &store, const std::string &configHash)
+{
+    RunFilter filter;
+    filter.kind = QStringLiteral("pilot");
+    for (const auto &run : store.listRuns(filter)) {
+        if (run.configHash == configHash && run.status == QLatin1String("done") && run.verdict == QLatin1String("fits")
+            && run.summary.value(QStringLiteral("step_time_mean_ms")).toDouble() > 0)
+            return run;
+    }
+    return std::nullopt;
+}
+
+PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, const Catalog &catalog)
+{
+    const std::string where = "--run";
+    if (run.kind != QLatin1String("pilot"))
+        throw InvalidInputError(where, "run " + std::to_string(run.id) + " is a " + run.kind.toStdString() + " run, not a pilot");
+    const QJsonObject &s = run.summary;
+    PilotEvidence e;
+    e.runId = run.id;
+    e.configHash = run.configHash;
+    e.stepTimeMs = s.value(QStringLiteral("step_time_mean_ms")).toDouble();
+    e.flopsPerStep = s.value(QStringLiteral("flops_per_step")).toDouble();
+    if (e.stepTimeMs <= 0 || e.flopsPerStep <= 0)
+        throw InvalidInputError(where, "run " + std::to_string(run.id) + " has no measured step time and FLOPs (verdict '" + run.verdict.toStdString() + "')");
+    const double tokensPerSecond = s.value(QStringLiteral("tokens_per_s")).toDouble();
+    e.tokensPerStep = tokensPerSecond * e.stepTimeMs / 1000.0;
+    if (e.tokensPerStep <= 0) {
+        const RunConfig config = runConfigFromJson(run.config);
+        e.tokensPerStep = static_cast<double>(config.train.microBatch * config.train.gradAccum * config.train.seqLen);
+    }
+    e.setupMs = s.value(QStringLiteral("setup_ms")).toDouble();
+
+    std::vector<double> passes, writes;
+    for (const auto &v : store.validations(run.id))
+        passes.push_back(v.durationMs);
+    int64_t bytes = 0;
+    for (const auto &c : store.checkpoints(run.id)) {
+        writes.push_back(c.writeMs);
+        bytes = std::max(bytes, c.bytes);
+    }
+    e.validationPassMs = mean(passes);
+    e.checkpointWriteMs = mean(writes);
+    e.checkpointBytes = bytes > 0 ? bytes : static_cast<int64_t>(s.value(QStringLiteral("checkpoint_bytes")).toDouble());
+
+    const QJsonObject env = s.value(QStringLiteral("environment")).toObject(run.environment);
+    const QString device = env.value(QStringLiteral("device")).toString(run.device);
+    e.deviceLabel = device.startsWith(QLatin1String("cuda")) ? env.value(QStringLiteral("device_name")).toString().toStdString()
+                                                             : "cpu (" + env.value(QStringLiteral("cpu")).toString().toStdString() + ")";
+    if (device.startsWith(QLatin1String("cuda"))) {
+        DetectedDevice detected;
+        detected.name = env.value(QStringLiteral("device_name")).toString().toStdString();
+        detected.memoryBytes = static_cast<int64_t>(env.value(QStringLiteral("device_memory_bytes")).toDouble());
+        detected.computeCapability = env.value(QStringLiteral("compute_capability")).toString().toStdString();
+        detected.runtimeVersion = env.value(QStringLiteral("cuda_runtime")).toString().toStdString();
+        const DeviceMatch match = matchDevice(detected, catalog);
+        if (match.clean())
+            e.cardId = match.cardId;
+    }
+
+    // Scaling steps record the card count and the efficiency they measured in their summary.
+    RunFilter scale;
+    scale.kind = QStringLiteral("scale");
+    for (const auto &r : store.listRuns(scale)) {
+        const int gpus = r.summary.value(QStringLiteral("gpus")).toInt();
+        const double eff = r.summary.value(QStringLiteral("scaling_efficiency")).toDouble();
+        if (r.configHash == run.configHash && gpus > 1 && eff > 0 && !e.scalingEfficiencyByGpus.count(gpus))
+            e.scalingEfficiencyByGpus[gpus] = eff; // newest first: keep the newest
+    }
+    return e;
+}
+
+Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog, const ComparisonRequest &request,
+                                 const std::optional<PilotEvidence> &pilot)
+{
+    Comparison out;
+    out.catalogDate = catalog.modelledOn;
+    out.catalogNotice = catalog.notice;
+    out.currency = catalog.currency;
+    out.termId = request.termId;
+    out.deadlineHours = config.job.deadlineHours;
+    out.plannedTokens = plannedTokensOf(config);
+    out.configHash = configHash(config);
+
+    std::vector<int> counts = request.gpuCounts.empty() ? catalog.gpuCounts : request.gpuCounts;
+    for (int gpus : counts) {
+        if (!catalog.hasGpuCount(gpus)) {
+            std::string known;
+            for (int g : catalog.gpuCounts)
+                known += (known.empty() ? "" : ", ") + std::to_string(g);
+            throw InvalidInputError("--gpus", std::to_string(gpus) + " is not a card count the catalog prices (" + known + ")");
+        }
+    }
+    if (!request.termId.empty() && request.termId != "on_demand") {
+        std::string known = "on_demand";
+        bool found = false;
+        for (const auto &t : catalog.terms) {
+            found = found || t.id == request.termId;
+            known += ", " + t.id;
+        }
+        if (!found)
+            throw InvalidInputError("--term", "'" + request.termId + "' is not a catalog term (" + known + ", or cheapest)");
+    }
+
+    const double configTokensPerStep = static_cast<double>(config.train.microBatch * config.train.gradAccum * config.train.seqLen);
+    if (pilot) {
+        out.pilotRunId = pilot->runId;
+        out.pilotDevice = pilot->deviceLabel;
+        out.assumptions.push_back("step times from pilot run " + std::to_string(pilot->runId) + " on " + pilot->deviceLabel + " (" + fixed(pilot->stepTimeMs, 2)
+                                  + " ms per step); measured where the card is the one it ran on, modelled elsewhere");
+    }
+    out.assumptions.push_back("the global batch stays as configured on every card count; fit and the largest micro-batch are per GPU at the configured micro-batch");
+    out.assumptions.push_back("useful tokens are the planned tokens (" + fixed(out.plannedTokens, 0) + "): no failed or repeated steps are budgeted");
+    if (request.options.storageTb <= 0 && request.options.egressTb <= 0 && !request.options.support)
+        out.assumptions.push_back("no storage, egress or support options are added");
+    if (!pilot)
+        out.assumptions.push_back("no pilot: start-up, validation and checkpoint times are unknown and not in the rental window");
+
+    MeasuredStep measured;
+    if (pilot) {
+        measured.stepTimeMs = pilot->stepTimeMs;
+        measured.flopsPerStep = pilot->flopsPerStep;
+        measured.tokensPerStep = pilot->tokensPerStep;
+        measured.cardId = pilot->cardId;
+        measured.scalingEfficiencyByGpus = pilot->scalingEfficiencyByGpus;
+    }
+    const double tokensPerStep = pilot ? pilot->tokensPerStep : configTokensPerStep;
+
+    std::vector<ConfigurationCost> costs;
+    for (const auto &card : catalog.cards) {
+        const std::string estimatorId = estimatorCardId(card);
+        EstimateOptions base;
+        base.device = DeviceKind::Cuda;
+        base.card = estimatorId;
+        base.localCapacityBytes = estimatorId.empty() ? card.memoryBytes : 0;
+        base.headroomFraction = request.headroomFraction;
+        const MemoryEstimate single = estimateMemory(config, base);
+        if (pilot && measured.bytesPerStep <= 0)
+            measured.bytesPerStep = single.bytesMovedPerStep;
+        for (int gpus : counts) {
+            ComparisonRow row;
+            row.cardId = card.id;
+            row.cardName = card.name;
+            row.gpus = gpus;
+            row.strategy = gpus > 1 ? request.multiGpuStrategy : ParallelStrategy::None;
+            EstimateOptions o = base;
+            o.gpus = gpus;
+            o.strategy = row.strategy;
+            const MemoryEstimate est = gpus == 1 ? single : estimateMemory(config, o);
+            row.fits = est.fits;
+            row.peakBytes = est.calibratedTotalBytes.value_or(est.totalBytes);
+            row.usableBytes = est.usableBytes;
+            row.headroomBytes = est.usableBytes - row.peakBytes;
+            row.maxMicroBatch = est.maxMicroBatch;
+            if (estimatorId.empty())
+                row.assumptions.push_back("the estimator has no entry for " + card.id + ": its memory uses the catalog capacity with CUDA framework overhead");
+
+            StepFigures f;
+            if (pilot) {
+                const StepProjection p = projectStep(measured, catalog, card, gpus);
+                f.stepTimeMs = p.stepTimeMs;
+                f.tokensPerSecond = p.tokensPerSecond;
+                f.basis = p.basis;
+                f.assumptions = p.assumptions;
+            } else {
+                f = modelledFromEstimate(single, card, gpus, tokensPerStep, request);
+            }
+            row.stepTimeMs = f.stepTimeMs;
+            row.tokensPerSecond = f.tokensPerSecond;
+            row.stepTimeBasis = f.basis;
+            for (const auto &a : f.assumptions)
+                row.assumptions.push_back(a);
+
+            PilotPhaseTimes phases;
+            JobSchedule schedule;
+            schedule.jobSteps = out.plannedTokens / tokensPerStep;
+            schedule.validationEverySteps = config.validation.everySteps;
+            schedule.checkpointEverySteps = config.checkpoint.everySteps;
+            schedule.uploadGBps = request.uploadGBps;
+            if (pilot) {
+                phases.setupMs = pilot->setupMs;
+                phases.validationPassMs = pilot->validationPassMs;
+                phases.checkpointWriteMs = pilot->checkpointWriteMs;
+                phases.checkpointBytes = pilot->checkpointBytes;
+                schedule.validationTimeScale = f.stepTimeMs / pilot->stepTimeMs;
+            }
+            const WindowEstimate window = rentalWindow(phases, schedule);
+            for (const auto &a : window.assumptions)
+                addUnique(out.assumptions, a);
+
+            CostInputs in;
+            in.plannedTokens = out.plannedTokens;
+            in.tokensPerSecond = f.tokensPerSecond;
+            in.window = window.window;
+            in.options = request.options;
+            in.termId = request.termId;
+            row.cost = estimateCost(catalog, card, gpus, in);
+
+            ConfigurationCost c;
+            c.cardId = card.id;
+            c.gpus = gpus;
+            c.fits = row.fits;
+            c.stepTimeBasis = row.stepTimeBasis;
+            c.cost = row.cost;
+            costs.push_back(c);
+            out.rows.push_back(std::move(row));
+        }
+    }
+    const Recommendation r = recommend(costs, catalog, config.job.deadlineHours);
+    out.recommendedIndex = r.index;
+    out.recommendation = r.text;
+    for (size_t i = 0; i < costs.size(); ++i) {
+        out.rows[i].recommended = costs[i].recommended;
+        out.rows[i].meetsDeadline = costs[i].meetsDeadline;
+    }
+    return out;
+}
+
+QJsonObject toJson(const Comparison &c)
+{
+    QJsonArray rows;
+    for (const auto &r : c.rows) {
+        rows.append(QJsonObject {
+            {QStringLiteral("card"), QString::fromStdString(r.cardId)},
+            {QStringLiteral("card_name"), QString::fromStdString(r.cardName)},
+            {QStringLiteral("gpus"), r.gpus},
+            {QStringLiteral("strategy"), QString::fromLatin1(toString(r.strategy))},
+            {QStringLiteral("fits"), r.fits},
+            {QStringLiteral("peak_bytes"), static_cast<double>(r.peakBytes)},
+            {QStringLiteral("usable_bytes"), static_cast<double>(r.usableBytes)},
+            {QStringLiteral("headroom_bytes"), static_cast<double>(r.headroomBytes)},
+            {QStringLiteral("max_micro_batch"), static_cast<double>(r.maxMicroBatch)},
+            {QStringLiteral("step_time_ms"), r.stepTimeMs},
+            {QStringLiteral("step_time_basis"), QString::fromLatin1(toString(r.stepTimeBasis))},
+            {QStringLiteral("tokens_per_s"), r.tokensPerSecond},
+            {QStringLiteral("job_hours"), r.cost.jobHours},
+            {QStringLiteral("window_hours"), r.cost.windowHours},
+            {QStringLiteral("billing"), QString::fromStdString(r.cost.plan.description)},
+            {QStringLiteral("term"), QString::fromStdString(r.cost.plan.termId)},
+            {QStringLiteral("billed_hours"), r.cost.plan.billedHours},
+            {QStringLiteral("gpu_cost"), r.cost.plan.gpuCost},
+            {QStringLiteral("options_cost"), r.cost.optionsCost},
+            {QStringLiteral("total_cost"), r.cost.totalCost},
+            {QStringLiteral("cost_per_million_tokens"), r.cost.costPerMillionTokens},
+            {QStringLiteral("meets_deadline"), r.meetsDeadline},
+            {QStringLiteral("recommended"), r.recommended},
+            {QStringLiteral("assumptions"), stringArray(r.assumptions)},
+        });
+    }
+    return QJsonObject {
+        {QStringLiteral("rows"), rows},
+        {QStringLiteral("recommendation"), QString::fromStdString(c.recommendation)},
+        {QStringLiteral("recommended_index"), c.recommendedIndex},
+        {QStringLiteral("catalog_date"), QString::fromStdString(c.catalogDate)},
+        {QStringLiteral("catalog_notice"), QString::fromStdString(c.catalogNotice)},
+        {QStringLiteral("currency"), QString::fromStdString(c.currency)},
+        {QStringLiteral("term"), c.termId.empty() ? QStringLiteral("cheapest") : QString::fromStdString(c.termId)},
+        {QStringLiteral("deadline_hours"), c.deadlineHours ? QJsonValue(*c.deadlineHours) : QJsonValue(QJsonValue::Null)},
+        {QStringLiteral("planned_tokens"), c.plannedTokens},
+        {QStringLiteral("config_hash"), QString::fromStdString(c.configHash)},
+        {QStringLiteral("pilot_run_id"), c.pilotRunId ? QJsonValue(static_cast<double>(*c.pilotRunId)) : QJsonValue(QJsonValue::Null)},
+        {QStringLiteral("pilot_device"), QString::fromStdString(c.pilotDevice)},
+        {QStringLiteral("assumptions"), stringArray(c.assumptions)},
+    };
+}
+
+} // namespace pb

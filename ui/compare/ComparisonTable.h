@@ -1,0 +1,105 @@
+#pragma once
+// The side-by-side comparison of catalog cards and card counts for one run config: fit and
+// headroom from the estimator, step time from the newest matching pilot (measured on its own card,
+// projected elsewhere) or from the estimator's FLOPs at an assumed efficiency, the rental window
+// from the pilot's measured phases, the term cost and the cost per million useful tokens, with the
+// cheapest fitting configuration that meets the deadline marked. QtCore only: the CLI, the
+// comparison view and the PDF report all call it.
+#include "catalog/Catalog.h"
+#include "catalog/CostModel.h"
+#include "catalog/StepProjection.h"
+#include "config/RunConfig.h"
+#include "estimate/MemoryEstimate.h"
+#include "history/HistoryTypes.h"
+
+#include <QJsonObject>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pb {
+
+class HistoryStore;
+
+struct ComparisonRequest {
+    std::vector<int> gpuCounts;                  // empty: every count the catalog prices
+    ParallelStrategy multiGpuStrategy = ParallelStrategy::Ddp; // used when gpus > 1 (1 GPU: none)
+    std::string termId;                          // "": cheapest billing; "on_demand" or a catalog term id
+    OptionInputs options;                        // storage, egress, support added to every row
+    double headroomFraction = 0.10;
+    // Without a pilot: share of the card's dense BF16 peak / bandwidth the step is assumed to reach.
+    double assumedComputeEfficiency = 0.40;
+    double assumedBandwidthEfficiency = 0.70;
+    double uploadGBps = 1.0;                     // checkpoint uploads off the machine
+};
+
+// What the comparison takes from one pilot in the history.
+struct PilotEvidence {
+    int64_t runId = 0;
+    std::string configHash;
+    std::string deviceLabel;                     // "NVIDIA H200", "cpu (x86_64)"
+    std::string cardId;                          // catalog card it ran on (clean match); "" otherwise
+    double stepTimeMs = 0;                       // mean measured step
+    double flopsPerStep = 0;
+    double tokensPerStep = 0;
+    double setupMs = 0;
+    double validationPassMs = 0;                 // mean of the measured passes (0: none)
+    double checkpointWriteMs = 0;                // mean of the measured writes (0: none)
+    int64_t checkpointBytes = 0;
+    std::map<int, double> scalingEfficiencyByGpus; // from runs of kind "scale" with the same hash
+};
+
+// Reads a pilot run's evidence (validations, checkpoints and scale runs from `store`). Throws
+// InvalidInputError("--run", ...) when the run is not a finished pilot with a measured step time.
+PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, const Catalog &catalog);
+// The newest finished pilot with this config hash that measured steps; nullopt when there is none.
+std::optional<RunRecord> newestMatchingPilot(const HistoryStore &store, const std::string &configHash);
+
+struct ComparisonRow {
+    std::string cardId;
+    std::string cardName;
+    int gpus = 1;
+    ParallelStrategy strategy = ParallelStrategy::None;
+    bool fits = false;
+    int64_t peakBytes = 0;                       // estimator's device peak (per GPU)
+    int64_t usableBytes = 0;                     // capacity less headroom
+    int64_t headroomBytes = 0;                   // usable - peak (negative: short by that much)
+    int64_t maxMicroBatch = 0;
+    double stepTimeMs = 0;
+    FigureBasis stepTimeBasis = FigureBasis::Modelled;
+    double tokensPerSecond = 0;
+    CostEstimate cost;                           // job and window hours, billing, totals
+    bool meetsDeadline = true;
+    bool recommended = false;
+    std::vector<std::string> assumptions;        // of this row's figures
+};
+
+struct Comparison {
+    std::vector<ComparisonRow> rows;             // by catalog card order, then card count
+    int recommendedIndex = -1;
+    std::string recommendation;                  // one plain-language paragraph
+    std::string catalogDate;
+    std::string catalogNotice;
+    std::string currency;
+    std::string termId;                          // as requested ("" cheapest)
+    std::optional<double> deadlineHours;
+    double plannedTokens = 0;
+    std::string configHash;
+    std::optional<int64_t> pilotRunId;
+    std::string pilotDevice;
+    std::vector<std::string> assumptions;        // shared by all rows
+};
+
+// Throws InvalidInputError naming the field: "--gpus" (count not priced), "--term" (unknown),
+// "job.amount" / "job.dataset_tokens" (no tokens planned).
+Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog, const ComparisonRequest &request,
+                                 const std::optional<PilotEvidence> &pilot);
+
+// {"rows": [...], "recommendation", "recommended_index", "catalog_date", "catalog_notice", "currency",
+//  "term", "deadline_hours", "planned_tokens", "config_hash", "pilot_run_id", "pilot_device", "assumptions"}
+QJsonObject toJson(const Comparison &comparison);
+
+} // namespace pb

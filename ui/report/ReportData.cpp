@@ -1,0 +1,87 @@
+#include "report/ReportData.h"
+
+#include "config/RunConfigJson.h"
+#include "estimate/MemoryEstimator.h"
+#include "history/HistoryStore.h"
+#include "util/Errors.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+namespace pb {
+namespace {
+
+std::vector<RunRecord> sameConfigRuns(const HistoryStore &store, const QString &kind, const std::string &hash)
+{
+    RunFilter filter;
+    filter.kind = kind;
+    std::vector<RunRecord> out;
+    for (auto &r : store.listRuns(filter)) {
+        if (r.configHash == hash)
+            out.push_back(std::move(r));
+    }
+    return out;
+}
+
+MemoryEstimate estimateForRun(const RunConfig &config, const RunRecord &run)
+{
+    const QJsonObject env = run.summary.value(QStringLiteral("environment")).toObject(run.environment);
+    const QString device = env.value(QStringLiteral("device")).toString(run.device);
+    const std::string torch = env.value(QStringLiteral("torch_version")).toString().toStdString();
+    EstimateOptions o;
+    o.device = device.startsWith(QLatin1String("cuda")) ? DeviceKind::Cuda : DeviceKind::Cpu;
+    o.localCapacityBytes = o.device == DeviceKind::Cuda ? static_cast<int64_t>(env.value(QStringLiteral("device_memory_bytes")).toDouble()) : 0;
+    o.deviceName = env.value(QStringLiteral("device_name")).toString().toStdString();
+    o.torchVersion = torch;
+    if (!torch.empty())
+        o.fusedAttentionAvailable = std::atoi(torch.c_str()) >= 2;
+    return estimateMemory(config, o);
+}
+
+} // namespace
+
+ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalog &catalog)
+{
+    ReportData d;
+    const auto run = store.findRun(runId);
+    if (!run)
+        throw InvalidInputError("--run", "no run " + std::to_string(runId) + " in " + store.path().toStdString());
+    d.run = *run;
+    d.catalog = catalog;
+    d.samples = store.samples(runId);
+    d.phases = store.phases(runId);
+    d.validations = store.validations(runId);
+    d.checkpoints = store.checkpoints(runId);
+    d.restoreChecks = sameConfigRuns(store, QStringLiteral("restore-check"), d.run.configHash);
+    d.scaleRuns = sameConfigRuns(store, QStringLiteral("scale"), d.run.configHash);
+
+    try {
+        d.config = runConfigFromJson(d.run.config);
+        d.params = countParameters(*d.config);
+    } catch (const std::exception &e) {
+        d.configError = e.what();
+        return d;
+    }
+    try {
+        d.estimate = estimateForRun(*d.config, d.run);
+    } catch (const std::exception &e) {
+        d.estimateError = e.what();
+    }
+    try {
+        std::optional<PilotEvidence> pilot;
+        if (d.run.kind == QLatin1String("pilot") && d.run.verdict == QLatin1String("fits"))
+            pilot = pilotEvidence(store, d.run, catalog);
+        d.comparison = compareConfigurations(*d.config, catalog, ComparisonRequest {}, pilot);
+        if (d.comparison->recommendedIndex >= 0) {
+            const auto &row = d.comparison->rows[static_cast<size_t>(d.comparison->recommendedIndex)];
+            d.recommendedPlans = billingPlans(catalog, catalog.card(row.cardId), row.gpus, row.cost.windowHours);
+        }
+    } catch (const std::exception &e) {
+        d.comparisonError = e.what();
+        spdlog::warn("report: no comparison for run {}: {}", runId, e.what());
+    }
+    return d;
+}
+
+} // namespace pb

@@ -1,0 +1,154 @@
+// The report's evidence and decision sections: restoration proof, scaling step, the card
+// comparison with the term decision, and the assumptions with the catalog's date and notice.
+#include "report/ReportCanvas.h"
+#include "report/ReportData.h"
+#include "report/ReportSections.h"
+
+#include <QJsonObject>
+
+#include <algorithm>
+
+namespace pb::report {
+namespace {
+
+QString qs(const std::string &s) { return QString::fromStdString(s); }
+
+// Durations from microseconds (a tiny pilot's projected step) to weeks, each in a unit that reads.
+QString duration(double seconds)
+{
+    if (seconds < 1e-3)
+        return QString::number(seconds * 1e6, 'f', 2) + QStringLiteral(" \u00b5s");
+    if (seconds < 1)
+        return QString::number(seconds * 1e3, 'f', 2) + QStringLiteral(" ms");
+    if (seconds < 120)
+        return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
+    if (seconds < 7200)
+        return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
+    return QString::number(seconds / 3600, 'f', 1) + QStringLiteral(" h");
+}
+
+QString evidenceLine(const RunRecord &r)
+{
+    const QString message = r.summary.value(QStringLiteral("message")).toString();
+    return message.isEmpty() ? QStringLiteral("-") : message;
+}
+
+} // namespace
+
+void paintRestoration(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[7]);
+    if (d.restoreChecks.empty()) {
+        c.paragraph(QStringLiteral("Restore check: not run yet for this config (no run of kind restore-check with config hash %1).")
+                        .arg(qs(d.run.configHash.substr(0, 12))));
+        return;
+    }
+    c.paragraph(QStringLiteral("Runs of kind restore-check with the same config hash: a checkpoint restored in a fresh process and its continuation compared "
+                               "with the uninterrupted run."));
+    std::vector<QStringList> rows;
+    for (const auto &r : d.restoreChecks)
+        rows.push_back({QString::number(r.id), r.startedAt.toUTC().toString(QStringLiteral("yyyy-MM-dd HH:mm")), r.verdict.isEmpty() ? r.status : r.verdict,
+                        evidenceLine(r)});
+    c.table({QStringLiteral("Run"), QStringLiteral("Started (UTC)"), QStringLiteral("Verdict"), QStringLiteral("Result")}, rows, {0.08, 0.2, 0.14, 0.58});
+}
+
+void paintScaling(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[8]);
+    if (d.scaleRuns.empty()) {
+        c.paragraph(QStringLiteral("Scaling step: not run yet for this config; multi-GPU figures below use an assumed scaling efficiency."));
+        return;
+    }
+    std::vector<QStringList> rows;
+    for (const auto &r : d.scaleRuns) {
+        const QJsonObject &s = r.summary;
+        rows.push_back({QString::number(r.id), r.startedAt.toUTC().toString(QStringLiteral("yyyy-MM-dd HH:mm")), r.verdict.isEmpty() ? r.status : r.verdict,
+                        s.contains(QStringLiteral("gpus")) ? QString::number(s.value(QStringLiteral("gpus")).toInt()) : QStringLiteral("-"),
+                        s.contains(QStringLiteral("scaling_efficiency")) ? QString::number(s.value(QStringLiteral("scaling_efficiency")).toDouble(), 'f', 3) : QStringLiteral("-"),
+                        QStringLiteral("%1 tokens/s").arg(s.value(QStringLiteral("tokens_per_s")).toDouble(), 0, 'f', 0), evidenceLine(r)});
+    }
+    c.table({QStringLiteral("Run"), QStringLiteral("Started (UTC)"), QStringLiteral("Verdict"), QStringLiteral("GPUs"), QStringLiteral("Efficiency"),
+             QStringLiteral("Throughput"), QStringLiteral("Result")},
+            rows, {0.07, 0.17, 0.12, 0.07, 0.11, 0.16, 0.30});
+}
+
+void paintComparison(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[9]);
+    if (!d.comparison) {
+        c.paragraph(QStringLiteral("No comparison: ") + qs(d.comparisonError.empty() ? d.configError : d.comparisonError));
+        return;
+    }
+    const Comparison &cmp = *d.comparison;
+    c.paragraph(QStringLiteral("Every catalog card at every card count for the planned job of %1 tokens, %2. Step times are labelled measured (ran on that card) "
+                               "or modelled (projected; see the assumptions). Prices: %3 catalog of %4, cheapest billing.")
+                    .arg(formatCount(cmp.plannedTokens))
+                    .arg(cmp.pilotRunId ? QStringLiteral("step times from this pilot on %1").arg(qs(cmp.pilotDevice)) : QStringLiteral("no pilot step time (estimator FLOPs)"))
+                    .arg(qs(cmp.currency), qs(cmp.catalogDate)),
+                8.5);
+    std::vector<QStringList> rows;
+    for (const auto &r : cmp.rows) {
+        rows.push_back({qs(r.cardId), QString::number(r.gpus), r.fits ? QStringLiteral("yes") : QStringLiteral("no"), QString::number(r.maxMicroBatch),
+                        duration(r.stepTimeMs / 1000.0), QString::fromLatin1(toString(r.stepTimeBasis)), formatCount(r.tokensPerSecond),
+                        duration(r.cost.jobHours * 3600), duration(r.cost.windowHours * 3600), qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2),
+                        QString::number(r.cost.costPerMillionTokens, 'f', 2) + (r.recommended ? QStringLiteral(" *") : QString())});
+    }
+    c.table({QStringLiteral("Card"), QStringLiteral("GPUs"), QStringLiteral("Fits"), QStringLiteral("Max micro-batch"), QStringLiteral("Step time"),
+             QStringLiteral("Basis"), QStringLiteral("Tokens/s"), QStringLiteral("Job"), QStringLiteral("Window"), QStringLiteral("Billing"),
+             QStringLiteral("Total (%1)").arg(qs(cmp.currency)), QStringLiteral("Per M tokens")},
+            rows, {0.125, 0.045, 0.045, 0.075, 0.08, 0.085, 0.075, 0.07, 0.07, 0.17, 0.08, 0.08}, cmp.recommendedIndex, 6.5);
+    c.paragraph(QStringLiteral("* recommended (shaded). ") + qs(cmp.recommendation));
+
+    c.paragraph(QStringLiteral("Term decision"), 10, true);
+    if (cmp.recommendedIndex < 0 || d.recommendedPlans.empty()) {
+        c.paragraph(QStringLiteral("No term decision: nothing fits and meets the deadline."));
+        return;
+    }
+    const auto &best = cmp.rows[static_cast<size_t>(cmp.recommendedIndex)];
+    c.paragraph(QStringLiteral("Billing candidates for %1 x%2 over a %3 rental window, cheapest first; the first is chosen.")
+                    .arg(qs(best.cardName)).arg(best.gpus).arg(duration(best.cost.windowHours * 3600)),
+                8.5);
+    std::vector<QStringList> rows2;
+    for (const auto &p : d.recommendedPlans)
+        rows2.push_back({qs(p.description), qs(p.termId), QString::number(p.billedHours, 'f', 0), formatMoney(p.gpuCost, cmp.currency)});
+    c.table({QStringLiteral("Billing"), QStringLiteral("Term"), QStringLiteral("Billed hours"), QStringLiteral("GPU cost")}, rows2, {0.4, 0.15, 0.25, 0.2}, 0);
+}
+
+void paintAssumptions(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[10]);
+    c.keyValues({
+        {QStringLiteral("Catalog"), QStringLiteral("modelled on %1 (%2)").arg(qs(d.catalog.modelledOn), qs(d.catalog.source))},
+        {QStringLiteral("Notice"), qs(d.catalog.notice)},
+        {QStringLiteral("Price basis"), qs(d.catalog.priceBasis)},
+    });
+    std::vector<std::string> items;
+    auto add = [&](const std::string &a) {
+        if (std::find(items.begin(), items.end(), a) == items.end())
+            items.push_back(a);
+    };
+    if (d.comparison) {
+        for (const auto &a : d.comparison->assumptions)
+            add(a);
+        // Single-GPU rows carry each card's projection notes; larger counts add only their scaling.
+        for (const auto &r : d.comparison->rows) {
+            for (const auto &a : r.assumptions) {
+                if (r.gpus == 1 || a.find("scaling efficiency") != std::string::npos)
+                    add(r.cardId + " x" + std::to_string(r.gpus) + ": " + a);
+            }
+        }
+    }
+    if (d.estimate) {
+        for (const auto &a : d.estimate->assumptions)
+            add("memory estimate: " + a);
+    }
+    int listed = 0;
+    for (const auto &a : items) {
+        c.paragraph(QStringLiteral("- ") + qs(a), 7.5);
+        ++listed;
+    }
+    if (listed == 0)
+        c.paragraph(QStringLiteral("No further assumptions."), 8);
+}
+
+} // namespace pb::report

@@ -1,0 +1,306 @@
+#include "report/ReportSections.h"
+
+#include "BuildInfo.h"
+#include "report/ReportCanvas.h"
+#include "report/ReportCharts.h"
+#include "report/ReportData.h"
+
+#include <QDateTime>
+#include <QJsonArray>
+#include <QJsonObject>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pb::report {
+namespace {
+
+QString qs(const std::string &s) { return QString::fromStdString(s); }
+QString str(const QJsonObject &o, const char *key) { return o.value(QLatin1String(key)).toString(); }
+double num(const QJsonObject &o, const char *key) { return o.value(QLatin1String(key)).toDouble(); }
+QString orDash(const QString &s) { return s.isEmpty() ? QStringLiteral("-") : s; }
+QString percent(double fraction, int decimals = 2) { return QString::number(fraction * 100.0, 'f', decimals) + QStringLiteral(" %"); }
+
+QJsonObject environmentOf(const ReportData &d)
+{
+    return d.run.summary.value(QStringLiteral("environment")).toObject(d.run.environment);
+}
+
+// Bytes for a chart axis: the unit that keeps the largest value between 1 and 1024.
+std::pair<double, QString> byteUnit(double maxBytes)
+{
+    if (maxBytes >= 1024.0 * 1024 * 1024)
+        return {1024.0 * 1024 * 1024, QStringLiteral("GiB")};
+    if (maxBytes >= 1024.0 * 1024)
+        return {1024.0 * 1024, QStringLiteral("MiB")};
+    return {1024.0, QStringLiteral("KiB")};
+}
+
+void paintVerdict(ReportCanvas &c, const ReportData &d)
+{
+    const QJsonObject &s = d.run.summary;
+    c.section(reportSectionTitles()[0]);
+    const QString verdict = d.run.verdict.isEmpty() ? QStringLiteral("running (not finished)") : d.run.verdict;
+    c.paragraph(QStringLiteral("Verdict: %1").arg(verdict.toUpper()), 13, true);
+    std::vector<std::pair<QString, QString>> kv {
+        {QStringLiteral("Run"), QStringLiteral("%1 (%2) \"%3\", model %4").arg(d.run.id).arg(d.run.kind, d.run.name, d.run.model)},
+        {QStringLiteral("Started / finished"), QStringLiteral("%1 / %2").arg(d.run.startedAt.toUTC().toString(Qt::ISODate), orDash(d.run.finishedAt.toUTC().toString(Qt::ISODate)))},
+        {QStringLiteral("Device"), QStringLiteral("%1 (%2)").arg(d.run.device, str(environmentOf(d), "device_name"))},
+        {QStringLiteral("Measured steps"), QString::number(static_cast<qint64>(num(s, "measured_steps")))},
+        {QStringLiteral("Mean step time"), formatMs(num(s, "step_time_mean_ms"))},
+        {QStringLiteral("Throughput"), QStringLiteral("%1 tokens/s").arg(num(s, "tokens_per_s"), 0, 'f', 0)},
+        {QStringLiteral("Peak allocated"), formatBytes(num(s, "peak_allocated_bytes"))},
+        {QStringLiteral("Peak device use"), formatBytes(num(s, "peak_device_used_bytes"))},
+        {QStringLiteral("MFU"), s.value(QStringLiteral("mfu")).isDouble() ? percent(num(s, "mfu")) : QStringLiteral("not known (device peak unknown)")},
+        {QStringLiteral("Data stalls"), percent(num(s, "data_stall_fraction")) + QStringLiteral(" of step time")},
+    };
+    if (!str(s, "message").isEmpty())
+        kv.push_back({QStringLiteral("Message"), str(s, "message") + (str(s, "failed_phase").isEmpty() ? QString() : QStringLiteral(" (phase %1)").arg(str(s, "failed_phase")))});
+    c.keyValues(kv);
+    if (d.comparison)
+        c.paragraph(QStringLiteral("Recommendation: ") + qs(d.comparison->recommendation));
+    else
+        c.paragraph(QStringLiteral("No card comparison: ") + qs(d.comparisonError.empty() ? d.configError : d.comparisonError));
+}
+
+void paintDefinition(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[1]);
+    if (!d.config) {
+        c.paragraph(QStringLiteral("The stored config could not be read: ") + qs(d.configError));
+        return;
+    }
+    const RunConfig &cfg = *d.config;
+    const auto &m = cfg.model;
+    const auto &t = cfg.train;
+    const QString job = cfg.job.unit == JobUnit::Tokens ? QStringLiteral("%1 tokens").arg(formatCount(cfg.job.amount))
+                                                        : QStringLiteral("%1 epochs of %2 tokens").arg(cfg.job.amount).arg(formatCount(cfg.job.datasetTokens));
+    c.keyValues({
+        {QStringLiteral("Name"), qs(cfg.name)},
+        {QStringLiteral("Model"), QStringLiteral("%1 (family %2, preset %3)").arg(qs(cfg.name), qs(m.family), orDash(qs(m.preset)))},
+        {QStringLiteral("Shape"), QStringLiteral("%1 layers, hidden %2, %3 heads / %4 KV heads, head dim %5, intermediate %6, vocabulary %7, max positions %8")
+                                      .arg(m.layers).arg(m.hiddenSize).arg(m.attentionHeads).arg(m.kvHeads).arg(m.effectiveHeadDim())
+                                      .arg(m.intermediateSize).arg(m.vocabSize).arg(m.maxPositions)},
+        {QStringLiteral("Parameters"), QStringLiteral("%1 total, %2 trainable (%3 exact total, %4 exact trainable)")
+                                           .arg(formatCount(static_cast<double>(d.params.total)), formatCount(static_cast<double>(d.params.trainable)))
+                                           .arg(d.params.total).arg(d.params.trainable)},
+        {QStringLiteral("Training"), QStringLiteral("mode %1, %2 lr %3, precision %4, attention %5, recompute %6")
+                                         .arg(QString::fromLatin1(toString(t.mode)), QString::fromLatin1(toString(t.optimizer.kind))).arg(t.optimizer.lr)
+                                         .arg(QString::fromLatin1(toString(t.precision)), QString::fromLatin1(toString(t.attention)), t.recompute ? QStringLiteral("on") : QStringLiteral("off"))},
+        {QStringLiteral("Batch"), QStringLiteral("sequence length %1, micro-batch %2, gradient accumulation %3 (%4 tokens per step)")
+                                      .arg(t.seqLen).arg(t.microBatch).arg(t.gradAccum).arg(t.seqLen * t.microBatch * t.gradAccum)},
+        {QStringLiteral("Data"), orDash(str(d.run.summary, "data"))},
+        {QStringLiteral("Validation / checkpoints"), QStringLiteral("validation every %1 steps (%2 batches), checkpoint every %3 steps")
+                                                         .arg(cfg.validation.everySteps).arg(cfg.validation.batches).arg(cfg.checkpoint.everySteps)},
+        {QStringLiteral("Planned job"), job + (cfg.job.deadlineHours ? QStringLiteral(", deadline %1 h").arg(*cfg.job.deadlineHours) : QStringLiteral(", no deadline"))},
+    });
+}
+
+void paintEnvironment(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[2]);
+    const QJsonObject env = environmentOf(d);
+    const QJsonObject &s = d.run.summary;
+    c.keyValues({
+        {QStringLiteral("PilotBench (measured)"), QStringLiteral("%1, git %2").arg(str(env, "pilotbench_version"), str(env, "git_revision"))},
+        {QStringLiteral("PilotBench (this report)"), QStringLiteral("%1, git %2").arg(QStringLiteral(PILOTBENCH_VERSION), QStringLiteral(PILOTBENCH_GIT_REVISION))},
+        {QStringLiteral("LibTorch"), str(env, "torch_version")},
+        {QStringLiteral("CUDA runtime / cuDNN / NCCL"), QStringLiteral("%1 / %2 / %3").arg(orDash(str(env, "cuda_runtime")), orDash(str(env, "cudnn_version")), orDash(str(env, "nccl_version")))},
+        {QStringLiteral("HIP runtime"), orDash(str(env, "hip_runtime"))},
+        {QStringLiteral("Driver"), orDash(str(env, "driver_version"))},
+        {QStringLiteral("Device"), QStringLiteral("%1: %2, %3, compute capability %4, %5 device(s)")
+                                       .arg(str(env, "device"), str(env, "device_name"), num(env, "device_memory_bytes") > 0 ? formatBytes(num(env, "device_memory_bytes")) : QStringLiteral("memory not reported"),
+                                            orDash(str(env, "compute_capability")))
+                                       .arg(static_cast<int>(num(env, "device_count")))},
+        {QStringLiteral("CPU / OS"), QStringLiteral("%1, %2 threads; %3").arg(str(env, "cpu")).arg(static_cast<int>(num(env, "cpu_threads"))).arg(str(env, "os"))},
+        {QStringLiteral("Config hash"), qs(d.run.configHash)},
+        {QStringLiteral("Model revision"), orDash(str(s, "model_revision"))},
+        {QStringLiteral("Data revision"), orDash(str(s, "data_revision"))},
+        {QStringLiteral("Kernels"), QStringLiteral("attention %1, optimizer %2").arg(orDash(str(s, "attention_path")), orDash(str(s, "optimizer_path")))},
+    });
+}
+
+void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[3]);
+    const double measured = num(d.run.summary, "peak_allocated_bytes");
+    if (!d.estimate) {
+        c.paragraph(QStringLiteral("No prediction: ") + qs(d.estimateError.empty() ? d.configError : d.estimateError));
+        c.keyValues({{QStringLiteral("Measured peak allocated"), formatBytes(measured)}});
+        return;
+    }
+    const MemoryEstimate &e = *d.estimate;
+    const MemoryBreakdown &b = e.breakdown;
+    const auto [unit, unitName] = byteUnit(std::max(measured, static_cast<double>(e.peakAllocatedBytes)));
+    auto seg = [&, unit = unit](const char *name, int64_t bytes, QColor color) { return BarSegment {QString::fromLatin1(name), static_cast<double>(bytes) / unit, color}; };
+    const std::vector<StackedBar> bars {
+        {QStringLiteral("Predicted peak allocated (estimator)"),
+         {seg("weights", b.weights(), QColor(70, 110, 170)), seg("gradients", b.gradients, QColor(230, 140, 50)), seg("optimizer states", b.optimizer, QColor(120, 170, 80)),
+          seg("activations", b.activations, QColor(190, 80, 80)), seg("logits", b.logits, QColor(140, 100, 180))}},
+        {QStringLiteral("Measured peak allocated (pilot)"), {BarSegment {QStringLiteral("measured"), measured / unit, QColor(90, 90, 90)}}},
+    };
+    drawStackedBars(c.painter(), c.reserve(150), QStringLiteral("Peak allocated tensor memory, predicted against measured"),
+                    QStringLiteral("memory (%1)").arg(unitName), bars);
+    c.space(4);
+    std::vector<std::pair<QString, QString>> kv {
+        {QStringLiteral("Predicted peak allocated"), QStringLiteral("%1 (phase %2)").arg(formatBytes(static_cast<double>(e.peakAllocatedBytes)), qs(e.peakPhase))},
+        {QStringLiteral("Measured peak allocated"), formatBytes(measured)},
+        {QStringLiteral("Measured / predicted"), e.peakAllocatedBytes > 0 ? QString::number(measured / static_cast<double>(e.peakAllocatedBytes), 'f', 3) : QStringLiteral("-")},
+        {QStringLiteral("Predicted device total"), QStringLiteral("%1 (adds workspace %2 and framework %3)")
+                                                       .arg(formatBytes(static_cast<double>(e.totalBytes)), formatBytes(static_cast<double>(b.workspace)), formatBytes(static_cast<double>(b.framework)))},
+        {QStringLiteral("Measured peak device use"), formatBytes(num(d.run.summary, "peak_device_used_bytes"))},
+    };
+    const QJsonObject byPhase = d.run.summary.value(QStringLiteral("peak_allocated_by_phase")).toObject();
+    QStringList phases;
+    for (auto it = byPhase.begin(); it != byPhase.end(); ++it)
+        phases << QStringLiteral("%1 %2").arg(it.key(), formatBytes(it.value().toDouble()));
+    kv.push_back({QStringLiteral("Measured peak by phase"), phases.join(QStringLiteral(", "))});
+    c.keyValues(kv);
+}
+
+void paintCharts(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[4]);
+    const SampleSeries &s = d.samples;
+    double maxBytes = 0;
+    for (double v : s.peakAllocatedBytes)
+        maxBytes = std::max(maxBytes, v);
+    const auto [unit, unitName] = byteUnit(maxBytes);
+    auto scaled = [unit = unit](const std::vector<double> &v) {
+        std::vector<double> out;
+        for (double x : v)
+            out.push_back(x / unit);
+        return out;
+    };
+    drawLineChart(c.painter(), c.reserve(190), QStringLiteral("Memory over steps"), QStringLiteral("step (warm-up included)"),
+                  QStringLiteral("memory (%1)").arg(unitName),
+                  {{QStringLiteral("peak allocated in step"), s.step, scaled(s.peakAllocatedBytes), QColor(190, 60, 60)},
+                   {QStringLiteral("allocated at end of step"), s.step, scaled(s.allocatedBytes), QColor(50, 100, 170)}});
+    c.space(8);
+    drawLineChart(c.painter(), c.reserve(190), QStringLiteral("Step time over steps"), QStringLiteral("step (warm-up included)"), QStringLiteral("time (ms)"),
+                  {{QStringLiteral("step"), s.step, s.stepTimeMs, QColor(30, 30, 30)},
+                   {QStringLiteral("forward"), s.step, s.forwardMs, QColor(50, 100, 170)},
+                   {QStringLiteral("backward"), s.step, s.backwardMs, QColor(230, 140, 50)},
+                   {QStringLiteral("optimizer"), s.step, s.optimizerMs, QColor(120, 170, 80)},
+                   {QStringLiteral("data wait"), s.step, s.dataWaitMs, QColor(190, 60, 60)}});
+    c.paragraph(QStringLiteral("%1 samples recorded.").arg(s.size()), 8);
+}
+
+void paintStatistics(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[5]);
+    const QJsonObject &s = d.run.summary;
+    double waitMs = 0;
+    for (double w : d.samples.dataWaitMs)
+        waitMs += w;
+    c.keyValues({
+        {QStringLiteral("Step time"), QStringLiteral("mean %1, p50 %2, p90 %3, p99 %4, coefficient of variation %5")
+                                          .arg(formatMs(num(s, "step_time_mean_ms")), formatMs(num(s, "step_time_p50_ms")), formatMs(num(s, "step_time_p90_ms")),
+                                               formatMs(num(s, "step_time_p99_ms")), percent(num(s, "step_time_cv"), 1))},
+        {QStringLiteral("Data stalls"), QStringLiteral("%1 of measured step time waited on the loader (%2 in all recorded steps)")
+                                            .arg(percent(num(s, "data_stall_fraction")), formatMs(waitMs))},
+        {QStringLiteral("Setup"), formatMs(num(s, "setup_ms"))},
+        {QStringLiteral("Whole pilot"), formatMs(num(s, "total_ms"))},
+    });
+    std::vector<QStringList> rows;
+    for (const auto &p : d.phases)
+        rows.push_back({QString::fromLatin1(toString(p.phase)), QString::number(p.step), formatMs(p.startMs), formatMs(p.durationMs),
+                        formatBytes(static_cast<double>(p.peakAllocatedBytes)), formatBytes(static_cast<double>(p.peakDeviceUsedBytes))});
+    if (!rows.empty())
+        c.table({QStringLiteral("Phase"), QStringLiteral("First step"), QStringLiteral("Start"), QStringLiteral("Duration"), QStringLiteral("Peak allocated"),
+                 QStringLiteral("Peak device use")},
+                rows, {0.16, 0.12, 0.16, 0.16, 0.2, 0.2});
+}
+
+void paintTimings(ReportCanvas &c, const ReportData &d)
+{
+    c.section(reportSectionTitles()[6]);
+    if (d.validations.empty()) {
+        c.paragraph(QStringLiteral("Validation: no validation pass was measured (validation.every_steps = %1).").arg(d.config ? d.config->validation.everySteps : 0));
+    } else {
+        std::vector<QStringList> rows;
+        for (const auto &v : d.validations)
+            rows.push_back({QString::number(v.step), QString::number(v.loss, 'f', 4), QString::number(v.batches), formatMs(v.durationMs)});
+        c.table({QStringLiteral("Validation at step"), QStringLiteral("Loss"), QStringLiteral("Batches"), QStringLiteral("Duration")}, rows, {0.25, 0.25, 0.25, 0.25});
+    }
+    if (d.checkpoints.empty()) {
+        c.paragraph(QStringLiteral("Checkpoints: no checkpoint write was measured (checkpoint.every_steps = %1, or no checkpoint folder given).")
+                        .arg(d.config ? d.config->checkpoint.everySteps : 0));
+    } else {
+        std::vector<QStringList> rows;
+        for (const auto &w : d.checkpoints)
+            rows.push_back({QString::number(w.step), formatBytes(static_cast<double>(w.bytes)), formatMs(w.writeMs),
+                            QStringLiteral("%1 MB/s").arg(w.writeMs > 0 ? static_cast<double>(w.bytes) / 1e6 / (w.writeMs / 1000.0) : 0.0, 0, 'f', 1), qs(w.path)});
+        c.table({QStringLiteral("Checkpoint at step"), QStringLiteral("Size"), QStringLiteral("Write"), QStringLiteral("Rate"), QStringLiteral("Path")}, rows,
+                {0.14, 0.14, 0.14, 0.14, 0.44});
+    }
+}
+
+} // namespace
+
+const QStringList &reportSectionTitles()
+{
+    static const QStringList titles {
+        QStringLiteral("Verdict summary"),
+        QStringLiteral("Run definition"),
+        QStringLiteral("Environment and revisions"),
+        QStringLiteral("Memory budget: predicted against measured"),
+        QStringLiteral("Memory and step time over steps"),
+        QStringLiteral("Step-time statistics and data stalls"),
+        QStringLiteral("Validation and checkpoint timings"),
+        QStringLiteral("Restoration proof"),
+        QStringLiteral("Scaling step"),
+        QStringLiteral("Card comparison and term decision"),
+        QStringLiteral("Assumptions"),
+    };
+    return titles;
+}
+
+QString formatBytes(double bytes)
+{
+    const double kib = 1024.0, mib = kib * 1024, gib = mib * 1024;
+    if (std::abs(bytes) >= gib)
+        return QString::number(bytes / gib, 'f', 2) + QStringLiteral(" GiB");
+    if (std::abs(bytes) >= mib)
+        return QString::number(bytes / mib, 'f', 2) + QStringLiteral(" MiB");
+    if (std::abs(bytes) >= kib)
+        return QString::number(bytes / kib, 'f', 1) + QStringLiteral(" KiB");
+    return QString::number(bytes, 'f', 0) + QStringLiteral(" B");
+}
+
+QString formatCount(double count)
+{
+    if (count >= 1e12)
+        return QString::number(count / 1e12, 'f', 2) + QStringLiteral(" T");
+    if (count >= 1e9)
+        return QString::number(count / 1e9, 'f', 2) + QStringLiteral(" B");
+    if (count >= 1e6)
+        return QString::number(count / 1e6, 'f', 2) + QStringLiteral(" M");
+    if (count >= 1e3)
+        return QString::number(count / 1e3, 'f', 1) + QStringLiteral(" k");
+    return QString::number(count, 'f', 0);
+}
+
+QString formatMs(double ms) { return QString::number(ms, 'f', 2) + QStringLiteral(" ms"); }
+
+QString formatMoney(double value, const std::string &currency) { return QString::number(value, 'f', 2) + QLatin1Char(' ') + QString::fromStdString(currency); }
+
+void paintReport(ReportCanvas &canvas, const ReportData &d)
+{
+    canvas.title(QStringLiteral("PilotBench report: run %1, %2").arg(d.run.id).arg(d.run.name),
+                 QStringLiteral("Generated %1 UTC by PilotBench %2. Every figure below is read from the run history or derived from it as labelled.")
+                     .arg(QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyy-MM-dd HH:mm")), QStringLiteral(PILOTBENCH_VERSION)));
+    paintVerdict(canvas, d);
+    paintDefinition(canvas, d);
+    paintEnvironment(canvas, d);
+    paintMemoryBudget(canvas, d);
+    paintCharts(canvas, d);
+    paintStatistics(canvas, d);
+    paintTimings(canvas, d);
+    paintRestoration(canvas, d);
+    paintScaling(canvas, d);
+    paintComparison(canvas, d);
+    paintAssumptions(canvas, d);
+}
+
+} // namespace pb::report

@@ -12,5 +12,3 @@ common=(--config preset:llama-3.2-1b --device cuda:0 --steps-before 3 --steps-af
         --set train.micro_batch=2 --set train.schedule.warmup_steps=2 --set train.schedule.total_steps=6)
 echo "== bf16 (pure), deterministic algorithms, math attention"
 $CLI restore-check "${common[@]}" --set train.precision=bf16 --set deterministic=true --set train.attention=math | tee "$OUT/restore_bf16_det.json"
-echo "== bf16-mixed autocast, default kernels (SDPA)"
-$CLI restore-check "${common[@]}" --set train.precision=bf16-mixed | tee "$OUT/restore_bf16mixed.json"

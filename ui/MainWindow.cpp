@@ -1,41 +1,169 @@
 #include "MainWindow.h"
 
+#include "config/ConfigView.h"
+#include "config/RunConfigJson.h"
 #include "engine/Environment.h"
+#include "history/HistoryView.h"
+#include "log/LogPanel.h"
+#include "monitor/DashboardView.h"
+#include "stages/StagedPilotView.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDockWidget>
+#include <QGuiApplication>
+#include <QScreen>
+#include <QJsonDocument>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QSettings>
+#include <QShortcut>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QVBoxLayout>
+#include <spdlog/spdlog.h>
+
+#include <exception>
 
 namespace pb::ui {
+namespace {
 
-MainWindow::MainWindow(QWidget *parent) : QMainWindow(parent), m_tabs(new QTabWidget(this))
+QString modelName(const RunConfig &config)
+{
+    return QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
+}
+
+} // namespace
+
+MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
+    : QMainWindow(parent), m_databasePath(databasePath), m_tabs(new QTabWidget(this))
 {
     setWindowTitle(QStringLiteral("PilotBench"));
     setObjectName(QStringLiteral("mainWindow"));
     m_tabs->setObjectName(QStringLiteral("mainTabs"));
     m_tabs->setDocumentMode(true);
     setCentralWidget(m_tabs);
+
+    m_config = new ConfigView(m_tabs);
+    m_dashboard = new DashboardView(m_databasePath, m_tabs);
+    m_history = new HistoryView(m_databasePath, m_tabs);
+    m_stages = new StagedPilotView(m_tabs);
+    m_stages->setStore(m_history->store());
+    m_compareSlot = new QWidget(m_tabs);
+    m_compareSlot->setObjectName(QStringLiteral("compareSlot"));
+    auto *compareLayout = new QVBoxLayout(m_compareSlot);
+    auto *placeholder = new QLabel(tr("The comparison of cards and the PDF report come with their own view."), m_compareSlot);
+    placeholder->setAlignment(Qt::AlignCenter);
+    compareLayout->addWidget(placeholder);
+    m_tabs->addTab(m_config, tr("Configuration"));
+    m_tabs->addTab(m_dashboard, tr("Dashboard"));
+    m_tabs->addTab(m_history, tr("History"));
+    m_tabs->addTab(m_stages, tr("Staged pilot"));
+    m_tabs->addTab(m_compareSlot, tr("Compare"));
+
+    m_log = new LogPanel(this);
+    m_logDock = new QDockWidget(tr("Log"), this);
+    m_logDock->setObjectName(QStringLiteral("logDock"));
+    m_logDock->setWidget(m_log);
+    m_logDock->setFeatures(QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetMovable);
+    addDockWidget(Qt::BottomDockWidgetArea, m_logDock);
+    resizeDocks({m_logDock}, {90}, Qt::Vertical);
+
+    auto showStatus = [this](const QString &message) { statusBar()->showMessage(message, 8000); };
+    connect(m_config, &ConfigView::statusMessage, this, showStatus);
+    connect(m_dashboard, &DashboardView::statusMessage, this, showStatus);
+    connect(m_history, &HistoryView::statusMessage, this, showStatus);
+    connect(m_config, &ConfigView::configChanged, this, &MainWindow::onConfigChanged);
+    connect(m_config, &ConfigView::runPilotRequested, this, &MainWindow::runPilot);
+    connect(m_dashboard, &DashboardView::runFinished, m_history, &HistoryView::refresh);
+    connect(m_history, &HistoryView::historyChanged, m_stages, &StagedPilotView::refresh);
+    connect(m_stages, &StagedPilotView::showBudgetRequested, this, [this] { m_tabs->setCurrentWidget(m_config); });
+    connect(m_stages, &StagedPilotView::runPilotRequested, this, &MainWindow::runPilot);
+    connect(m_stages, &StagedPilotView::compareRequested, this, [this] { m_tabs->setCurrentWidget(m_compareSlot); });
+
     buildMenus();
     m_deviceLabel = new QLabel(this);
+    m_deviceLabel->setObjectName(QStringLiteral("deviceLabel"));
     const bool cuda = cudaAvailable();
     m_deviceLabel->setText(cuda ? tr("Device: CUDA, %1 GPU(s)").arg(cudaDeviceCount()) : tr("Device: CPU only (no CUDA in this build or host)"));
     statusBar()->addPermanentWidget(m_deviceLabel);
+    auto *dbLabel = new QLabel(tr("History: %1").arg(m_databasePath), this);
+    dbLabel->setToolTip(m_databasePath);
+    statusBar()->addPermanentWidget(dbLabel);
     restoreState();
+    onConfigChanged();
 }
 
 MainWindow::~MainWindow() = default;
 
+void MainWindow::setCompareView(QWidget *view)
+{
+    const int index = m_tabs->indexOf(m_compareSlot);
+    m_tabs->removeTab(index);
+    m_compareSlot->deleteLater();
+    m_compareSlot = view;
+    m_tabs->insertTab(index, view, tr("Compare"));
+}
+
+void MainWindow::onConfigChanged()
+{
+    const RunConfig config = m_config->config();
+    m_dashboard->setConfig(config, m_config->isValid());
+    m_stages->setModel(modelName(config));
+}
+
+void MainWindow::runPilot()
+{
+    if (m_dashboard->isRunning()) {
+        m_tabs->setCurrentWidget(m_dashboard);
+        return;
+    }
+    if (!m_config->isValid()) {
+        m_tabs->setCurrentWidget(m_config);
+        statusBar()->showMessage(tr("Fix the fields in red before running a pilot."), 8000);
+        return;
+    }
+    m_tabs->setCurrentWidget(m_dashboard);
+    m_dashboard->startPilot();
+}
+
+void MainWindow::cancelPilot()
+{
+    m_dashboard->cancelPilot();
+}
+
 void MainWindow::buildMenus()
 {
     auto *file = menuBar()->addMenu(tr("&File"));
+    auto *open = file->addAction(tr("&Open config…"), m_config, &ConfigView::openDialog);
+    open->setShortcut(QKeySequence::Open);
+    auto *save = file->addAction(tr("&Save config…"), m_config, &ConfigView::saveDialog);
+    save->setShortcut(QKeySequence::Save);
+    file->addAction(tr("&Import Hugging Face model…"), m_config, &ConfigView::importHfDialog);
+    file->addSeparator();
     auto *quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
+
+    auto *pilot = menuBar()->addMenu(tr("&Pilot"));
+    auto *run = pilot->addAction(tr("&Run pilot"), this, &MainWindow::runPilot);
+    run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+    auto *cancel = pilot->addAction(tr("&Cancel pilot"), this, &MainWindow::cancelPilot);
+    cancel->setShortcut(QKeySequence(Qt::Key_Escape));
+    cancel->setShortcutContext(Qt::WindowShortcut);
+
+    auto *view = menuBar()->addMenu(tr("&View"));
+    const QString names[] {tr("&Configuration"), tr("&Dashboard"), tr("&History"), tr("&Staged pilot"), tr("C&ompare")};
+    for (int i = 0; i < 5; ++i) {
+        auto *a = view->addAction(names[i], this, [this, i] { m_tabs->setCurrentIndex(i); });
+        a->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
+    }
+    view->addSeparator();
+    auto *log = m_logDock->toggleViewAction();
+    log->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    view->addAction(log);
+
     auto *help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About PilotBench"), this, [this] {
         QMessageBox::about(this, tr("About PilotBench"), QString::fromStdString(buildInfoText()).toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>")));
@@ -46,15 +174,31 @@ void MainWindow::restoreState()
 {
     QSettings settings;
     if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()))
-        resize(1280, 760);
+        resize(QGuiApplication::primaryScreen()->availableSize().boundedTo(QSize(1440, 900)));
     QMainWindow::restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    const QByteArray last = settings.value(QStringLiteral("config/last")).toByteArray();
+    if (!last.isEmpty()) {
+        try {
+            m_config->setConfig(runConfigFromJson(QJsonDocument::fromJson(last).object()));
+        } catch (const std::exception &e) {
+            // A remembered config that no longer validates (an older schema, say) is dropped, not fatal.
+            spdlog::warn("last config not restored: {}", e.what());
+        }
+    }
+    m_tabs->setCurrentIndex(settings.value(QStringLiteral("window/tab"), 0).toInt());
 }
 
 void MainWindow::closeEvent(QCloseEvent *event)
 {
+    if (m_dashboard->isRunning()) {
+        // The controller's destructor cancels and waits; the engine stops within one micro-batch.
+        m_dashboard->cancelPilot();
+    }
     QSettings settings;
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
+    settings.setValue(QStringLiteral("window/tab"), m_tabs->currentIndex());
+    settings.setValue(QStringLiteral("config/last"), QJsonDocument(toJson(m_config->config())).toJson(QJsonDocument::Compact));
     event->accept();
 }
 

@@ -1,18 +1,39 @@
 #pragma once
+// The workbench window: Configuration, Dashboard, History, Staged pilot and the Compare slot as
+// tabs, the log as a dock, the detected device in the status bar, shortcuts for the common actions,
+// and the window state and last config remembered between sessions.
 #include <QMainWindow>
 
-class QTabWidget;
+class QDockWidget;
 class QLabel;
+class QTabWidget;
 
 namespace pb::ui {
+
+class ConfigView;
+class DashboardView;
+class HistoryView;
+class LogPanel;
+class StagedPilotView;
 
 class MainWindow final : public QMainWindow {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(MainWindow)
 public:
-    explicit MainWindow(QWidget *parent = nullptr);
+    // `databasePath`: the history database (the --db option, else pb::defaultDatabasePath()).
+    explicit MainWindow(const QString &databasePath, QWidget *parent = nullptr);
     ~MainWindow() override;
     QTabWidget *tabs() const { return m_tabs; }
+    ConfigView *configView() const { return m_config; }
+    DashboardView *dashboard() const { return m_dashboard; }
+    HistoryView *history() const { return m_history; }
+    StagedPilotView *stages() const { return m_stages; }
+    // Replaces the Compare tab's placeholder with the comparison view (ui/compare); takes ownership.
+    void setCompareView(QWidget *view);
+
+public Q_SLOTS:
+    void runPilot();
+    void cancelPilot();
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -20,8 +41,17 @@ protected:
 private:
     void buildMenus();
     void restoreState();
+    void onConfigChanged();
+    QString m_databasePath;
     QTabWidget *m_tabs = nullptr;
     QLabel *m_deviceLabel = nullptr;
+    ConfigView *m_config = nullptr;
+    DashboardView *m_dashboard = nullptr;
+    HistoryView *m_history = nullptr;
+    StagedPilotView *m_stages = nullptr;
+    QWidget *m_compareSlot = nullptr;
+    LogPanel *m_log = nullptr;
+    QDockWidget *m_logDock = nullptr;
 };
 
 } // namespace pb::ui

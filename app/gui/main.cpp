@@ -2,6 +2,7 @@
 #include "BuildInfo.h"
 #include "MainWindow.h"
 #include "log/Logging.h"
+#include "util/AppPaths.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -29,7 +30,8 @@ int main(int argc, char **argv)
         return 2;
     spdlog::info("pilotbench {} starting", PILOTBENCH_VERSION);
 
-    pb::ui::MainWindow window;
+    const QString database = parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : pb::defaultDatabasePath();
+    pb::ui::MainWindow window(database);
     window.show();
     return app.exec();
 }

@@ -1,0 +1,302 @@
+#include "compare/CompareView.h"
+
+#include "config/RunConfigJson.h"
+#include "history/HistoryStore.h"
+
+#include <QComboBox>
+#include <QFileInfo>
+#include <QFrame>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPointer>
+#include <QSignalBlocker>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <spdlog/spdlog.h>
+
+namespace pb::ui {
+namespace {
+
+struct Outcome {
+    std::optional<Comparison> comparison;
+    QString error;
+};
+
+QString qs(const std::string &s) { return QString::fromStdString(s); }
+
+QString duration(double hours)
+{
+    const double seconds = hours * 3600;
+    if (seconds < 1)
+        return QString::number(seconds * 1000, 'f', 1) + QStringLiteral(" ms");
+    if (seconds < 120)
+        return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
+    if (seconds < 7200)
+        return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
+    return QString::number(hours, 'f', 1) + QStringLiteral(" h");
+}
+
+QString stepTime(double ms)
+{
+    return ms < 1 ? QString::number(ms * 1000, 'f', 2) + QStringLiteral(" \u00b5s") : QString::number(ms, 'f', 1) + QStringLiteral(" ms");
+}
+
+QString gib(int64_t bytes) { return QString::number(static_cast<double>(bytes) / (1024.0 * 1024 * 1024), 'f', 1) + QStringLiteral(" GiB"); }
+
+Outcome compute(const RunConfig &config, const Catalog &catalog, const ComparisonRequest &request, const QString &historyPath)
+{
+    Outcome out;
+    try {
+        std::optional<PilotEvidence> pilot;
+        if (!historyPath.isEmpty() && QFileInfo::exists(historyPath)) {
+            const HistoryStore store(historyPath); // this thread's own connection
+            if (const auto run = newestMatchingPilot(store, configHash(config)))
+                pilot = pilotEvidence(store, *run, catalog);
+        }
+        out.comparison = compareConfigurations(config, catalog, request, pilot);
+    } catch (const std::exception &e) {
+        out.error = QString::fromUtf8(e.what());
+    }
+    return out;
+}
+
+} // namespace
+
+CompareView::CompareView(QWidget *parent) : QWidget(parent)
+{
+    try {
+        m_catalog = builtInCatalog();
+    } catch (const std::exception &e) {
+        spdlog::error("compare view: built-in catalog unusable: {}", e.what());
+    }
+    auto *layout = new QVBoxLayout(this);
+
+    auto *controls = new QHBoxLayout;
+    m_gpus = new QComboBox(this);
+    m_strategy = new QComboBox(this);
+    m_term = new QComboBox(this);
+    for (const auto s : {ParallelStrategy::Ddp, ParallelStrategy::Fsdp, ParallelStrategy::Zero1, ParallelStrategy::Zero2, ParallelStrategy::Zero3})
+        m_strategy->addItem(QString::fromLatin1(toString(s)), static_cast<int>(s));
+    controls->addWidget(new QLabel(tr("GPUs:"), this));
+    controls->addWidget(m_gpus);
+    controls->addWidget(new QLabel(tr("Multi-GPU strategy:"), this));
+    controls->addWidget(m_strategy);
+    controls->addWidget(new QLabel(tr("Term:"), this));
+    controls->addWidget(m_term);
+    controls->addStretch(1);
+    m_basis = new QLabel(this);
+    controls->addWidget(m_basis);
+    layout->addLayout(controls);
+
+    m_tiles = new QWidget(this);
+    m_tilesLayout = new QHBoxLayout(m_tiles);
+    m_tilesLayout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_tiles);
+
+    m_table = new QTableWidget(this);
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->verticalHeader()->setVisible(false);
+    m_table->setWordWrap(false);
+    layout->addWidget(m_table, 1);
+
+    m_recommendation = new QLabel(this);
+    m_recommendation->setWordWrap(true);
+    m_recommendation->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_recommendation->setTextFormat(Qt::PlainText);
+    layout->addWidget(m_recommendation);
+    m_notice = new QLabel(this);
+    m_notice->setWordWrap(true);
+    m_notice->setTextFormat(Qt::PlainText);
+    m_notice->setStyleSheet(QStringLiteral("color: palette(mid);"));
+    layout->addWidget(m_notice);
+
+    rebuildSelectors();
+    connect(m_gpus, &QComboBox::currentIndexChanged, this, &CompareView::refresh);
+    connect(m_strategy, &QComboBox::currentIndexChanged, this, &CompareView::refresh);
+    connect(m_term, &QComboBox::currentIndexChanged, this, &CompareView::refresh);
+}
+
+CompareView::~CompareView() = default;
+
+void CompareView::rebuildSelectors()
+{
+    const QSignalBlocker blockGpus(m_gpus);
+    const QSignalBlocker blockTerm(m_term);
+    m_gpus->clear();
+    m_gpus->addItem(tr("all counts"), 0);
+    for (int g : m_catalog.gpuCounts)
+        m_gpus->addItem(QString::number(g), g);
+    m_term->clear();
+    m_term->addItem(tr("cheapest billing"), QString());
+    m_term->addItem(tr("on demand"), QStringLiteral("on_demand"));
+    for (const auto &t : m_catalog.terms)
+        m_term->addItem(qs(t.label), qs(t.id));
+}
+
+int CompareView::selectedGpus() const { return m_gpus->currentData().toInt(); }
+
+std::string CompareView::selectedTerm() const { return m_term->currentData().toString().toStdString(); }
+
+void CompareView::setConfig(const RunConfig &config)
+{
+    m_config = config;
+    refresh();
+}
+
+void CompareView::setCatalog(const Catalog &catalog)
+{
+    m_catalog = catalog;
+    rebuildSelectors();
+    refresh();
+}
+
+void CompareView::setHistoryPath(const QString &databasePath)
+{
+    m_historyPath = databasePath;
+    refresh();
+}
+
+void CompareView::refresh()
+{
+    if (!m_config)
+        return;
+    ComparisonRequest request;
+    if (selectedGpus() > 0)
+        request.gpuCounts = {selectedGpus()};
+    request.multiGpuStrategy = static_cast<ParallelStrategy>(m_strategy->currentData().toInt());
+    request.termId = selectedTerm();
+    const quint64 generation = ++m_generation;
+    m_running = true;
+    m_basis->setText(tr("comparing..."));
+    auto *watcher = new QFutureWatcher<Outcome>(this);
+    connect(watcher, &QFutureWatcher<Outcome>::finished, this, [this, watcher, generation] {
+        watcher->deleteLater();
+        if (generation != m_generation)
+            return; // superseded by a newer request
+        m_running = false;
+        const Outcome outcome = watcher->result();
+        if (outcome.comparison)
+            showComparison(*outcome.comparison);
+        else
+            showError(outcome.error);
+    });
+    watcher->setFuture(QtConcurrent::run(compute, *m_config, m_catalog, request, m_historyPath));
+}
+
+void CompareView::setComparison(const Comparison &comparison)
+{
+    ++m_generation; // a running computation no longer applies
+    m_running = false;
+    showComparison(comparison);
+}
+
+void CompareView::showError(const QString &message)
+{
+    m_error = message;
+    m_comparison.reset();
+    m_table->setRowCount(0);
+    m_recommendation->setText(tr("No comparison: %1").arg(message));
+    m_basis->clear();
+    Q_EMIT comparisonChanged();
+}
+
+void CompareView::rebuildTiles(const Comparison &c)
+{
+    while (QLayoutItem *item = m_tilesLayout->takeAt(0)) {
+        delete item->widget();
+        delete item;
+    }
+    for (const auto &card : m_catalog.cards) {
+        // The card's cheapest fitting row (the recommended one when it is this card's).
+        const ComparisonRow *best = nullptr;
+        bool recommended = false;
+        for (const auto &r : c.rows) {
+            if (r.cardId != card.id || !r.fits)
+                continue;
+            recommended = recommended || r.recommended;
+            if (!best || r.recommended || (!best->recommended && r.cost.totalCost < best->cost.totalCost))
+                best = &r;
+        }
+        auto *tile = new QFrame(m_tiles);
+        tile->setFrameShape(QFrame::StyledPanel);
+        tile->setObjectName(QStringLiteral("cardTile"));
+        if (recommended)
+            tile->setStyleSheet(QStringLiteral("#cardTile { background: #d8f0d8; border: 2px solid #3a8a3a; }"));
+        auto *v = new QVBoxLayout(tile);
+        auto *name = new QLabel(qs(card.name), tile);
+        name->setStyleSheet(QStringLiteral("font-weight: bold;"));
+        name->setWordWrap(true);
+        v->addWidget(name);
+        auto *specs = new QLabel(tr("%1 GB, %2 TB/s\n%3 BF16 TFLOP/s\n%4 (%5 GB/s)")
+                                     .arg(card.memoryGb).arg(card.memoryBandwidthTbps).arg(card.bf16DenseTflops)
+                                     .arg(qs(card.interconnect)).arg(card.interconnectGBps),
+                                 tile);
+        specs->setWordWrap(true);
+        v->addWidget(specs);
+        QString verdict = tr("does not fit at any count shown");
+        if (best) {
+            verdict = tr("best: x%1, %2 (%3)\nwindow %4, %5 %6\n%7 %6 per M tokens%8")
+                          .arg(best->gpus).arg(stepTime(best->stepTimeMs), QString::fromLatin1(toString(best->stepTimeBasis)))
+                          .arg(duration(best->cost.windowHours)).arg(best->cost.totalCost, 0, 'f', 2).arg(qs(c.currency))
+                          .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr("\nRECOMMENDED") : QString());
+        }
+        auto *result = new QLabel(verdict, tile);
+        result->setWordWrap(true);
+        v->addWidget(result);
+        v->addStretch(1);
+        m_tilesLayout->addWidget(tile, 1);
+    }
+}
+
+void CompareView::showComparison(const Comparison &c)
+{
+    m_error.clear();
+    m_comparison = c;
+    rebuildTiles(c);
+    const QStringList headers {tr("Card"), tr("GPUs"), tr("Strategy"), tr("Fits"), tr("Headroom"), tr("Max micro-batch"), tr("Step time"), tr("Basis"),
+                               tr("Tokens/s"), tr("Job"), tr("Window"), tr("Billing"), tr("Total (%1)").arg(qs(c.currency)), tr("Per M tokens"), tr("Deadline")};
+    m_table->clear();
+    m_table->setColumnCount(headers.size());
+    m_table->setHorizontalHeaderLabels(headers);
+    m_table->setRowCount(static_cast<int>(c.rows.size()));
+    for (int i = 0; i < static_cast<int>(c.rows.size()); ++i) {
+        const auto &r = c.rows[static_cast<size_t>(i)];
+        const QStringList cells {qs(r.cardId), QString::number(r.gpus), QString::fromLatin1(toString(r.strategy)), r.fits ? tr("yes") : tr("no"),
+                                 gib(r.headroomBytes), QString::number(r.maxMicroBatch), stepTime(r.stepTimeMs), QString::fromLatin1(toString(r.stepTimeBasis)),
+                                 QString::number(r.tokensPerSecond, 'f', 0), duration(r.cost.jobHours), duration(r.cost.windowHours),
+                                 qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2), QString::number(r.cost.costPerMillionTokens, 'f', 2),
+                                 r.meetsDeadline ? tr("meets") : tr("misses")};
+        QString tip;
+        for (const auto &a : r.assumptions)
+            tip += QStringLiteral("- ") + qs(a) + QLatin1Char('\n');
+        for (int col = 0; col < cells.size(); ++col) {
+            auto *item = new QTableWidgetItem(cells[col]);
+            if (col > 0 && col != 2 && col != 7 && col != 11)
+                item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+            if (r.recommended) {
+                item->setBackground(QColor(216, 240, 216));
+                QFont f = item->font();
+                f.setBold(true);
+                item->setFont(f);
+            } else if (!r.fits) {
+                item->setForeground(QColor(150, 150, 150));
+            }
+            item->setToolTip(tip.trimmed());
+            m_table->setItem(i, col, item);
+        }
+    }
+    m_table->resizeColumnsToContents();
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_recommendation->setText(qs(c.recommendation));
+    m_basis->setText(c.pilotRunId ? tr("step times from pilot run %1 on %2").arg(*c.pilotRunId).arg(qs(c.pilotDevice))
+                                  : tr("no pilot of this config in the history: step times modelled"));
+    m_notice->setText(tr("Catalog modelled on %1. %2").arg(qs(c.catalogDate), qs(c.catalogNotice)));
+    Q_EMIT comparisonChanged();
+}
+
+} // namespace pb::ui

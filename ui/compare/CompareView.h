@@ -1,0 +1,79 @@
+#pragma once
+// The "Compare" tab: one tile per catalog card side by side (datasheet figures and its cheapest
+// fitting count), the full table of cards x card counts with the recommended row highlighted, the
+// plain-language recommendation, and selectors for the card count, the multi-GPU strategy and the
+// term. The comparison is computed off the GUI thread (it reads the history); a newer request
+// supersedes an older one.
+//
+// Use: CompareView *view = new CompareView(parent);
+//      view->setHistoryPath(dbPath);   // where the newest pilot of the config is looked up ("" none)
+//      view->setCatalog(catalog);      // default: the built-in catalog
+//      view->setConfig(config);        // starts the comparison; comparisonChanged() when shown
+// or   view->setComparison(precomputed) to show a result without computing.
+#include "catalog/Catalog.h"
+#include "compare/ComparisonTable.h"
+#include "config/RunConfig.h"
+
+#include <QWidget>
+
+#include <optional>
+
+class QComboBox;
+class QHBoxLayout;
+class QLabel;
+class QTableWidget;
+
+namespace pb::ui {
+
+class CompareView final : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(CompareView)
+public:
+    explicit CompareView(QWidget *parent = nullptr);
+    ~CompareView() override;
+
+    void setConfig(const RunConfig &config);           // recomputes
+    void setCatalog(const Catalog &catalog);           // rebuilds the selectors, recomputes
+    void setHistoryPath(const QString &databasePath);  // recomputes; "" : no pilot evidence
+    // Shows a comparison computed elsewhere (no history read); the selectors are left as they are.
+    void setComparison(const Comparison &comparison);
+
+    const std::optional<Comparison> &comparison() const { return m_comparison; }
+    QString errorText() const { return m_error; }
+    bool busy() const { return m_running; }
+    // Selector values as the comparison reads them: 0 = every count; "" = cheapest term.
+    int selectedGpus() const;
+    std::string selectedTerm() const;
+
+public Q_SLOTS:
+    void refresh();
+
+Q_SIGNALS:
+    void comparisonChanged();                          // a result (or an error) is shown
+
+private:
+    void rebuildSelectors();
+    void showComparison(const Comparison &comparison);
+    void showError(const QString &message);
+    void rebuildTiles(const Comparison &comparison);
+
+    Catalog m_catalog;
+    std::optional<RunConfig> m_config;
+    QString m_historyPath;
+    std::optional<Comparison> m_comparison;
+    QString m_error;
+    quint64 m_generation = 0;
+    bool m_running = false;
+
+    QComboBox *m_gpus = nullptr;
+    QComboBox *m_strategy = nullptr;
+    QComboBox *m_term = nullptr;
+    QLabel *m_basis = nullptr;
+    QWidget *m_tiles = nullptr;
+    QHBoxLayout *m_tilesLayout = nullptr;
+    QTableWidget *m_table = nullptr;
+    QLabel *m_recommendation = nullptr;
+    QLabel *m_notice = nullptr;
+};
+
+} // namespace pb::ui

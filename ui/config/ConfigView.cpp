@@ -1,0 +1,248 @@
+#include "config/ConfigView.h"
+
+#include "config/HfImport.h"
+#include "config/MemoryBudgetWidget.h"
+#include "config/Presets.h"
+#include "config/RunConfigForm.h"
+#include "config/RunConfigJson.h"
+#include "estimate/CardCapacities.h"
+#include "estimate/MemoryEstimator.h"
+
+#include <QComboBox>
+#include <QFileDialog>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSignalBlocker>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include <exception>
+
+namespace pb::ui {
+
+ConfigView::ConfigView(QWidget *parent) : QWidget(parent)
+{
+    setObjectName(QStringLiteral("configView"));
+    auto *outer = new QVBoxLayout(this);
+
+    auto *bar = new QHBoxLayout;
+    bar->addWidget(new QLabel(tr("Preset:"), this));
+    m_presets = new QComboBox(this);
+    m_presets->setObjectName(QStringLiteral("presetCombo"));
+    m_presets->addItem(tr("(custom)"));
+    m_presets->addItems(presetNames());
+    bar->addWidget(m_presets);
+    auto *open = new QPushButton(tr("Open…"), this);
+    auto *save = new QPushButton(tr("Save…"), this);
+    auto *import = new QPushButton(tr("Import Hugging Face…"), this);
+    m_run = new QPushButton(tr("Run pilot"), this);
+    m_run->setObjectName(QStringLiteral("runPilotButton"));
+    open->setToolTip(tr("Open a config file (Ctrl+O)"));
+    save->setToolTip(tr("Save the config to a file (Ctrl+S)"));
+    import->setToolTip(tr("Import the shape from a Hugging Face model folder holding config.json"));
+    m_run->setToolTip(tr("Run a measured pilot of this config on the dashboard (Ctrl+R)"));
+    bar->addWidget(open);
+    bar->addWidget(save);
+    bar->addWidget(import);
+    bar->addStretch(1);
+    m_source = new QLabel(this);
+    m_source->setObjectName(QStringLiteral("configSource"));
+    bar->addWidget(m_source);
+    bar->addWidget(m_run);
+    outer->addLayout(bar);
+
+    auto *split = new QSplitter(Qt::Horizontal, this);
+    auto *scroll = new QScrollArea(split);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    m_form = new RunConfigForm(scroll);
+    scroll->setWidget(m_form);
+    split->addWidget(scroll);
+
+    auto *right = new QGroupBox(tr("Memory budget per card (peak of one training step)"), split);
+    auto *rl = new QVBoxLayout(right);
+    m_budget = new MemoryBudgetWidget(right);
+    rl->addWidget(m_budget);
+    m_summary = new QLabel(right);
+    m_summary->setObjectName(QStringLiteral("configSummary"));
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    rl->addWidget(m_summary);
+    rl->addStretch(1);
+    split->addWidget(right);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setSizes({790, 560});
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    outer->addWidget(split, 1);
+
+    connect(m_form, &RunConfigForm::changed, this, [this] {
+        recompute();
+        Q_EMIT configChanged();
+    });
+    connect(m_presets, &QComboBox::currentIndexChanged, this, [this](int index) {
+        if (index > 0)
+            loadPreset(m_presets->itemText(index));
+    });
+    connect(open, &QPushButton::clicked, this, &ConfigView::openDialog);
+    connect(save, &QPushButton::clicked, this, &ConfigView::saveDialog);
+    connect(import, &QPushButton::clicked, this, &ConfigView::importHfDialog);
+    connect(m_run, &QPushButton::clicked, this, &ConfigView::runPilotRequested);
+
+    setConfig(presetConfig(defaultPresetName()));
+}
+
+RunConfig ConfigView::config() const
+{
+    return m_form->config();
+}
+
+bool ConfigView::isValid() const
+{
+    return m_form->isValid();
+}
+
+void ConfigView::setConfig(const RunConfig &config)
+{
+    {
+        const QSignalBlocker block(m_presets);
+        const int index = m_presets->findText(QString::fromStdString(config.model.preset));
+        m_presets->setCurrentIndex(index > 0 ? index : 0);
+    }
+    m_form->setConfig(config);
+}
+
+void ConfigView::loadPreset(const QString &name)
+{
+    try {
+        setConfig(presetConfig(name));
+        m_file.clear();
+        m_source->setText(tr("preset %1").arg(name));
+    } catch (const std::exception &e) {
+        QMessageBox::warning(this, tr("Preset"), QString::fromUtf8(e.what()));
+    }
+}
+
+bool ConfigView::loadFile(const QString &path, QString *error)
+{
+    try {
+        setConfig(loadRunConfig(path));
+        m_file = path;
+        m_source->setText(QFileInfo(path).fileName());
+        QSettings().setValue(QStringLiteral("config/lastFile"), path);
+        Q_EMIT statusMessage(tr("Loaded %1").arg(path));
+        return true;
+    } catch (const std::exception &e) {
+        if (error)
+            *error = QString::fromUtf8(e.what());
+        return false;
+    }
+}
+
+bool ConfigView::saveFile(const QString &path, QString *error)
+{
+    try {
+        saveRunConfig(config(), path);
+        m_file = path;
+        m_source->setText(QFileInfo(path).fileName());
+        QSettings().setValue(QStringLiteral("config/lastFile"), path);
+        Q_EMIT statusMessage(tr("Saved %1").arg(path));
+        return true;
+    } catch (const std::exception &e) {
+        if (error)
+            *error = QString::fromUtf8(e.what());
+        return false;
+    }
+}
+
+bool ConfigView::importHf(const QString &folder, QString *error)
+{
+    try {
+        setConfig(importHfConfig(folder));
+        m_file.clear();
+        m_source->setText(tr("imported %1").arg(QFileInfo(folder).fileName()));
+        Q_EMIT statusMessage(tr("Imported %1").arg(folder));
+        return true;
+    } catch (const std::exception &e) {
+        if (error)
+            *error = QString::fromUtf8(e.what());
+        return false;
+    }
+}
+
+void ConfigView::openDialog()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open run config"), QFileInfo(m_file).absolutePath(), tr("Run configs (*.json);;All files (*)"));
+    QString error;
+    if (!path.isEmpty() && !loadFile(path, &error))
+        QMessageBox::warning(this, tr("Open run config"), error);
+}
+
+void ConfigView::saveDialog()
+{
+    if (!isValid()) {
+        QMessageBox::warning(this, tr("Save run config"), tr("The config has problems (shown in red); fix them before saving."));
+        return;
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save run config"), m_file.isEmpty() ? QStringLiteral("run.json") : m_file, tr("Run configs (*.json)"));
+    QString error;
+    if (!path.isEmpty() && !saveFile(path, &error))
+        QMessageBox::warning(this, tr("Save run config"), error);
+}
+
+void ConfigView::importHfDialog()
+{
+    const QString folder = QFileDialog::getExistingDirectory(this, tr("Hugging Face model folder (holding config.json)"));
+    QString error;
+    if (!folder.isEmpty() && !importHf(folder, &error))
+        QMessageBox::warning(this, tr("Import Hugging Face model"), error);
+}
+
+void ConfigView::recompute()
+{
+    m_run->setEnabled(m_form->isValid());
+    if (!m_form->isValid()) {
+        m_budget->setMessage(tr("Fix the fields in red to see the memory budget."));
+        m_summary->clear();
+        return;
+    }
+    const RunConfig c = config();
+    std::vector<CardBudget> budgets;
+    for (const CardCapacity &card : cardCapacities()) {
+        CardBudget b;
+        b.cardName = QString::fromStdString(card.name);
+        try {
+            EstimateOptions options;
+            options.device = DeviceKind::Cuda;
+            options.card = card.id;
+            b.estimate = estimateMemory(c, options);
+        } catch (const std::exception &e) {
+            b.error = QString::fromUtf8(e.what());
+        }
+        budgets.push_back(std::move(b));
+    }
+    m_budget->setBudgets(std::move(budgets));
+
+    const QLocale locale;
+    const ParamCounts params = countParameters(c);
+    QString text = tr("Parameters: %1 (trainable %2). Tokens per optimizer step: %3.")
+                       .arg(locale.toString(static_cast<qlonglong>(params.total)), locale.toString(static_cast<qlonglong>(params.trainable)),
+                            locale.toString(static_cast<qlonglong>(c.train.seqLen * c.train.microBatch * c.train.gradAccum)));
+    try {
+        EstimateOptions cpu;
+        cpu.device = DeviceKind::Cpu;
+        const MemoryEstimate e = estimateMemory(c, cpu);
+        text += tr(" CPU pilot tensor peak: %1 MiB (%2 phase).").arg(QString::number(static_cast<double>(e.peakAllocatedBytes) / (1024.0 * 1024.0), 'f', 1), QString::fromStdString(e.peakPhase));
+    } catch (const std::exception &) {
+        // The CPU line is a convenience; the per-card rows above already show any refusal.
+    }
+    m_summary->setText(text);
+}
+
+} // namespace pb::ui

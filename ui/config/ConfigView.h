@@ -1,0 +1,55 @@
+#pragma once
+// The run configuration view: preset picker, file open/save, Hugging Face import, the form, and the
+// live memory budget per card beside it, recomputed on every change (the estimator is arithmetic).
+#include "config/RunConfig.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QPushButton;
+
+namespace pb::ui {
+
+class MemoryBudgetWidget;
+class RunConfigForm;
+
+class ConfigView final : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(ConfigView)
+public:
+    explicit ConfigView(QWidget *parent = nullptr);
+    RunConfig config() const;
+    bool isValid() const;
+    void setConfig(const RunConfig &config);
+    RunConfigForm *form() const { return m_form; }
+    MemoryBudgetWidget *budget() const { return m_budget; }
+    // Load or save without dialogs; on failure they return false and put the reason in *error.
+    bool loadFile(const QString &path, QString *error);
+    bool saveFile(const QString &path, QString *error);
+    bool importHf(const QString &folder, QString *error);
+    void loadPreset(const QString &name);
+    const QString &currentFile() const { return m_file; }
+
+public Q_SLOTS:
+    void openDialog();
+    void saveDialog();
+    void importHfDialog();
+
+Q_SIGNALS:
+    void configChanged();
+    void runPilotRequested();
+    void statusMessage(const QString &message);
+
+private:
+    void recompute();
+    RunConfigForm *m_form = nullptr;
+    MemoryBudgetWidget *m_budget = nullptr;
+    QComboBox *m_presets = nullptr;
+    QLabel *m_summary = nullptr;
+    QLabel *m_source = nullptr;
+    QPushButton *m_run = nullptr;
+    QString m_file;
+};
+
+} // namespace pb::ui

@@ -1,0 +1,158 @@
+#include "config/MemoryBudgetWidget.h"
+
+#include <QPainter>
+#include <QPainterPath>
+
+#include <algorithm>
+
+namespace pb::ui {
+namespace {
+
+constexpr int kLegendHeight = 22;
+constexpr int kRowHeight = 50;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+const QColor &segmentColor(size_t i)
+{
+    static const QColor colors[] {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xe1, 0x57, 0x59), QColor(0x76, 0xb7, 0xb2),
+                                  QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48), QColor(0xb0, 0x7a, 0xa1)};
+    return colors[i % 7];
+}
+
+QString gib(int64_t bytes)
+{
+    return QString::number(static_cast<double>(bytes) / kGiB, 'f', bytes < 10 * kGiB ? 2 : 1);
+}
+
+} // namespace
+
+std::vector<BudgetSegment> budgetSegments(const MemoryBreakdown &b)
+{
+    return {{MemoryBudgetWidget::tr("weights"), b.weights()},   {MemoryBudgetWidget::tr("gradients"), b.gradients},
+            {MemoryBudgetWidget::tr("optimizer"), b.optimizer}, {MemoryBudgetWidget::tr("activations"), b.activations},
+            {MemoryBudgetWidget::tr("logits"), b.logits},       {MemoryBudgetWidget::tr("workspace"), b.workspace},
+            {MemoryBudgetWidget::tr("framework"), b.framework}};
+}
+
+MemoryBudgetWidget::MemoryBudgetWidget(QWidget *parent) : QWidget(parent)
+{
+    setObjectName(QStringLiteral("memoryBudget"));
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Minimum);
+}
+
+void MemoryBudgetWidget::setBudgets(std::vector<CardBudget> budgets)
+{
+    m_budgets = std::move(budgets);
+    m_message.clear();
+    updateGeometry();
+    update();
+}
+
+void MemoryBudgetWidget::setMessage(const QString &message)
+{
+    m_budgets.clear();
+    m_message = message;
+    update();
+}
+
+QSize MemoryBudgetWidget::sizeHint() const
+{
+    const int rows = std::max<int>(4, static_cast<int>(m_budgets.size()));
+    return {520, kLegendHeight * 2 + rows * kRowHeight + 8};
+}
+
+QSize MemoryBudgetWidget::minimumSizeHint() const
+{
+    return {360, sizeHint().height()};
+}
+
+void MemoryBudgetWidget::paintEvent(QPaintEvent *)
+{
+    QPainter p(this);
+    p.setRenderHint(QPainter::Antialiasing);
+    const QRect area = rect().adjusted(4, 4, -4, -4);
+    if (!m_message.isEmpty() || m_budgets.empty()) {
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawText(area, Qt::AlignCenter | Qt::TextWordWrap, m_message.isEmpty() ? tr("No budget yet") : m_message);
+        return;
+    }
+
+    // Legend, wrapped onto two lines when narrow.
+    const QFontMetrics fm(font());
+    const auto names = budgetSegments({});
+    int lx = area.left(), ly = area.top();
+    for (size_t i = 0; i < names.size(); ++i) {
+        const int w = 14 + fm.horizontalAdvance(names[i].name) + 12;
+        if (lx + w > area.right()) {
+            lx = area.left();
+            ly += kLegendHeight;
+        }
+        p.fillRect(QRect(lx, ly + 5, 10, 10), segmentColor(i));
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(QPoint(lx + 14, ly + 5 + fm.ascent() - 2), names[i].name);
+        lx += w;
+    }
+    int y = ly + kLegendHeight + 4;
+
+    // One scale for every card, so capacities compare at a glance; overflow is clipped and marked.
+    int64_t scaleBytes = 1;
+    for (const auto &b : m_budgets)
+        if (b.estimate)
+            scaleBytes = std::max(scaleBytes, b.estimate->capacityBytes);
+    scaleBytes = scaleBytes + scaleBytes / 5;
+    const int barLeft = area.left();
+    const int barWidth = std::max(40, area.width() - 4);
+    auto xOf = [&](int64_t bytes) { return barLeft + static_cast<int>(static_cast<double>(std::min(bytes, scaleBytes)) / static_cast<double>(scaleBytes) * barWidth); };
+
+    QFont bold = font();
+    bold.setBold(true);
+    const QFontMetrics boldMetrics(bold);
+    for (const auto &b : m_budgets) {
+        // Line 1: the card in bold and what the estimate says; line 2: the bar.
+        p.setPen(palette().color(QPalette::WindowText));
+        p.setFont(bold);
+        const QRect nameRect(area.left(), y, area.width(), 20);
+        p.drawText(nameRect, Qt::AlignLeft | Qt::AlignVCenter, b.cardName);
+        const int textLeft = area.left() + boldMetrics.horizontalAdvance(b.cardName) + 12;
+        p.setFont(font());
+        if (!b.estimate) {
+            p.setPen(QColor(0xc0, 0x30, 0x30));
+            p.drawText(QRect(textLeft, y, area.right() - textLeft, kRowHeight - 4), Qt::AlignLeft | Qt::TextWordWrap, b.error);
+            y += kRowHeight;
+            continue;
+        }
+        const MemoryEstimate &e = *b.estimate;
+        const QRect bar(barLeft, y + 22, barWidth, 18);
+        const QRect capacity(barLeft, bar.top(), xOf(e.capacityBytes) - barLeft, bar.height());
+        p.fillRect(capacity, palette().color(QPalette::AlternateBase));
+        int64_t at = 0;
+        const auto segments = budgetSegments(e.breakdown);
+        for (size_t i = 0; i < segments.size(); ++i) {
+            const int x0 = xOf(at);
+            at += segments[i].bytes;
+            const int x1 = xOf(at);
+            if (x1 > x0)
+                p.fillRect(QRect(x0, bar.top(), x1 - x0, bar.height()), segmentColor(i));
+        }
+        p.setPen(QPen(palette().color(QPalette::WindowText), 1));
+        p.setBrush(Qt::NoBrush);
+        p.drawRect(capacity);
+        if (e.usableBytes > 0) {
+            const int hx = xOf(e.usableBytes);
+            p.setPen(QPen(QColor(0xc0, 0x30, 0x30), 2, Qt::DashLine));
+            p.drawLine(hx, bar.top() - 3, hx, bar.bottom() + 3);
+        }
+        if (e.totalBytes > scaleBytes) {
+            p.setPen(QColor(0xc0, 0x30, 0x30));
+            p.drawText(QRect(barLeft + barWidth - 20, bar.top(), 20, bar.height()), Qt::AlignCenter, QStringLiteral("»"));
+        }
+        const QString mb = e.maxMicroBatch > 0 ? tr("max micro-batch %1").arg(e.maxMicroBatch) : (e.maxMicroBatch == 0 ? tr("micro-batch 1 does not fit") : tr("max micro-batch unknown"));
+        const QString text = tr("%1 of %2 GiB (usable %3) · %4 · %5")
+                                 .arg(gib(e.totalBytes), gib(e.capacityBytes), gib(e.usableBytes), e.fits ? tr("fits") : tr("does not fit"), mb);
+        p.setPen(e.fits ? palette().color(QPalette::WindowText) : QColor(0xc0, 0x30, 0x30));
+        p.drawText(QRect(textLeft, y, area.right() - textLeft, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(text, Qt::ElideRight, area.right() - textLeft));
+        y += kRowHeight;
+    }
+}
+
+} // namespace pb::ui

@@ -1,0 +1,59 @@
+#pragma once
+// A form over the fields of RunConfig an engineer changes most (model shape, the train block,
+// seed). Fields the form does not show are carried through unchanged from the config it was given.
+// Every change is validated at once: the field turns red and carries the rule as its tooltip, and
+// the list of problems sits under the form.
+#include "config/RunConfig.h"
+#include "config/RunConfigValidation.h"
+
+#include <QMap>
+#include <QWidget>
+
+#include <vector>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QSpinBox;
+
+namespace pb::ui {
+
+class RunConfigForm final : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(RunConfigForm)
+public:
+    explicit RunConfigForm(QWidget *parent = nullptr);
+    void setConfig(const RunConfig &config);
+    // The base config with the form's values written over it. Values the form cannot parse (the
+    // seed) keep the base value; they are listed in issues() all the same.
+    RunConfig config() const;
+    // Every problem: the form's own parse errors first, then validateRunConfig's.
+    const std::vector<ValidationIssue> &issues() const { return m_issues; }
+    bool isValid() const { return m_issues.empty(); }
+    // The widget showing `field` (a JSON path like "train.seq_len"), or nullptr.
+    QWidget *fieldWidget(const QString &field) const;
+
+Q_SIGNALS:
+    void changed();
+
+private:
+    QSpinBox *addSpin(const QString &field, int minimum);
+    QComboBox *addCombo(const QString &field, const QStringList &names);
+    void onEdited();
+    void validate();
+
+    RunConfig m_base;
+    bool m_loading = false;
+    QMap<QString, QWidget *> m_fields;
+    std::vector<ValidationIssue> m_issues;
+    QLabel *m_issueLabel = nullptr;
+    QLineEdit *m_targets = nullptr;
+    QLineEdit *m_seed = nullptr;
+    QDoubleSpinBox *m_alpha = nullptr;
+    QCheckBox *m_tie = nullptr;
+    QCheckBox *m_recompute = nullptr;
+};
+
+} // namespace pb::ui

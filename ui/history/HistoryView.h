@@ -1,0 +1,78 @@
+#pragma once
+// The history: the runs table (sortable, filterable, tags and notes edited in place), and below it
+// the opened run's charts and summary, the overlay of the selected runs, and the config diff of two.
+#include <QWidget>
+
+#include <memory>
+#include <vector>
+
+class QLabel;
+class QLineEdit;
+class QComboBox;
+class QSortFilterProxyModel;
+class QTableView;
+class QTabWidget;
+class QTextBrowser;
+class QTableWidget;
+
+namespace pb {
+class HistoryStore;
+}
+
+namespace pb::ui {
+
+class OverlayCharts;
+class RunCharts;
+class RunTableModel;
+
+class HistoryView final : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(HistoryView)
+public:
+    explicit HistoryView(const QString &databasePath, QWidget *parent = nullptr);
+    ~HistoryView() override;
+
+    HistoryStore *store() const { return m_store.get(); }
+    RunTableModel *model() const { return m_model; }
+    QSortFilterProxyModel *proxy() const { return m_proxy; }
+    QTableView *table() const { return m_table; }
+    RunCharts *runCharts() const { return m_charts; }
+    OverlayCharts *overlay() const { return m_overlay; }
+    QTableWidget *diffTable() const { return m_diff; }
+    std::vector<int64_t> selectedRunIds() const;
+    int64_t openedRunId() const { return m_openedRunId; }
+
+public Q_SLOTS:
+    void refresh();
+    void openRun(qint64 runId);
+    void overlayRuns(const std::vector<int64_t> &runIds);
+    void diffRuns(qint64 leftRunId, qint64 rightRunId);
+    void togglePinBaseline(qint64 runId);
+    void openSelected();
+    void overlaySelected();
+    void diffSelected();
+
+Q_SIGNALS:
+    void statusMessage(const QString &message);
+    void historyChanged();
+
+private:
+    void showError(const QString &message);
+    QString m_path;
+    std::unique_ptr<HistoryStore> m_store;
+    RunTableModel *m_model = nullptr;
+    QSortFilterProxyModel *m_proxy = nullptr;
+    QTableView *m_table = nullptr;
+    QLineEdit *m_filter = nullptr;
+    QComboBox *m_kind = nullptr;
+    QTabWidget *m_details = nullptr;
+    RunCharts *m_charts = nullptr;
+    QTextBrowser *m_summary = nullptr;
+    OverlayCharts *m_overlay = nullptr;
+    QTableWidget *m_diff = nullptr;
+    QLabel *m_diffTitle = nullptr;
+    QLabel *m_error = nullptr;
+    int64_t m_openedRunId = 0;
+};
+
+} // namespace pb::ui

@@ -1,0 +1,297 @@
+#include "monitor/DashboardView.h"
+
+#include "charts/RunCharts.h"
+#include "engine/Environment.h"
+#include "engine/PilotEngine.h"
+#include "estimate/MemoryEstimator.h"
+#include "monitor/PilotController.h"
+#include "monitor/SampleBuffer.h"
+
+#include <QComboBox>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+namespace pb::ui {
+namespace {
+
+QString duration(double seconds)
+{
+    if (seconds < 60)
+        return QStringLiteral("%1 s").arg(seconds, 0, 'f', 0);
+    if (seconds < 3600)
+        return QStringLiteral("%1 min %2 s").arg(static_cast<int>(seconds / 60)).arg(static_cast<int>(seconds) % 60);
+    return QStringLiteral("%1 h %2 min").arg(static_cast<int>(seconds / 3600)).arg((static_cast<int>(seconds) % 3600) / 60);
+}
+
+QLabel *figure(QGridLayout *grid, int row, int column, const QString &name, const QString &objectName, QWidget *parent)
+{
+    auto *title = new QLabel(name, parent);
+    title->setStyleSheet(QStringLiteral("color: palette(mid);"));
+    auto *value = new QLabel(QStringLiteral("–"), parent);
+    value->setObjectName(objectName);
+    QFont f = value->font();
+    f.setBold(true);
+    value->setFont(f);
+    grid->addWidget(title, row, column * 2);
+    grid->addWidget(value, row, column * 2 + 1);
+    return value;
+}
+
+} // namespace
+
+DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
+    : QWidget(parent), m_databasePath(databasePath), m_buffer(std::make_unique<SampleBuffer>())
+{
+    setObjectName(QStringLiteral("dashboardView"));
+    m_controller = new PilotController(*m_buffer, this);
+    auto *outer = new QVBoxLayout(this);
+
+    auto *bar = new QHBoxLayout;
+    m_configLabel = new QLabel(this);
+    m_configLabel->setObjectName(QStringLiteral("dashboardConfig"));
+    bar->addWidget(m_configLabel, 1);
+    bar->addWidget(new QLabel(tr("Device:"), this));
+    m_device = new QComboBox(this);
+    m_device->setObjectName(QStringLiteral("deviceCombo"));
+    m_device->addItem(QStringLiteral("cpu"));
+    for (int i = 0; i < cudaDeviceCount(); ++i)
+        m_device->addItem(QStringLiteral("cuda:%1").arg(i));
+    bar->addWidget(m_device);
+    bar->addWidget(new QLabel(tr("Warm-up:"), this));
+    m_warmup = new QSpinBox(this);
+    m_warmup->setObjectName(QStringLiteral("warmupSteps"));
+    m_warmup->setRange(0, 1000);
+    m_warmup->setValue(3);
+    bar->addWidget(m_warmup);
+    bar->addWidget(new QLabel(tr("Measured steps:"), this));
+    m_steps = new QSpinBox(this);
+    m_steps->setObjectName(QStringLiteral("measuredSteps"));
+    m_steps->setRange(1, 10000000);
+    m_steps->setValue(20);
+    bar->addWidget(m_steps);
+    m_start = new QPushButton(tr("Start pilot"), this);
+    m_start->setObjectName(QStringLiteral("startButton"));
+    m_start->setToolTip(tr("Ctrl+R"));
+    m_cancel = new QPushButton(tr("Cancel"), this);
+    m_cancel->setObjectName(QStringLiteral("cancelButton"));
+    m_cancel->setToolTip(tr("Esc: stops within one micro-batch; what was measured is kept"));
+    bar->addWidget(m_start);
+    bar->addWidget(m_cancel);
+    outer->addLayout(bar);
+
+    auto *figures = new QGroupBox(this);
+    auto *grid = new QGridLayout(figures);
+    grid->setContentsMargins(8, 4, 8, 4);
+    m_progress = new QProgressBar(figures);
+    m_progress->setObjectName(QStringLiteral("pilotProgress"));
+    m_progress->setFormat(tr("step %v of %m"));
+    grid->addWidget(m_progress, 0, 0, 1, 6);
+    m_eta = figure(grid, 0, 3, tr("ETA"), QStringLiteral("etaFigure"), figures);
+    m_phase = figure(grid, 0, 4, tr("Phase"), QStringLiteral("phaseFigure"), figures);
+    m_stepTime = figure(grid, 1, 0, tr("Step time p50"), QStringLiteral("stepTimeFigure"), figures);
+    m_tokens = figure(grid, 1, 1, tr("Tokens/s"), QStringLiteral("tokensFigure"), figures);
+    m_stall = figure(grid, 1, 2, tr("Data stall"), QStringLiteral("stallFigure"), figures);
+    m_mfu = figure(grid, 1, 3, tr("MFU"), QStringLiteral("mfuFigure"), figures);
+    m_peak = figure(grid, 1, 4, tr("Peak allocated"), QStringLiteral("peakFigure"), figures);
+    m_verdict = new QLabel(figures);
+    m_verdict->setObjectName(QStringLiteral("verdictLabel"));
+    m_verdict->setWordWrap(true);
+    grid->addWidget(m_verdict, 2, 0, 1, 10);
+    for (int c = 1; c < 10; c += 2)
+        grid->setColumnStretch(c, 1);
+    outer->addWidget(figures);
+
+    m_charts = new RunCharts(this);
+    outer->addWidget(m_charts, 1);
+
+    m_frame = new QTimer(this);
+    m_frame->setInterval(kFrameIntervalMs);
+    connect(m_frame, &QTimer::timeout, this, &DashboardView::drain);
+    connect(m_start, &QPushButton::clicked, this, &DashboardView::startPilot);
+    connect(m_cancel, &QPushButton::clicked, this, &DashboardView::cancelPilot);
+    connect(m_controller, &PilotController::runStarted, this, &DashboardView::runStarted);
+    connect(m_controller, &PilotController::runFinished, this, &DashboardView::onFinished);
+    connect(m_controller, &PilotController::runFailed, this, &DashboardView::onFailed);
+    setRunningUi(false);
+}
+
+DashboardView::~DashboardView() = default;
+
+void DashboardView::setConfig(const RunConfig &config, bool valid)
+{
+    m_config = config;
+    m_configValid = valid;
+    const QString name = QString::fromStdString(config.name.empty() ? config.model.preset : config.name);
+    m_configLabel->setText(valid ? tr("Config: %1 · seq %2 × micro-batch %3 × accum %4 · %5")
+                                       .arg(name.isEmpty() ? tr("custom") : name)
+                                       .arg(config.train.seqLen)
+                                       .arg(config.train.microBatch)
+                                       .arg(config.train.gradAccum)
+                                       .arg(QString::fromLatin1(toString(config.train.precision)))
+                                 : tr("The config has problems: fix them on the Configuration tab."));
+    if (!isRunning())
+        m_start->setEnabled(valid);
+}
+
+void DashboardView::setSteps(int measuredSteps, int warmupSteps)
+{
+    m_steps->setValue(measuredSteps);
+    m_warmup->setValue(warmupSteps);
+}
+
+bool DashboardView::isRunning() const
+{
+    return m_controller->isRunning();
+}
+
+bool DashboardView::startPilot()
+{
+    if (!m_configValid || isRunning())
+        return false;
+    PilotOptions options;
+    options.device = m_device->currentText().toStdString();
+    options.steps = m_steps->value();
+    options.warmupSteps = m_warmup->value();
+    m_charts->clear();
+    try {
+        EstimateOptions e;
+        e.device = options.device == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
+        m_charts->setEstimateBytes(estimatePeakAllocatedBytes(m_config, e, m_config.train.microBatch));
+    } catch (const std::exception &) {
+        m_charts->setEstimateBytes(std::nullopt); // no estimate line for a shape the estimator refuses
+    }
+    m_lastStep = m_measured = m_tokensSum = m_peakAllocated = 0;
+    m_stepMsSum = m_dataWaitMsSum = m_recentStepMs = 0;
+    m_totalSteps = options.steps + options.warmupSteps;
+    m_currentPhase = Phase::Setup;
+    m_progress->setRange(0, static_cast<int>(m_totalSteps));
+    m_progress->setValue(0);
+    for (QLabel *l : {m_stepTime, m_tokens, m_stall, m_mfu, m_eta, m_peak})
+        l->setText(QStringLiteral("–"));
+    m_verdict->setText(tr("Running on %1…").arg(QString::fromStdString(options.device)));
+    m_verdict->setStyleSheet(QString());
+    if (!m_controller->start(m_config, options, m_databasePath))
+        return false;
+    m_elapsed.start();
+    setRunningUi(true);
+    m_frame->start();
+    Q_EMIT statusMessage(tr("Pilot started: %1 warm-up + %2 measured steps on %3").arg(options.warmupSteps).arg(options.steps).arg(QString::fromStdString(options.device)));
+    return true;
+}
+
+void DashboardView::cancelPilot()
+{
+    if (!isRunning())
+        return;
+    m_controller->cancel();
+    m_verdict->setText(tr("Cancelling: the engine stops after the current micro-batch…"));
+}
+
+void DashboardView::setRunningUi(bool running)
+{
+    m_start->setEnabled(!running && m_configValid);
+    m_cancel->setEnabled(running);
+    m_steps->setEnabled(!running);
+    m_warmup->setEnabled(!running);
+    m_device->setEnabled(!running);
+}
+
+void DashboardView::drain()
+{
+    SampleDrain d = m_buffer->drain();
+    m_currentPhase = d.currentPhase;
+    for (const StepSample &s : d.samples) {
+        m_lastStep = std::max(m_lastStep, s.step);
+        m_peakAllocated = std::max(m_peakAllocated, s.peakAllocatedBytes);
+        m_recentStepMs = m_recentStepMs > 0 ? 0.8 * m_recentStepMs + 0.2 * s.stepTimeMs : s.stepTimeMs;
+        if (s.phase == Phase::Train) {
+            ++m_measured;
+            m_stepMsSum += s.stepTimeMs;
+            m_dataWaitMsSum += s.dataWaitMs;
+            m_tokensSum += s.tokens;
+        }
+    }
+    m_charts->appendSamples(d.samples);
+    m_charts->appendPhases(d.phases);
+    m_charts->refresh();
+    if (!d.samples.empty())
+        updateFigures();
+    m_phase->setText(QString::fromLatin1(toString(m_currentPhase)));
+}
+
+void DashboardView::updateFigures()
+{
+    m_progress->setValue(static_cast<int>(std::min(m_lastStep, m_totalSteps)));
+    const double remaining = static_cast<double>(m_totalSteps - m_lastStep);
+    m_eta->setText(m_recentStepMs > 0 ? duration(remaining * m_recentStepMs / 1000.0) : QStringLiteral("–"));
+    m_peak->setText(QStringLiteral("%1 MiB").arg(static_cast<double>(m_peakAllocated) / (1024.0 * 1024.0), 0, 'f', 1));
+    if (m_measured == 0)
+        return;
+    const auto &measured = m_charts->measuredStepTimesMs();
+    m_stepTime->setText(QStringLiteral("%1 ms").arg(percentile(measured, 50), 0, 'f', 1));
+    m_tokens->setText(QStringLiteral("%1").arg(static_cast<double>(m_tokensSum) / (m_stepMsSum / 1000.0), 0, 'f', 0));
+    m_stall->setText(QStringLiteral("%1 %").arg(100.0 * m_dataWaitMsSum / m_stepMsSum, 0, 'f', 1));
+    m_mfu->setText(tr("n/a (device peak unknown)"));
+}
+
+void DashboardView::onFinished(qint64 runId, const PilotSummary &summary, const QString &historyError)
+{
+    drain();
+    m_frame->stop();
+    setRunningUi(false);
+    m_lastRunId = runId;
+    m_lastVerdict = QString::fromLatin1(toString(summary.verdict));
+    if (summary.measuredSteps > 0) {
+        m_stepTime->setText(QStringLiteral("%1 ms").arg(summary.stepTimeP50Ms, 0, 'f', 1));
+        m_tokens->setText(QStringLiteral("%1").arg(summary.tokensPerSecond, 0, 'f', 0));
+        m_stall->setText(QStringLiteral("%1 %").arg(100.0 * summary.dataStallFraction, 0, 'f', 1));
+    }
+    m_mfu->setText(summary.mfu ? QStringLiteral("%1 %").arg(100.0 * *summary.mfu, 0, 'f', 1) : tr("n/a (device peak unknown)"));
+    m_eta->setText(tr("done in %1").arg(duration(m_elapsed.elapsed() / 1000.0)));
+    QString text = tr("Run %1: %2. p50 %3 ms, p90 %4 ms, p99 %5 ms over %6 measured steps; peak allocated %7 MiB.")
+                       .arg(runId)
+                       .arg(m_lastVerdict)
+                       .arg(summary.stepTimeP50Ms, 0, 'f', 1)
+                       .arg(summary.stepTimeP90Ms, 0, 'f', 1)
+                       .arg(summary.stepTimeP99Ms, 0, 'f', 1)
+                       .arg(summary.measuredSteps)
+                       .arg(static_cast<double>(summary.peakAllocatedBytes) / (1024.0 * 1024.0), 0, 'f', 1);
+    if (!summary.message.empty())
+        text += QLatin1Char(' ') + QString::fromStdString(summary.message);
+    if (!historyError.isEmpty())
+        text += QLatin1Char(' ') + historyError;
+    m_verdict->setText(text);
+    m_verdict->setStyleSheet(summary.verdict == Verdict::Fits ? QStringLiteral("color: #207020;") : QStringLiteral("color: #b02020;"));
+    Q_EMIT statusMessage(tr("Pilot run %1 finished: %2").arg(runId).arg(m_lastVerdict));
+    Q_EMIT runFinished(runId);
+}
+
+void DashboardView::onFailed(const QString &message)
+{
+    drain();
+    m_frame->stop();
+    setRunningUi(false);
+    m_lastVerdict = QStringLiteral("error");
+    m_lastRunId = m_controller->currentRunId();
+    m_verdict->setText(tr("The pilot stopped with an error: %1").arg(message));
+    m_verdict->setStyleSheet(QStringLiteral("color: #b02020;"));
+    // Non-modal: the application keeps running and tests are never blocked by it.
+    auto *box = new QMessageBox(QMessageBox::Critical, tr("Pilot failed"), message, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+    Q_EMIT statusMessage(tr("Pilot failed: %1").arg(message));
+    if (m_lastRunId > 0)
+        Q_EMIT runFinished(m_lastRunId);
+}
+
+} // namespace pb::ui

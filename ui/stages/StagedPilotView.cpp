@@ -1,0 +1,186 @@
+#include "stages/StagedPilotView.h"
+
+#include "history/HistoryStore.h"
+
+#include <QFrame>
+#include <QGridLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include <exception>
+
+namespace pb::ui {
+namespace {
+
+struct StageSpec {
+    const char *title;
+    const char *rule;
+    QStringList kinds;
+};
+
+const std::vector<StageSpec> &stageSpecs()
+{
+    static const std::vector<StageSpec> specs {
+        {QT_TRANSLATE_NOOP("StagedPilotView", "1. Memory budget"),
+         QT_TRANSLATE_NOOP("StagedPilotView", "A measured pilot of the config ran its steps without running out of memory (verdict fits)."),
+         {QStringLiteral("pilot")}},
+        {QT_TRANSLATE_NOOP("StagedPilotView", "2. One scaling step"),
+         QT_TRANSLATE_NOOP("StagedPilotView", "The same job on the next device count measured, with its scaling efficiency (run kind scale, verdict fits)."),
+         {QStringLiteral("scale")}},
+        {QT_TRANSLATE_NOOP("StagedPilotView", "3. Restoration proof"),
+         QT_TRANSLATE_NOOP("StagedPilotView", "A checkpoint restored in a fresh process continued exactly like the uninterrupted run (run kind restore-check, verdict fits)."),
+         {QStringLiteral("restore-check")}},
+        {QT_TRANSLATE_NOOP("StagedPilotView", "4. Term decision"),
+         QT_TRANSLATE_NOOP("StagedPilotView", "Cards compared on cost per useful output and a rental term chosen (run kind decision or compare, finished)."),
+         {QStringLiteral("decision"), QStringLiteral("compare")}},
+    };
+    return specs;
+}
+
+} // namespace
+
+StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kStageCount)
+{
+    setObjectName(QStringLiteral("stagedPilotView"));
+    auto *outer = new QVBoxLayout(this);
+    m_modelLabel = new QLabel(this);
+    m_modelLabel->setWordWrap(true);
+    outer->addWidget(m_modelLabel);
+    auto *grid = new QGridLayout;
+    grid->setHorizontalSpacing(14);
+    grid->setVerticalSpacing(10);
+    const QString cli[] {QString(), tr("Not in the GUI yet: run `pilotbench-cli scale` on the target machine; the run shows here once recorded."),
+                         tr("Not in the GUI yet: run `pilotbench-cli restore-check`; the run shows here once recorded."), QString()};
+    for (int i = 0; i < kStageCount; ++i) {
+        const StageSpec &spec = stageSpecs()[static_cast<size_t>(i)];
+        auto *badge = new QLabel(this);
+        badge->setObjectName(QStringLiteral("stageBadge%1").arg(i));
+        badge->setAlignment(Qt::AlignCenter);
+        badge->setFixedSize(110, 28);
+        auto *title = new QLabel(QStringLiteral("<b>%1</b><br><span style='color:gray'>%2</span>").arg(tr(spec.title), tr(spec.rule)), this);
+        title->setWordWrap(true);
+        auto *evidence = new QLabel(this);
+        evidence->setObjectName(QStringLiteral("stageEvidence%1").arg(i));
+        evidence->setWordWrap(true);
+        evidence->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        grid->addWidget(badge, i * 2, 0, Qt::AlignTop);
+        grid->addWidget(title, i * 2, 1);
+        grid->addWidget(evidence, i * 2 + 1, 1);
+        if (i == 3) {
+            auto *b = new QPushButton(tr("Open comparison"), this);
+            connect(b, &QPushButton::clicked, this, &StagedPilotView::compareRequested);
+            grid->addWidget(b, i * 2, 2, Qt::AlignTop);
+        } else if (i == 0) {
+            auto *budget = new QPushButton(tr("Show budget"), this);
+            connect(budget, &QPushButton::clicked, this, &StagedPilotView::showBudgetRequested);
+            grid->addWidget(budget, i * 2, 2, Qt::AlignTop);
+            auto *run = new QPushButton(tr("Run pilot"), this);
+            connect(run, &QPushButton::clicked, this, &StagedPilotView::runPilotRequested);
+            grid->addWidget(run, i * 2 + 1, 2, Qt::AlignTop);
+        }
+        if (!cli[i].isEmpty()) {
+            auto *hint = new QLabel(cli[i], this);
+            hint->setWordWrap(true);
+            hint->setMaximumWidth(320);
+            hint->setStyleSheet(QStringLiteral("color: gray;"));
+            grid->addWidget(hint, i * 2, 2, 2, 1, Qt::AlignTop);
+        }
+        m_badges.push_back(badge);
+        m_evidence.push_back(evidence);
+    }
+    grid->setColumnStretch(1, 1);
+    outer->addLayout(grid);
+    auto *refreshButton = new QPushButton(tr("Refresh evidence"), this);
+    connect(refreshButton, &QPushButton::clicked, this, &StagedPilotView::refresh);
+    auto *row = new QHBoxLayout;
+    row->addStretch(1);
+    row->addWidget(refreshButton);
+    outer->addLayout(row);
+    outer->addStretch(1);
+    refresh();
+}
+
+void StagedPilotView::setStore(HistoryStore *store)
+{
+    m_store = store;
+    refresh();
+}
+
+void StagedPilotView::setModel(const QString &model)
+{
+    if (model == m_model)
+        return;
+    m_model = model;
+    refresh();
+}
+
+StageStatus StagedPilotView::evaluate(int index) const
+{
+    StageStatus status;
+    if (!m_store) {
+        status.evidence = tr("No history database open.");
+        return status;
+    }
+    const StageSpec &spec = stageSpecs()[static_cast<size_t>(index)];
+    std::optional<RunRecord> newest;
+    for (const QString &kind : spec.kinds) {
+        RunFilter filter;
+        filter.kind = kind;
+        filter.model = m_model;
+        filter.status = QStringLiteral("done");
+        filter.limit = 1;
+        auto runs = m_store->listRuns(filter);
+        if (!runs.empty() && (!newest || runs.front().startedAt > newest->startedAt))
+            newest = runs.front();
+    }
+    if (!newest) {
+        status.evidence = tr("No %1 run recorded for %2 yet.").arg(spec.kinds.join(QStringLiteral(" or ")), m_model.isEmpty() ? tr("any model") : m_model);
+        return status;
+    }
+    status.runId = newest->id;
+    status.state = newest->verdict == QLatin1String("fits") ? StageState::Passed : StageState::Failed;
+    const QJsonObject &s = newest->summary;
+    QString detail;
+    if (s.value(QStringLiteral("step_time_p50_ms")).isDouble())
+        detail = tr(", p50 %1 ms, peak %2 MiB")
+                     .arg(s.value(QStringLiteral("step_time_p50_ms")).toDouble(), 0, 'f', 1)
+                     .arg(s.value(QStringLiteral("peak_allocated_bytes")).toDouble() / (1024.0 * 1024.0), 0, 'f', 1);
+    const QString message = s.value(QStringLiteral("message")).toString();
+    status.evidence = tr("Run %1 (%2) on %3, %4: %5%6%7")
+                          .arg(newest->id)
+                          .arg(newest->kind, newest->device, newest->startedAt.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")), newest->verdict, detail,
+                               message.isEmpty() ? QString() : QStringLiteral(" — ") + message);
+    return status;
+}
+
+void StagedPilotView::refresh()
+{
+    m_modelLabel->setText(tr("Evidence for model <b>%1</b>, newest finished run of each kind in the history.").arg(m_model.isEmpty() ? tr("(any)") : m_model.toHtmlEscaped()));
+    for (int i = 0; i < kStageCount; ++i) {
+        try {
+            m_status[static_cast<size_t>(i)] = evaluate(i);
+        } catch (const std::exception &e) {
+            m_status[static_cast<size_t>(i)] = {StageState::Missing, 0, QString::fromUtf8(e.what())};
+        }
+        const StageStatus &s = m_status[static_cast<size_t>(i)];
+        QLabel *badge = m_badges[static_cast<size_t>(i)];
+        switch (s.state) {
+        case StageState::Passed:
+            badge->setText(tr("✔ passed"));
+            badge->setStyleSheet(QStringLiteral("background:#2e7d32; color:white; border-radius:4px; font-weight:bold;"));
+            break;
+        case StageState::Failed:
+            badge->setText(tr("✘ not passed"));
+            badge->setStyleSheet(QStringLiteral("background:#c62828; color:white; border-radius:4px; font-weight:bold;"));
+            break;
+        case StageState::Missing:
+            badge->setText(tr("○ no evidence"));
+            badge->setStyleSheet(QStringLiteral("background:#9e9e9e; color:white; border-radius:4px;"));
+            break;
+        }
+        m_evidence[static_cast<size_t>(i)]->setText(s.evidence);
+    }
+}
+
+} // namespace pb::ui

@@ -1,0 +1,56 @@
+#pragma once
+// The staged pilot as a checklist: memory budget, one scaling step, restoration proof, term
+// decision. Each stage shows its newest evidence from the history for the current model, turns
+// green only when that evidence passes, and offers what runs it.
+#include <QString>
+#include <QWidget>
+
+#include <vector>
+
+class QLabel;
+class QPushButton;
+
+namespace pb {
+class HistoryStore;
+struct RunRecord;
+}
+
+namespace pb::ui {
+
+enum class StageState { Missing, Failed, Passed };
+
+struct StageStatus {
+    StageState state = StageState::Missing;
+    int64_t runId = 0;
+    QString evidence;
+};
+
+class StagedPilotView final : public QWidget {
+    Q_OBJECT
+    Q_DISABLE_COPY_MOVE(StagedPilotView)
+public:
+    static constexpr int kStageCount = 4;
+    explicit StagedPilotView(QWidget *parent = nullptr);
+    void setStore(HistoryStore *store);
+    // The model name runs are recorded under (preset or family); "" shows every model's evidence.
+    void setModel(const QString &model);
+    const StageStatus &stage(int index) const { return m_status[static_cast<size_t>(index)]; }
+
+public Q_SLOTS:
+    void refresh();
+
+Q_SIGNALS:
+    void showBudgetRequested();
+    void runPilotRequested();
+    void compareRequested();
+
+private:
+    StageStatus evaluate(int index) const;
+    HistoryStore *m_store = nullptr;
+    QString m_model;
+    QLabel *m_modelLabel = nullptr;
+    std::vector<QLabel *> m_badges, m_evidence;
+    std::vector<StageStatus> m_status;
+};
+
+} // namespace pb::ui

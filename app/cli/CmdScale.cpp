@@ -13,6 +13,7 @@
 #include "dist/WorkerLauncher.h"
 #include "engine/PilotRecorder.h"
 #include "engine/Environment.h"
+#include "history/HistoryStore.h"
 #include "util/Errors.h"
 
 #include <QCoreApplication>
@@ -119,6 +120,7 @@ struct ScaleSetup {
     int threadsPerRank = 0;          // CPU only
     int timeoutSeconds = 0;
     QString dumpDir;
+    std::optional<int64_t> baselineRun; // reuse this recorded baseline instead of running one
     QString database;
     bool jsonl = false;
 };
@@ -151,6 +153,8 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
     }
     s.timeoutSeconds = positiveOption(parser, QStringLiteral("timeout"), 1);
     s.dumpDir = parser.value(QStringLiteral("dump-dir"));
+    if (parser.isSet(QStringLiteral("baseline-run")))
+        s.baselineRun = positiveOption(parser, QStringLiteral("baseline-run"), 1);
     s.database = databaseFrom(parser);
     s.jsonl = parser.isSet(QStringLiteral("jsonl"));
     return s;
@@ -170,6 +174,13 @@ private:
             m_ctx.err << text << '\n';
     }
     std::vector<WorkerSpec> workerSpecs(const QString &workDir, int port) const;
+    struct Baseline {
+        int64_t runId = 0;
+        PilotSummary summary;
+        double parameterSum = 0;
+    };
+    Baseline runBaseline(const RunConfig &baselineConfig);
+    Baseline reuseBaseline(const RunConfig &baselineConfig) const;
     int fail(PilotRecorder &recorder, Verdict verdict, const std::string &message, const QJsonObject &details);
 
     CliContext &m_ctx;
@@ -230,6 +241,46 @@ int ScaleStep::fail(PilotRecorder &recorder, Verdict verdict, const std::string 
     return exitCodeFor(verdict);
 }
 
+ScaleStep::Baseline ScaleStep::runBaseline(const RunConfig &baselineConfig)
+{
+    PilotRecorder recorder(*m_writer, nullptr, &interruptFlag());
+    Baseline b;
+    b.runId = recorder.begin(baselineConfig, m_s.options);
+    DistributedPilotOptions local;
+    if (!m_s.dumpDir.isEmpty())
+        local.parameterDumpPath = QDir(m_s.dumpDir).filePath(QStringLiteral("baseline.f32")).toStdString();
+    spdlog::info("scale: baseline on {} (grad_accum {})", m_s.options.device, baselineConfig.train.gradAccum);
+    const DistributedPilotResult result = runDistributedPilot(baselineConfig, m_s.options, local, &recorder);
+    recorder.finish(result.run);
+    b.summary = result.run.summary;
+    b.parameterSum = result.parameterSum;
+    return b;
+}
+
+ScaleStep::Baseline ScaleStep::reuseBaseline(const RunConfig &baselineConfig) const
+{
+    const int64_t id = *m_s.baselineRun;
+    HistoryStore store(m_s.database);
+    const auto record = store.findRun(id);
+    if (!record)
+        throw InvalidInputError("--baseline-run", "no run " + std::to_string(id) + " in " + m_s.database.toStdString());
+    if (record->verdict != QLatin1String("fits"))
+        throw InvalidInputError("--baseline-run", "run " + std::to_string(id) + " did not complete (verdict '" + record->verdict.toStdString() + "')");
+    if (record->configHash != configHash(baselineConfig))
+        throw InvalidInputError("--baseline-run", "run " + std::to_string(id) + " used another config; the baseline must be this config with train.grad_accum="
+                                                      + std::to_string(baselineConfig.train.gradAccum) + " (the ranks' effective batch)");
+    if (record->device.toStdString() != m_s.options.device)
+        throw InvalidInputError("--baseline-run", "run " + std::to_string(id) + " ran on " + record->device.toStdString() + ", not " + m_s.options.device);
+    Baseline b;
+    b.runId = id;
+    b.summary.verdict = Verdict::Fits;
+    b.summary.tokensPerSecond = record->summary.value(QStringLiteral("tokens_per_s")).toDouble();
+    b.summary.stepTimeMeanMs = record->summary.value(QStringLiteral("step_time_mean_ms")).toDouble();
+    b.summary.peakAllocatedBytes = static_cast<int64_t>(record->summary.value(QStringLiteral("peak_allocated_bytes")).toDouble());
+    b.summary.measuredSteps = static_cast<int64_t>(record->summary.value(QStringLiteral("measured_steps")).toDouble());
+    return b;
+}
+
 int ScaleStep::run()
 {
     std::vector<std::string> rankDevices;
@@ -261,19 +312,14 @@ int ScaleStep::run()
 
     // The baseline: one process, gradient accumulation times N, same micro-batch.
     const RunConfig baselineConfig = baselineConfigFor(m_s.config, m_s.gpus);
-    PilotRecorder baselineRecorder(*m_writer, nullptr, &interruptFlag());
-    const int64_t baselineId = baselineRecorder.begin(baselineConfig, m_s.options);
-    DistributedPilotOptions local;
-    if (!m_s.dumpDir.isEmpty())
-        local.parameterDumpPath = QDir(m_s.dumpDir).filePath(QStringLiteral("baseline.f32")).toStdString();
-    spdlog::info("scale: baseline on {} (grad_accum {})", m_s.options.device, baselineConfig.train.gradAccum);
-    const DistributedPilotResult baseline = runDistributedPilot(baselineConfig, m_s.options, local, &baselineRecorder);
-    baselineRecorder.finish(baseline.run);
-    const auto &bs = baseline.run.summary;
+    const Baseline baseline = m_s.baselineRun ? reuseBaseline(baselineConfig) : runBaseline(baselineConfig);
+    const int64_t baselineId = baseline.runId;
+    const auto &bs = baseline.summary;
     note(QStringLiteral("baseline"),
          {{QStringLiteral("run_id"), static_cast<double>(baselineId)}, {QStringLiteral("verdict"), QString::fromLatin1(toString(bs.verdict))},
-          {QStringLiteral("tokens_per_s"), bs.tokensPerSecond}, {QStringLiteral("step_time_mean_ms"), bs.stepTimeMeanMs},
-          {QStringLiteral("grad_accum"), static_cast<double>(baselineConfig.train.gradAccum)}, {QStringLiteral("parameter_sum"), baseline.parameterSum}},
+          {QStringLiteral("reused"), m_s.baselineRun.has_value()}, {QStringLiteral("tokens_per_s"), bs.tokensPerSecond},
+          {QStringLiteral("step_time_mean_ms"), bs.stepTimeMeanMs}, {QStringLiteral("grad_accum"), static_cast<double>(baselineConfig.train.gradAccum)},
+          {QStringLiteral("parameter_sum"), baseline.parameterSum}},
          QStringLiteral("baseline (run %1): %2 tokens/s, %3 ms/step").arg(baselineId).arg(bs.tokensPerSecond, 0, 'f', 0).arg(bs.stepTimeMeanMs, 0, 'f', 2));
 
     PilotOptions scaleOptions = m_s.options;
@@ -317,11 +363,13 @@ int ScaleStep::run()
     const ScaleSummary summary = summarizeScale("ddp", bs.tokensPerSecond, bs.stepTimeMeanMs, figures);
     if (!summary.parametersAgree)
         spdlog::warn("the ranks ended with different parameters: gradient synchronisation is broken");
-    PilotSummary record = bs;
+    PilotSummary record; // what the history lists for the scaled run: all ranks together
+    record.verdict = Verdict::Fits;
+    record.measuredSteps = m_s.options.steps;
     record.tokensPerSecond = summary.tokensPerSecond;
     record.stepTimeMeanMs = summary.stepTimeMs;
     record.peakAllocatedBytes = *std::max_element(summary.perRankPeakAllocatedBytes.begin(), summary.perRankPeakAllocatedBytes.end());
-    record.message.clear();
+    record.finalLoss = ranks.first().toObject().value(QStringLiteral("final_loss")).toDouble();
     QJsonObject json = toJson(summary);
     for (auto it = details.begin(); it != details.end(); ++it)
         json.insert(it.key(), it.value());
@@ -359,6 +407,8 @@ int runScale(CliContext &ctx)
         {QStringLiteral("gpus"), QStringLiteral("Ranks to run: GPUs with --device cuda, CPU shares with --device cpu."), QStringLiteral("n")},
         {QStringLiteral("strategy"), QStringLiteral("ddp (default)."), QStringLiteral("name"), QStringLiteral("ddp")},
         {QStringLiteral("timeout"), QStringLiteral("End the step when the workers take longer, in seconds (default 900)."), QStringLiteral("s"), QStringLiteral("900")},
+        {QStringLiteral("baseline-run"), QStringLiteral("Reuse this recorded baseline run (same config at the ranks' effective batch) instead of running one."),
+         QStringLiteral("id")},
         {QStringLiteral("dump-dir"), QStringLiteral("Write the final parameters of the baseline and of every rank here (float32)."), QStringLiteral("dir")},
     });
     if (!parseArgs(parser, ctx, QStringLiteral("One scaling step: the single-process baseline against N data-parallel ranks at the same effective batch.")))

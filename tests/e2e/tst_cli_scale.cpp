@@ -1,0 +1,280 @@
+// The scale command as a user runs it, on CPU with two Gloo processes: DDP ends with the parameters
+// of one process at the doubled batch, the summary's figures are consistent with each other, both
+// runs are in the history (linked), a killed worker ends the step with a message and no orphan,
+// and bad --gpus / --strategy are exit 2.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "dist/Rendezvous.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <sys/types.h>
+
+namespace {
+
+struct Result {
+    int code = -1;
+    QString out;
+    QString err;
+};
+
+QStringList base(const QTemporaryDir &dir)
+{
+    return {QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("scale"), QStringLiteral("--config"), QStringLiteral("preset:tiny"),
+            QStringLiteral("--db"), dir.filePath(QStringLiteral("history.db"))};
+}
+
+Result cli(const QStringList &args, int timeoutMs = 180000)
+{
+    QProcess p;
+    p.start(QStringLiteral(PB_CLI_PATH), args);
+    Result r;
+    if (!p.waitForFinished(timeoutMs)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = QStringLiteral("<timed out>");
+        return r;
+    }
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+QJsonObject eventOf(const QString &jsonl, const QString &name)
+{
+    for (const auto &line : jsonl.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+        const QJsonObject o = QJsonDocument::fromJson(line.toUtf8()).object();
+        if (o.value(QStringLiteral("event")).toString() == name)
+            return o;
+    }
+    return {};
+}
+
+std::vector<float> readFloats(const QString &path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    const QByteArray bytes = f.readAll();
+    std::vector<float> values(static_cast<size_t>(bytes.size()) / sizeof(float));
+    std::memcpy(values.data(), bytes.constData(), values.size() * sizeof(float));
+    return values;
+}
+
+bool gone(qint64 pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+} // namespace
+
+class TestCliScale : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void ddpMatchesOneProcessAtDoubledBatch()
+    {
+        QTemporaryDir dir;
+        const QString dumps = dir.filePath(QStringLiteral("dumps"));
+        const Result r = cli(base(dir) + QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--steps"), QStringLiteral("4"),
+                                                      QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--dump-dir"), dumps, QStringLiteral("--jsonl")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+
+        // The parameters after 5 steps: each rank on its half of every global batch, gradients
+        // averaged, against one process accumulating both halves.
+        const auto baseline = readFloats(dumps + QStringLiteral("/baseline.f32"));
+        const auto rank0 = readFloats(dumps + QStringLiteral("/rank0.f32"));
+        const auto rank1 = readFloats(dumps + QStringLiteral("/rank1.f32"));
+        QVERIFY(!baseline.empty());
+        QCOMPARE(rank0.size(), baseline.size());
+        QCOMPARE(rank1.size(), baseline.size());
+        double maxDiff = 0, maxAbs = 0;
+        for (size_t i = 0; i < baseline.size(); ++i) {
+            maxDiff = std::max(maxDiff, static_cast<double>(std::abs(rank0[i] - baseline[i])));
+            maxAbs = std::max(maxAbs, static_cast<double>(std::abs(baseline[i])));
+            QCOMPARE(rank1[i], rank0[i]); // every rank applies the same averaged gradient
+        }
+        QVERIFY(maxAbs > 0.1);
+        QVERIFY2(maxDiff <= 1e-5, qPrintable(QStringLiteral("rank 0 differs from the doubled-batch baseline by %1").arg(maxDiff)));
+
+        const QJsonObject summary = eventOf(r.out, QStringLiteral("summary"));
+        QCOMPARE(summary.value(QStringLiteral("strategy")).toString(), QStringLiteral("ddp"));
+        QCOMPARE(summary.value(QStringLiteral("gpus")).toInt(), 2);
+        QVERIFY(summary.value(QStringLiteral("parameters_agree")).toBool());
+        const double baselineTps = summary.value(QStringLiteral("baseline_tokens_per_s")).toDouble();
+        const double tps = summary.value(QStringLiteral("tokens_per_s")).toDouble();
+        QVERIFY(baselineTps > 0 && tps > 0);
+        QCOMPARE(summary.value(QStringLiteral("scaling_efficiency")).toDouble(), tps / (2 * baselineTps));
+        QVERIFY(summary.value(QStringLiteral("comm_ms_per_step")).toDouble() > 0);
+        const QJsonArray peaks = summary.value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();
+        QCOMPARE(peaks.size(), 2);
+        QVERIFY(peaks[0].toDouble() > 0 && peaks[1].toDouble() > 0);
+        QCOMPARE(eventOf(r.out, QStringLiteral("baseline")).value(QStringLiteral("grad_accum")).toInt(), 2);
+        QCOMPARE(eventOf(r.out, QStringLiteral("topology")).value(QStringLiteral("collective")).toString(), QStringLiteral("gloo"));
+
+        // Both runs recorded, the scale run pointing at its baseline.
+        const qint64 baselineId = static_cast<qint64>(summary.value(QStringLiteral("baseline_run_id")).toDouble());
+        const qint64 scaleId = static_cast<qint64>(summary.value(QStringLiteral("run_id")).toDouble());
+        {
+            auto db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("scale-check"));
+            db.setDatabaseName(dir.filePath(QStringLiteral("history.db")));
+            QVERIFY(db.open());
+            QSqlQuery q(db);
+            QVERIFY(q.exec(QStringLiteral("SELECT id, kind, verdict, parent_run_id FROM runs ORDER BY id")));
+            QVERIFY(q.next());
+            QCOMPARE(q.value(0).toLongLong(), baselineId);
+            QCOMPARE(q.value(1).toString(), QStringLiteral("pilot"));
+            QCOMPARE(q.value(2).toString(), QStringLiteral("fits"));
+            QVERIFY(q.next());
+            QCOMPARE(q.value(0).toLongLong(), scaleId);
+            QCOMPARE(q.value(1).toString(), QStringLiteral("scale"));
+            QCOMPARE(q.value(2).toString(), QStringLiteral("fits"));
+            QCOMPARE(q.value(3).toLongLong(), baselineId);
+            QVERIFY(!q.next());
+        }
+        QSqlDatabase::removeDatabase(QStringLiteral("scale-check"));
+    }
+
+    void killedWorkerEndsTheStep()
+    {
+        QTemporaryDir dir;
+        // A recorded baseline at the ranks' effective batch (grad_accum 1 x 2 ranks), reused so the
+        // workers start at once and train long enough to be killed mid-run.
+        const Result pilot = cli({QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"),
+                                  QStringLiteral("--set"), QStringLiteral("train.grad_accum=2"), QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"),
+                                  QStringLiteral("0"), QStringLiteral("--db"), dir.filePath(QStringLiteral("history.db"))});
+        QVERIFY2(pilot.code == 0, qPrintable(pilot.err));
+
+        QProcess p;
+        p.start(QStringLiteral(PB_CLI_PATH), base(dir) + QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--baseline-run"), QStringLiteral("1"),
+                                                                      QStringLiteral("--steps"), QStringLiteral("1000000"), QStringLiteral("--warmup"), QStringLiteral("0"),
+                                                                      QStringLiteral("--jsonl")});
+        QVERIFY(p.waitForStarted());
+        std::vector<qint64> pids;
+        QString out;
+        while (pids.size() < 2 && p.state() == QProcess::Running) {
+            if (!p.canReadLine() && !p.waitForReadyRead(60000))
+                break;
+            while (p.canReadLine()) {
+                const QByteArray line = p.readLine();
+                out += QString::fromUtf8(line);
+                const QJsonObject o = QJsonDocument::fromJson(line).object();
+                if (o.value(QStringLiteral("event")).toString() == QLatin1String("worker_started"))
+                    pids.push_back(static_cast<qint64>(o.value(QStringLiteral("pid")).toDouble()));
+            }
+        }
+        QVERIFY2(pids.size() == 2, qPrintable(out + QString::fromUtf8(p.readAllStandardError())));
+        QVERIFY(!gone(pids[0]) && !gone(pids[1]));
+        QTest::qWait(1500); // let the ranks get into their steps
+        QCOMPARE(::kill(static_cast<pid_t>(pids[1]), SIGKILL), 0);
+
+        QVERIFY2(p.waitForFinished(120000), "the launcher did not end the step after a worker died");
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(p.exitCode(), 1);
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        QVERIFY2(err.contains(QStringLiteral("worker rank 1")) && err.contains(QStringLiteral("killed")), qPrintable(err));
+        QVERIFY2(gone(pids[0]), "rank 0 outlived the step");
+        QVERIFY(gone(pids[1]));
+        const QJsonObject error = eventOf(out + QString::fromUtf8(p.readAllStandardOutput()), QStringLiteral("error"));
+        QCOMPARE(error.value(QStringLiteral("verdict")).toString(), QStringLiteral("failed"));
+        QVERIFY(error.value(QStringLiteral("message")).toString().contains(QStringLiteral("worker rank 1")));
+        {
+            auto db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("kill-check"));
+            db.setDatabaseName(dir.filePath(QStringLiteral("history.db")));
+            QVERIFY(db.open());
+            QSqlQuery q(db);
+            QVERIFY(q.exec(QStringLiteral("SELECT kind, verdict, parent_run_id FROM runs WHERE id = 2")));
+            QVERIFY(q.next());
+            QCOMPARE(q.value(0).toString(), QStringLiteral("scale"));
+            QCOMPARE(q.value(1).toString(), QStringLiteral("failed"));
+            QCOMPARE(q.value(2).toLongLong(), qint64(1));
+        }
+        QSqlDatabase::removeDatabase(QStringLiteral("kill-check"));
+    }
+
+    void reusedBaselineMustMatchTheEffectiveBatch()
+    {
+        QTemporaryDir dir;
+        const Result pilot = cli({QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"),
+                                  QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--warmup"), QStringLiteral("0"), QStringLiteral("--db"),
+                                  dir.filePath(QStringLiteral("history.db"))});
+        QVERIFY2(pilot.code == 0, qPrintable(pilot.err));
+        const Result r = cli(base(dir) + QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--baseline-run"), QStringLiteral("1")});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(QStringLiteral("train.grad_accum=2")), qPrintable(r.err));
+    }
+
+    void badArguments_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("named");
+        QTest::newRow("zero gpus") << QStringList {QStringLiteral("--gpus"), QStringLiteral("0")} << QStringLiteral("--gpus");
+        QTest::newRow("negative gpus") << QStringList {QStringLiteral("--gpus"), QStringLiteral("-1")} << QStringLiteral("--gpus");
+        QTest::newRow("text gpus") << QStringList {QStringLiteral("--gpus"), QStringLiteral("two")} << QStringLiteral("--gpus");
+        QTest::newRow("no gpus") << QStringList {} << QStringLiteral("--gpus");
+        QTest::newRow("more gpus than cuda devices") << QStringList {QStringLiteral("--gpus"), QStringLiteral("9999"), QStringLiteral("--device"), QStringLiteral("cuda")}
+                                                     << QStringLiteral("--gpus");
+        QTest::newRow("one device named") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--device"), QStringLiteral("cuda:1")}
+                                          << QStringLiteral("--device");
+        QTest::newRow("fsdp") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("fsdp")} << QStringLiteral("--strategy");
+        QTest::newRow("unknown strategy") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("zero3")}
+                                          << QStringLiteral("--strategy");
+    }
+
+    void badArguments()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, named);
+        QTemporaryDir dir;
+        const Result r = cli(base(dir) + args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(named), qPrintable(r.err));
+        QVERIFY(!QFile::exists(dir.filePath(QStringLiteral("history.db")))); // refused before anything ran
+    }
+
+    void workerUnderTorchrunEnvironment_data()
+    {
+        QTest::addColumn<bool>("usablePort");
+        QTest::newRow("lone rank") << true;
+        QTest::newRow("port 0 refused") << false;
+    }
+
+    void workerUnderTorchrunEnvironment()
+    {
+        // One rank as torchrun would start it (world of one): its result JSON on stdout.
+        QFETCH(bool, usablePort);
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1"));
+        env.insert(QStringLiteral("MASTER_PORT"), QString::number(usablePort ? pb::freeLocalPort() : 0));
+        env.insert(QStringLiteral("RANK"), QStringLiteral("0"));
+        env.insert(QStringLiteral("WORLD_SIZE"), QStringLiteral("1"));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral(PB_CLI_PATH), {QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("scale-worker"), QStringLiteral("--config"),
+                                              QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("0"),
+                                              QStringLiteral("--threads"), QStringLiteral("1")});
+        QVERIFY(p.waitForFinished(120000));
+        const QString err = QString::fromUtf8(p.readAllStandardError());
+        if (!usablePort) {
+            QCOMPARE(p.exitCode(), 2);
+            QVERIFY2(err.contains(QStringLiteral("MASTER_PORT")), qPrintable(err));
+            return;
+        }
+        QVERIFY2(p.exitCode() == 0, qPrintable(err));
+        const QJsonObject result = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        QCOMPARE(result.value(QStringLiteral("collective")).toString(), QStringLiteral("gloo"));
+        QCOMPARE(result.value(QStringLiteral("world_size")).toInt(), 1);
+        QCOMPARE(result.value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
+        QCOMPARE(result.value(QStringLiteral("measured_steps")).toInt(), 2);
+        QVERIFY(!result.value(QStringLiteral("cpu_affinity")).toString().isEmpty());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliScale)
+#include "tst_cli_scale.moc"

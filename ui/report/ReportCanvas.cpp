@@ -168,10 +168,10 @@ void ReportCanvas::paragraph(const QString &text, double pointSize, bool bold)
     m_y += 3;
 }
 
-void ReportCanvas::keyValues(const std::vector<std::pair<QString, QString>> &rows, double keyWidth)
+void ReportCanvas::keyValues(const std::vector<std::pair<QString, QString>> &rows, double keyWidth, double pointSize)
 {
-    const QFont keyFont = font(8.5, true);
-    const QFont valueFont = font(8.5);
+    const QFont keyFont = font(pointSize, true);
+    const QFont valueFont = font(pointSize);
     const double valueWidth = m_width - keyWidth - 8;
     for (const auto &[key, value] : rows) {
         const double h = std::max(textHeight(key, keyFont, keyWidth), textHeight(value.isEmpty() ? QStringLiteral("-") : value, valueFont, valueWidth));

@@ -28,7 +28,7 @@ public:
     void title(const QString &text, const QString &subtitle);
     void section(const QString &title);                  // numbered, kept with at least 80 pt after it
     void paragraph(const QString &text, double pointSize = 9, bool bold = false);
-    void keyValues(const std::vector<std::pair<QString, QString>> &rows, double keyWidth = 125);
+    void keyValues(const std::vector<std::pair<QString, QString>> &rows, double keyWidth = 125, double pointSize = 8.5);
     // Column widths are fractions of the width; `highlightRow` is shaded; rows wrap, never overlap.
     void table(const QStringList &headers, const std::vector<QStringList> &rows, const std::vector<double> &widths,
                int highlightRow = -1, double pointSize = 7.5);

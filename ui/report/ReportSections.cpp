@@ -77,7 +77,7 @@ void paintDefinition(ReportCanvas &c, const ReportData &d)
                                                         : QStringLiteral("%1 epochs of %2 tokens").arg(cfg.job.amount).arg(formatCount(cfg.job.datasetTokens));
     c.keyValues({
         {QStringLiteral("Name"), qs(cfg.name)},
-        {QStringLiteral("Model"), QStringLiteral("%1 (family %2, preset %3)").arg(qs(cfg.name), qs(m.family), orDash(qs(m.preset)))},
+        {QStringLiteral("Model"), QStringLiteral("%1 (family %2, preset %3, revision %4)").arg(orDash(d.run.model), qs(m.family), orDash(qs(m.preset)), orDash(qs(m.revision)))},
         {QStringLiteral("Shape"), QStringLiteral("%1 layers, hidden %2, %3 heads / %4 KV heads, head dim %5, intermediate %6, vocabulary %7, max positions %8")
                                       .arg(m.layers).arg(m.hiddenSize).arg(m.attentionHeads).arg(m.kvHeads).arg(m.effectiveHeadDim())
                                       .arg(m.intermediateSize).arg(m.vocabSize).arg(m.maxPositions)},
@@ -117,7 +117,9 @@ void paintEnvironment(ReportCanvas &c, const ReportData &d)
         {QStringLiteral("Model revision"), orDash(str(s, "model_revision"))},
         {QStringLiteral("Data revision"), orDash(str(s, "data_revision"))},
         {QStringLiteral("Kernels"), QStringLiteral("attention %1, optimizer %2").arg(orDash(str(s, "attention_path")), orDash(str(s, "optimizer_path")))},
-    });
+    },
+                125, 7.5); // a sha256 revision (71 characters) stays on one line
+
 }
 
 void paintMemoryBudget(ReportCanvas &c, const ReportData &d)

@@ -1,0 +1,230 @@
+// The card comparison with hand-worked numbers (a pilot measured on an H100, projected to the
+// others), the deadline, refused input, and the comparison view showing it.
+#include "compare/CompareView.h"
+#include "compare/ComparisonTable.h"
+#include "config/Presets.h"
+#include "util/Errors.h"
+
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QtTest>
+
+namespace {
+
+// A pilot on an H100 SXM: 1 s per step of 8192 tokens at 100 TFLOP (10.1 % of its 989 TFLOP/s),
+// half an hour of start-up, no validation or checkpoints.
+pb::PilotEvidence h100Pilot()
+{
+    pb::PilotEvidence e;
+    e.runId = 7;
+    e.deviceLabel = "NVIDIA H100 80GB HBM3";
+    e.cardId = "h100-sxm-80gb";
+    e.stepTimeMs = 1000;
+    e.flopsPerStep = 100e12;
+    e.tokensPerStep = 8192;
+    e.setupMs = 1800e3;
+    return e;
+}
+
+// 36,000 steps of 8192 tokens: 10 h on the H100.
+pb::RunConfig plannedJob()
+{
+    pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+    c.job.unit = pb::JobUnit::Tokens;
+    c.job.amount = 8192.0 * 36000;
+    c.validation.everySteps = 0;
+    c.checkpoint.everySteps = 0;
+    return c;
+}
+
+const pb::ComparisonRow &row(const pb::Comparison &c, const std::string &card, int gpus)
+{
+    for (const auto &r : c.rows) {
+        if (r.cardId == card && r.gpus == gpus)
+            return r;
+    }
+    throw std::runtime_error("no row " + card);
+}
+
+int recommendedCount(const pb::Comparison &c)
+{
+    int n = 0;
+    for (const auto &r : c.rows)
+        n += r.recommended ? 1 : 0;
+    return n;
+}
+
+pb::ComparisonRequest onDemandOneAndTwo()
+{
+    pb::ComparisonRequest request;
+    request.gpuCounts = {1, 2};
+    request.termId = "on_demand";
+    return request;
+}
+
+} // namespace
+
+class TestCompare : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void handWorkedRows()
+    {
+        const pb::Catalog catalog = pb::builtInCatalog();
+        const pb::Comparison c = pb::compareConfigurations(plannedJob(), catalog, onDemandOneAndTwo(), h100Pilot());
+        QCOMPARE(c.rows.size(), size_t(8));
+        QCOMPARE(c.pilotRunId.value_or(0), int64_t(7));
+
+        // H100 x1: measured. 36,000 s = 10 h of training + 0.5 h start-up = 10.5 h, billed per
+        // started hour: 11 h x 2.95 USD = 32.45 USD; per million of 294.912 M tokens: 0.110032...
+        const auto &h100 = row(c, "h100-sxm-80gb", 1);
+        QCOMPARE(h100.stepTimeBasis, pb::FigureBasis::Measured);
+        QCOMPARE(h100.stepTimeMs, 1000.0);
+        QCOMPARE(h100.tokensPerSecond, 8192.0);
+        QVERIFY(qAbs(h100.cost.jobHours - 10.0) < 1e-9);
+        QVERIFY(qAbs(h100.cost.windowHours - 10.5) < 1e-9);
+        QVERIFY(qAbs(h100.cost.totalCost - 32.45) < 1e-9);
+        QVERIFY(qAbs(h100.cost.costPerMillionTokens - 32.45 / 294.912) < 1e-9);
+        QVERIFY(h100.fits);
+
+        // H100 x2: the assumed 0.9 scaling: 1000 / (2 x 0.9) = 555.56 ms, modelled;
+        // 10 h / 1.8 + 0.5 h = 6.06 h -> 7 h x 2 GPUs x 2.92 = 40.88 USD.
+        const auto &h100x2 = row(c, "h100-sxm-80gb", 2);
+        QCOMPARE(h100x2.stepTimeBasis, pb::FigureBasis::Modelled);
+        QVERIFY(qAbs(h100x2.stepTimeMs - 1000.0 / 1.8) < 1e-6);
+        QVERIFY(qAbs(h100x2.cost.totalCost - 40.88) < 1e-9);
+
+        // A100: compute bound at the same efficiency: 1000 x 989 / 312 = 3169.87 ms;
+        // 31.70 h + 0.5 h -> 33 h x 1.89 = 62.37 USD.
+        const auto &a100 = row(c, "a100-sxm-80gb", 1);
+        QCOMPARE(a100.stepTimeBasis, pb::FigureBasis::Modelled);
+        QVERIFY(qAbs(a100.stepTimeMs - 1000.0 * 989 / 312) < 1e-3);
+        QVERIFY(qAbs(a100.cost.totalCost - 62.37) < 1e-9);
+
+        // MI300X x1: 1000 x 989 / 1307.4 = 756.46 ms; 7.56 h + 0.5 h -> 9 h x 3.19 = 28.71 USD, the
+        // cheapest of all eight: recommended.
+        const auto &mi300 = row(c, "mi300x-192gb", 1);
+        QVERIFY(qAbs(mi300.stepTimeMs - 1000.0 * 989 / 1307.4) < 1e-3);
+        QVERIFY(qAbs(mi300.cost.totalCost - 28.71) < 1e-9);
+        QVERIFY(mi300.recommended);
+        QCOMPARE(recommendedCount(c), 1);
+        QCOMPARE(c.recommendedIndex, 6);
+        QVERIFY(QString::fromStdString(c.recommendation).contains(QStringLiteral("AMD Instinct MI300X")));
+    }
+
+    void deadlineMovesTheRecommendation()
+    {
+        // Only the MI300X x2 finishes within 5 h: 756.46 / 1.8 ms per step -> 4.20 h + 0.5 h = 4.70 h,
+        // billed 5 h x 2 x 3.16 = 31.60 USD.
+        pb::RunConfig config = plannedJob();
+        config.job.deadlineHours = 5.0;
+        const pb::Comparison c = pb::compareConfigurations(config, pb::builtInCatalog(), onDemandOneAndTwo(), h100Pilot());
+        QCOMPARE(recommendedCount(c), 1);
+        const auto &best = c.rows[static_cast<size_t>(c.recommendedIndex)];
+        QCOMPARE(best.cardId, std::string("mi300x-192gb"));
+        QCOMPARE(best.gpus, 2);
+        QVERIFY(qAbs(best.cost.windowHours - (10.0 * 1000 * 989 / 1307.4 / 1000 / 1.8 + 0.5)) < 1e-6);
+        QVERIFY(qAbs(best.cost.totalCost - 31.60) < 1e-9);
+        QVERIFY(!row(c, "mi300x-192gb", 1).meetsDeadline);
+        QVERIFY(!row(c, "mi300x-192gb", 1).recommended);
+    }
+
+    void withoutPilotEverythingIsModelled()
+    {
+        const pb::Comparison c = pb::compareConfigurations(plannedJob(), pb::builtInCatalog(), pb::ComparisonRequest {}, std::nullopt);
+        QCOMPARE(c.rows.size(), size_t(16)); // 4 cards x 1, 2, 4, 8
+        for (const auto &r : c.rows) {
+            QCOMPARE(r.stepTimeBasis, pb::FigureBasis::Modelled);
+            QVERIFY(r.tokensPerSecond > 0);
+            QVERIFY(r.cost.costPerMillionTokens > 0);
+        }
+        QCOMPARE(recommendedCount(c), 1);
+        QVERIFY(!c.pilotRunId);
+        bool said = false;
+        for (const auto &a : c.assumptions)
+            said = said || a.find("no pilot") != std::string::npos;
+        QVERIFY(said);
+    }
+
+    void refusedInput_data()
+    {
+        QTest::addColumn<int>("gpus");
+        QTest::addColumn<QString>("term");
+        QTest::addColumn<double>("tokens");
+        QTest::addColumn<QString>("where");
+        QTest::newRow("3 gpus") << 3 << QString() << 1e9 << QStringLiteral("--gpus");
+        QTest::newRow("0 gpus") << 0 << QString() << 1e9 << QStringLiteral("--gpus");
+        QTest::newRow("2-week term") << 1 << QStringLiteral("2w") << 1e9 << QStringLiteral("--term");
+        QTest::newRow("no tokens") << 1 << QString() << 0.0 << QStringLiteral("job.amount");
+    }
+
+    void refusedInput()
+    {
+        QFETCH(int, gpus);
+        QFETCH(QString, term);
+        QFETCH(double, tokens);
+        QFETCH(QString, where);
+        pb::RunConfig config = plannedJob();
+        config.job.amount = tokens;
+        pb::ComparisonRequest request;
+        request.gpuCounts = {gpus};
+        request.termId = term.toStdString();
+        try {
+            pb::compareConfigurations(config, pb::builtInCatalog(), request, std::nullopt);
+            QFAIL("expected InvalidInputError");
+        } catch (const pb::InvalidInputError &e) {
+            QCOMPARE(QString::fromStdString(e.where()), where);
+        }
+    }
+
+    void viewShowsTheComparison()
+    {
+        const pb::Comparison c = pb::compareConfigurations(plannedJob(), pb::builtInCatalog(), onDemandOneAndTwo(), h100Pilot());
+        pb::ui::CompareView view;
+        view.resize(1280, 640);
+        view.setComparison(c);
+        auto *table = view.findChild<QTableWidget *>();
+        QVERIFY(table);
+        QCOMPARE(table->rowCount(), 8);
+        const int best = c.recommendedIndex;
+        QCOMPARE(table->item(best, 0)->text(), QStringLiteral("mi300x-192gb"));
+        QVERIFY(table->item(best, 0)->font().bold());
+        QVERIFY(!table->item(0, 0)->font().bold());
+        QCOMPARE(table->item(best, 0)->background().color(), QColor(216, 240, 216));
+        bool shown = false;
+        for (auto *label : view.findChildren<QLabel *>())
+            shown = shown || label->text() == QString::fromStdString(c.recommendation);
+        QVERIFY(shown);
+        // One tile per catalog card, the recommended card's marked.
+        int tiles = 0, marked = 0;
+        for (auto *label : view.findChildren<QLabel *>()) {
+            tiles += label->text().startsWith(QStringLiteral("best: x")) || label->text().startsWith(QStringLiteral("does not fit")) ? 1 : 0;
+            marked += label->text().contains(QStringLiteral("RECOMMENDED")) ? 1 : 0;
+        }
+        QCOMPARE(tiles, 4);
+        QCOMPARE(marked, 1);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
+        if (!dir.isEmpty())
+            QVERIFY(view.grab().save(dir + QStringLiteral("/compare-view.png")));
+    }
+
+    void viewComputesInTheBackground()
+    {
+        pb::ui::CompareView view;
+        QSignalSpy spy(&view, &pb::ui::CompareView::comparisonChanged);
+        view.setHistoryPath(QString()); // no history: modelled step times
+        view.setConfig(plannedJob());
+        QVERIFY(view.busy());
+        QVERIFY(spy.wait(30000));
+        QVERIFY(!view.busy());
+        QVERIFY2(view.comparison().has_value(), qPrintable(view.errorText()));
+        QCOMPARE(view.comparison()->rows.size(), size_t(16));
+        QCOMPARE(view.selectedGpus(), 0);
+        QCOMPARE(view.selectedTerm(), std::string());
+    }
+};
+
+QTEST_MAIN(TestCompare)
+#include "tst_compare.moc"

@@ -6,9 +6,23 @@
 // the Gloo device helpers, TCPStore(host, TCPStoreOptions) and Work::wait are the same in both.
 #include "engine/TorchCompat.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#if PB_TORCH_AT_LEAST(2, 0)
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+// A LibTorch built with a backend may still ship without that backend's own headers (a PyTorch
+// wheel has no Gloo headers; nccl.h comes in a separate package): the backend is then left out
+// here, and asking for it is an error at run time instead of a build that breaks.
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>)
+#define PB_HAVE_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
+#define PB_HAVE_NCCL 1
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 

@@ -170,6 +170,7 @@ private:
     int64_t m_parameterCount = 0;
 };
 
+#ifdef PB_HAVE_GLOO
 std::shared_ptr<::gloo::transport::Device> glooDevice(const Rendezvous &rendezvous)
 {
     const QByteArray interface = qgetenv("GLOO_SOCKET_IFNAME");
@@ -180,6 +181,7 @@ std::shared_ptr<::gloo::transport::Device> glooDevice(const Rendezvous &rendezvo
         return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
     return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+#endif
 
 c10::intrusive_ptr<compat::CollectiveGroup> makeGroup(const Rendezvous &r, const std::string &device, int timeoutSeconds, std::string &collective)
 {
@@ -197,33 +199,41 @@ c10::intrusive_ptr<compat::CollectiveGroup> makeGroup(const Rendezvous &r, const
         throw PilotBenchError(ExitCode::Failure, "rank " + std::to_string(r.rank) + ": TCPStore rendezvous at " + r.masterAddr + ":" + std::to_string(r.masterPort)
                                                      + " failed: " + e.what());
     }
-#ifdef USE_C10D_NCCL
-    if (device.rfind("cuda", 0) == 0) {
+    collective = collectiveFor(device);
+#ifdef PB_HAVE_NCCL
+    if (collective == "nccl") {
         auto options = c10d::ProcessGroupNCCL::Options::create();
         options->timeout = timeout;
-        collective = "nccl";
         return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, r.rank, r.worldSize, options);
     }
-#else
-    (void)device;
 #endif
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(glooDevice(r));
-    collective = "gloo";
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, r.rank, r.worldSize, options);
+#ifdef PB_HAVE_GLOO
+    if (collective == "gloo") {
+        auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+        options->devices.push_back(glooDevice(r));
+        return c10::make_intrusive<c10d::ProcessGroupGloo>(store, r.rank, r.worldSize, options);
+    }
+#endif
+    throw InvalidInputError("--device", "'" + device + "' needs a collective library this LibTorch lacks (no "
+                                            + std::string(device.rfind("cuda", 0) == 0 ? "NCCL or Gloo" : "Gloo")
+                                            + " headers at build time; a PyTorch wheel ships none for Gloo, so CPU scaling needs a LibTorch with them)");
 }
 
 } // namespace
 
 std::string collectiveFor(const std::string &device)
 {
-#ifdef USE_C10D_NCCL
+#ifdef PB_HAVE_NCCL
     if (device.rfind("cuda", 0) == 0)
         return "nccl";
+#endif
+#ifdef PB_HAVE_GLOO
+    (void)device;
+    return "gloo"; // CPU tensors, and CUDA tensors where NCCL is missing
 #else
     (void)device;
+    return "none";
 #endif
-    return "gloo";
 }
 
 std::string cpuAffinityList()

@@ -26,9 +26,13 @@ int64_t processRssBytes()
 
 MemoryProbe::MemoryProbe(std::string device) : m_device(std::move(device))
 {
-    if (m_device.rfind("cuda", 0) == 0)
+    if (m_device.rfind("cuda", 0) == 0) {
         m_cudaIndex = m_device.size() > 5 ? std::stoi(m_device.substr(5)) : 0;
-    else
+        // The caching allocator sets up its per-device state on first use; its statistics calls
+        // refuse a device it has not seen yet.
+        if (m_cudaIndex < static_cast<int>(torch::cuda::device_count()))
+            (void)torch::empty({1}, torch::TensorOptions().device(torch::kCUDA, static_cast<c10::DeviceIndex>(m_cudaIndex)));
+    } else
         installCpuTrackingAllocator();
 }
 

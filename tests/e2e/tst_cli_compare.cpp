@@ -1,0 +1,140 @@
+// `pilotbench-cli compare` as a user runs it: JSON keys and types, exactly one recommended row when
+// something fits, the newest pilot of the same config used as measured evidence, and bad input
+// refused with exit 2 naming the option.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+
+struct Result {
+    int code = -1;
+    QString out;
+    QString err;
+};
+
+Result cli(const QStringList &args)
+{
+    QProcess p;
+    p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
+    Result r;
+    if (!p.waitForFinished(120000)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = QStringLiteral("<timed out>");
+        return r;
+    }
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+QJsonObject json(const Result &r) { return QJsonDocument::fromJson(r.out.toUtf8()).object(); }
+
+} // namespace
+
+class TestCliCompare : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_dir;
+    QString db() const { return m_dir.filePath(QStringLiteral("history.sqlite")); }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        const Result r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("5"),
+                              QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--db"), db()});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+    }
+
+    void jsonRows()
+    {
+        const Result r = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db(), QStringLiteral("--json")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const QJsonObject o = json(r);
+        const QJsonArray rows = o.value(QStringLiteral("rows")).toArray();
+        QCOMPARE(rows.size(), 16); // 4 cards x 1, 2, 4, 8 GPUs
+        QVERIFY(o.value(QStringLiteral("recommendation")).toString().startsWith(QStringLiteral("Rent ")));
+        QCOMPARE(o.value(QStringLiteral("catalog_date")).toString(), QStringLiteral("2026-11-30"));
+        QVERIFY(o.value(QStringLiteral("assumptions")).isArray());
+        QCOMPARE(o.value(QStringLiteral("pilot_run_id")).toInt(), 1); // the pilot of the same config
+        int recommended = 0;
+        for (const auto &v : rows) {
+            const QJsonObject row = v.toObject();
+            QVERIFY(row.value(QStringLiteral("card")).isString());
+            for (const char *key : {"gpus", "max_micro_batch", "step_time_ms", "tokens_per_s", "job_hours", "window_hours", "total_cost", "cost_per_million_tokens"})
+                QVERIFY2(row.value(QLatin1String(key)).isDouble(), key);
+            for (const char *key : {"fits", "recommended", "meets_deadline"})
+                QVERIFY2(row.value(QLatin1String(key)).isBool(), key);
+            const QString basis = row.value(QStringLiteral("step_time_basis")).toString();
+            // A CPU pilot ran on no catalog card: every figure is projected.
+            QCOMPARE(basis, QStringLiteral("modelled"));
+            QVERIFY(row.value(QStringLiteral("step_time_ms")).toDouble() > 0);
+            // cost per million = total / (planned tokens / 1e6)
+            const double perM = row.value(QStringLiteral("total_cost")).toDouble() / (o.value(QStringLiteral("planned_tokens")).toDouble() / 1e6);
+            QVERIFY(qAbs(row.value(QStringLiteral("cost_per_million_tokens")).toDouble() - perM) < 1e-9);
+            recommended += row.value(QStringLiteral("recommended")).toBool() ? 1 : 0;
+        }
+        QCOMPARE(recommended, 1);
+    }
+
+    void oneCountAndTerm()
+    {
+        const Result r = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db(), QStringLiteral("--gpus"),
+                              QStringLiteral("2"), QStringLiteral("--term"), QStringLiteral("1w"), QStringLiteral("--json")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const QJsonArray rows = json(r).value(QStringLiteral("rows")).toArray();
+        QCOMPARE(rows.size(), 4);
+        for (const auto &v : rows) {
+            QCOMPARE(v.toObject().value(QStringLiteral("gpus")).toInt(), 2);
+            QCOMPARE(v.toObject().value(QStringLiteral("term")).toString(), QStringLiteral("1w"));
+            QCOMPARE(v.toObject().value(QStringLiteral("strategy")).toString(), QStringLiteral("ddp"));
+        }
+    }
+
+    void withoutHistoryNoPilot()
+    {
+        const Result r = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"),
+                              m_dir.filePath(QStringLiteral("absent.sqlite")), QStringLiteral("--json")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY(json(r).value(QStringLiteral("pilot_run_id")).isNull());
+    }
+
+    void textTable()
+    {
+        const Result r = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db()});
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains(QStringLiteral("<- recommended")));
+        QVERIFY(r.out.contains(QStringLiteral("not a quote")));
+        QCOMPARE(r.out.count(QStringLiteral("<- recommended")), 1);
+    }
+
+    void badInput_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("term") << QStringList {QStringLiteral("--term"), QStringLiteral("2w")} << QStringLiteral("--term");
+        QTest::newRow("gpus 3") << QStringList {QStringLiteral("--gpus"), QStringLiteral("3")} << QStringLiteral("--gpus");
+        QTest::newRow("gpus word") << QStringList {QStringLiteral("--gpus"), QStringLiteral("two")} << QStringLiteral("--gpus");
+        QTest::newRow("strategy") << QStringList {QStringLiteral("--strategy"), QStringLiteral("pipeline")} << QStringLiteral("--strategy");
+        QTest::newRow("run") << QStringList {QStringLiteral("--run"), QStringLiteral("99")} << QStringLiteral("--run");
+        QTest::newRow("config field") << QStringList {QStringLiteral("--set"), QStringLiteral("train.seq_len=0")} << QStringLiteral("train.seq_len");
+    }
+
+    void badInput()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, field);
+        const Result r = cli(QStringList {QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db()} + args);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(field), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliCompare)
+#include "tst_cli_compare.moc"

@@ -165,13 +165,15 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
             e.cardId = match.cardId;
     }
 
-    // Scaling steps record the card count and the efficiency they measured in their summary.
+    // Scaling steps record the card count and the efficiency they measured in their summary. Only
+    // steps on GPUs count: ranks sharing a CPU say nothing about NVLink or Infinity Fabric.
     RunFilter scale;
     scale.kind = QStringLiteral("scale");
     for (const auto &r : store.listRuns(scale)) {
         const int gpus = r.summary.value(QStringLiteral("gpus")).toInt();
         const double eff = r.summary.value(QStringLiteral("scaling_efficiency")).toDouble();
-        if (r.configHash == run.configHash && gpus > 1 && eff > 0 && !e.scalingEfficiencyByGpus.count(gpus))
+        const bool related = (r.configHash == run.configHash || r.parentRunId == run.id) && r.device.startsWith(QLatin1String("cuda"));
+        if (related && r.verdict == QLatin1String("fits") && gpus > 1 && eff > 0 && !e.scalingEfficiencyByGpus.count(gpus))
             e.scalingEfficiencyByGpus[gpus] = eff; // newest first: keep the newest
     }
     return e;

@@ -125,7 +125,13 @@ DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
     setRunningUi(false);
 }
 
-DashboardView::~DashboardView() = default;
+DashboardView::~DashboardView()
+{
+    // The controller cancels and joins the engine thread, which writes into m_buffer: it must go
+    // before the buffer does (children would otherwise outlive the members).
+    delete m_controller;
+    m_controller = nullptr;
+}
 
 void DashboardView::setConfig(const RunConfig &config, bool valid)
 {
@@ -151,7 +157,7 @@ void DashboardView::setSteps(int measuredSteps, int warmupSteps)
 
 bool DashboardView::isRunning() const
 {
-    return m_controller->isRunning();
+    return m_controller && m_controller->isRunning();
 }
 
 bool DashboardView::startPilot()

@@ -12,13 +12,15 @@
 namespace pb {
 namespace {
 
-std::vector<RunRecord> sameConfigRuns(const HistoryStore &store, const QString &kind, const std::string &hash)
+// Runs of `kind` for the same config, or that name `parentId` as their baseline (a scaling step's
+// baseline is a pilot at N x the gradient accumulation, so its hash differs).
+std::vector<RunRecord> relatedRuns(const HistoryStore &store, const QString &kind, const std::string &hash, int64_t parentId)
 {
     RunFilter filter;
     filter.kind = kind;
     std::vector<RunRecord> out;
     for (auto &r : store.listRuns(filter)) {
-        if (r.configHash == hash)
+        if (r.configHash == hash || r.parentRunId == parentId)
             out.push_back(std::move(r));
     }
     return out;
@@ -53,8 +55,8 @@ ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalo
     d.phases = store.phases(runId);
     d.validations = store.validations(runId);
     d.checkpoints = store.checkpoints(runId);
-    d.restoreChecks = sameConfigRuns(store, QStringLiteral("restore-check"), d.run.configHash);
-    d.scaleRuns = sameConfigRuns(store, QStringLiteral("scale"), d.run.configHash);
+    d.restoreChecks = relatedRuns(store, QStringLiteral("restore-check"), d.run.configHash, d.run.id);
+    d.scaleRuns = relatedRuns(store, QStringLiteral("scale"), d.run.configHash, d.run.id);
 
     try {
         d.config = runConfigFromJson(d.run.config);

@@ -43,13 +43,22 @@ void paintRestoration(ReportCanvas &c, const ReportData &d)
                         .arg(qs(d.run.configHash.substr(0, 12))));
         return;
     }
-    c.paragraph(QStringLiteral("Runs of kind restore-check with the same config hash: a checkpoint restored in a fresh process and its continuation compared "
-                               "with the uninterrupted run."));
+    c.paragraph(QStringLiteral("Runs of kind restore-check with the same config hash: a checkpoint written mid-run, restored in a fresh process, and the "
+                               "continuation compared with the uninterrupted run (losses and a SHA-256 of every parameter)."));
     std::vector<QStringList> rows;
-    for (const auto &r : d.restoreChecks)
-        rows.push_back({QString::number(r.id), r.startedAt.toUTC().toString(QStringLiteral("yyyy-MM-dd HH:mm")), r.verdict.isEmpty() ? r.status : r.verdict,
-                        evidenceLine(r)});
-    c.table({QStringLiteral("Run"), QStringLiteral("Started (UTC)"), QStringLiteral("Verdict"), QStringLiteral("Result")}, rows, {0.08, 0.2, 0.14, 0.58});
+    for (const auto &r : d.restoreChecks) {
+        const QJsonObject &s = r.summary;
+        const QString a = s.value(QStringLiteral("uninterrupted_checksum")).toString();
+        const QString b = s.value(QStringLiteral("resumed_checksum")).toString();
+        const QString checksums = a.isEmpty() || b.isEmpty() ? QStringLiteral("-") : (a == b ? QStringLiteral("equal (%1...)").arg(a.left(12)) : QStringLiteral("DIFFER"));
+        rows.push_back({QString::number(r.id), r.startedAt.toUTC().toString(QStringLiteral("yyyy-MM-dd HH:mm")), s.value(QStringLiteral("verdict")).toString(r.verdict),
+                        s.value(QStringLiteral("bitwise")).toBool() ? QStringLiteral("yes") : QStringLiteral("no"),
+                        QString::number(s.value(QStringLiteral("max_abs_loss_diff")).toDouble(), 'g', 3), checksums,
+                        formatMs(s.value(QStringLiteral("checkpoint_write_ms")).toDouble()), evidenceLine(r)});
+    }
+    c.table({QStringLiteral("Run"), QStringLiteral("Started (UTC)"), QStringLiteral("Result"), QStringLiteral("Bitwise"), QStringLiteral("Max |loss diff|"),
+             QStringLiteral("Parameter checksums"), QStringLiteral("Checkpoint write"), QStringLiteral("Message")},
+            rows, {0.06, 0.14, 0.08, 0.08, 0.1, 0.18, 0.12, 0.24});
 }
 
 void paintScaling(ReportCanvas &c, const ReportData &d)
@@ -59,17 +68,22 @@ void paintScaling(ReportCanvas &c, const ReportData &d)
         c.paragraph(QStringLiteral("Scaling step: not run yet for this config; multi-GPU figures below use an assumed scaling efficiency."));
         return;
     }
+    c.paragraph(QStringLiteral("Runs of kind scale for this config or with this run as their baseline: N data-parallel ranks against one process "
+                               "at the same effective batch."));
     std::vector<QStringList> rows;
     for (const auto &r : d.scaleRuns) {
         const QJsonObject &s = r.summary;
+        auto number = [&](const char *key, int decimals) {
+            return s.contains(QLatin1String(key)) ? QString::number(s.value(QLatin1String(key)).toDouble(), 'f', decimals) : QStringLiteral("-");
+        };
         rows.push_back({QString::number(r.id), r.startedAt.toUTC().toString(QStringLiteral("yyyy-MM-dd HH:mm")), r.verdict.isEmpty() ? r.status : r.verdict,
-                        s.contains(QStringLiteral("gpus")) ? QString::number(s.value(QStringLiteral("gpus")).toInt()) : QStringLiteral("-"),
-                        s.contains(QStringLiteral("scaling_efficiency")) ? QString::number(s.value(QStringLiteral("scaling_efficiency")).toDouble(), 'f', 3) : QStringLiteral("-"),
-                        QStringLiteral("%1 tokens/s").arg(s.value(QStringLiteral("tokens_per_s")).toDouble(), 0, 'f', 0), evidenceLine(r)});
+                        QStringLiteral("%1 %2").arg(s.value(QStringLiteral("strategy")).toString(), number("gpus", 0)),
+                        number("baseline_tokens_per_s", 0), number("tokens_per_s", 0), number("speedup", 2) + QStringLiteral("x"), number("scaling_efficiency", 3),
+                        number("comm_ms_per_step", 2), evidenceLine(r)});
     }
-    c.table({QStringLiteral("Run"), QStringLiteral("Started (UTC)"), QStringLiteral("Verdict"), QStringLiteral("GPUs"), QStringLiteral("Efficiency"),
-             QStringLiteral("Throughput"), QStringLiteral("Result")},
-            rows, {0.07, 0.17, 0.12, 0.07, 0.11, 0.16, 0.30});
+    c.table({QStringLiteral("Run"), QStringLiteral("Started (UTC)"), QStringLiteral("Verdict"), QStringLiteral("Ranks"), QStringLiteral("Baseline tokens/s"),
+             QStringLiteral("Scaled tokens/s"), QStringLiteral("Speed-up"), QStringLiteral("Efficiency"), QStringLiteral("Comm. ms/step"), QStringLiteral("Message")},
+            rows, {0.05, 0.13, 0.07, 0.08, 0.1, 0.1, 0.09, 0.1, 0.1, 0.18});
 }
 
 void paintComparison(ReportCanvas &c, const ReportData &d)

@@ -1,0 +1,157 @@
+// The configuration view on real widgets: a bad value turns its field red with the rule as the
+// tooltip; changing the sequence length, precision or LoRA rank changes the budget bars; a config
+// saved to a file loads back.
+#include "config/ConfigView.h"
+#include "config/MemoryBudgetWidget.h"
+#include "config/Presets.h"
+#include "config/RunConfigForm.h"
+
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace pb;
+using namespace pb::ui;
+
+namespace {
+
+QSpinBox *spin(ConfigView &view, const char *field)
+{
+    auto *w = view.findChild<QSpinBox *>(QString::fromLatin1(field));
+    if (!w)
+        qFatal("no spin box %s", field);
+    return w;
+}
+
+const MemoryEstimate &estimateOf(const ConfigView &view, size_t card)
+{
+    return *view.budget()->budgets().at(card).estimate;
+}
+
+} // namespace
+
+class TestConfigView final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase() { QCoreApplication::setOrganizationName(QStringLiteral("pilotbench-tests")); }
+
+    void badValueShowsError_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<int>("bad");
+        QTest::addColumn<int>("good");
+        // tiny: 4 heads, 2 KV heads, max_positions 256, seq_len 64.
+        QTest::newRow("kv heads not dividing heads") << QStringLiteral("model.kv_heads") << 3 << 2;
+        QTest::newRow("zero sequence length") << QStringLiteral("train.seq_len") << 0 << 64;
+        QTest::newRow("zero micro-batch") << QStringLiteral("train.micro_batch") << 0 << 4;
+        QTest::newRow("zero layers") << QStringLiteral("model.layers") << 0 << 2;
+    }
+    void badValueShowsError()
+    {
+        QFETCH(QString, field);
+        QFETCH(int, bad);
+        QFETCH(int, good);
+        ConfigView view;
+        view.loadPreset(QStringLiteral("tiny"));
+        QVERIFY(view.isValid());
+        QSpinBox *box = spin(view, field.toLatin1().constData());
+        QVERIFY(box->toolTip().isEmpty());
+
+        box->setValue(bad);
+        QVERIFY(!view.isValid());
+        QVERIFY(box->property("invalidField").toBool());
+        QVERIFY2(!box->toolTip().isEmpty(), "the rule is the field's tooltip");
+        QVERIFY(box->styleSheet().contains(QStringLiteral("background-color")));
+        const auto *issues = view.findChild<QLabel *>(QStringLiteral("issueLabel"));
+        QVERIFY(issues->text().contains(field));
+        QVERIFY(view.budget()->budgets().empty()); // no budget for an invalid config
+        auto *run = view.findChild<QWidget *>(QStringLiteral("runPilotButton"));
+        QVERIFY(!run->isEnabled());
+
+        box->setValue(good);
+        QVERIFY(view.isValid());
+        QVERIFY(!box->property("invalidField").toBool());
+        QVERIFY(box->toolTip().isEmpty());
+        QVERIFY(run->isEnabled());
+        QCOMPARE(view.budget()->budgets().size(), size_t(4));
+    }
+
+    void seedTypedByKeyboard()
+    {
+        ConfigView view;
+        view.loadPreset(QStringLiteral("tiny"));
+        auto *seed = view.findChild<QLineEdit *>(QStringLiteral("seed"));
+        seed->clear();
+        QTest::keyClicks(seed, QStringLiteral("12x"));
+        QVERIFY(!view.isValid());
+        QVERIFY(seed->property("invalidField").toBool());
+        QTest::keyClick(seed, Qt::Key_Backspace);
+        QVERIFY(view.isValid());
+        QCOMPARE(view.config().seed, uint64_t(12));
+    }
+
+    void seqLenChangesBudget()
+    {
+        ConfigView view;
+        view.loadPreset(QStringLiteral("tiny"));
+        const MemoryEstimate before = estimateOf(view, 0);
+        spin(view, "train.seq_len")->setValue(128);
+        QCOMPARE(view.config().train.seqLen, int64_t(128));
+        const MemoryEstimate after = estimateOf(view, 0);
+        // Weights and optimizer state do not depend on the sequence; activations and logits grow.
+        QCOMPARE(after.breakdown.weights(), before.breakdown.weights());
+        QCOMPARE(after.breakdown.optimizer, before.breakdown.optimizer);
+        QVERIFY(after.breakdown.activations > before.breakdown.activations);
+        QVERIFY(after.breakdown.logits > before.breakdown.logits);
+        QVERIFY(after.totalBytes > before.totalBytes);
+        // The largest micro-batch that fits shrinks when each sample is twice as long.
+        QVERIFY(after.maxMicroBatch < before.maxMicroBatch);
+    }
+
+    void loraRankAndPrecisionChangeBudget()
+    {
+        ConfigView view;
+        view.loadPreset(QStringLiteral("small"));
+        auto *mode = view.findChild<QComboBox *>(QStringLiteral("train.mode"));
+        mode->setCurrentText(QStringLiteral("lora"));
+        QVERIFY(view.isValid());
+        const MemoryEstimate rank16 = estimateOf(view, 1);
+        spin(view, "train.lora.rank")->setValue(64);
+        const MemoryEstimate rank64 = estimateOf(view, 1);
+        QVERIFY(rank64.breakdown.optimizer > rank16.breakdown.optimizer);
+        QVERIFY(rank64.breakdown.trainableWeights > rank16.breakdown.trainableWeights); // adapters: rank x (in + out) per target
+
+        auto *precision = view.findChild<QComboBox *>(QStringLiteral("train.precision"));
+        precision->setCurrentText(QStringLiteral("fp32"));
+        const MemoryEstimate fp32 = estimateOf(view, 1);
+        precision->setCurrentText(QStringLiteral("bf16"));
+        const MemoryEstimate bf16 = estimateOf(view, 1);
+        // Frozen base weights: 4 bytes each in fp32, 2 in bf16.
+        QCOMPARE(fp32.breakdown.frozenWeights, 2 * bf16.breakdown.frozenWeights);
+    }
+
+    void saveAndLoadRoundTrip()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString path = dir.filePath(QStringLiteral("run.json"));
+        ConfigView view;
+        view.loadPreset(QStringLiteral("tiny"));
+        spin(view, "train.seq_len")->setValue(96);
+        spin(view, "train.grad_accum")->setValue(3);
+        QString error;
+        QVERIFY2(view.saveFile(path, &error), qPrintable(error));
+        spin(view, "train.seq_len")->setValue(32);
+        QVERIFY2(view.loadFile(path, &error), qPrintable(error));
+        QCOMPARE(spin(view, "train.seq_len")->value(), 96);
+        QCOMPARE(view.config().train.gradAccum, int64_t(3));
+        QVERIFY(!view.loadFile(dir.filePath(QStringLiteral("missing.json")), &error));
+        QVERIFY(error.contains(QStringLiteral("missing.json")));
+    }
+};
+
+QTEST_MAIN(TestConfigView)
+#include "tst_config_view.moc"

@@ -1,0 +1,121 @@
+// A tiny CPU pilot driven from the GUI: samples arrive in the charts while it runs, the run lands in
+// the history with every step recorded; a long pilot cancelled after its first samples ends
+// cancelled, keeps what it measured, and the application keeps working.
+#include "MainWindow.h"
+#include "charts/RunCharts.h"
+#include "config/ConfigView.h"
+#include "history/HistoryStore.h"
+#include "history/HistoryView.h"
+#include "history/RunTableModel.h"
+#include "monitor/DashboardView.h"
+
+#include <QLineSeries>
+#include <QProgressBar>
+#include <QSettings>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace pb;
+using namespace pb::ui;
+
+class TestPilotDashboard final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QCoreApplication::setOrganizationName(QStringLiteral("pilotbench-tests"));
+        QCoreApplication::setApplicationName(QStringLiteral("tst_pilot_dashboard"));
+        QSettings().clear();
+        QVERIFY(m_dir.isValid());
+    }
+
+    void tinyPilotFillsChartsAndHistory()
+    {
+        const QString db = m_dir.filePath(QStringLiteral("run.db"));
+        MainWindow window(db);
+        window.configView()->loadPreset(QStringLiteral("tiny"));
+        DashboardView *dash = window.dashboard();
+        dash->setSteps(6, 2);
+        QSignalSpy finished(dash, &DashboardView::runFinished);
+        window.runPilot();
+        QVERIFY(dash->isRunning());
+        QCOMPARE(window.tabs()->currentWidget(), dash);
+        // Samples reach the chart while the pilot is still going or by its end.
+        QTRY_VERIFY_WITH_TIMEOUT(dash->charts()->stepTimeSeries()->count() > 0, 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(!dash->isRunning(), 120000);
+        QCOMPARE(finished.count(), 1);
+        QCOMPARE(dash->lastVerdict(), QStringLiteral("fits"));
+        QCOMPARE(dash->charts()->sampleCount(), size_t(8));        // 2 warm-up + 6 measured
+        QCOMPARE(dash->charts()->measuredStepTimesMs().size(), size_t(6));
+        QCOMPARE(dash->charts()->stepTimeSeries()->count(), 8);
+        QCOMPARE(dash->charts()->allocatedSeries()->count(), 8);
+        QCOMPARE(dash->findChild<QProgressBar *>(QStringLiteral("pilotProgress"))->value(), 8);
+
+        const int64_t runId = dash->lastRunId();
+        QVERIFY(runId > 0);
+        const RunRecord run = window.history()->store()->run(runId);
+        QCOMPARE(run.kind, QStringLiteral("pilot"));
+        QCOMPARE(run.verdict, QStringLiteral("fits"));
+        QCOMPARE(run.model, QStringLiteral("tiny"));
+        QCOMPARE(run.sampleCount, int64_t(8));
+        QCOMPARE(run.summary.value(QStringLiteral("measured_steps")).toInt(), 6);
+        // The history table refreshed itself when the run finished.
+        QVERIFY(window.history()->model()->rowOfRun(runId) >= 0);
+    }
+
+    void cancelStopsTheRun()
+    {
+        const QString db = m_dir.filePath(QStringLiteral("cancel.db"));
+        MainWindow window(db);
+        window.configView()->loadPreset(QStringLiteral("tiny"));
+        DashboardView *dash = window.dashboard();
+        dash->setSteps(100000, 1);
+        QVERIFY(dash->startPilot());
+        QVERIFY(!dash->startPilot()); // one pilot at a time
+        window.show();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QTRY_VERIFY_WITH_TIMEOUT(dash->charts()->sampleCount() >= 2, 60000);
+        QTest::keyClick(&window, Qt::Key_Escape);
+        QTRY_VERIFY_WITH_TIMEOUT(!dash->isRunning(), 60000);
+        QCOMPARE(dash->lastVerdict(), QStringLiteral("cancelled"));
+        const RunRecord run = window.history()->store()->run(dash->lastRunId());
+        QCOMPARE(run.verdict, QStringLiteral("cancelled"));
+        QVERIFY(run.sampleCount >= 2);
+        QVERIFY(run.sampleCount < 100001);
+        QCOMPARE(static_cast<size_t>(run.sampleCount), dash->charts()->sampleCount());
+
+        // The application keeps working: a second, short pilot runs to completion.
+        dash->setSteps(2, 0);
+        QVERIFY(dash->startPilot());
+        QTRY_VERIFY_WITH_TIMEOUT(!dash->isRunning(), 60000);
+        QCOMPARE(dash->lastVerdict(), QStringLiteral("fits"));
+    }
+
+    void engineRefusalIsShownNotFatal()
+    {
+        // A device the engine cannot use makes it throw; the dashboard shows the message and the
+        // run is recorded as failed, never left "running".
+        const QString db = m_dir.filePath(QStringLiteral("fail.db"));
+        MainWindow window(db);
+        window.configView()->loadPreset(QStringLiteral("tiny"));
+        RunConfig config = window.configView()->config();
+        config.data.kind = DataKind::TokenFile;
+        config.data.path = m_dir.filePath(QStringLiteral("does-not-exist.bin")).toStdString();
+        DashboardView *dash = window.dashboard();
+        dash->setConfig(config, true);
+        dash->setSteps(2, 0);
+        QVERIFY(dash->startPilot());
+        QTRY_VERIFY_WITH_TIMEOUT(!dash->isRunning(), 60000);
+        QVERIFY2(dash->lastVerdict() == QStringLiteral("error") || dash->lastVerdict() == QStringLiteral("failed"), qPrintable(dash->lastVerdict()));
+        const auto runs = window.history()->store()->listRuns();
+        QCOMPARE(runs.size(), size_t(1));
+        QCOMPARE(runs.front().status, QStringLiteral("done"));
+        QCOMPARE(runs.front().verdict, QStringLiteral("failed"));
+    }
+
+private:
+    QTemporaryDir m_dir;
+};
+
+QTEST_MAIN(TestPilotDashboard)
+#include "tst_pilot_dashboard.moc"

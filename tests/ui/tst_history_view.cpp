@@ -1,0 +1,193 @@
+// The history view over a database written by hand: the table lists and filters the runs, tags
+// and notes edit through to the store, a run opens with its own samples, two runs overlay, the
+// config diff shows only what differs, and the staged checklist turns green only on passing
+// evidence.
+#include "charts/RunCharts.h"
+#include "config/Presets.h"
+#include "config/RunConfigJson.h"
+#include "history/HistoryStore.h"
+#include "history/HistoryView.h"
+#include "history/HistoryWriter.h"
+#include "history/OverlayCharts.h"
+#include "history/RunTableModel.h"
+#include "stages/StagedPilotView.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace pb;
+using namespace pb::ui;
+
+namespace {
+
+int64_t writeRun(HistoryWriter &writer, const QString &kind, const RunConfig &config, int steps, double baseMs, Verdict verdict)
+{
+    RunStart start;
+    start.kind = kind;
+    start.name = QString::fromStdString(config.name);
+    start.model = QString::fromStdString(config.model.preset);
+    start.device = QStringLiteral("cpu");
+    start.configJson = toJson(config);
+    start.configHash = configHash(config);
+    const int64_t id = writer.beginRun(start);
+    PilotSummary summary;
+    summary.verdict = verdict;
+    summary.measuredSteps = steps;
+    for (int i = 1; i <= steps; ++i) {
+        StepSample s;
+        s.step = i;
+        s.phase = i == 1 ? Phase::Warmup : Phase::Train;
+        s.stepTimeMs = baseMs + i;
+        s.allocatedBytes = int64_t(i) * 1024 * 1024;
+        s.reservedBytes = s.allocatedBytes;
+        s.deviceUsedBytes = 2 * s.allocatedBytes;
+        s.tokens = 256;
+        s.loss = 5.0 - 0.1 * i;
+        writer.appendSample(id, s);
+    }
+    summary.stepTimeP50Ms = baseMs + steps / 2.0;
+    writer.finishRun(id, summary);
+    writer.flush();
+    return id;
+}
+
+std::vector<double> stepTimes(QLineSeries *series)
+{
+    std::vector<double> out;
+    for (const QPointF &p : series->points())
+        out.push_back(p.y());
+    return out;
+}
+
+} // namespace
+
+class TestHistoryView final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        m_db = m_dir.filePath(QStringLiteral("history.db"));
+        HistoryWriter writer(m_db);
+        RunConfig a = presetConfig(QStringLiteral("tiny"));
+        a.name = "tiny-a";
+        RunConfig b = a;
+        b.name = "tiny-b";
+        b.train.seqLen = 32;
+        m_a = writeRun(writer, QStringLiteral("pilot"), a, 10, 100.0, Verdict::Fits);
+        m_b = writeRun(writer, QStringLiteral("pilot"), b, 20, 200.0, Verdict::Fits);
+        m_scale = writeRun(writer, QStringLiteral("scale"), a, 3, 50.0, Verdict::DoesNotFit);
+    }
+
+    void tableListsAndFilters()
+    {
+        HistoryView view(m_db);
+        QCOMPARE(view.model()->rowCount(), 3);
+        // Newest first in the model; sorted by id descending in the view.
+        QCOMPARE(view.proxy()->index(0, RunTableModel::Id).data(RunTableModel::RunIdRole).toLongLong(), m_scale);
+        view.table()->sortByColumn(RunTableModel::P50, Qt::AscendingOrder);
+        QCOMPARE(view.proxy()->index(0, 0).data(RunTableModel::RunIdRole).toLongLong(), m_scale); // p50 51.5 ms
+        QCOMPARE(view.proxy()->index(2, 0).data(RunTableModel::RunIdRole).toLongLong(), m_b);     // p50 210 ms
+        QTest::keyClicks(view.findChild<QLineEdit *>(QStringLiteral("historyFilter")), QStringLiteral("scale"));
+        QCOMPARE(view.proxy()->rowCount(), 1);
+    }
+
+    void tagsAndNotesEditThrough()
+    {
+        HistoryView view(m_db);
+        const int row = view.model()->rowOfRun(m_a);
+        QVERIFY(view.model()->setData(view.model()->index(row, RunTableModel::Tags), QStringLiteral("cpu, baseline-candidate ,"), Qt::EditRole));
+        QVERIFY(view.model()->setData(view.model()->index(row, RunTableModel::Notes), QStringLiteral("first try"), Qt::EditRole));
+        HistoryStore store(m_db);
+        const RunRecord r = store.run(m_a);
+        QCOMPARE(r.tags, QStringList({QStringLiteral("cpu"), QStringLiteral("baseline-candidate")}));
+        QCOMPARE(r.notes, QStringLiteral("first try"));
+    }
+
+    void openRunShowsItsSamples()
+    {
+        HistoryView view(m_db);
+        view.openRun(m_a);
+        QCOMPARE(view.openedRunId(), m_a);
+        QCOMPARE(view.runCharts()->sampleCount(), size_t(10));
+        QCOMPARE(view.runCharts()->measuredStepTimesMs().size(), size_t(9)); // step 1 is warm-up
+        const auto times = stepTimes(view.runCharts()->stepTimeSeries());
+        QCOMPARE(times.size(), size_t(10));
+        QCOMPARE(times.front(), 101.0);
+        QCOMPARE(times.back(), 110.0);
+    }
+
+    void overlayTwoRuns()
+    {
+        HistoryView view(m_db);
+        view.table()->selectAll();
+        QCOMPARE(view.selectedRunIds().size(), size_t(3));
+        view.overlayRuns({m_a, m_b});
+        QCOMPARE(view.overlay()->seriesCount(), 2);
+        const auto series = view.overlay()->stepTimeView()->chart()->series();
+        auto *first = qobject_cast<QLineSeries *>(series.at(0));
+        auto *second = qobject_cast<QLineSeries *>(series.at(1));
+        QCOMPARE(first->count(), 10);
+        QCOMPARE(second->count(), 20);
+        QCOMPARE(second->at(19).y(), 220.0);
+        QVERIFY(first->name().contains(QString::number(m_a)));
+        auto *memory = qobject_cast<QLineSeries *>(view.overlay()->memoryView()->chart()->series().at(1));
+        QCOMPARE(memory->at(19).y(), 20.0); // 20 MiB at step 20
+    }
+
+    void diffShowsOnlyDifferences()
+    {
+        HistoryView view(m_db);
+        view.diffRuns(m_a, m_b);
+        QTableWidget *diff = view.diffTable();
+        QStringList paths;
+        for (int r = 0; r < diff->rowCount(); ++r)
+            paths << diff->item(r, 0)->text();
+        QCOMPARE(paths, QStringList({QStringLiteral("name"), QStringLiteral("train.seq_len")}));
+        const int seqRow = paths.indexOf(QStringLiteral("train.seq_len"));
+        QCOMPARE(diff->item(seqRow, 1)->text(), QStringLiteral("64"));
+        QCOMPARE(diff->item(seqRow, 2)->text(), QStringLiteral("32"));
+    }
+
+    void pinBaseline()
+    {
+        HistoryView view(m_db);
+        view.togglePinBaseline(m_b);
+        QCOMPARE(view.store()->pinnedBaseline(QStringLiteral("tiny")), std::optional<int64_t>(m_b));
+        const int row = view.model()->rowOfRun(m_b);
+        QVERIFY(view.model()->index(row, RunTableModel::Baseline).data().toString().contains(QStringLiteral("baseline")));
+        view.togglePinBaseline(m_b);
+        QCOMPARE(view.store()->pinnedBaseline(QStringLiteral("tiny")), std::nullopt);
+    }
+
+    void stagedChecklistFollowsEvidence()
+    {
+        HistoryStore store(m_db);
+        StagedPilotView stages;
+        stages.setStore(&store);
+        stages.setModel(QStringLiteral("tiny"));
+        QCOMPARE(stages.stage(0).state, StageState::Passed);   // newest pilot: fits
+        QCOMPARE(stages.stage(0).runId, m_b);
+        QCOMPARE(stages.stage(1).state, StageState::Failed);   // scale: does-not-fit
+        QCOMPARE(stages.stage(1).runId, m_scale);
+        QCOMPARE(stages.stage(2).state, StageState::Missing);  // no restore-check
+        QCOMPARE(stages.stage(3).state, StageState::Missing);
+        stages.setModel(QStringLiteral("llama-3.1-8b"));
+        QCOMPARE(stages.stage(0).state, StageState::Missing);  // evidence is per model
+    }
+
+private:
+    QTemporaryDir m_dir;
+    QString m_db;
+    int64_t m_a = 0, m_b = 0, m_scale = 0;
+};
+
+QTEST_MAIN(TestHistoryView)
+#include "tst_history_view.moc"

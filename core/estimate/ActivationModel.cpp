@@ -19,6 +19,8 @@ struct LayerFlags {
     std::map<std::string, Projection> proj;
     bool inputNormTrains = false;
     bool postNormTrains = false;
+    int64_t downGradBytes = 0;            // gradients of down_proj (made first in the block's backward)
+    int64_t afterAttentionGradBytes = 0;  // gradients of the MLP, the second norm and o_proj
 };
 
 // Per layer: which projections train or carry an adapter, from the engine's parameter table.
@@ -37,6 +39,14 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             continue;
         }
         auto &layer = layers[static_cast<size_t>(p.layer)];
+        if (p.trainable) {
+            const int64_t bytes = p.numel * trainableParamBytes(config.train.precision);
+            if (p.name.find(".mlp.") != std::string::npos || p.name.find("post_attention_layernorm") != std::string::npos ||
+                p.name.find(".o_proj.") != std::string::npos)
+                layer.afterAttentionGradBytes += bytes;
+            if (p.name.find(".down_proj.") != std::string::npos)
+                layer.downGradBytes += bytes;
+        }
         for (const auto &name : projectionNames()) {
             if (p.name.find("." + name + ".") == std::string::npos)
                 continue;
@@ -60,21 +70,29 @@ class BlockWalk {
 public:
     BlockWalk(const RunConfig &config, int64_t tokens)
         : n(tokens), mixed(usesAutocast(config.train.precision)),
-          c(config.train.precision == Precision::Fp32 ? 4 : 2),
-          r(config.train.precision == Precision::Bf16 ? 2 : 4), rank(config.train.lora.rank)
+          c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank)
     {
     }
 
     // RMSNorm as LlamaRMSNorm: h = x.to(fp32); h * rsqrt(mean(h^2) + eps); weight * h.to(x dtype).
-    // Returns the output's element size; `outGrad` tells whether it requires grad.
-    int64_t norm(int64_t width, bool inGrad, bool weightTrains, bool &outGrad)
+    // `dx` is the input's element size, `dw` the weight's. Returns the output's element size (the
+    // promotion of the two); `outGrad` tells whether it requires grad. Nothing here is cast by
+    // autocast (pow, mean, rsqrt and mul run in their inputs' dtypes).
+    int64_t norm(int64_t width, int64_t dx, bool inGrad, bool weightTrains, int64_t dw, bool &outGrad, bool isBlockInput = false)
     {
-        if (inGrad)
-            saved += 4 * n * width + 4 * n;          // the fp32 h (x itself when x is fp32) and rsqrt
+        if (inGrad) {
+            // pow and the multiply by rsqrt keep h: x itself when x is fp32 (the block input,
+            // counted here), else its fp32 copy; mean keeps pow's output; rsqrt keeps its result.
+            saved += 4 * n * width + 4 * n * width + 4 * n;
+            if (isBlockInput)
+                inputSaved += dx == 4 ? 4 * n * width : 0;
+        }
+        // weight * h' keeps h': the fp32 product itself when x is fp32, else its cast to x's dtype
+        // (the fp32 product is then dropped).
         if (weightTrains)
-            saved += r * n * width;                  // h.to(x dtype), kept by weight * h
+            saved += (dx == 4 ? 4 : dx) * n * width;
         outGrad = inGrad || weightTrains;
-        return r;                                    // fp32 x stays fp32 even times a bf16 weight
+        return std::max(dx, dw);
     }
 
     // Linears reading one input X of `width` columns and element size `dx`.
@@ -96,8 +114,9 @@ public:
 
     const int64_t n;
     const bool mixed;
-    const int64_t c, r, rank;
+    const int64_t c, rank;
     int64_t saved = 0;
+    int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };
 
 } // namespace
@@ -110,7 +129,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     const int64_t h = m.hiddenSize, heads = m.attentionHeads, hd = m.effectiveHeadDim();
     const int64_t qDim = heads * hd, kvDim = m.kvHeads * hd, inter = m.intermediateSize, vocab = m.vocabSize;
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
-    const int64_t r = train.precision == Precision::Bf16 ? 2 : 4;
+    // Element size of a parameter as the engine stores it: trainable fp32 masters (bf16 under pure
+    // bf16), frozen ones in the compute dtype.
+    auto paramBytes = [&](bool trains) { return trains ? trainableParamBytes(train.precision) : frozenParamBytes(train.precision); };
     const bool fused = fusedAttentionAvailable && train.attention != AttentionImpl::Math;
     const int64_t scores = c * b * heads * t * t;   // one B x heads x T x T tensor
 
@@ -120,7 +141,16 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     const auto layers = layerFlags(config, embeddingTrains, finalNormTrains, headTrains);
     // PEFT's enable_input_require_grads: recomputed blocks over a frozen embedding ask for grad.
     bool gradFlows = embeddingTrains || (train.recompute && !embeddingTrains);
-    int64_t blockPeak = 0;
+    // The residual stream keeps the embedding's dtype: adding a 16-bit block output to an fp32
+    // stream stays fp32, and a frozen 16-bit embedding (LoRA under autocast) makes it 16-bit.
+    const int64_t r = paramBytes(embeddingTrains);
+
+    const int64_t groups = std::max<int64_t>(1, heads / std::max<int64_t>(1, m.kvHeads));
+    // q after the rotary, k after the rotary and v as the projection made them: alive in the
+    // attention's frame while the kernel runs, though not what autograd keeps.
+    const int64_t qkvAlive = c * n * (qDim + 2 * kvDim);
+    const int64_t rotaryCasts = c != 4 ? 2 * c * t * hd : 0;    // cos/sin cast per layer to the compute dtype
+    int64_t noGradPeak = 0;
 
     for (const auto &layer : layers) {
         auto proj = [&](const char *name) {
@@ -129,35 +159,46 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         };
         BlockWalk walk(config, n);
         bool y1Grad = false;
-        const int64_t dx1 = walk.norm(h, gradFlows, layer.inputNormTrains, y1Grad);
+        const int64_t dx1 = walk.norm(h, r, gradFlows, layer.inputNormTrains, paramBytes(layer.inputNormTrains), y1Grad, true);
         const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj");
         walk.linears(h, dx1, {q, k, v});
         const bool qkvGrad = y1Grad || q.needsGrad() || k.needsGrad() || v.needsGrad();
-        int64_t beforeScores = 0;
+        // Under autocast the fp32 norm output is alive but not kept (each projection keeps its cast).
+        const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
+        int64_t forwardAbove = 0, atAttention = 0;
         if (qkvGrad) {
             if (fused) {
                 // SDPA keeps q, k, v as given (GQA heads shared through enable_gqa), its output
                 // (laid out [B, T, heads, hd], so o_proj's input is a view of it) and the fp32 log-sum-exp.
-                walk.saved += c * n * (qDim + 2 * kvDim) + c * n * qDim + 4 * b * heads * t;
+                walk.saved += c * n * (qDim + 2 * kvDim) + c * n * qDim + 4 * b * heads * t + rotaryCasts;
+                atAttention = walk.saved;
+                forwardAbove = walk.saved + y1Alive;
             } else {
-                // Math path: bmm keeps contiguous q and k (k, v expanded to all heads), the
-                // softmax keeps its output, which the second bmm keeps with v; masked_fill keeps
-                // the T x T mask; each layer casts the rotary tables to the compute dtype.
-                walk.saved += 3 * c * n * qDim + t * t + (c != 4 ? 2 * c * t * hd : 0);
-                beforeScores = walk.saved;
-                walk.saved += scores;
+                // Math path: the bmms keep contiguous copies of q and of k, v expanded to all heads
+                // (the rotary output is laid out [B, T, heads, hd]); the softmax keeps its output,
+                // which the second bmm keeps too; masked_fill keeps the T x T mask.
+                walk.saved += 3 * c * n * qDim + t * t + rotaryCasts + scores;
+                atAttention = walk.saved;
+                // At the second bmm: the masked scores and the output beside the kept set, and
+                // q, k, v as the rotary left them.
+                forwardAbove = walk.saved + scores + c * n * qDim + qkvAlive + y1Alive;
             }
         }
         walk.linears(qDim, c, {o}, fused && qkvGrad);
         const bool attnGrad = qkvGrad || o.needsGrad();
         bool y2Grad = false;
-        const int64_t dx2 = walk.norm(h, attnGrad || gradFlows, layer.postNormTrains, y2Grad);
+        const int64_t dx2 = walk.norm(h, r, attnGrad || gradFlows, layer.postNormTrains, paramBytes(layer.postNormTrains), y2Grad);
+        int64_t mlpBackward = 0, mlpLive = 0;
         if (m.activation == ActivationKind::Gelu) {
             const auto up = proj("up_proj"), down = proj("down_proj");
             walk.linears(h, dx2, {up});
             if (y2Grad || up.needsGrad())
                 walk.saved += c * n * inter;            // gelu keeps its input
             walk.linears(inter, c, {down});
+            // Backward: gelu's output gradient (replacing the down input when that was kept), then
+            // up's output gradient.
+            mlpBackward = 2 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
+            mlpLive = 2 * c * n * inter;
         } else {
             const auto gate = proj("gate_proj"), up = proj("up_proj"), down = proj("down_proj");
             walk.linears(h, dx2, {gate, up});
@@ -166,39 +207,45 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                           + (uGrad ? c * n * inter : 0) // silu(g) * up keeps silu(g) when up needs grad
                           + (gGrad ? c * n * inter : 0);// ... and up's output when gate needs grad
             walk.linears(inter, c, {down});
+            // Backward: down's input gradient (replacing the product when down kept it), then the
+            // multiply makes the gradients of silu(g) and of up while its kept inputs are held.
+            mlpBackward = 3 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
+            mlpLive = 4 * c * n * inter;
         }
         out.savedPerBlock.push_back(walk.saved);
-        // Forward transient: the math path holds the raw and the scaled (then masked) scores
-        // before the softmax output exists.
-        blockPeak = std::max(blockPeak, fused || !qkvGrad ? walk.saved : std::max(walk.saved, beforeScores + 2 * scores + 2 * t * t));
+        out.inputSavedPerBlock.push_back(walk.inputSaved);
+        out.forwardAbovePerBlock.push_back(std::max(forwardAbove, walk.saved) - walk.inputSaved);
+        out.backwardMlpExtraPerBlock.push_back(layer.downGradBytes + mlpBackward);
+        // Attention's backward: what is kept up to the softmax, the gradients of everything after
+        // it, and at the softmax's backward its input and output gradients (plus, on the math
+        // path, the expanded v's gradient, or q, k, v's gradients from the fused kernel).
+        const int64_t attnGrads = fused ? 3 * c * n * qDim : 2 * scores + c * n * qDim;
+        out.backwardAttentionExtraPerBlock.push_back(atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved);
+        // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
+        // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the
+        // MLP (residual, norm output, its intermediates and down's output).
+        const int64_t attnNoGrad = dx1 * n * h + qkvAlive + rotaryCasts +
+                                   (fused ? c * n * qDim : (groups > 1 ? 2 * c * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
+        const int64_t mlpNoGrad = r * n * h + dx2 * n * h + mlpLive + c * n * h;
+        noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || proj("down_proj").needsGrad();
     }
-    const int64_t typicalSaved = out.savedPerBlock.empty() ? 0 : out.savedPerBlock.back();
-    out.blockForwardExtra = std::max<int64_t>(0, blockPeak - typicalSaved);
     out.blockInputBytes = r * n * h;
-    // Under no_grad nothing is kept: the live set peaks at the attention (q, k, v as the kernel
-    // reads them, plus the raw and scaled scores on the math path) or in the MLP (silu(g), up and
-    // their product), over the block input and the residual.
-    const int64_t attnLive = fused ? 4 * c * n * qDim : 3 * c * n * qDim + 2 * scores;
-    out.blockNoGradPeak = 2 * r * n * h + std::max(attnLive, 3 * c * n * inter);
-
-    // Backward of one block: the residual stream's gradient (incoming and accumulated), the
-    // largest set of intermediate gradients at once, and under autocast the 16-bit weight
-    // gradient before its cast to the fp32 master's dtype.
-    const int64_t mlpGrads = 3 * c * n * inter;
-    const int64_t attnGrads = fused ? 4 * c * n * qDim : 2 * scores + c * n * qDim;
-    const int64_t weightGradCast = usesAutocast(train.precision) ? 2 * std::max({h * inter, h * qDim}) : 0;
-    out.blockBackwardExtra = 2 * r * n * h + std::max(mlpGrads, attnGrads) + weightGradCast;
+    out.blockNoGradPeak = noGradPeak;
 
     // Final norm and lm_head.
     {
         BlockWalk walk(config, n);
         bool yGrad = false;
-        const int64_t dx = walk.norm(h, gradFlows, finalNormTrains, yGrad);
+        const int64_t dx = walk.norm(h, r, gradFlows, finalNormTrains, paramBytes(finalNormTrains), yGrad);
         Projection head;
         head.trainable = headTrains;
         walk.linears(h, dx, {head});
         out.headSaved = walk.saved;
+        // The loss function holds the final norm's output until it returns; when lm_head does not
+        // keep that very tensor (frozen head, or autocast's 16-bit copy), it is extra at the loss.
+        const bool keptAsIs = headTrains && !(walk.mixed && dx == 4);
+        out.headOutputAlive = keptAsIs ? 0 : dx * n * h;
     }
     // Loss: logits (compute dtype), their fp32 copy, log-softmax output (fp32, kept). In
     // backward, nll_loss's gradient, log-softmax's gradient and the kept output coexist.

@@ -15,11 +15,18 @@ namespace pb {
 
 struct ActivationBytes {
     std::vector<int64_t> savedPerBlock;  // kept for backward by each block (full, no recompute)
-    int64_t blockInputBytes = 0;         // what a recomputed block keeps (its input)
-    int64_t blockForwardExtra = 0;       // transient above a block's saved tensors while it runs forward
-    int64_t blockNoGradPeak = 0;         // live tensors of a block run under no_grad (recompute's forward)
-    int64_t blockBackwardExtra = 0;      // transient gradients while one block runs backward
+    std::vector<int64_t> inputSavedPerBlock; // part of savedPerBlock that is the block input itself
+    // Grad-mode forward peak of each block above what was live before it (its input included).
+    std::vector<int64_t> forwardAbovePerBlock;
+    // Backward of each block, above its kept tensors, the incoming gradient and the gradients made
+    // before it: at the MLP's multiply, and at the attention's softmax (there the tensors kept
+    // after the attention are already freed, so this can be negative).
+    std::vector<int64_t> backwardMlpExtraPerBlock;
+    std::vector<int64_t> backwardAttentionExtraPerBlock;
+    int64_t blockInputBytes = 0;         // one residual-stream tensor: what a recomputed block keeps
+    int64_t blockNoGradPeak = 0;         // live tensors of a block run under no_grad, above its input
     int64_t headSaved = 0;               // final norm and lm_head inputs
+    int64_t headOutputAlive = 0;         // final norm output held (not saved) during the loss
     int64_t logitsForwardPeak = 0;       // logits, fp32 copy and log-softmax during the loss
     int64_t logitsSaved = 0;             // what the loss keeps for backward (log-softmax output)
     int64_t logitsBackwardPeak = 0;      // log-softmax output, its gradient and the logits' gradient

@@ -91,22 +91,32 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     for (auto s : act.savedPerBlock)
         savedAll += s;
 
+    const int64_t residual = act.blockInputBytes;   // one residual-stream tensor (or its gradient)
     Phases out;
     // Forward: optimizer state exists from the first step on; gradients were dropped (set_to_none).
     out.forward = base;
     out.forward.optimizer = optimizerStates;
-    out.forward.trainableWeights += copiesAll;
     if (!train.recompute) {
-        const int64_t atLoss = savedAll + act.headSaved + fixed + gatheredBytes;
-        const int64_t atLastAttention = savedAll + act.blockForwardExtra + fixed + gatheredBytes;
-        out.forward.activations = std::max(atLoss, atLastAttention);
-        out.forward.logits = atLoss + act.logitsForwardPeak >= atLastAttention ? act.logitsForwardPeak : 0;
+        // Autocast's cache holds every trainable matrix's 16-bit copy until the forward ends.
+        out.forward.trainableWeights += copiesAll;
+        int64_t inBlocks = 0, below = 0;
+        for (int64_t i = 0; i < layers; ++i) {
+            const auto k = static_cast<size_t>(i);
+            inBlocks = std::max(inBlocks, below + residual + act.forwardAbovePerBlock[k]);
+            below += act.savedPerBlock[k];
+        }
+        const int64_t atLoss = savedAll + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
+        out.forward.activations = (atLoss >= inBlocks ? atLoss - act.logitsForwardPeak : inBlocks) + fixed + gatheredBytes;
+        out.forward.logits = atLoss >= inBlocks ? act.logitsForwardPeak : 0;
     } else {
-        const int64_t inputs = layers * act.blockInputBytes;
-        const int64_t atLoss = inputs + act.headSaved + fixed + gatheredBytes;
-        const int64_t inBlock = inputs + act.blockNoGradPeak + fixed + gatheredBytes;
-        out.forward.activations = std::max(atLoss, inBlock);
-        out.forward.logits = atLoss + act.logitsForwardPeak >= inBlock ? act.logitsForwardPeak : 0;
+        // Blocks run under no_grad: autocast casts their weights without caching them; only
+        // lm_head's copy (made with grad) is cached.
+        out.forward.trainableWeights += headCopy;
+        const int64_t inputs = layers * residual;
+        const int64_t atLoss = inputs + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
+        const int64_t inBlock = inputs + act.blockNoGradPeak;
+        out.forward.activations = (atLoss >= inBlock ? atLoss - act.logitsForwardPeak : inBlock) + fixed + gatheredBytes;
+        out.forward.logits = atLoss >= inBlock ? act.logitsForwardPeak : 0;
     }
 
     // Backward: the loss gradient first, then block by block from the top, freeing each block's
@@ -129,16 +139,27 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll);
         int64_t below = savedAll;
         for (int64_t i = layers - 1; i >= 0; --i) {
-            const int64_t grads = gradHead + gradPerLayer * (layers - i) + gradientBuffers;
-            consider(below + act.blockBackwardExtra, 0, grads, copyPerLayer * (i + 1));
-            below -= act.savedPerBlock[static_cast<size_t>(i)];
+            const auto k = static_cast<size_t>(i);
+            const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;
+            // The block's kept tensors, the gradient arriving at its output, and its peak.
+            const int64_t extra = std::max(act.backwardMlpExtraPerBlock[k], act.backwardAttentionExtraPerBlock[k]);
+            consider(below + residual + extra, 0, grads, copyPerLayer * (i + 1));
+            below -= act.savedPerBlock[k];
         }
     } else {
-        consider(layers * act.blockInputBytes + act.headSaved, act.logitsBackwardPeak, 0, headCopy);
+        consider(layers * residual + act.headSaved, act.logitsBackwardPeak, 0, headCopy);
         for (int64_t i = layers - 1; i >= 0; --i) {
-            const int64_t grads = gradHead + gradPerLayer * (layers - i) + gradientBuffers;
-            const int64_t rebuilt = act.savedPerBlock[static_cast<size_t>(i)] + std::max(act.blockBackwardExtra, act.blockForwardExtra);
-            consider((i + 1) * act.blockInputBytes + rebuilt, 0, grads, copyPerLayer);
+            const auto k = static_cast<size_t>(i);
+            const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;
+            // Inputs of this block and the ones below, the incoming gradient (held by the
+            // recompute node while the block's own backward runs), then either the re-run
+            // forward's peak or the rebuilt block (its input is the saved one, not counted twice),
+            // its output, and the backward's peak; the residual gradient accumulates into a new
+            // tensor because the incoming one is still held.
+            const int64_t held = (i + 1) * residual + residual;
+            const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] + residual;
+            const int64_t backwardPeak = std::max(act.backwardMlpExtraPerBlock[k], act.backwardAttentionExtraPerBlock[k] + residual);
+            consider(held + std::max(act.forwardAbovePerBlock[k], rebuilt + backwardPeak), 0, grads, copyPerLayer);
         }
     }
     consider(0, 0, gradAll + gradientBuffers, 0);

@@ -83,43 +83,91 @@ private Q_SLOTS:
     void activationsMathVersusFused()
     {
         // fp32, B=1, T=4 (n = 4 tokens), hidden 8, 2 heads, inter 16; every element 4 B.
-        // norm1: input x 4*4*8 = 128 + rsqrt 4*4 = 16 + normalised h 128           = 272
+        // norm1: input x 4*4*8 = 128 (kept by pow and the rsqrt multiply), pow's output 128
+        // (kept by mean), rsqrt 4*4 = 16, normalised h 128 (kept by weight * h)       = 400
         // q,k,v share the norm output (fp32, no autocast casts)                    = 128
-        // math attention: q,k,v contiguous 3*4*4*8 = 384, mask 4*4 = 16, probs 4*1*2*4*4 = 128 = 528
-        // o_proj input 128; norm2 272; gate/up share input 128
+        // math attention: contiguous q and expanded k, v 3*4*4*8 = 384, mask 4*4 = 16,
+        // probs 4*1*2*4*4 = 128                                                    = 528
+        // o_proj input 128; norm2 (residual, pow, rsqrt, h) 400; gate/up share input 128
         // SwiGLU: gate out, silu out, up out 3*4*4*16 = 768; down input 256
-        // total 272 + 128 + 528 + 128 + 272 + 128 + 768 + 256 = 2480
+        // total 400 + 128 + 528 + 128 + 400 + 128 + 768 + 256 = 2736
         const RunConfig c = toy();
         const ActivationBytes math = activationBytes(c, false);
         QCOMPARE(math.savedPerBlock.size(), size_t(1));
-        QCOMPARE(math.savedPerBlock[0], 2480LL);
+        QCOMPARE(math.savedPerBlock[0], 2736LL);
+        // Of which the block input itself (recompute keeps it already): 128.
+        QCOMPARE(math.inputSavedPerBlock[0], 128LL);
         // SDPA: q,k,v 384 + output 128 (o_proj reads a view of it) + fp32 log-sum-exp 4*1*2*4 = 32:
-        // 544 replaces math's 528 + o_proj's 128 -> 2480 - 656 + 544 = 2368.
+        // 544 replaces math's 528 + o_proj's 128 -> 2736 - 656 + 544 = 2624.
         const ActivationBytes fused = activationBytes(c, true);
-        QCOMPARE(fused.savedPerBlock[0], 2368LL);
+        QCOMPARE(fused.savedPerBlock[0], 2624LL);
         // attention=math forces the math path even where SDPA exists.
         RunConfig m = c;
         m.train.attention = AttentionImpl::Math;
-        QCOMPARE(activationBytes(m, true).savedPerBlock[0], 2480LL);
+        QCOMPARE(activationBytes(m, true).savedPerBlock[0], 2736LL);
         // Logits: 4 tokens x vocab 32 = 128 elements. Forward: fp32 logits 512 (the fp32 upcast is
         // the same tensor) + log-softmax 512 = 1024; backward: three fp32 N x V tensors = 1536.
         QCOMPARE(math.logitsForwardPeak, 1024LL);
         QCOMPARE(math.logitsBackwardPeak, 1536LL);
+        // Final norm 400 as norm1, plus lm_head's input 128 = 528; lm_head keeps the very
+        // tensor the loss function holds, so nothing extra is alive at the loss.
+        QCOMPARE(math.headSaved, 528LL);
+        QCOMPARE(math.headOutputAlive, 0LL);
         // Recompute keeps the block input only: 4 tokens x 8 x 4 B = 128.
         QCOMPARE(math.blockInputBytes, 128LL);
+        // MLP backward above the kept set: down_proj's weight gradient 16*8*4 = 512, then at
+        // the multiply the gradients of the product, silu(g) and up, 3*4*4*16 = 768, less the
+        // product down_proj kept (256, freed once down's backward ran): 512 + 512 = 1024.
+        QCOMPARE(math.backwardMlpExtraPerBlock[0], 1024LL);
+        // Attention backward at the softmax: kept up to the probabilities 400 + 128 + 528 = 1056;
+        // gradients of o_proj (64), norm2 (8) and the MLP (3*128) = 456 floats = 1824 B; the
+        // softmax's input and output gradients 2*128 and expanded v's gradient 128 = 384;
+        // above the whole kept set: 1056 + 1824 + 384 - 2736 = 528.
+        QCOMPARE(math.backwardAttentionExtraPerBlock[0], 528LL);
     }
 
     void activationsBf16MixedCasts()
     {
-        // bf16-mixed: residual fp32, compute bf16. norm1 272 as in fp32 (h stays fp32).
+        // bf16-mixed: residual fp32 (the embedding trains), compute bf16. norm1 400 as in fp32
+        // (x is fp32, the weight is an fp32 master, so its output is fp32 too).
         // q,k,v: autocast casts the fp32 norm output once per projection: 3 * 2*4*8 = 192.
         // math attention: 3*2*4*8 = 192 + mask 16 + rotary tables cast per layer 2*2*4*4 = 64
         // + probs 2*1*2*16 = 64 -> 336. o_proj input (already bf16, shared) 2*4*8 = 64.
-        // norm2 272; gate/up casts 2 * 64 = 128; SwiGLU 3*2*4*16 = 384; down input 128.
-        // total 272 + 192 + 336 + 64 + 272 + 128 + 384 + 128 = 1776
+        // norm2 400; gate/up casts 2 * 64 = 128; SwiGLU 3*2*4*16 = 384; down input 128.
+        // total 400 + 192 + 336 + 64 + 400 + 128 + 384 + 128 = 2032
         RunConfig c = toy();
         c.train.precision = Precision::Bf16Mixed;
-        QCOMPARE(activationBytes(c, false).savedPerBlock[0], 1776LL);
+        QCOMPARE(activationBytes(c, false).savedPerBlock[0], 2032LL);
+    }
+
+    void activationsLoraBf16MixedResidualIsBf16()
+    {
+        // LoRA rank 2 on q,k,v,o under bf16-mixed: the frozen embedding is bf16, so the residual
+        // stream is bf16 and, without recompute, the block input does not require grad.
+        // norm1: nothing requires grad (frozen bf16 weight): nothing kept; output bf16.
+        // q,k,v: lora_A keeps the bf16 norm output once 2*4*8 = 64, lora_B each A's output
+        // 2*4*2 = 16 -> 64 + 48 = 112. Math attention as under bf16-mixed: 336.
+        // o_proj: input 64 + lora_B's 16 = 80.
+        // norm2 on the bf16 residual: its fp32 copy 4*4*8 = 128, pow 128, rsqrt 16 = 272 (frozen
+        // weight: h' not kept). MLP frozen: its inputs are not kept, but gate out, silu out and
+        // up out are (the gradient flows through them): 3*2*4*16 = 384.
+        // total 0 + 112 + 336 + 80 + 272 + 384 = 1184
+        RunConfig c = toy();
+        c.train.mode = TrainMode::Lora;
+        c.train.lora.rank = 2;
+        c.train.precision = Precision::Bf16Mixed;
+        const ActivationBytes a = activationBytes(c, false);
+        QCOMPARE(a.savedPerBlock[0], 1184LL);
+        QCOMPARE(a.inputSavedPerBlock[0], 0LL);
+        // Recompute keeps bf16 block inputs: 2*4*8 = 64.
+        QCOMPARE(a.blockInputBytes, 64LL);
+        // Final norm: fp32 copy 128 + pow 128 + rsqrt 16 = 272; the frozen lm_head keeps nothing,
+        // so the bf16 norm output (2*4*8 = 64) is alive beside it during the loss.
+        QCOMPARE(a.headSaved, 272LL);
+        QCOMPARE(a.headOutputAlive, 64LL);
+        // MLP backward: no weight gradient; down_proj is frozen and kept nothing, so the
+        // product's gradient and those of silu(g) and up all add: 3*2*4*16 = 384.
+        QCOMPARE(a.backwardMlpExtraPerBlock[0], 384LL);
     }
 
     void shardingOverGpus()

@@ -32,7 +32,8 @@ double nonNegative(const QCommandLineParser &parser, const QString &name)
 
 QString money(double v) { return QString::number(v, 'f', 2); }
 
-QString hours(double h) { return h < 10 ? QString::number(h, 'f', 2) : QString::number(h, 'f', 1); }
+// Hours with enough digits that a short job does not read as zero.
+QString hours(double h) { return h < 0.01 ? QString::number(h, 'g', 2) : h < 10 ? QString::number(h, 'f', 2) : QString::number(h, 'f', 1); }
 
 void printTable(CliContext &ctx, const Comparison &c)
 {
@@ -44,7 +45,7 @@ void printTable(CliContext &ctx, const Comparison &c)
     for (const auto &r : c.rows) {
         ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8 %9 %10 %11  %12%13\n")
                        .arg(QString::fromStdString(r.cardId), -16).arg(r.gpus, 4).arg(r.fits ? QStringLiteral("yes") : QStringLiteral("no"), 5)
-                       .arg(r.maxMicroBatch, 7).arg(r.stepTimeMs, 10, 'f', 3).arg(QString::fromLatin1(toString(r.stepTimeBasis)), -9)
+                       .arg(r.maxMicroBatch, 7).arg(r.stepTimeMs < 1 ? QString::number(r.stepTimeMs, 'g', 3) : QString::number(r.stepTimeMs, 'f', 1), 10).arg(QString::fromLatin1(toString(r.stepTimeBasis)), -9)
                        .arg(r.tokensPerSecond, 11, 'f', 0).arg(hours(r.cost.jobHours), 8).arg(hours(r.cost.windowHours), 9)
                        .arg(money(r.cost.totalCost), 12).arg(money(r.cost.costPerMillionTokens), 10)
                        .arg(QString::fromStdString(r.cost.plan.description))

@@ -116,12 +116,12 @@ void ReportCanvas::title(const QString &text, const QString &subtitle)
     m_y += 6;
 }
 
-void ReportCanvas::section(const QString &title)
+void ReportCanvas::section(const QString &title, double keepWithNext)
 {
     const QString text = QStringLiteral("%1. %2").arg(++m_section).arg(title);
     const QFont f = font(12, true);
     const double h = textHeight(text, f, m_width);
-    ensure(h + 80);
+    ensure(h + 12 + keepWithNext);
     m_y += 8;
     m_painter.setFont(f);
     m_painter.setPen(QColor(30, 60, 110));

@@ -26,7 +26,8 @@ public:
     QPainter &painter() { return m_painter; }
 
     void title(const QString &text, const QString &subtitle);
-    void section(const QString &title);                  // numbered, kept with at least 80 pt after it
+    // Numbered; starts a new page unless `keepWithNext` points (what must follow it) fit below it.
+    void section(const QString &title, double keepWithNext = 80);
     void paragraph(const QString &text, double pointSize = 9, bool bold = false);
     void keyValues(const std::vector<std::pair<QString, QString>> &rows, double keyWidth = 125, double pointSize = 8.5);
     // Column widths are fractions of the width; `highlightRow` is shaded; rows wrap, never overlap.

@@ -83,7 +83,12 @@ void paintScaling(ReportCanvas &c, const ReportData &d)
     }
     c.table({QStringLiteral("Run"), QStringLiteral("Started (UTC)"), QStringLiteral("Verdict"), QStringLiteral("Ranks"), QStringLiteral("Baseline tokens/s"),
              QStringLiteral("Scaled tokens/s"), QStringLiteral("Speed-up"), QStringLiteral("Efficiency"), QStringLiteral("Comm. ms/step"), QStringLiteral("Message")},
-            rows, {0.05, 0.13, 0.07, 0.08, 0.1, 0.1, 0.09, 0.1, 0.1, 0.18});
+            rows, {0.05, 0.12, 0.08, 0.08, 0.1, 0.1, 0.09, 0.1, 0.1, 0.18});
+    const bool onGpus = std::any_of(d.scaleRuns.begin(), d.scaleRuns.end(), [](const RunRecord &r) { return r.device.startsWith(QLatin1String("cuda")); });
+    if (!onGpus)
+        c.paragraph(QStringLiteral("These ranks shared CPUs: their efficiency says nothing about NVLink or Infinity Fabric, so the comparison below "
+                                   "still assumes its multi-GPU scaling."),
+                    8.5);
 }
 
 void paintComparison(ReportCanvas &c, const ReportData &d)

@@ -124,7 +124,7 @@ void paintEnvironment(ReportCanvas &c, const ReportData &d)
 
 void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
 {
-    c.section(reportSectionTitles()[3]);
+    c.section(reportSectionTitles()[3], 155); // the bar chart follows
     const double measured = num(d.run.summary, "peak_allocated_bytes");
     if (!d.estimate) {
         c.paragraph(QStringLiteral("No prediction: ") + qs(d.estimateError.empty() ? d.configError : d.estimateError));
@@ -157,12 +157,12 @@ void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
     for (auto it = byPhase.begin(); it != byPhase.end(); ++it)
         phases << QStringLiteral("%1 %2").arg(it.key(), formatBytes(it.value().toDouble()));
     kv.push_back({QStringLiteral("Measured peak by phase"), phases.join(QStringLiteral(", "))});
-    c.keyValues(kv);
+    c.keyValues(kv, 160);
 }
 
 void paintCharts(ReportCanvas &c, const ReportData &d)
 {
-    c.section(reportSectionTitles()[4]);
+    c.section(reportSectionTitles()[4], 195); // the first chart follows
     const SampleSeries &s = d.samples;
     double maxBytes = 0;
     for (double v : s.peakAllocatedBytes)

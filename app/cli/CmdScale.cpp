@@ -13,6 +13,7 @@
 #include "dist/WorkerLauncher.h"
 #include "engine/PilotRecorder.h"
 #include "engine/Environment.h"
+#include "estimate/MemoryEstimator.h"
 #include "history/HistoryStore.h"
 #include "util/Errors.h"
 
@@ -83,6 +84,7 @@ int runScaleWorker(CliContext &ctx)
     addPilotOptions(parser);
     parser.addOptions({
         {QStringLiteral("result"), QStringLiteral("Write this rank's result JSON here (default: stdout)."), QStringLiteral("file")},
+        {QStringLiteral("strategy"), QStringLiteral("ddp (default) or zero2."), QStringLiteral("name"), QStringLiteral("ddp")},
         {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},
         {QStringLiteral("timeout"), QStringLiteral("Rendezvous and collective timeout in seconds (default 600)."), QStringLiteral("s"), QStringLiteral("600")},
     });
@@ -91,6 +93,7 @@ int runScaleWorker(CliContext &ctx)
     const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
     DistributedPilotOptions dist;
     dist.rendezvous = rendezvousFromEnvironment();
+    dist.strategy = parser.value(QStringLiteral("strategy")).toStdString();
     dist.timeoutSeconds = positiveOption(parser, QStringLiteral("timeout"), 1);
     dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
     PilotOptions options = pilotOptionsFrom(parser);
@@ -112,10 +115,27 @@ int runScaleWorker(CliContext &ctx)
     return exitCodeFor(result.run.summary.verdict);
 }
 
+// The estimator's per-rank tensor peak for the same run (null when it cannot estimate this config),
+// printed beside the measured one.
+QJsonValue predictedPeak(const RunConfig &config, const std::string &device, int gpus, const std::string &strategy)
+{
+    EstimateOptions options;
+    options.device = device == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
+    options.gpus = gpus;
+    options.strategy = parseStrategy(strategy).value_or(ParallelStrategy::None);
+    try {
+        return static_cast<double>(estimateMemory(config, options).peakAllocatedBytes);
+    } catch (const PilotBenchError &e) {
+        spdlog::warn("no memory estimate for this step: {}", e.what());
+        return QJsonValue::Null;
+    }
+}
+
 struct ScaleSetup {
     RunConfig config;
     PilotOptions options;            // the baseline's (device cpu or cuda:0)
     std::string device;              // "cpu" or "cuda"
+    std::string strategy;            // "ddp" or "zero2"
     int gpus = 0;
     int threadsPerRank = 0;          // CPU only
     int timeoutSeconds = 0;
@@ -133,10 +153,13 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
         throw InvalidInputError("--gpus", "is required: the number of ranks (GPUs, or CPU shares with --device cpu)");
     s.gpus = positiveOption(parser, QStringLiteral("gpus"), 1);
     const QString strategy = parser.value(QStringLiteral("strategy"));
-    if (strategy == QLatin1String("fsdp"))
-        throw InvalidInputError("--strategy", "fsdp (sharded parameters, gradients and optimizer state) is not available in this build yet; use ddp");
-    if (strategy != QLatin1String("ddp"))
-        throw InvalidInputError("--strategy", "'" + strategy.toStdString() + "' is not a strategy (use ddp)");
+    if (strategy == QLatin1String("fsdp") || strategy == QLatin1String("zero3"))
+        throw InvalidInputError("--strategy", strategy.toStdString() + " (parameters sharded too, gathered per block) is not available in this build yet; use ddp or zero2");
+    if (strategy != QLatin1String("ddp") && strategy != QLatin1String("zero2"))
+        throw InvalidInputError("--strategy", "'" + strategy.toStdString() + "' is not a strategy (use ddp or zero2)");
+    s.strategy = strategy.toStdString();
+    if (s.strategy == "zero2" && s.config.train.precision == Precision::Fp16Mixed)
+        throw InvalidInputError("train.precision", "zero2 cannot run fp16-mixed: the loss scaler's overflow check would see only one rank's gradients; use bf16-mixed");
     s.options = pilotOptionsFrom(parser);
     s.device = s.options.device;
     if (s.device != "cpu" && s.device != "cuda")
@@ -202,7 +225,7 @@ std::vector<WorkerSpec> ScaleStep::workerSpecs(const QString &workDir, int port)
         WorkerSpec spec;
         spec.program = QCoreApplication::applicationFilePath();
         spec.arguments = {QStringLiteral("scale-worker"), QStringLiteral("--config"), QDir(workDir).filePath(QStringLiteral("config.json")),
-                          QStringLiteral("--device"), QString::fromStdString(m_s.device), QStringLiteral("--steps"), QString::number(m_s.options.steps),
+                          QStringLiteral("--device"), QString::fromStdString(m_s.device), QStringLiteral("--strategy"), QString::fromStdString(m_s.strategy), QStringLiteral("--steps"), QString::number(m_s.options.steps),
                           QStringLiteral("--warmup"), QString::number(m_s.options.warmupSteps), QStringLiteral("--timeout"), QString::number(m_s.timeoutSeconds),
                           QStringLiteral("--result"), QDir(workDir).filePath(QStringLiteral("rank%1.json").arg(rank))};
         if (m_s.threadsPerRank > 0)
@@ -326,7 +349,7 @@ int ScaleStep::run()
     scaleOptions.device = m_s.device;
     PilotRecorder scaleRecorder(*m_writer, nullptr, nullptr);
     scaleRecorder.begin(m_s.config, scaleOptions, QStringLiteral("scale"), baselineId);
-    QJsonObject details {{QStringLiteral("strategy"), QStringLiteral("ddp")}, {QStringLiteral("gpus"), m_s.gpus},
+    QJsonObject details {{QStringLiteral("strategy"), QString::fromStdString(m_s.strategy)}, {QStringLiteral("gpus"), m_s.gpus},
                          {QStringLiteral("baseline_run_id"), static_cast<double>(baselineId)}, {QStringLiteral("topology"), toJson(topology)},
                          {QStringLiteral("warnings"), warningList}};
     if (bs.verdict != Verdict::Fits)
@@ -360,7 +383,7 @@ int ScaleStep::run()
         figures.push_back(rankFiguresFromJson(json, path.toStdString()));
         ranks.append(json);
     }
-    const ScaleSummary summary = summarizeScale("ddp", bs.tokensPerSecond, bs.stepTimeMeanMs, figures);
+    const ScaleSummary summary = summarizeScale(m_s.strategy, bs.tokensPerSecond, bs.stepTimeMeanMs, figures);
     if (!summary.parametersAgree)
         spdlog::warn("the ranks ended with different parameters: gradient synchronisation is broken");
     PilotSummary record; // what the history lists for the scaled run: all ranks together
@@ -375,6 +398,9 @@ int ScaleStep::run()
         json.insert(it.key(), it.value());
     json.insert(QStringLiteral("ranks"), ranks);
     json.insert(QStringLiteral("verdict"), QStringLiteral("fits"));
+    json.insert(QStringLiteral("predicted_per_rank_peak_allocated_bytes"), predictedPeak(m_s.config, m_s.device, m_s.gpus, m_s.strategy));
+    json.insert(QStringLiteral("predicted_baseline_peak_allocated_bytes"), predictedPeak(baselineConfig, m_s.device, 1, "none"));
+    json.insert(QStringLiteral("baseline_peak_allocated_bytes"), static_cast<double>(bs.peakAllocatedBytes));
     m_writer->finishRun(scaleRecorder.runId(), record, json);
     m_writer->flush();
 
@@ -388,7 +414,7 @@ int ScaleStep::run()
         QString peaks;
         for (int64_t p : summary.perRankPeakAllocatedBytes)
             peaks += (peaks.isEmpty() ? QString() : QStringLiteral(", ")) + formatBytes(static_cast<double>(p));
-        m_ctx.out << "strategy: ddp over " << QString::fromStdString(topology.collective) << ", " << summary.gpus << " ranks on " << QString::fromStdString(m_s.device)
+        m_ctx.out << "strategy: " << QString::fromStdString(m_s.strategy) << " over " << QString::fromStdString(topology.collective) << ", " << summary.gpus << " ranks on " << QString::fromStdString(m_s.device)
                   << "\nbaseline: " << QString::number(summary.baselineTokensPerSecond, 'f', 0) << " tokens/s (run " << baselineId << ", grad_accum "
                   << baselineConfig.train.gradAccum << ")\nscaled: " << QString::number(summary.tokensPerSecond, 'f', 0) << " tokens/s, speed-up "
                   << QString::number(summary.speedup, 'f', 2) << "x, scaling efficiency " << QString::number(summary.scalingEfficiency * 100, 'f', 1)
@@ -405,7 +431,8 @@ int runScale(CliContext &ctx)
     addPilotOptions(parser);
     parser.addOptions({
         {QStringLiteral("gpus"), QStringLiteral("Ranks to run: GPUs with --device cuda, CPU shares with --device cpu."), QStringLiteral("n")},
-        {QStringLiteral("strategy"), QStringLiteral("ddp (default)."), QStringLiteral("name"), QStringLiteral("ddp")},
+        {QStringLiteral("strategy"), QStringLiteral("ddp (default) or zero2 (optimizer state and gradients divided among the ranks)."), QStringLiteral("name"),
+         QStringLiteral("ddp")},
         {QStringLiteral("timeout"), QStringLiteral("End the step when the workers take longer, in seconds (default 900)."), QStringLiteral("s"), QStringLiteral("900")},
         {QStringLiteral("baseline-run"), QStringLiteral("Reuse this recorded baseline run (same config at the ranks' effective batch) instead of running one."),
          QStringLiteral("id")},

@@ -7,6 +7,7 @@ namespace pb {
 QJsonObject toJson(const DistributedPilotResult &result)
 {
     QJsonObject o = summaryJson(result.run);
+    o.insert(QStringLiteral("strategy"), QString::fromStdString(result.strategy));
     o.insert(QStringLiteral("rank"), result.rendezvous.rank);
     o.insert(QStringLiteral("world_size"), result.rendezvous.worldSize);
     o.insert(QStringLiteral("local_rank"), result.rendezvous.localRank);
@@ -15,6 +16,7 @@ QJsonObject toJson(const DistributedPilotResult &result)
     o.insert(QStringLiteral("comm_ms_per_step"), result.commMsPerStep);
     o.insert(QStringLiteral("broadcast_ms"), result.broadcastMs);
     o.insert(QStringLiteral("gradient_bytes_per_step"), static_cast<double>(result.gradientBytesPerStep));
+    o.insert(QStringLiteral("optimizer_parameters"), static_cast<double>(result.optimizerParameters));
     o.insert(QStringLiteral("parameter_sum"), result.parameterSum);
     o.insert(QStringLiteral("parameter_abs_sum"), result.parameterAbsSum);
     o.insert(QStringLiteral("parameter_count"), static_cast<double>(result.parameterCount));

@@ -1,7 +1,8 @@
 #pragma once
 // One rank of a data-parallel pilot: the engine's pilot with this rank's data shard, parameters
 // broadcast from rank 0 and gradients averaged over c10d (Gloo on CPU, NCCL on CUDA where the
-// build has it) after the last micro-batch of every step. No torch in this header.
+// build has it) after the last micro-batch of every step; with zero2 each rank also keeps and
+// steps the optimizer state of its own share of the parameters only. No torch in this header.
 #include "dist/Rendezvous.h"
 #include "engine/PilotEngine.h"
 
@@ -14,6 +15,7 @@ namespace pb {
 
 struct DistributedPilotOptions {
     Rendezvous rendezvous;
+    std::string strategy = "ddp";    // "ddp", or "zero2" (optimizer state and gradients divided among ranks)
     int timeoutSeconds = 600;        // store rendezvous and every collective
     int64_t bucketBytes = 25 << 20;  // gradients are flattened into buckets of about this size
     std::string parameterDumpPath;   // non-empty: all parameters as little-endian float32, model order
@@ -21,12 +23,14 @@ struct DistributedPilotOptions {
 
 struct DistributedPilotResult {
     PilotRun run;
+    std::string strategy;
     Rendezvous rendezvous;
     std::string collective;          // "gloo", "nccl", or "none" (single process)
     std::string collectiveVersion;
     double commMsPerStep = 0;        // mean exposed gradient all-reduce time over the measured steps
     double broadcastMs = 0;
     int64_t gradientBytesPerStep = 0;
+    int64_t optimizerParameters = 0; // parameters this rank's optimizer updates (and keeps state for)
     double parameterSum = 0;         // float checksums: compared within a tolerance across runs
     double parameterAbsSum = 0;
     int64_t parameterCount = 0;

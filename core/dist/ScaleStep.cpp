@@ -29,6 +29,7 @@ RankFigures rankFiguresFromJson(const QJsonObject &json, const std::string &wher
     f.stepTimeMeanMs = json.value(QStringLiteral("step_time_mean_ms")).toDouble();
     f.commMsPerStep = json.value(QStringLiteral("comm_ms_per_step")).toDouble();
     f.peakAllocatedBytes = static_cast<int64_t>(json.value(QStringLiteral("peak_allocated_bytes")).toDouble());
+    f.optimizerParameters = static_cast<int64_t>(json.value(QStringLiteral("optimizer_parameters")).toDouble());
     f.verdict = json.value(QStringLiteral("verdict")).toString().toStdString();
     f.parameterChecksum = json.value(QStringLiteral("parameter_checksum")).toString().toStdString();
     return f;
@@ -51,6 +52,7 @@ ScaleSummary summarizeScale(const std::string &strategy, double baselineTokensPe
         comm += r.commMsPerStep;
         s.stepTimeMs = std::max(s.stepTimeMs, r.stepTimeMeanMs);
         s.perRankPeakAllocatedBytes.push_back(r.peakAllocatedBytes);
+        s.perRankOptimizerParameters.push_back(r.optimizerParameters);
         if (r.parameterChecksum != ranks.front().parameterChecksum)
             s.parametersAgree = false;
     }
@@ -62,9 +64,11 @@ ScaleSummary summarizeScale(const std::string &strategy, double baselineTokensPe
 
 QJsonObject toJson(const ScaleSummary &s)
 {
-    QJsonArray peaks;
+    QJsonArray peaks, owned;
     for (int64_t p : s.perRankPeakAllocatedBytes)
         peaks.append(static_cast<double>(p));
+    for (int64_t p : s.perRankOptimizerParameters)
+        owned.append(static_cast<double>(p));
     return QJsonObject {
         {QStringLiteral("strategy"), QString::fromStdString(s.strategy)},
         {QStringLiteral("gpus"), s.gpus},
@@ -76,6 +80,7 @@ QJsonObject toJson(const ScaleSummary &s)
         {QStringLiteral("baseline_step_time_ms"), s.baselineStepTimeMs},
         {QStringLiteral("step_time_ms"), s.stepTimeMs},
         {QStringLiteral("per_rank_peak_allocated_bytes"), peaks},
+        {QStringLiteral("per_rank_optimizer_parameters"), owned},
         {QStringLiteral("parameters_agree"), s.parametersAgree},
     };
 }

@@ -19,12 +19,13 @@ struct RankFigures {
     double stepTimeMeanMs = 0;
     double commMsPerStep = 0;
     int64_t peakAllocatedBytes = 0;
+    int64_t optimizerParameters = 0; // parameters whose optimizer state this rank holds
     std::string verdict;
     std::string parameterChecksum;
 };
 
 struct ScaleSummary {
-    std::string strategy;            // "ddp"
+    std::string strategy;            // "ddp", "zero2"
     int gpus = 0;
     double baselineTokensPerSecond = 0;
     double tokensPerSecond = 0;      // all ranks together
@@ -34,6 +35,7 @@ struct ScaleSummary {
     double baselineStepTimeMs = 0;
     double stepTimeMs = 0;           // slowest rank's mean step
     std::vector<int64_t> perRankPeakAllocatedBytes;
+    std::vector<int64_t> perRankOptimizerParameters;
     bool parametersAgree = true;     // every rank ended with the same parameter checksum
 };
 

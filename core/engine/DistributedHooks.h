@@ -13,12 +13,17 @@ public:
     virtual ~DistributedHooks() = default;
     virtual int rank() const = 0;
     virtual int worldSize() const = 0;
+    // Before the optimizer is made: the trainable parameters it will update on this rank (all of
+    // them for DDP; this rank's share when optimizer state is sharded).
+    virtual std::vector<torch::Tensor> optimizerParameters(std::vector<torch::Tensor> trainable) { return trainable; }
     // After the model and optimizer exist (and a checkpoint was restored): make every rank start
     // from rank 0's parameters.
     virtual void broadcastParameters(std::vector<torch::Tensor> &params) = 0;
-    // After the last micro-batch's backward, before unscaling and clipping: leave in every
-    // parameter's grad the mean over ranks.
+    // After the last micro-batch's backward, before unscaling and clipping: leave in the grad of
+    // every parameter this rank's optimizer updates the mean over ranks (`params`: those).
     virtual void afterBackward(std::vector<torch::Tensor> &params) = 0;
+    // After an optimizer step: bring the parameters other ranks updated up to date here.
+    virtual void afterOptimizerStep() {}
     // After the last step, before the model is freed (the parameters in model order).
     virtual void trainingFinished(const std::vector<torch::Tensor> & /*params*/) {}
 };

@@ -133,7 +133,10 @@ void StepRunner::setup()
     m_session.model = DecoderModel(m_config, runtime, m_device);
     m_session.model->initialise(m_config.seed);
     m_session.model->train();
-    m_session.optimizer = makeOptimizer(train.optimizer, m_session.model->trainableParameters());
+    auto trainable = m_session.model->trainableParameters();
+    if (m_options.distributed) // a sharding strategy gives this rank's optimizer only its own part
+        trainable = m_options.distributed->optimizerParameters(std::move(trainable));
+    m_session.optimizer = makeOptimizer(train.optimizer, std::move(trainable));
     m_run.optimizerPath = m_session.optimizer->path();
     m_session.scaler.enabled = train.precision == Precision::Fp16Mixed;
     m_session.scaler.scale = train.lossScale;
@@ -220,6 +223,8 @@ StepSample StepRunner::trainStep(Phase phase)
     sample.learningRate = learningRateAt(train.optimizer, train.schedule, m_session.step);
     if (finite) {
         m_session.optimizer->step(sample.learningRate);
+        if (m_options.distributed)
+            m_options.distributed->afterOptimizerStep();
         if (m_session.scaler.enabled && ++m_session.scaler.goodSteps % LossScaler::kGrowthInterval == 0)
             m_session.scaler.scale *= 2;
     } else if (m_session.scaler.enabled) {

@@ -141,6 +141,54 @@ private Q_SLOTS:
         QSqlDatabase::removeDatabase(QStringLiteral("scale-check"));
     }
 
+    void zero2MatchesDdpWithLessOptimizerMemory()
+    {
+        // grad_clip 0.1 is below the tiny model's gradient norm (about 0.9), so clipping acts and
+        // zero2's norm over both ranks' shares is exercised.
+        QTemporaryDir dir;
+        QJsonObject summaries[2];
+        const QStringList strategies {QStringLiteral("ddp"), QStringLiteral("zero2")};
+        for (int i = 0; i < 2; ++i) {
+            const Result r = cli(base(dir) + QStringList {QStringLiteral("--set"), QStringLiteral("train.grad_clip=0.1"), QStringLiteral("--gpus"), QStringLiteral("2"),
+                                                          QStringLiteral("--strategy"), strategies[i], QStringLiteral("--steps"), QStringLiteral("3"),
+                                                          QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--dump-dir"), dir.filePath(strategies[i]),
+                                                          QStringLiteral("--jsonl")});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            summaries[i] = eventOf(r.out, QStringLiteral("summary"));
+            QCOMPARE(summaries[i].value(QStringLiteral("strategy")).toString(), strategies[i]);
+        }
+        const auto ddp = readFloats(dir.filePath(QStringLiteral("ddp/rank0.f32")));
+        const auto zero0 = readFloats(dir.filePath(QStringLiteral("zero2/rank0.f32")));
+        const auto zero1 = readFloats(dir.filePath(QStringLiteral("zero2/rank1.f32")));
+        QVERIFY(!ddp.empty());
+        QCOMPARE(zero0.size(), ddp.size());
+        QCOMPARE(zero1.size(), ddp.size());
+        double maxDiff = 0;
+        for (size_t i = 0; i < ddp.size(); ++i) {
+            maxDiff = std::max(maxDiff, static_cast<double>(std::abs(zero0[i] - ddp[i])));
+            QCOMPARE(zero1[i], zero0[i]); // each owner broadcast its update
+        }
+        QVERIFY2(maxDiff <= 1e-5, qPrintable(QStringLiteral("zero2 differs from ddp by %1").arg(maxDiff)));
+
+        // Each rank keeps AdamW's two fp32 moments only for the parameters it owns: against DDP it
+        // saves 2 x 4 bytes for every parameter another rank owns.
+        const qint64 parameters = static_cast<qint64>(ddp.size());
+        const QJsonArray ddpPeaks = summaries[0].value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();
+        const QJsonArray zeroPeaks = summaries[1].value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();
+        const QJsonArray ddpOwned = summaries[0].value(QStringLiteral("per_rank_optimizer_parameters")).toArray();
+        const QJsonArray owned = summaries[1].value(QStringLiteral("per_rank_optimizer_parameters")).toArray();
+        QCOMPARE(owned.size(), 2);
+        QCOMPARE(static_cast<qint64>(owned[0].toDouble() + owned[1].toDouble()), parameters);
+        QCOMPARE(static_cast<qint64>(ddpOwned[0].toDouble()), parameters);
+        for (int r = 0; r < 2; ++r) {
+            const double saved = ddpPeaks[r].toDouble() - zeroPeaks[r].toDouble();
+            const double expected = 8.0 * static_cast<double>(parameters - static_cast<qint64>(owned[r].toDouble()));
+            QVERIFY2(expected > 0.4 * 8.0 * static_cast<double>(parameters), "the parameters are not shared out between the ranks");
+            QVERIFY2(std::abs(saved - expected) <= 0.05 * expected, qPrintable(QStringLiteral("rank %1 saved %2 bytes, expected %3").arg(r).arg(saved).arg(expected)));
+        }
+        QVERIFY(summaries[1].contains(QStringLiteral("predicted_per_rank_peak_allocated_bytes")));
+    }
+
     void killedWorkerEndsTheStep()
     {
         QTemporaryDir dir;
@@ -223,6 +271,9 @@ private Q_SLOTS:
         QTest::newRow("one device named") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--device"), QStringLiteral("cuda:1")}
                                           << QStringLiteral("--device");
         QTest::newRow("fsdp") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("fsdp")} << QStringLiteral("--strategy");
+        QTest::newRow("zero2 with fp16") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("zero2"), QStringLiteral("--set"),
+                                                          QStringLiteral("train.precision=fp16-mixed")}
+                                         << QStringLiteral("zero2 cannot run fp16");
         QTest::newRow("unknown strategy") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("zero3")}
                                           << QStringLiteral("--strategy");
     }

@@ -35,13 +35,16 @@ private Q_SLOTS:
     void singleRankGroupMatchesPlainPilot_data()
     {
         QTest::addColumn<bool>("processGroup");
-        QTest::newRow("gloo group of one") << true;
-        QTest::newRow("no group") << false;
+        QTest::addColumn<QString>("strategy");
+        QTest::newRow("ddp, gloo group of one") << true << QStringLiteral("ddp");
+        QTest::newRow("zero2, gloo group of one") << true << QStringLiteral("zero2");
+        QTest::newRow("no group") << false << QStringLiteral("ddp");
     }
 
     void singleRankGroupMatchesPlainPilot()
     {
         QFETCH(bool, processGroup);
+        QFETCH(QString, strategy);
         const RunConfig config = presetConfig(QStringLiteral("tiny"));
         PilotEngine engine;
         const PilotRun plain = engine.run(config, tinyOptions());
@@ -53,6 +56,7 @@ private Q_SLOTS:
         if (processGroup)
             dist.rendezvous.masterPort = freeLocalPort();
         dist.timeoutSeconds = 60;
+        dist.strategy = strategy.toStdString();
         dist.parameterDumpPath = dir.filePath(QStringLiteral("params.f32")).toStdString();
         const DistributedPilotResult result = runDistributedPilot(config, tinyOptions(), dist);
         QCOMPARE(result.run.summary.verdict, Verdict::Fits);
@@ -60,6 +64,8 @@ private Q_SLOTS:
         QCOMPARE(result.run.parameterChecksum, plain.parameterChecksum);
         QCOMPARE(result.run.losses, plain.losses);
         QCOMPARE(result.run.summary.measuredSteps, int64_t(3));
+        QCOMPARE(result.strategy, strategy.toStdString());
+        QCOMPARE(result.optimizerParameters, result.parameterCount); // one rank owns every parameter (all trainable)
         QVERIFY(!result.cpuAffinity.empty());
 
         QFile dump(QString::fromStdString(dist.parameterDumpPath));
@@ -73,6 +79,13 @@ private Q_SLOTS:
             sum += v;
         }
         QVERIFY2(std::abs(sum - result.parameterSum) <= 1e-6 * result.parameterAbsSum, qPrintable(QStringLiteral("%1 vs %2").arg(sum).arg(result.parameterSum)));
+    }
+
+    void badStrategyRefused()
+    {
+        DistributedPilotOptions dist;
+        dist.strategy = "zero9";
+        QVERIFY_THROWS_EXCEPTION(InvalidInputError, runDistributedPilot(presetConfig(QStringLiteral("tiny")), tinyOptions(), dist));
     }
 
     void badRankRefused()

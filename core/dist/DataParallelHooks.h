@@ -1,0 +1,61 @@
+#pragma once
+// Internal to core/dist (includes torch and c10d): the engine hooks of the data-parallel
+// strategies. DDP replicates everything and averages gradients with all-reduce. ZeRO-2 replicates
+// the parameters but gives each trainable tensor one owner rank: gradients are reduced to their
+// owner (and freed elsewhere), only the owner keeps optimizer state and steps it, then broadcasts
+// the updated tensor. Same mathematics as DDP, optimizer state and gradients divided among ranks.
+#include "dist/DistCompat.h"
+#include "dist/Rendezvous.h"
+#include "engine/DistributedHooks.h"
+
+#include <string>
+#include <vector>
+
+namespace pb {
+
+enum class DataParallelStrategy { Ddp, Zero2 };
+
+class DataParallelHooks final : public DistributedHooks {
+public:
+    // `group` null: a single process (no communication; the dump and checksums still work).
+    DataParallelHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, DataParallelStrategy strategy, double gradClip,
+                      int64_t bucketBytes, std::string dumpPath);
+
+    int rank() const override { return m_rendezvous.rank; }
+    int worldSize() const override { return m_rendezvous.worldSize; }
+    std::vector<torch::Tensor> optimizerParameters(std::vector<torch::Tensor> trainable) override;
+    void broadcastParameters(std::vector<torch::Tensor> &params) override;
+    void afterBackward(std::vector<torch::Tensor> &params) override;
+    void afterOptimizerStep() override;
+    void trainingFinished(const std::vector<torch::Tensor> &params) override;
+
+    const std::vector<double> &stepCommMs() const { return m_stepCommMs; }
+    double broadcastMs() const { return m_broadcastMs; }
+    int64_t gradientBytes() const { return m_gradientBytes; }
+    int64_t ownedParameters() const { return m_ownedParameters; }
+    double parameterSum() const { return m_parameterSum; }
+    double parameterAbsSum() const { return m_parameterAbsSum; }
+    int64_t parameterCount() const { return m_parameterCount; }
+
+private:
+    template<typename Op>
+    void forEachBucket(std::vector<torch::Tensor> &tensors, Op op, double scale = 1.0);
+    void reduceToOwners();
+
+    c10::intrusive_ptr<compat::CollectiveGroup> m_group;
+    Rendezvous m_rendezvous;
+    DataParallelStrategy m_strategy;
+    double m_gradClip;
+    int64_t m_bucketBytes;
+    std::string m_dumpPath;
+    std::vector<torch::Tensor> m_trainable;  // every rank's full list, in model order
+    std::vector<int> m_owner;                // ZeRO-2: the rank that updates m_trainable[i]
+    std::vector<double> m_stepCommMs;
+    double m_broadcastMs = 0;
+    int64_t m_gradientBytes = 0;
+    int64_t m_ownedParameters = 0;
+    double m_parameterSum = 0, m_parameterAbsSum = 0;
+    int64_t m_parameterCount = 0;
+};
+
+} // namespace pb

@@ -2,12 +2,17 @@
 // others), the deadline, refused input, and the comparison view showing it.
 #include "compare/CompareView.h"
 #include "compare/ComparisonTable.h"
+#include "catalog/RentalWindow.h"
 #include "config/Presets.h"
+#include "config/RunConfigJson.h"
+#include "history/HistoryStore.h"
+#include "history/HistoryWriter.h"
 #include "util/Errors.h"
 
 #include <QLabel>
 #include <QSignalSpy>
 #include <QTableWidget>
+#include <QTemporaryDir>
 #include <QtTest>
 
 namespace {
@@ -175,6 +180,87 @@ private Q_SLOTS:
         } catch (const pb::InvalidInputError &e) {
             QCOMPARE(QString::fromStdString(e.where()), where);
         }
+    }
+
+    void evidenceFromHistory()
+    {
+        // A pilot recorded on an H200 (as its environment says), with two validation passes, one
+        // checkpoint, a GPU scaling step at 2 and a CPU one at 4 (which must not count).
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString db = dir.filePath(QStringLiteral("h.sqlite"));
+        pb::RunConfig config = plannedJob();
+        config.validation.everySteps = 1000;
+        config.checkpoint.everySteps = 6000;
+        const std::string hash = pb::configHash(config);
+        const QJsonObject env {{QStringLiteral("device"), QStringLiteral("cuda:0")}, {QStringLiteral("device_name"), QStringLiteral("NVIDIA H200")},
+                               {QStringLiteral("device_memory_bytes"), 143771.0 * 1024 * 1024}, {QStringLiteral("compute_capability"), QStringLiteral("9.0")},
+                               {QStringLiteral("cuda_runtime"), QStringLiteral("12.4")}, {QStringLiteral("driver_version"), QStringLiteral("570.86.15")}};
+        int64_t pilotId = 0;
+        {
+            pb::HistoryWriter writer(db);
+            auto start = [&](const char *kind, const char *device, std::optional<int64_t> parent) {
+                pb::RunStart s;
+                s.kind = QString::fromLatin1(kind);
+                s.name = QStringLiteral("h200 pilot");
+                s.device = QString::fromLatin1(device);
+                s.configJson = pb::toJson(config);
+                s.configHash = hash;
+                s.environmentJson = env;
+                s.parentRunId = parent;
+                return writer.beginRun(s);
+            };
+            pb::PilotSummary fits;
+            fits.verdict = pb::Verdict::Fits;
+            pilotId = start("pilot", "cuda:0", std::nullopt);
+            writer.appendValidation(pilotId, {1000, 2.0, 4, 300});
+            writer.appendValidation(pilotId, {2000, 1.9, 4, 500});
+            writer.appendCheckpoint(pilotId, {2000, "/ckpt/step-2000", 2000000000, 4000});
+            writer.finishRun(pilotId, fits,
+                             {{QStringLiteral("step_time_mean_ms"), 500.0}, {QStringLiteral("flops_per_step"), 200e12}, {QStringLiteral("tokens_per_s"), 16384.0},
+                              {QStringLiteral("setup_ms"), 60000.0}, {QStringLiteral("environment"), env}});
+            const int64_t gpuScale = start("scale", "cuda:0", pilotId);
+            writer.finishRun(gpuScale, fits, {{QStringLiteral("gpus"), 2}, {QStringLiteral("scaling_efficiency"), 0.95}});
+            const int64_t cpuScale = start("scale", "cpu", pilotId);
+            writer.finishRun(cpuScale, fits, {{QStringLiteral("gpus"), 4}, {QStringLiteral("scaling_efficiency"), 0.5}});
+            QVERIFY(writer.flush());
+        }
+        const pb::HistoryStore store(db);
+        const auto run = pb::newestMatchingPilot(store, hash);
+        QVERIFY(run.has_value());
+        QCOMPARE(run->id, pilotId);
+        const pb::Catalog catalog = pb::builtInCatalog();
+        const pb::PilotEvidence e = pb::pilotEvidence(store, *run, catalog);
+        QCOMPARE(e.cardId, std::string("h200-sxm-141gb"));
+        QCOMPARE(e.stepTimeMs, 500.0);
+        QCOMPARE(e.tokensPerStep, 8192.0);          // 16384 tokens/s x 0.5 s
+        QCOMPARE(e.validationPassMs, 400.0);        // mean of 300 and 500
+        QCOMPARE(e.checkpointWriteMs, 4000.0);
+        QCOMPARE(e.checkpointBytes, int64_t(2000000000));
+        QCOMPARE(e.setupMs, 60000.0);
+        QCOMPARE(e.scalingEfficiencyByGpus.size(), size_t(1));
+        QCOMPARE(e.scalingEfficiencyByGpus.at(2), 0.95);
+
+        const pb::Comparison c = pb::compareConfigurations(config, catalog, onDemandOneAndTwo(), e);
+        const auto &one = row(c, "h200-sxm-141gb", 1);
+        QCOMPARE(one.stepTimeBasis, pb::FigureBasis::Measured);
+        QCOMPARE(one.stepTimeMs, 500.0);
+        QVERIFY(qAbs(one.cost.jobHours - 5.0) < 1e-9); // 36,000 steps x 0.5 s
+        // Measured scaling on the card it ran on: 500 / (2 x 0.95) ms, still measured.
+        const auto &two = row(c, "h200-sxm-141gb", 2);
+        QCOMPARE(two.stepTimeBasis, pb::FigureBasis::Measured);
+        QVERIFY(qAbs(two.stepTimeMs - 500.0 / 1.9) < 1e-9);
+        QCOMPARE(row(c, "h100-sxm-80gb", 2).stepTimeBasis, pb::FigureBasis::Modelled);
+        // The window adds the measured phases scaled to the job, as rentalWindow works them out.
+        pb::JobSchedule schedule;
+        schedule.jobSteps = 36000;
+        schedule.validationEverySteps = 1000;
+        schedule.checkpointEverySteps = 6000;
+        const pb::WindowEstimate w = pb::rentalWindow({60000, 400, 4000, 2000000000}, schedule);
+        QCOMPARE(w.validationPasses, int64_t(36));
+        const double extra = w.window.startupHours + w.window.validationHours + w.window.checkpointHours + w.window.exportHours;
+        QVERIFY(extra > 60.0 / 3600);
+        QVERIFY(qAbs(one.cost.windowHours - (5.0 + extra)) < 1e-9);
     }
 
     void viewShowsTheComparison()

@@ -160,6 +160,7 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
         detected.memoryBytes = static_cast<int64_t>(env.value(QStringLiteral("device_memory_bytes")).toDouble());
         detected.computeCapability = env.value(QStringLiteral("compute_capability")).toString().toStdString();
         detected.runtimeVersion = env.value(QStringLiteral("cuda_runtime")).toString().toStdString();
+        detected.driverVersion = env.value(QStringLiteral("driver_version")).toString().toStdString();
         const DeviceMatch match = matchDevice(detected, catalog);
         if (match.clean())
             e.cardId = match.cardId;

@@ -71,9 +71,13 @@ ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalo
         d.estimateError = e.what();
     }
     try {
+        // This run when it is a finished pilot; otherwise (a restore check, a scaling step, a pilot
+        // that did not fit) the newest pilot of the same config that did.
         std::optional<PilotEvidence> pilot;
         if (d.run.kind == QLatin1String("pilot") && d.run.verdict == QLatin1String("fits"))
             pilot = pilotEvidence(store, d.run, catalog);
+        else if (const auto other = newestMatchingPilot(store, d.run.configHash))
+            pilot = pilotEvidence(store, *other, catalog);
         d.comparison = compareConfigurations(*d.config, catalog, ComparisonRequest {}, pilot);
         if (d.comparison->recommendedIndex >= 0) {
             const auto &row = d.comparison->rows[static_cast<size_t>(d.comparison->recommendedIndex)];

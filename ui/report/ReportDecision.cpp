@@ -102,7 +102,9 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
     c.paragraph(QStringLiteral("Every catalog card at every card count for the planned job of %1 tokens, %2. Step times are labelled measured (ran on that card) "
                                "or modelled (projected; see the assumptions). Prices: %3 catalog of %4, cheapest billing.")
                     .arg(formatCount(cmp.plannedTokens))
-                    .arg(cmp.pilotRunId ? QStringLiteral("step times from this pilot on %1").arg(qs(cmp.pilotDevice)) : QStringLiteral("no pilot step time (estimator FLOPs)"))
+                    .arg(!cmp.pilotRunId ? QStringLiteral("no pilot of this config: step times from the estimator's FLOPs")
+                         : *cmp.pilotRunId == d.run.id ? QStringLiteral("step times from this pilot on %1").arg(qs(cmp.pilotDevice))
+                                                       : QStringLiteral("step times from pilot run %1 on %2").arg(*cmp.pilotRunId).arg(qs(cmp.pilotDevice)))
                     .arg(qs(cmp.currency), qs(cmp.catalogDate)),
                 8.5);
     std::vector<QStringList> rows;

@@ -146,8 +146,9 @@ void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
     c.space(4);
     std::vector<std::pair<QString, QString>> kv {
         {QStringLiteral("Predicted peak allocated"), QStringLiteral("%1 (phase %2)").arg(formatBytes(static_cast<double>(e.peakAllocatedBytes)), qs(e.peakPhase))},
-        {QStringLiteral("Measured peak allocated"), formatBytes(measured)},
-        {QStringLiteral("Measured / predicted"), e.peakAllocatedBytes > 0 ? QString::number(measured / static_cast<double>(e.peakAllocatedBytes), 'f', 3) : QStringLiteral("-")},
+        {QStringLiteral("Measured peak allocated"), measured > 0 ? formatBytes(measured) : QStringLiteral("not measured in this run")},
+        {QStringLiteral("Measured / predicted"), e.peakAllocatedBytes > 0 && measured > 0 ? QString::number(measured / static_cast<double>(e.peakAllocatedBytes), 'f', 3)
+                                                                                           : QStringLiteral("-")},
         {QStringLiteral("Predicted device total"), QStringLiteral("%1 (adds workspace %2 and framework %3)")
                                                        .arg(formatBytes(static_cast<double>(e.totalBytes)), formatBytes(static_cast<double>(b.workspace)), formatBytes(static_cast<double>(b.framework)))},
         {QStringLiteral("Measured peak device use"), formatBytes(num(d.run.summary, "peak_device_used_bytes"))},

@@ -381,7 +381,14 @@ int ScaleStep::run()
         const QString path = QDir(workDir.path()).filePath(QStringLiteral("rank%1.json").arg(rank));
         const QJsonObject json = readJsonFile(path);
         figures.push_back(rankFiguresFromJson(json, path.toStdString()));
-        ranks.append(json);
+        // The scaled run's curve in the history: rank 0's steps (every rank waits for the slowest).
+        if (rank == 0) {
+            for (const auto &sample : stepSamplesFromJson(json))
+                m_writer->appendSample(scaleRecorder.runId(), sample);
+        }
+        QJsonObject compact = json; // the curve is in the samples table; keep the run row small
+        compact.remove(QStringLiteral("steps"));
+        ranks.append(compact);
     }
     const ScaleSummary summary = summarizeScale(m_s.strategy, bs.tokensPerSecond, bs.stepTimeMeanMs, figures);
     if (!summary.parametersAgree)

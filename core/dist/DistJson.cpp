@@ -1,6 +1,9 @@
 #include "dist/DistributedPilot.h"
 
 #include "engine/PilotJson.h"
+#include "history/HistoryJson.h"
+
+#include <QJsonArray>
 
 namespace pb {
 
@@ -23,7 +26,39 @@ QJsonObject toJson(const DistributedPilotResult &result)
     o.insert(QStringLiteral("parameter_checksum"), QString::fromStdString(result.run.parameterChecksum));
     o.insert(QStringLiteral("cpu_affinity"), QString::fromStdString(result.cpuAffinity));
     o.insert(QStringLiteral("pid"), static_cast<double>(result.pid));
+    QJsonArray steps;
+    for (const auto &sample : result.samples)
+        steps.append(toJson(sample));
+    o.insert(QStringLiteral("steps"), steps);
     return o;
+}
+
+std::vector<StepSample> stepSamplesFromJson(const QJsonObject &result)
+{
+    std::vector<StepSample> samples;
+    for (const auto &value : result.value(QStringLiteral("steps")).toArray()) {
+        const QJsonObject o = value.toObject();
+        auto number = [&o](const char *key) { return o.value(QLatin1String(key)).toDouble(); };
+        auto bytes = [&number](const char *key) { return static_cast<int64_t>(number(key)); };
+        StepSample s;
+        s.step = bytes("step");
+        s.phase = history::phaseFromString(o.value(QStringLiteral("phase")).toString()).value_or(Phase::Train);
+        s.stepTimeMs = number("step_time_ms");
+        s.forwardMs = number("forward_ms");
+        s.backwardMs = number("backward_ms");
+        s.optimizerMs = number("optimizer_ms");
+        s.dataWaitMs = number("data_wait_ms");
+        s.allocatedBytes = bytes("allocated_bytes");
+        s.reservedBytes = bytes("reserved_bytes");
+        s.peakAllocatedBytes = bytes("peak_allocated_bytes");
+        s.deviceUsedBytes = bytes("device_used_bytes");
+        s.tokens = bytes("tokens");
+        s.loss = number("loss");
+        s.learningRate = number("lr");
+        s.gradNorm = number("grad_norm");
+        samples.push_back(s);
+    }
+    return samples;
 }
 
 } // namespace pb

@@ -66,6 +66,26 @@ c10::intrusive_ptr<compat::CollectiveGroup> makeGroup(const Rendezvous &r, const
                                             + " headers at build time; a PyTorch wheel ships none for Gloo, so CPU scaling needs a LibTorch with them)");
 }
 
+// Keeps every step's sample for the result and passes every event on.
+class SampleCollector final : public PilotObserver {
+public:
+    SampleCollector(PilotObserver *next, std::vector<StepSample> &samples) : m_next(next), m_samples(samples) {}
+    void phaseStarted(Phase phase, int64_t step) override { if (m_next) m_next->phaseStarted(phase, step); }
+    void phaseFinished(const PhaseMark &mark) override { if (m_next) m_next->phaseFinished(mark); }
+    void stepFinished(const StepSample &sample) override
+    {
+        m_samples.push_back(sample);
+        if (m_next)
+            m_next->stepFinished(sample);
+    }
+    void validationFinished(const ValidationResult &result) override { if (m_next) m_next->validationFinished(result); }
+    void checkpointWritten(const CheckpointWrite &write) override { if (m_next) m_next->checkpointWritten(write); }
+
+private:
+    PilotObserver *m_next;
+    std::vector<StepSample> &m_samples;
+};
+
 } // namespace
 
 std::string collectiveFor(const std::string &device)
@@ -132,8 +152,9 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
     }
     DataParallelHooks hooks(group, r, strategy, config.train.gradClip, distOptions.bucketBytes, distOptions.parameterDumpPath);
     options.distributed = &hooks;
+    SampleCollector collector(observer, result.samples);
     PilotEngine engine;
-    result.run = engine.run(config, options, observer);
+    result.run = engine.run(config, options, &collector);
     result.collectiveVersion = result.collective == "nccl" ? result.run.environment.ncclVersion
                                : result.collective == "gloo" ? "bundled with LibTorch " + result.run.environment.torchVersion
                                                              : "";

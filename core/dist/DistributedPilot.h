@@ -36,6 +36,7 @@ struct DistributedPilotResult {
     int64_t parameterCount = 0;
     std::string cpuAffinity;         // this process's allowed CPUs, e.g. "0-3,8"
     int64_t pid = 0;
+    std::vector<StepSample> samples; // every step, warm-up included
 };
 
 // Throws InvalidInputError for input it cannot run (bad device, rendezvous variables) and
@@ -44,7 +45,10 @@ struct DistributedPilotResult {
 DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions options, const DistributedPilotOptions &distOptions,
                                            PilotObserver *observer = nullptr);
 
+// The summary, the rank's figures and its "steps" (each as the pilot's step event).
 QJsonObject toJson(const DistributedPilotResult &result);
+// The "steps" of a worker result back as samples (for the history of the scaled run).
+std::vector<StepSample> stepSamplesFromJson(const QJsonObject &result);
 
 // The CPUs sched_getaffinity allows this process, as a list like "0-3,8".
 std::string cpuAffinityList();

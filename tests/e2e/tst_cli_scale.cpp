@@ -13,6 +13,7 @@
 #include <QtTest>
 
 #include "dist/Rendezvous.h"
+#include "history/HistoryStore.h"
 
 #include <cerrno>
 #include <csignal>
@@ -137,8 +138,17 @@ private Q_SLOTS:
             QCOMPARE(q.value(2).toString(), QStringLiteral("fits"));
             QCOMPARE(q.value(3).toLongLong(), baselineId);
             QVERIFY(!q.next());
+
         }
         QSqlDatabase::removeDatabase(QStringLiteral("scale-check"));
+        // Both curves recorded, 1 warm-up + 4 measured steps each (rank 0's for the scaled run).
+        const pb::HistoryStore store(dir.filePath(QStringLiteral("history.db")));
+        QCOMPARE(store.sampleCount(baselineId), int64_t(5));
+        const auto samples = store.sampleList(scaleId);
+        QCOMPARE(samples.size(), size_t(5));
+        QCOMPARE(samples.back().step, int64_t(5));
+        QCOMPARE(samples.back().phase, pb::Phase::Train);
+        QVERIFY(samples.back().stepTimeMs > 0 && samples.back().tokens == 256); // tiny: 4 x 64 tokens per rank
     }
 
     void zero2MatchesDdpWithLessOptimizerMemory()

@@ -11,6 +11,8 @@
 
 #include <QFileInfo>
 
+#include <algorithm>
+
 namespace pb::cli {
 namespace {
 
@@ -19,7 +21,8 @@ const QString kUsage = QStringLiteral(
     "term cost and cost per million useful tokens. Step times come from the newest pilot of the same\n"
     "config in the history (measured on its own card, modelled elsewhere), or from the estimator's\n"
     "FLOPs at an assumed efficiency when there is none. Prices: the locally modelled catalog, not a quote.\n\n"
-    "Exit codes: 0 compared (something may or may not fit: see 'fits'), 2 invalid input.\n");
+    "Exit codes: 0 compared and at least one configuration fits, 3 nothing fits on any card and\n"
+    "count compared (the table is still printed), 2 invalid input.\n");
 
 double nonNegative(const QCommandLineParser &parser, const QString &name)
 {
@@ -126,7 +129,8 @@ int runCompare(CliContext &ctx)
         printJson(ctx, toJson(comparison));
     else
         printTable(ctx, comparison);
-    return static_cast<int>(ExitCode::Ok);
+    const bool anyFits = std::any_of(comparison.rows.begin(), comparison.rows.end(), [](const ComparisonRow &r) { return r.fits; });
+    return static_cast<int>(anyFits ? ExitCode::Ok : ExitCode::DoesNotFit);
 }
 
 const CliRegistration registration({QStringLiteral("compare"), QStringLiteral("Cards x card counts: fit, step time, window, term cost per million tokens"), &runCompare});

@@ -114,6 +114,22 @@ private Q_SLOTS:
         QCOMPARE(r.out.count(QStringLiteral("<- recommended")), 1);
     }
 
+    void nothingFitsExitsThree()
+    {
+        // Full fine-tuning of a 70B model needs about a terabyte of model states: no single card holds it.
+        const Result r = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-70b"), QStringLiteral("--gpus"), QStringLiteral("1"),
+                              QStringLiteral("--db"), m_dir.filePath(QStringLiteral("absent.sqlite")), QStringLiteral("--json")});
+        QCOMPARE(r.code, 3);
+        const QJsonObject o = json(r);
+        QCOMPARE(o.value(QStringLiteral("rows")).toArray().size(), 4);
+        for (const auto &v : o.value(QStringLiteral("rows")).toArray()) {
+            QCOMPARE(v.toObject().value(QStringLiteral("fits")).toBool(), false);
+            QCOMPARE(v.toObject().value(QStringLiteral("recommended")).toBool(), false);
+        }
+        QCOMPARE(o.value(QStringLiteral("recommended_index")).toInt(), -1);
+        QVERIFY(o.value(QStringLiteral("recommendation")).toString().startsWith(QStringLiteral("No configuration fits")));
+    }
+
     void badInput_data()
     {
         QTest::addColumn<QStringList>("args");

@@ -16,6 +16,9 @@ namespace pb {
 namespace {
 
 constexpr int64_t kMaxMicroBatch = 1 << 20;
+// CPUGeneratorImpl::get_state() in LibTorch: THGeneratorStateNew (mt19937's 624 64-bit words,
+// seed and position, the cached normal samples) serialised into a uint8 tensor.
+constexpr int64_t kCpuGeneratorStateBytes = 5056;
 
 struct Sharding {
     int64_t weights = 1, gradients = 1, optimizer = 1;
@@ -84,6 +87,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
 
     const int64_t prefetched = options.device == DeviceKind::Cpu ? 4 : 0; // 3 queued + 1 being prepared
     const int64_t fixed = act.inputBytes * (1 + prefetched) + act.sharedTables;
+    // Recompute saves the default generator's state with each block (dropout replays its masks).
+    // On CPU that is a byte tensor of LibTorch's mt19937 generator state through the tensor
+    // allocator: one per block from its forward to the end of backward, plus the state saved
+    // while a block is rebuilt. A CUDA generator's state lives in host memory.
+    const int64_t rngState = options.device == DeviceKind::Cpu && train.recompute ? kCpuGeneratorStateBytes : 0;
     const int64_t gradPerLayer = ceilDiv(ms.perLayerGradientBytes, sh.gradients);
     const int64_t gradHead = ceilDiv(ms.headGradientBytes, sh.gradients);
     const int64_t gradAll = ceilDiv(ms.gradients, sh.gradients);
@@ -113,8 +121,8 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         // lm_head's copy (made with grad) is cached.
         out.forward.trainableWeights += headCopy;
         const int64_t inputs = layers * residual;
-        const int64_t atLoss = inputs + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
-        const int64_t inBlock = inputs + act.blockNoGradPeak;
+        const int64_t atLoss = inputs + layers * rngState + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
+        const int64_t inBlock = inputs + layers * rngState + act.blockNoGradPeak;
         out.forward.activations = (atLoss >= inBlock ? atLoss - act.logitsForwardPeak : inBlock) + fixed + gatheredBytes;
         out.forward.logits = atLoss >= inBlock ? act.logitsForwardPeak : 0;
     }
@@ -147,7 +155,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             below -= act.savedPerBlock[k];
         }
     } else {
-        consider(layers * residual + act.headSaved, act.logitsBackwardPeak, 0, headCopy);
+        consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, 0, headCopy);
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
             const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;
@@ -156,7 +164,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             // forward's peak or the rebuilt block (its input is the saved one, not counted twice),
             // its output, and the backward's peak; the residual gradient accumulates into a new
             // tensor because the incoming one is still held.
-            const int64_t held = (i + 1) * residual + residual;
+            const int64_t held = (i + 1) * residual + residual + (layers + 1) * rngState;
             const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] + residual;
             const int64_t backwardPeak = std::max(act.backwardMlpExtraPerBlock[k], act.backwardAttentionExtraPerBlock[k] + residual);
             consider(held + std::max(act.forwardAbovePerBlock[k], rebuilt + backwardPeak), 0, grads, copyPerLayer);

@@ -170,6 +170,33 @@ private Q_SLOTS:
         QCOMPARE(a.backwardMlpExtraPerBlock[0], 384LL);
     }
 
+    void recomputeForwardOnCpu()
+    {
+        // toy fp32 with recompute on CPU (math attention). The forward keeps the block input
+        // 4*8*4 = 128 and the generator state saved with it (LibTorch's CPU mt19937 state,
+        // 5056 B); at the loss: final norm + lm_head input 528 (as without recompute) and the
+        // logits' peak 1024 -> 128 + 5056 + 528 + 1024 = 6736.
+        // Inside the block under no_grad the MLP is the larger live set: residual 128, norm output
+        // 128, gate/silu/up/product 4*4*4*16 = 1024, down's output 128 = 1408 (the attention's:
+        // norm output 128, q/k/v 4*4*24 = 384, masked scores and probabilities 2*128, output 128,
+        // mask 16 = 912) -> 128 + 5056 + 1408 = 6592 < 6736: the loss sets the forward peak.
+        // Fixed: token ids and targets 2*8*4 = 64 for the step and 4 prefetched batches = 320,
+        // rotary cos/sin 2*4*(4*4) = 128 -> 448. Activations 6736 - 1024 + 448 = 6160.
+        RunConfig c = toy();
+        c.train.recompute = true;
+        EstimateOptions o;
+        o.device = DeviceKind::Cpu;
+        const MemoryEstimate cpu = estimateMemory(c, o);
+        QCOMPARE(cpu.phases[0].phase, std::string("forward"));
+        QCOMPARE(cpu.phases[0].breakdown.logits, 1024LL);
+        QCOMPARE(cpu.phases[0].breakdown.activations, 6160LL);
+        // A CUDA device: no generator state in device memory, no host prefetch counted:
+        // 128 + 528 + 1024 at the loss, fixed 64 + 128 -> activations 656 + 192 = 848.
+        o.device = DeviceKind::Cuda;
+        o.fusedAttentionAvailable = false;
+        QCOMPARE(estimateMemory(c, o).phases[0].breakdown.activations, 848LL);
+    }
+
     void shardingOverGpus()
     {
         // Optimizer phase, full fp32 AdamW: weights 4704, grads 4704, moments 9408, step

@@ -1,6 +1,7 @@
 #include "checkpoint/CheckpointManifest.h"
 
 #include "util/Errors.h"
+#include "util/Sha256.h"
 
 #include <QCryptographicHash>
 #include <QDir>
@@ -18,13 +19,11 @@ namespace pb {
 
 std::string sha256OfFile(const QString &path)
 {
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly))
-        throw InvalidInputError(path.toStdString(), "cannot be read: " + file.errorString().toStdString());
-    QCryptographicHash hash(QCryptographicHash::Sha256);
-    if (!hash.addData(&file))
-        throw InvalidInputError(path.toStdString(), "could not be read to the end");
-    return hash.result().toHex().toStdString();
+    QString error;
+    std::string digest = sha256OfFileHex(path, &error);
+    if (digest.empty())
+        throw InvalidInputError(path.toStdString(), "cannot be read: " + error.toStdString());
+    return digest;
 }
 
 void fsyncFile(const QString &path)

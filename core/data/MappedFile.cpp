@@ -1,5 +1,7 @@
 #include "data/MappedFile.h"
 
+#include "util/Sha256.h"
+
 #include "util/Errors.h"
 
 #include <QCryptographicHash>
@@ -40,10 +42,10 @@ std::string MappedFile::sha256() const
 {
     // 8 MiB: large enough that the hash dominates, small enough that the resident set stays flat.
     constexpr int64_t kChunkBytes = int64_t(8) << 20;
-    QCryptographicHash hash(QCryptographicHash::Sha256);
+    Sha256 hash;
     for (int64_t offset = 0; offset < m_sizeBytes; offset += kChunkBytes) {
         const int64_t n = std::min(kChunkBytes, m_sizeBytes - offset);
-        hash.addData(QByteArrayView(reinterpret_cast<const char *>(m_data + offset), static_cast<qsizetype>(n)));
+        hash.add(m_data + offset, static_cast<std::size_t>(n));
 #ifdef __linux__
         // The mapping is read-only and file-backed: dropping our page-table entries loses nothing
         // (the pages stay in the page cache; a later read simply faults them back in).
@@ -51,7 +53,7 @@ std::string MappedFile::sha256() const
         madvise(m_data + offset, static_cast<size_t>(n), MADV_DONTNEED);
 #endif
     }
-    return "sha256:" + hash.result().toHex().toStdString();
+    return "sha256:" + hash.hexDigest();
 }
 
 std::string sha256Of(const std::string &bytes)

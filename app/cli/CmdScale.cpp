@@ -1,12 +1,13 @@
 // pilotbench-cli scale: one scaling step. The single-process baseline at the ranks' effective batch,
 // then N worker processes of this same binary (`scale-worker`, one per GPU or CPU share) running the
 // pilot with DDP over c10d, compared into useful throughput, scaling efficiency, communication time
-// and per-rank peak memory; both runs go to the history, linked. `scale-worker` also runs under
-// torchrun / srun, which set the same environment the launcher sets.
+// and per-rank peak memory; both runs go to the history, linked. The worker is CmdScaleWorker.cpp.
 #include "app/cli/CliSupport.h"
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
+#include "app/cli/ScaleCommon.h"
 #include "config/RunConfigJson.h"
+#include "dist/CpuBinding.h"
 #include "dist/DistributedPilot.h"
 #include "dist/ScaleStep.h"
 #include "dist/Topology.h"
@@ -22,48 +23,13 @@
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QSaveFile>
 #include <QTemporaryDir>
 #include <QThread>
 
 #include <spdlog/spdlog.h>
 
-#include <sys/prctl.h>
-#include <csignal>
-#include <unistd.h>
-
 namespace pb::cli {
 namespace {
-
-const QString kLauncherPidVariable = QStringLiteral("PB_SCALE_LAUNCHER_PID");
-
-int positiveOption(const QCommandLineParser &parser, const QString &name, int minimum)
-{
-    bool ok = false;
-    const int value = parser.value(name).toInt(&ok);
-    if (!ok || value < minimum)
-        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
-    return value;
-}
-
-// A worker started by `scale` dies with its launcher (SIGKILL on the parent's death), so even a
-// launcher killed with SIGKILL leaves no rank behind.
-void bindLifetimeToLauncher()
-{
-    const QString launcher = qEnvironmentVariable(qPrintable(kLauncherPidVariable));
-    if (launcher.isEmpty())
-        return;
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (QString::number(::getppid()) != launcher) // the launcher died before the line above
-        std::_Exit(static_cast<int>(ExitCode::Failure));
-}
-
-void writeJsonFile(const QString &path, const QJsonObject &json)
-{
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(json).toJson(QJsonDocument::Indented)) < 0 || !file.commit())
-        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
-}
 
 QJsonObject readJsonFile(const QString &path)
 {
@@ -75,44 +41,6 @@ QJsonObject readJsonFile(const QString &path)
     if (!doc.isObject())
         throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": the worker's result is not a JSON object: " + error.errorString().toStdString());
     return doc.object();
-}
-
-int runScaleWorker(CliContext &ctx)
-{
-    bindLifetimeToLauncher();
-    QCommandLineParser parser;
-    addPilotOptions(parser);
-    parser.addOptions({
-        {QStringLiteral("result"), QStringLiteral("Write this rank's result JSON here (default: stdout)."), QStringLiteral("file")},
-        {QStringLiteral("strategy"), QStringLiteral("ddp (default) or zero2."), QStringLiteral("name"), QStringLiteral("ddp")},
-        {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},
-        {QStringLiteral("timeout"), QStringLiteral("Rendezvous and collective timeout in seconds (default 600)."), QStringLiteral("s"), QStringLiteral("600")},
-    });
-    if (!parseArgs(parser, ctx, QStringLiteral("One rank of a data-parallel pilot. Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK.")))
-        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
-    const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
-    DistributedPilotOptions dist;
-    dist.rendezvous = rendezvousFromEnvironment();
-    dist.strategy = parser.value(QStringLiteral("strategy")).toStdString();
-    dist.timeoutSeconds = positiveOption(parser, QStringLiteral("timeout"), 1);
-    dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
-    PilotOptions options = pilotOptionsFrom(parser);
-    if (options.device == "cuda")
-        options.device = "cuda:" + std::to_string(dist.rendezvous.localRank);
-    options.devicePeakFlops = devicePeakFlops(options.device);
-    options.parameterChecksum = true;
-    installInterruptHandler();
-    options.cancel = &interruptFlag();
-
-    const DistributedPilotResult result = runDistributedPilot(config, options, dist);
-    const QJsonObject json = toJson(result);
-    if (parser.isSet(QStringLiteral("result")))
-        writeJsonFile(parser.value(QStringLiteral("result")), json);
-    else
-        printJson(ctx, json, true);
-    if (result.run.summary.verdict != Verdict::Fits)
-        ctx.err << "rank " << dist.rendezvous.rank << ' ' << toString(result.run.summary.verdict) << ": " << QString::fromStdString(result.run.summary.message) << '\n';
-    return exitCodeFor(result.run.summary.verdict);
 }
 
 // The estimator's per-rank tensor peak for the same run (null when it cannot estimate this config),
@@ -138,6 +66,7 @@ struct ScaleSetup {
     std::string strategy;            // "ddp" or "zero2"
     int gpus = 0;
     int threadsPerRank = 0;          // CPU only
+    bool bind = true;                // each rank (and the baseline) on its own CPUs where known
     int timeoutSeconds = 0;
     QString dumpDir;
     std::optional<int64_t> baselineRun; // reuse this recorded baseline instead of running one
@@ -151,7 +80,7 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
     s.config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
     if (!parser.isSet(QStringLiteral("gpus")))
         throw InvalidInputError("--gpus", "is required: the number of ranks (GPUs, or CPU shares with --device cpu)");
-    s.gpus = positiveOption(parser, QStringLiteral("gpus"), 1);
+    s.gpus = scaleIntOption(parser, QStringLiteral("gpus"), 1);
     const QString strategy = parser.value(QStringLiteral("strategy"));
     if (strategy == QLatin1String("fsdp") || strategy == QLatin1String("zero3"))
         throw InvalidInputError("--strategy", strategy.toStdString() + " (parameters sharded too, gathered per block) is not available in this build yet; use ddp or zero2");
@@ -174,10 +103,11 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
         s.threadsPerRank = s.options.cpuThreads > 0 ? s.options.cpuThreads : std::max(1, QThread::idealThreadCount() / s.gpus);
         s.options.cpuThreads = s.threadsPerRank; // the baseline is one rank's share of the host
     }
-    s.timeoutSeconds = positiveOption(parser, QStringLiteral("timeout"), 1);
+    s.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
+    s.bind = !parser.isSet(QStringLiteral("no-bind"));
     s.dumpDir = parser.value(QStringLiteral("dump-dir"));
     if (parser.isSet(QStringLiteral("baseline-run")))
-        s.baselineRun = positiveOption(parser, QStringLiteral("baseline-run"), 1);
+        s.baselineRun = scaleIntOption(parser, QStringLiteral("baseline-run"), 1);
     s.database = databaseFrom(parser);
     s.jsonl = parser.isSet(QStringLiteral("jsonl"));
     return s;
@@ -197,6 +127,7 @@ private:
             m_ctx.err << text << '\n';
     }
     std::vector<WorkerSpec> workerSpecs(const QString &workDir, int port) const;
+    std::vector<std::string> rankCpus(const Topology &topology) const;
     struct Baseline {
         int64_t runId = 0;
         PilotSummary summary;
@@ -210,12 +141,38 @@ private:
     ScaleSetup m_s;
     PilotPrinter m_printer;
     std::unique_ptr<HistoryWriter> m_writer;
+    std::vector<std::string> m_rankCpus;  // per rank; "" or none: not bound
 };
+
+// CPU ranks: consecutive slices of the CPUs this process may use, threadsPerRank each. CUDA
+// ranks: the CPUs nvidia-smi names as local to each rank's GPU. Nothing where neither is known.
+std::vector<std::string> ScaleStep::rankCpus(const Topology &topology) const
+{
+    std::vector<std::string> cpus;
+    if (!m_s.bind)
+        return cpus;
+    if (m_s.device == "cpu") {
+        for (const auto &slice : splitCpus(allowedCpus(), m_s.gpus, m_s.threadsPerRank))
+            cpus.push_back(formatCpuList(slice));
+        if (cpus.empty())
+            spdlog::warn("{} ranks x {} threads do not fit the {} CPUs this process may use: the ranks are not bound", m_s.gpus, m_s.threadsPerRank,
+                         allowedCpus().size());
+        return cpus;
+    }
+    const auto local = gpuCpuAffinity(topology.gpuMatrix);
+    for (int rank = 0; rank < m_s.gpus; ++rank) {
+        const auto it = local.find(rank);
+        cpus.push_back(it == local.end() ? std::string() : it->second);
+    }
+    if (local.empty())
+        spdlog::info("no CPU affinity per GPU from nvidia-smi topo -m: the ranks are not bound");
+    return cpus;
+}
 
 std::vector<WorkerSpec> ScaleStep::workerSpecs(const QString &workDir, int port) const
 {
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    environment.insert(kLauncherPidVariable, QString::number(QCoreApplication::applicationPid()));
+    environment.insert(QLatin1String(kScaleLauncherPidVariable), QString::number(QCoreApplication::applicationPid()));
     if (m_s.device == "cuda" && !environment.contains(QStringLiteral("NCCL_NVLS_ENABLE")))
         environment.insert(QStringLiteral("NCCL_NVLS_ENABLE"), QStringLiteral("0"));
     if (m_s.device == "cpu")
@@ -230,6 +187,8 @@ std::vector<WorkerSpec> ScaleStep::workerSpecs(const QString &workDir, int port)
                           QStringLiteral("--result"), QDir(workDir).filePath(QStringLiteral("rank%1.json").arg(rank))};
         if (m_s.threadsPerRank > 0)
             spec.arguments << QStringLiteral("--threads") << QString::number(m_s.threadsPerRank);
+        if (static_cast<size_t>(rank) < m_rankCpus.size() && !m_rankCpus[static_cast<size_t>(rank)].empty())
+            spec.arguments << QStringLiteral("--cpus") << QString::fromStdString(m_rankCpus[static_cast<size_t>(rank)]);
         if (m_s.options.memoryLimitBytes > 0)
             spec.arguments << QStringLiteral("--memory-limit") << QString::number(m_s.options.memoryLimitBytes);
         if (!m_s.dumpDir.isEmpty())
@@ -273,7 +232,13 @@ ScaleStep::Baseline ScaleStep::runBaseline(const RunConfig &baselineConfig)
     if (!m_s.dumpDir.isEmpty())
         local.parameterDumpPath = QDir(m_s.dumpDir).filePath(QStringLiteral("baseline.f32")).toStdString();
     spdlog::info("scale: baseline on {} (grad_accum {})", m_s.options.device, baselineConfig.train.gradAccum);
+    // The baseline runs where rank 0 will: on its CPUs (this thread, and the threads it starts).
+    const std::vector<int> allowed = allowedCpus();
+    if (!m_rankCpus.empty() && !m_rankCpus.front().empty())
+        bindToCpus(parseCpuList(m_rankCpus.front(), "--cpus"));
     const DistributedPilotResult result = runDistributedPilot(baselineConfig, m_s.options, local, &recorder);
+    if (!m_rankCpus.empty() && !m_rankCpus.front().empty() && !allowed.empty())
+        bindToCpus(allowed);
     recorder.finish(result.run);
     b.summary = result.run.summary;
     b.parameterSum = result.parameterSum;
@@ -314,16 +279,22 @@ int ScaleStep::run()
         throw PilotBenchError(ExitCode::Failure, "cannot create a folder for the workers' results: " + workDir.errorString().toStdString());
     if (!m_s.dumpDir.isEmpty() && !QDir().mkpath(m_s.dumpDir))
         throw InvalidInputError("--dump-dir", "cannot create '" + m_s.dumpDir.toStdString() + "'");
+    const Topology topology = captureTopology(m_s.device);
+    m_rankCpus = rankCpus(topology);
     const auto specs = workerSpecs(workDir.path(), freeLocalPort());
 
-    const Topology topology = captureTopology(m_s.device);
     const auto warnings = scaleWarnings(rankDevices, specs.front().environment, m_s.threadsPerRank, topology.hostCpus);
     QJsonArray warningList;
     for (const auto &w : warnings) {
         spdlog::warn("{}", w);
         warningList.append(QString::fromStdString(w));
     }
-    note(QStringLiteral("topology"), toJson(topology),
+    QJsonObject topologyJson = toJson(topology);
+    QJsonArray boundCpus;
+    for (const auto &c : m_rankCpus)
+        boundCpus.append(QString::fromStdString(c));
+    topologyJson.insert(QStringLiteral("rank_cpus"), boundCpus);
+    note(QStringLiteral("topology"), topologyJson,
          QStringLiteral("collective: %1 (%2); launcher CPUs %3").arg(QString::fromStdString(topology.collective), QString::fromStdString(topology.collectiveVersion),
                                                                    QString::fromStdString(topology.launcherCpuAffinity)));
     for (const auto &w : warnings)
@@ -350,7 +321,7 @@ int ScaleStep::run()
     PilotRecorder scaleRecorder(*m_writer, nullptr, nullptr);
     scaleRecorder.begin(m_s.config, scaleOptions, QStringLiteral("scale"), baselineId);
     QJsonObject details {{QStringLiteral("strategy"), QString::fromStdString(m_s.strategy)}, {QStringLiteral("gpus"), m_s.gpus},
-                         {QStringLiteral("baseline_run_id"), static_cast<double>(baselineId)}, {QStringLiteral("topology"), toJson(topology)},
+                         {QStringLiteral("baseline_run_id"), static_cast<double>(baselineId)}, {QStringLiteral("topology"), topologyJson},
                          {QStringLiteral("warnings"), warningList}};
     if (bs.verdict != Verdict::Fits)
         return fail(scaleRecorder, bs.verdict, "the baseline did not complete: " + bs.message, details);
@@ -443,6 +414,7 @@ int runScale(CliContext &ctx)
         {QStringLiteral("timeout"), QStringLiteral("End the step when the workers take longer, in seconds (default 900)."), QStringLiteral("s"), QStringLiteral("900")},
         {QStringLiteral("baseline-run"), QStringLiteral("Reuse this recorded baseline run (same config at the ranks' effective batch) instead of running one."),
          QStringLiteral("id")},
+        {QStringLiteral("no-bind"), QStringLiteral("Leave the ranks on every CPU (default: CPU ranks on their own cores, CUDA ranks on their GPU's NUMA-local cores).")},
         {QStringLiteral("dump-dir"), QStringLiteral("Write the final parameters of the baseline and of every rank here (float32)."), QStringLiteral("dir")},
     });
     if (!parseArgs(parser, ctx, QStringLiteral("One scaling step: the single-process baseline against N data-parallel ranks at the same effective batch.")))
@@ -452,8 +424,6 @@ int runScale(CliContext &ctx)
 }
 
 const CliRegistration scaleRegistration({QStringLiteral("scale"), QStringLiteral("One scaling step: 1 against N ranks with DDP over c10d"), &runScale});
-const CliRegistration workerRegistration({QStringLiteral("scale-worker"), QStringLiteral("(internal) one rank of scale; also runs under torchrun/srun"),
-                                          &runScaleWorker});
 
 } // namespace
 } // namespace pb::cli

@@ -138,6 +138,16 @@ private Q_SLOTS:
             QCOMPARE(q.value(2).toString(), QStringLiteral("fits"));
             QCOMPARE(q.value(3).toLongLong(), baselineId);
             QVERIFY(!q.next());
+            // Where the host has a core per rank, each rank ran bound to its own slice.
+            const QJsonArray bound = eventOf(r.out, QStringLiteral("topology")).value(QStringLiteral("rank_cpus")).toArray();
+            QVERIFY(q.exec(QStringLiteral("SELECT summary_json FROM runs WHERE id = %1").arg(scaleId)));
+            QVERIFY(q.next());
+            const QJsonArray ranks = QJsonDocument::fromJson(q.value(0).toString().toUtf8()).object().value(QStringLiteral("ranks")).toArray();
+            QCOMPARE(ranks.size(), 2);
+            for (int rank = 0; rank < 2 && !bound.isEmpty(); ++rank)
+                QCOMPARE(ranks[rank].toObject().value(QStringLiteral("cpu_affinity")).toString(), bound[rank].toString());
+            if (bound.size() == 2)
+                QVERIFY(bound[0].toString() != bound[1].toString());
 
         }
         QSqlDatabase::removeDatabase(QStringLiteral("scale-check"));

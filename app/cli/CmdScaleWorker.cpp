@@ -1,0 +1,96 @@
+// pilotbench-cli scale-worker: one rank of a data-parallel pilot. `scale` starts one per GPU (or
+// CPU share); torchrun, srun wrappers or mpirun scripts can start it across machines with the
+// usual MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK.
+#include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
+#include "app/cli/PilotPrinter.h"
+#include "app/cli/ScaleCommon.h"
+#include "dist/CpuBinding.h"
+#include "dist/DistributedPilot.h"
+#include "util/Errors.h"
+
+#include <QJsonDocument>
+#include <QSaveFile>
+
+#include <sys/prctl.h>
+#include <csignal>
+#include <unistd.h>
+
+namespace pb::cli {
+
+int scaleIntOption(const QCommandLineParser &parser, const QString &name, int minimum)
+{
+    bool ok = false;
+    const int value = parser.value(name).toInt(&ok);
+    if (!ok || value < minimum)
+        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
+    return value;
+}
+
+namespace {
+
+// A worker started by `scale` dies with its launcher (SIGKILL on the parent's death), so even a
+// launcher killed with SIGKILL leaves no rank behind.
+void bindLifetimeToLauncher()
+{
+    const QString launcher = qEnvironmentVariable(kScaleLauncherPidVariable);
+    if (launcher.isEmpty())
+        return;
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (QString::number(::getppid()) != launcher) // the launcher died before the line above
+        std::_Exit(static_cast<int>(ExitCode::Failure));
+}
+
+void writeJsonFile(const QString &path, const QJsonObject &json)
+{
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(json).toJson(QJsonDocument::Indented)) < 0 || !file.commit())
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
+}
+
+int runScaleWorker(CliContext &ctx)
+{
+    bindLifetimeToLauncher();
+    QCommandLineParser parser;
+    addPilotOptions(parser);
+    parser.addOptions({
+        {QStringLiteral("result"), QStringLiteral("Write this rank's result JSON here (default: stdout)."), QStringLiteral("file")},
+        {QStringLiteral("strategy"), QStringLiteral("ddp (default) or zero2."), QStringLiteral("name"), QStringLiteral("ddp")},
+        {QStringLiteral("cpus"), QStringLiteral("Bind this rank to these CPUs, e.g. 0-7."), QStringLiteral("list")},
+        {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},
+        {QStringLiteral("timeout"), QStringLiteral("Rendezvous and collective timeout in seconds (default 600)."), QStringLiteral("s"), QStringLiteral("600")},
+    });
+    if (!parseArgs(parser, ctx, QStringLiteral("One rank of a data-parallel pilot. Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK.")))
+        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    if (parser.isSet(QStringLiteral("cpus"))) // before LibTorch starts its threads, which inherit it
+        bindToCpus(parseCpuList(parser.value(QStringLiteral("cpus")).toStdString(), "--cpus"));
+    const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
+    DistributedPilotOptions dist;
+    dist.rendezvous = rendezvousFromEnvironment();
+    dist.strategy = parser.value(QStringLiteral("strategy")).toStdString();
+    dist.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
+    dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
+    PilotOptions options = pilotOptionsFrom(parser);
+    if (options.device == "cuda")
+        options.device = "cuda:" + std::to_string(dist.rendezvous.localRank);
+    options.devicePeakFlops = devicePeakFlops(options.device);
+    options.parameterChecksum = true;
+    installInterruptHandler();
+    options.cancel = &interruptFlag();
+
+    const DistributedPilotResult result = runDistributedPilot(config, options, dist);
+    const QJsonObject json = toJson(result);
+    if (parser.isSet(QStringLiteral("result")))
+        writeJsonFile(parser.value(QStringLiteral("result")), json);
+    else
+        printJson(ctx, json, true);
+    if (result.run.summary.verdict != Verdict::Fits)
+        ctx.err << "rank " << dist.rendezvous.rank << ' ' << toString(result.run.summary.verdict) << ": " << QString::fromStdString(result.run.summary.message) << '\n';
+    return exitCodeFor(result.run.summary.verdict);
+}
+
+const CliRegistration workerRegistration({QStringLiteral("scale-worker"), QStringLiteral("(internal) one rank of scale; also runs under torchrun/srun"),
+                                          &runScaleWorker});
+
+} // namespace
+} // namespace pb::cli

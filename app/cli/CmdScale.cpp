@@ -28,6 +28,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 namespace pb::cli {
 namespace {
 
@@ -173,8 +175,13 @@ std::vector<WorkerSpec> ScaleStep::workerSpecs(const QString &workDir, int port)
 {
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
     environment.insert(QLatin1String(kScaleLauncherPidVariable), QString::number(QCoreApplication::applicationPid()));
-    if (m_s.device == "cuda" && !environment.contains(QStringLiteral("NCCL_NVLS_ENABLE")))
-        environment.insert(QStringLiteral("NCCL_NVLS_ENABLE"), QStringLiteral("0"));
+    // NVLink multicast off unless the user says otherwise: on shared H200 hosts a program using it
+    // can take the GPUs out of service (NCCL, PyTorch's symmetric memory and NVSHMEM each have a switch).
+    if (m_s.device == "cuda") {
+        for (const char *variable : {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"})
+            if (!environment.contains(QLatin1String(variable)))
+                environment.insert(QLatin1String(variable), QLatin1String(std::strcmp(variable, "NCCL_NVLS_ENABLE") == 0 ? "0" : "1"));
+    }
     if (m_s.device == "cpu")
         environment.insert(QStringLiteral("OMP_NUM_THREADS"), QString::number(m_s.threadsPerRank));
     std::vector<WorkerSpec> specs;

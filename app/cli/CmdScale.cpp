@@ -69,6 +69,7 @@ struct ScaleSetup {
     int gpus = 0;
     int threadsPerRank = 0;          // CPU only
     bool bind = true;                // each rank (and the baseline) on its own CPUs where known
+    bool overlap = true;             // ddp: all-reduce during backward
     int timeoutSeconds = 0;
     QString dumpDir;
     std::optional<int64_t> baselineRun; // reuse this recorded baseline instead of running one
@@ -107,6 +108,7 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
     }
     s.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
     s.bind = !parser.isSet(QStringLiteral("no-bind"));
+    s.overlap = !parser.isSet(QStringLiteral("no-overlap"));
     s.dumpDir = parser.value(QStringLiteral("dump-dir"));
     if (parser.isSet(QStringLiteral("baseline-run")))
         s.baselineRun = scaleIntOption(parser, QStringLiteral("baseline-run"), 1);
@@ -194,6 +196,8 @@ std::vector<WorkerSpec> ScaleStep::workerSpecs(const QString &workDir, int port)
                           QStringLiteral("--result"), QDir(workDir).filePath(QStringLiteral("rank%1.json").arg(rank))};
         if (m_s.threadsPerRank > 0)
             spec.arguments << QStringLiteral("--threads") << QString::number(m_s.threadsPerRank);
+        if (!m_s.overlap)
+            spec.arguments << QStringLiteral("--no-overlap");
         if (static_cast<size_t>(rank) < m_rankCpus.size() && !m_rankCpus[static_cast<size_t>(rank)].empty())
             spec.arguments << QStringLiteral("--cpus") << QString::fromStdString(m_rankCpus[static_cast<size_t>(rank)]);
         if (m_s.options.memoryLimitBytes > 0)
@@ -421,6 +425,7 @@ int runScale(CliContext &ctx)
         {QStringLiteral("timeout"), QStringLiteral("End the step when the workers take longer, in seconds (default 900)."), QStringLiteral("s"), QStringLiteral("900")},
         {QStringLiteral("baseline-run"), QStringLiteral("Reuse this recorded baseline run (same config at the ranks' effective batch) instead of running one."),
          QStringLiteral("id")},
+        {QStringLiteral("no-overlap"), QStringLiteral("ddp: all-reduce the gradients after the backward pass instead of bucket by bucket during it.")},
         {QStringLiteral("no-bind"), QStringLiteral("Leave the ranks on every CPU (default: CPU ranks on their own cores, CUDA ranks on their GPU's NUMA-local cores).")},
         {QStringLiteral("dump-dir"), QStringLiteral("Write the final parameters of the baseline and of every rank here (float32)."), QStringLiteral("dir")},
     });

@@ -57,6 +57,7 @@ int runScaleWorker(CliContext &ctx)
         {QStringLiteral("result"), QStringLiteral("Write this rank's result JSON here (default: stdout)."), QStringLiteral("file")},
         {QStringLiteral("strategy"), QStringLiteral("ddp (default) or zero2."), QStringLiteral("name"), QStringLiteral("ddp")},
         {QStringLiteral("cpus"), QStringLiteral("Bind this rank to these CPUs, e.g. 0-7."), QStringLiteral("list")},
+        {QStringLiteral("no-overlap"), QStringLiteral("ddp: all-reduce after the backward pass instead of during it.")},
         {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},
         {QStringLiteral("timeout"), QStringLiteral("Rendezvous and collective timeout in seconds (default 600)."), QStringLiteral("s"), QStringLiteral("600")},
     });
@@ -68,6 +69,7 @@ int runScaleWorker(CliContext &ctx)
     DistributedPilotOptions dist;
     dist.rendezvous = rendezvousFromEnvironment();
     dist.strategy = parser.value(QStringLiteral("strategy")).toStdString();
+    dist.overlap = !parser.isSet(QStringLiteral("no-overlap"));
     dist.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
     dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
     PilotOptions options = pilotOptionsFrom(parser);

@@ -29,8 +29,8 @@ int64_t bytesOf(const torch::Tensor &t) { return t.numel() * static_cast<int64_t
 } // namespace
 
 DataParallelHooks::DataParallelHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, DataParallelStrategy strategy,
-                                     double gradClip, int64_t bucketBytes, std::string dumpPath)
-    : m_group(std::move(group)), m_rendezvous(rendezvous), m_strategy(strategy), m_gradClip(gradClip), m_bucketBytes(bucketBytes),
+                                     double gradClip, int64_t bucketBytes, bool overlap, std::string dumpPath)
+    : m_group(std::move(group)), m_rendezvous(rendezvous), m_strategy(strategy), m_gradClip(gradClip), m_bucketBytes(bucketBytes), m_overlap(overlap),
       m_dumpPath(std::move(dumpPath))
 {
 }
@@ -41,6 +41,8 @@ std::vector<torch::Tensor> DataParallelHooks::optimizerParameters(std::vector<to
     if (m_strategy == DataParallelStrategy::Ddp) {
         for (const auto &p : trainable)
             m_ownedParameters += p.numel();
+        if (m_group && m_overlap && !trainable.empty())
+            makeBuckets();
         return trainable;
     }
     // Largest first to the least-loaded rank: every rank computes the same assignment.
@@ -124,6 +126,107 @@ void DataParallelHooks::broadcastParameters(std::vector<torch::Tensor> &params)
     m_broadcastMs = msSince(start);
 }
 
+void DataParallelHooks::makeBuckets()
+{
+    m_bucketOf.assign(m_trainable.size(), 0);
+    m_arrived.assign(m_trainable.size(), 0);
+    int64_t bytes = 0;
+    for (size_t k = m_trainable.size(); k-- > 0;) {
+        const auto &p = m_trainable[k];
+        const bool fresh = m_buckets.empty() || bytes + bytesOf(p) > m_bucketBytes
+                           || m_trainable[m_buckets.back().params.front()].scalar_type() != p.scalar_type()
+                           || m_trainable[m_buckets.back().params.front()].device() != p.device();
+        if (fresh) {
+            m_buckets.emplace_back();
+            bytes = 0;
+        }
+        auto &bucket = m_buckets.back();
+        bucket.offsets.push_back(bucket.params.empty() ? 0 : bucket.offsets.back() + m_trainable[bucket.params.back()].numel());
+        bucket.params.push_back(k);
+        m_bucketOf[k] = m_buckets.size() - 1;
+        bytes += bytesOf(p);
+    }
+    for (auto &bucket : m_buckets) {
+        const auto &last = m_trainable[bucket.params.back()];
+        bucket.flat = torch::empty({bucket.offsets.back() + last.numel()}, last.options());
+    }
+    for (size_t k = 0; k < m_trainable.size(); ++k)
+        m_trainable[k].register_hook([this, k](torch::Tensor grad) { gradientReady(k, grad); });
+}
+
+void DataParallelHooks::beforeBackward(bool last)
+{
+    std::lock_guard lock(m_bucketMutex);
+    m_lastMicroBatch = last && !m_buckets.empty();
+    if (!m_lastMicroBatch)
+        return;
+    for (auto &bucket : m_buckets)
+        bucket.pending = bucket.params.size();
+    std::fill(m_arrived.begin(), m_arrived.end(), 0);
+    m_works.clear();
+    m_nextLaunch = 0;
+}
+
+// Runs inside backward, before the gradient is added to p.grad: the bucket takes the final value.
+void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
+{
+    std::lock_guard lock(m_bucketMutex);
+    if (!m_lastMicroBatch || m_arrived[k])
+        return;
+    torch::NoGradGuard noGrad;
+    auto &bucket = m_buckets[m_bucketOf[k]];
+    const auto &p = m_trainable[k];
+    const auto position = std::find(bucket.params.begin(), bucket.params.end(), k) - bucket.params.begin();
+    auto slice = bucket.flat.narrow(0, bucket.offsets[static_cast<size_t>(position)], p.numel()).view(p.sizes());
+    if (p.grad().defined())
+        torch::add_out(slice, p.grad(), grad);
+    else
+        slice.copy_(grad);
+    m_arrived[k] = 1;
+    --bucket.pending;
+    launchCompleteBuckets();
+}
+
+void DataParallelHooks::launchCompleteBuckets()
+{
+    while (m_nextLaunch < m_buckets.size() && m_buckets[m_nextLaunch].pending == 0) {
+        std::vector<torch::Tensor> flat {m_buckets[m_nextLaunch].flat};
+        m_works.push_back(m_group->allreduce(flat));
+        ++m_nextLaunch;
+    }
+}
+
+void DataParallelHooks::finishOverlappedReduce()
+{
+    std::lock_guard lock(m_bucketMutex);
+    // Gradients backward never produced here (a parameter this rank's batch did not reach) join
+    // now, so the buckets and their order stay the same on every rank.
+    for (auto &bucket : m_buckets) {
+        for (size_t i = 0; i < bucket.params.size(); ++i) {
+            const size_t k = bucket.params[i];
+            if (m_arrived[k])
+                continue;
+            auto slice = bucket.flat.narrow(0, bucket.offsets[i], m_trainable[k].numel());
+            slice.copy_(m_trainable[k].grad().reshape({-1}));
+            m_arrived[k] = 1;
+            --bucket.pending;
+        }
+    }
+    launchCompleteBuckets();
+    for (auto &work : m_works)
+        work->wait();
+    m_works.clear();
+    const double inverse = 1.0 / m_rendezvous.worldSize;
+    for (auto &bucket : m_buckets) {
+        bucket.flat.mul_(inverse);
+        for (size_t i = 0; i < bucket.params.size(); ++i) {
+            auto &grad = m_trainable[bucket.params[i]].mutable_grad();
+            grad.copy_(bucket.flat.narrow(0, bucket.offsets[i], grad.numel()).view_as(grad));
+        }
+    }
+    m_lastMicroBatch = false;
+}
+
 void DataParallelHooks::afterBackward(std::vector<torch::Tensor> & /*ownParams: the engine's view*/)
 {
     if (!m_group || m_trainable.empty()) {
@@ -138,7 +241,9 @@ void DataParallelHooks::afterBackward(std::vector<torch::Tensor> & /*ownParams: 
             p.mutable_grad() = torch::zeros_like(p);
         m_gradientBytes += bytesOf(p.grad());
     }
-    if (m_strategy == DataParallelStrategy::Ddp) {
+    if (!m_buckets.empty()) {
+        finishOverlappedReduce(); // what remains after backward is the exposed communication
+    } else if (m_strategy == DataParallelStrategy::Ddp) {
         std::vector<torch::Tensor> grads;
         for (auto &p : m_trainable)
             grads.push_back(p.grad());

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to core/dist (includes torch and c10d): the engine hooks of the data-parallel
-// strategies. DDP replicates everything and averages gradients with all-reduce. ZeRO-2 replicates
+// strategies. DDP replicates everything and averages gradients with all-reduce, bucket by bucket
+// as the last micro-batch's backward pass produces them (overlap), or after it. ZeRO-2 replicates
 // the parameters but gives each trainable tensor one owner rank: gradients are reduced to their
 // owner (and freed elsewhere), only the owner keeps optimizer state and steps it, then broadcasts
 // the updated tensor. Same mathematics as DDP, optimizer state and gradients divided among ranks.
@@ -8,6 +9,7 @@
 #include "dist/Rendezvous.h"
 #include "engine/DistributedHooks.h"
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,12 +21,13 @@ class DataParallelHooks final : public DistributedHooks {
 public:
     // `group` null: a single process (no communication; the dump and checksums still work).
     DataParallelHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, DataParallelStrategy strategy, double gradClip,
-                      int64_t bucketBytes, std::string dumpPath);
+                      int64_t bucketBytes, bool overlap, std::string dumpPath);
 
     int rank() const override { return m_rendezvous.rank; }
     int worldSize() const override { return m_rendezvous.worldSize; }
     std::vector<torch::Tensor> optimizerParameters(std::vector<torch::Tensor> trainable) override;
     void broadcastParameters(std::vector<torch::Tensor> &params) override;
+    void beforeBackward(bool last) override;
     void afterBackward(std::vector<torch::Tensor> &params) override;
     void afterOptimizerStep() override;
     void trainingFinished(const std::vector<torch::Tensor> &params) override;
@@ -33,6 +36,7 @@ public:
     double broadcastMs() const { return m_broadcastMs; }
     int64_t gradientBytes() const { return m_gradientBytes; }
     int64_t ownedParameters() const { return m_ownedParameters; }
+    bool overlapping() const { return !m_buckets.empty(); }
     double parameterSum() const { return m_parameterSum; }
     double parameterAbsSum() const { return m_parameterAbsSum; }
     int64_t parameterCount() const { return m_parameterCount; }
@@ -41,13 +45,34 @@ private:
     template<typename Op>
     void forEachBucket(std::vector<torch::Tensor> &tensors, Op op, double scale = 1.0);
     void reduceToOwners();
+    // Overlap: persistent flat buckets over the trainable gradients in reverse model order (the
+    // order backward produces them); each is all-reduced once complete, strictly in bucket order
+    // so every rank issues the same sequence of collectives.
+    struct Bucket {
+        std::vector<size_t> params;
+        std::vector<int64_t> offsets;
+        torch::Tensor flat;
+        size_t pending = 0;
+    };
+    void makeBuckets();
+    void gradientReady(size_t param, const torch::Tensor &grad);
+    void launchCompleteBuckets();
+    void finishOverlappedReduce();
 
     c10::intrusive_ptr<compat::CollectiveGroup> m_group;
     Rendezvous m_rendezvous;
     DataParallelStrategy m_strategy;
     double m_gradClip;
     int64_t m_bucketBytes;
+    bool m_overlap;
     std::string m_dumpPath;
+    std::vector<Bucket> m_buckets;
+    std::vector<size_t> m_bucketOf;
+    std::vector<char> m_arrived;
+    std::vector<c10::intrusive_ptr<c10d::Work>> m_works;
+    size_t m_nextLaunch = 0;
+    bool m_lastMicroBatch = false;
+    std::mutex m_bucketMutex;                // backward may run hooks on a device thread
     std::vector<torch::Tensor> m_trainable;  // every rank's full list, in model order
     std::vector<int> m_owner;                // ZeRO-2: the rank that updates m_trainable[i]
     std::vector<double> m_stepCommMs;

@@ -17,6 +17,7 @@ QJsonObject toJson(const DistributedPilotResult &result)
     o.insert(QStringLiteral("collective"), QString::fromStdString(result.collective));
     o.insert(QStringLiteral("collective_version"), QString::fromStdString(result.collectiveVersion));
     o.insert(QStringLiteral("comm_ms_per_step"), result.commMsPerStep);
+    o.insert(QStringLiteral("overlap"), result.overlap);
     o.insert(QStringLiteral("broadcast_ms"), result.broadcastMs);
     o.insert(QStringLiteral("gradient_bytes_per_step"), static_cast<double>(result.gradientBytesPerStep));
     o.insert(QStringLiteral("optimizer_parameters"), static_cast<double>(result.optimizerParameters));

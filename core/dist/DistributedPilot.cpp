@@ -150,7 +150,7 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
         group = makeGroup(r, options.device, distOptions.timeoutSeconds, result.collective);
         spdlog::info("rank {}/{}: {} process group ready", r.rank, r.worldSize, result.collective);
     }
-    DataParallelHooks hooks(group, r, strategy, config.train.gradClip, distOptions.bucketBytes, distOptions.parameterDumpPath);
+    DataParallelHooks hooks(group, r, strategy, config.train.gradClip, distOptions.bucketBytes, distOptions.overlap, distOptions.parameterDumpPath);
     options.distributed = &hooks;
     SampleCollector collector(observer, result.samples);
     PilotEngine engine;
@@ -167,6 +167,7 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
     result.broadcastMs = hooks.broadcastMs();
     result.gradientBytesPerStep = hooks.gradientBytes();
     result.optimizerParameters = hooks.ownedParameters();
+    result.overlap = hooks.overlapping();
     result.parameterSum = hooks.parameterSum();
     result.parameterAbsSum = hooks.parameterAbsSum();
     result.parameterCount = hooks.parameterCount();

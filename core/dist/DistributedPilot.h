@@ -18,6 +18,7 @@ struct DistributedPilotOptions {
     std::string strategy = "ddp";    // "ddp", or "zero2" (optimizer state and gradients divided among ranks)
     int timeoutSeconds = 600;        // store rendezvous and every collective
     int64_t bucketBytes = 25 << 20;  // gradients are flattened into buckets of about this size
+    bool overlap = true;             // ddp: all-reduce each bucket during backward as it completes
     std::string parameterDumpPath;   // non-empty: all parameters as little-endian float32, model order
 };
 
@@ -27,7 +28,8 @@ struct DistributedPilotResult {
     Rendezvous rendezvous;
     std::string collective;          // "gloo", "nccl", or "none" (single process)
     std::string collectiveVersion;
-    double commMsPerStep = 0;        // mean exposed gradient all-reduce time over the measured steps
+    double commMsPerStep = 0;        // mean exposed communication per measured step (not hidden behind backward)
+    bool overlap = false;            // buckets were all-reduced during backward
     double broadcastMs = 0;
     int64_t gradientBytesPerStep = 0;
     int64_t optimizerParameters = 0; // parameters this rank's optimizer updates (and keeps state for)

@@ -19,6 +19,9 @@ public:
     // After the model and optimizer exist (and a checkpoint was restored): make every rank start
     // from rank 0's parameters.
     virtual void broadcastParameters(std::vector<torch::Tensor> &params) = 0;
+    // Before each micro-batch's backward; `last`: the one that completes the step's gradients
+    // (communication may then start inside the backward pass).
+    virtual void beforeBackward(bool /*last*/) {}
     // After the last micro-batch's backward, before unscaling and clipping: leave in the grad of
     // every parameter this rank's optimizer updates the mean over ranks (`params`: those).
     virtual void afterBackward(std::vector<torch::Tensor> &params) = 0;

@@ -197,6 +197,8 @@ StepSample StepRunner::trainStep(Phase phase)
         auto scaled = loss / static_cast<double>(train.gradAccum);
         if (m_session.scaler.enabled)
             scaled = scaled * m_session.scaler.scale;
+        if (m_options.distributed)
+            m_options.distributed->beforeBackward(micro + 1 == train.gradAccum);
         scaled.backward();
         lossSum += loss.item<double>();
         synchronize();

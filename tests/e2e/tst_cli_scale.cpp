@@ -79,12 +79,26 @@ bool gone(qint64 pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno 
 class TestCliScale : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    void ddpMatchesOneProcessAtDoubledBatch_data()
+    {
+        QTest::addColumn<int>("gradAccum");
+        QTest::addColumn<bool>("overlap");
+        QTest::newRow("all-reduce during backward") << 1 << true;
+        QTest::newRow("during backward, grad_accum 2") << 2 << true;
+        QTest::newRow("all-reduce after backward") << 1 << false;
+    }
+
     void ddpMatchesOneProcessAtDoubledBatch()
     {
+        QFETCH(int, gradAccum);
+        QFETCH(bool, overlap);
         QTemporaryDir dir;
         const QString dumps = dir.filePath(QStringLiteral("dumps"));
-        const Result r = cli(base(dir) + QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--steps"), QStringLiteral("4"),
-                                                      QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--dump-dir"), dumps, QStringLiteral("--jsonl")});
+        QStringList args {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--steps"), QStringLiteral("4"), QStringLiteral("--warmup"), QStringLiteral("1"),
+                          QStringLiteral("--dump-dir"), dumps, QStringLiteral("--jsonl"), QStringLiteral("--set"), QStringLiteral("train.grad_accum=%1").arg(gradAccum)};
+        if (!overlap)
+            args << QStringLiteral("--no-overlap");
+        const Result r = cli(base(dir) + args);
         QVERIFY2(r.code == 0, qPrintable(r.err));
 
         // The parameters after 5 steps: each rank on its half of every global batch, gradients
@@ -116,7 +130,7 @@ private Q_SLOTS:
         const QJsonArray peaks = summary.value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();
         QCOMPARE(peaks.size(), 2);
         QVERIFY(peaks[0].toDouble() > 0 && peaks[1].toDouble() > 0);
-        QCOMPARE(eventOf(r.out, QStringLiteral("baseline")).value(QStringLiteral("grad_accum")).toInt(), 2);
+        QCOMPARE(eventOf(r.out, QStringLiteral("baseline")).value(QStringLiteral("grad_accum")).toInt(), 2 * gradAccum);
         QCOMPARE(eventOf(r.out, QStringLiteral("topology")).value(QStringLiteral("collective")).toString(), QStringLiteral("gloo"));
 
         // Both runs recorded, the scale run pointing at its baseline.
@@ -146,6 +160,8 @@ private Q_SLOTS:
             QCOMPARE(ranks.size(), 2);
             for (int rank = 0; rank < 2 && !bound.isEmpty(); ++rank)
                 QCOMPARE(ranks[rank].toObject().value(QStringLiteral("cpu_affinity")).toString(), bound[rank].toString());
+            for (int rank = 0; rank < 2; ++rank)
+                QCOMPARE(ranks[rank].toObject().value(QStringLiteral("overlap")).toBool(), overlap);
             if (bound.size() == 2)
                 QVERIFY(bound[0].toString() != bound[1].toString());
 
@@ -158,7 +174,8 @@ private Q_SLOTS:
         QCOMPARE(samples.size(), size_t(5));
         QCOMPARE(samples.back().step, int64_t(5));
         QCOMPARE(samples.back().phase, pb::Phase::Train);
-        QVERIFY(samples.back().stepTimeMs > 0 && samples.back().tokens == 256); // tiny: 4 x 64 tokens per rank
+        QVERIFY(samples.back().stepTimeMs > 0);
+        QCOMPARE(samples.back().tokens, int64_t(256) * gradAccum); // tiny: 4 x 64 tokens per micro-batch and rank
     }
 
     void zero2MatchesDdpWithLessOptimizerMemory()
@@ -170,7 +187,7 @@ private Q_SLOTS:
         const QStringList strategies {QStringLiteral("ddp"), QStringLiteral("zero2")};
         for (int i = 0; i < 2; ++i) {
             const Result r = cli(base(dir) + QStringList {QStringLiteral("--set"), QStringLiteral("train.grad_clip=0.1"), QStringLiteral("--gpus"), QStringLiteral("2"),
-                                                          QStringLiteral("--strategy"), strategies[i], QStringLiteral("--steps"), QStringLiteral("3"),
+                                                          QStringLiteral("--strategy"), strategies[i], QStringLiteral("--no-overlap"), QStringLiteral("--steps"), QStringLiteral("3"),
                                                           QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--dump-dir"), dir.filePath(strategies[i]),
                                                           QStringLiteral("--jsonl")});
             QVERIFY2(r.code == 0, qPrintable(r.err));
@@ -190,8 +207,9 @@ private Q_SLOTS:
         }
         QVERIFY2(maxDiff <= 1e-5, qPrintable(QStringLiteral("zero2 differs from ddp by %1").arg(maxDiff)));
 
-        // Each rank keeps AdamW's two fp32 moments only for the parameters it owns: against DDP it
-        // saves 2 x 4 bytes for every parameter another rank owns.
+        // Each rank keeps AdamW's two fp32 moments only for the parameters it owns: against DDP (here
+        // without its persistent overlap buckets, so only the optimizer state differs) it saves
+        // 2 x 4 bytes for every parameter another rank owns.
         const qint64 parameters = static_cast<qint64>(ddp.size());
         const QJsonArray ddpPeaks = summaries[0].value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();
         const QJsonArray zeroPeaks = summaries[1].value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();

@@ -69,7 +69,7 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     m_logDock->setWidget(m_log);
     m_logDock->setFeatures(QDockWidget::DockWidgetClosable | QDockWidget::DockWidgetMovable);
     addDockWidget(Qt::BottomDockWidgetArea, m_logDock);
-    resizeDocks({m_logDock}, {90}, Qt::Vertical);
+    resizeDocks({m_logDock}, {70}, Qt::Vertical);
 
     auto showStatus = [this](const QString &message) { statusBar()->showMessage(message, 8000); };
     connect(m_config, &ConfigView::statusMessage, this, showStatus);
@@ -77,8 +77,9 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     connect(m_history, &HistoryView::statusMessage, this, showStatus);
     connect(m_config, &ConfigView::configChanged, this, &MainWindow::onConfigChanged);
     connect(m_config, &ConfigView::runPilotRequested, this, &MainWindow::runPilot);
-    connect(m_dashboard, &DashboardView::runFinished, m_history, &HistoryView::refresh);
-    connect(m_history, &HistoryView::historyChanged, m_stages, &StagedPilotView::refresh);
+    connect(m_dashboard, &DashboardView::runFinished, m_history, &HistoryView::markStale);
+    connect(m_dashboard, &DashboardView::runFinished, m_stages, &StagedPilotView::markStale);
+    connect(m_history, &HistoryView::historyChanged, m_stages, &StagedPilotView::markStale);
     connect(m_stages, &StagedPilotView::showBudgetRequested, this, [this] { m_tabs->setCurrentWidget(m_config); });
     connect(m_stages, &StagedPilotView::runPilotRequested, this, &MainWindow::runPilot);
     connect(m_stages, &StagedPilotView::compareRequested, this, [this] { m_tabs->setCurrentWidget(m_compareSlot); });

@@ -173,6 +173,7 @@ private Q_SLOTS:
         StagedPilotView stages;
         stages.setStore(&store);
         stages.setModel(QStringLiteral("tiny"));
+        stages.refresh(); // hidden views refresh lazily, when shown
         QCOMPARE(stages.stage(0).state, StageState::Passed);   // newest pilot: fits
         QCOMPARE(stages.stage(0).runId, m_b);
         QCOMPARE(stages.stage(1).state, StageState::Failed);   // scale: does-not-fit
@@ -180,6 +181,7 @@ private Q_SLOTS:
         QCOMPARE(stages.stage(2).state, StageState::Missing);  // no restore-check
         QCOMPARE(stages.stage(3).state, StageState::Missing);
         stages.setModel(QStringLiteral("llama-3.1-8b"));
+        stages.show();   // shown: the stale evidence is re-read
         QCOMPARE(stages.stage(0).state, StageState::Missing);  // evidence is per model
     }
 

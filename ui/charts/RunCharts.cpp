@@ -64,6 +64,36 @@ QList<QPointF> downsample(const std::vector<double> &x, const std::vector<double
     return lttb(x.data(), y.data(), std::min(x.size(), y.size()), RunCharts::kMaxPointsPerSeries);
 }
 
+// Step axes tick at round step numbers (1, 2 or 5 times a power of ten), about five per axis.
+// Range and interval change in the order that never asks the axis for more ticks than either the
+// old or the new setting has (a 1,000,000-step range with a 1-step interval would be a million).
+void setStepRange(QValueAxis *axis, double lo, double hi)
+{
+    const double raw = std::max(1.0, (hi - lo) / 5.0);
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    double step = 10.0 * magnitude;
+    for (double m : {1.0, 2.0, 5.0})
+        if (m * magnitude >= raw) {
+            step = m * magnitude;
+            break;
+        }
+    if (axis->tickType() != QValueAxis::TicksDynamic) {
+        axis->setRange(lo, hi);
+        axis->setTickAnchor(0);
+        axis->setTickInterval(step);
+        axis->setLabelFormat(QStringLiteral("%.0f"));
+        axis->setTickType(QValueAxis::TicksDynamic);
+        return;
+    }
+    if (step < axis->tickInterval()) {
+        axis->setRange(lo, hi);
+        axis->setTickInterval(step);
+    } else {
+        axis->setTickInterval(step);
+        axis->setRange(lo, hi);
+    }
+}
+
 double niceMax(double v)
 {
     return v > 0 ? v * 1.1 : 1.0;
@@ -95,7 +125,7 @@ RunCharts::RunCharts(QWidget *parent) : QWidget(parent)
     m_memY = makeAxis(mem, Qt::AlignLeft, tr("Memory (MiB)"));
     m_allocated = addLine(mem, tr("allocated"), QColor(0x4e, 0x79, 0xa7), m_memX, m_memY);
     m_reserved = addLine(mem, tr("reserved"), QColor(0xf2, 0x8e, 0x2b), m_memX, m_memY);
-    m_device = addLine(mem, tr("device used"), QColor(0x59, 0xa1, 0x4f), m_memX, m_memY);
+    m_device = addLine(mem, tr("device used (RSS on CPU)"), QColor(0x59, 0xa1, 0x4f), m_memX, m_memY);
     m_estimate = addLine(mem, tr("estimate (peak)"), QColor(0xc0, 0x30, 0x30), m_memX, m_memY, Qt::DashLine);
 
     QChart *time = m_stepTimeView->chart();
@@ -245,11 +275,12 @@ void RunCharts::setEstimateBytes(std::optional<int64_t> bytes)
     m_dirty = true;
 }
 
-void RunCharts::refresh()
+void RunCharts::refresh(bool everything)
 {
     if (!m_dirty)
         return;
-    m_dirty = false;
+    // A light refresh leaves the loss and the histogram (and the flag) for the next full one.
+    m_dirty = !everything;
     const double x0 = m_step.empty() ? 0 : m_step.front();
     const double x1 = m_step.empty() ? 1 : std::max(m_step.back(), x0 + 1);
 
@@ -260,19 +291,22 @@ void RunCharts::refresh()
         m_estimate->replace({QPointF(x0, *m_estimateMiB), QPointF(x1, *m_estimateMiB)});
     else
         m_estimate->clear();
-    m_memX->setRange(x0, x1);
+    setStepRange(m_memX, x0, x1);
     m_memY->setRange(0, niceMax(std::max(m_maxMemoryMiB, m_estimateMiB.value_or(0))));
+    m_memY->applyNiceNumbers();
 
     m_stepTime->replace(downsample(m_step, m_stepMs));
-    m_timeX->setRange(x0 - 0.5, x1 + 0.5);
-    const double yMax = niceMax(m_maxStepMs);
-    m_timeY->setRange(0, yMax);
-    refreshPhases(yMax);
-
+    setStepRange(m_timeX, x0 - 0.5, x1 + 0.5);
+    m_timeY->setRange(0, niceMax(m_maxStepMs));
+    m_timeY->applyNiceNumbers();
+    refreshPhases(m_timeY->max());
+    if (!everything)
+        return;
     m_loss->replace(downsample(m_step, m_lossValues));
-    m_lossX->setRange(x0, x1);
+    setStepRange(m_lossX, x0, x1);
     const double pad = std::max(1e-3, (m_maxLoss - m_minLoss) * 0.05);
     m_lossY->setRange(m_lossValues.empty() ? 0 : m_minLoss - pad, m_lossValues.empty() ? 1 : m_maxLoss + pad);
+    m_lossY->applyNiceNumbers();
 
     refreshHistogram();
 }
@@ -330,9 +364,11 @@ void RunCharts::refreshHistogram()
     }
     outline << QPointF(hi, 0);
     m_histUpper->replace(outline);
-    const double yMax = static_cast<double>(most) * 1.15 + 1;
     m_histX->setRange(lo - width, hi + width);
-    m_histY->setRange(0, yMax);
+    m_histX->applyNiceNumbers();
+    m_histY->setRange(0, static_cast<double>(most) * 1.15 + 1);
+    m_histY->applyNiceNumbers();
+    const double yMax = m_histY->max();
 
     std::vector<double> work = m_measuredMs;
     const std::pair<QLineSeries *, double> marks[] {{m_p50, 50}, {m_p90, 90}, {m_p99, 99}};

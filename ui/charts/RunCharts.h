@@ -41,8 +41,9 @@ public:
     // Replaces everything with a stored run and redraws.
     void setRun(const SampleSeries &series, const std::vector<PhaseMark> &marks);
     void setEstimateBytes(std::optional<int64_t> bytes);
-    // Redraws from the columns when something changed since the last refresh.
-    void refresh();
+    // Redraws from the columns when something changed since the last refresh. A light refresh
+    // (everything = false) redraws memory and step time only: the live dashboard's in-between frames.
+    void refresh(bool everything = true);
 
     size_t sampleCount() const { return m_step.size(); }
     const std::vector<double> &measuredStepTimesMs() const { return m_measuredMs; }

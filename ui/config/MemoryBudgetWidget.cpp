@@ -9,7 +9,7 @@ namespace pb::ui {
 namespace {
 
 constexpr int kLegendHeight = 22;
-constexpr int kRowHeight = 50;
+constexpr int kRowHeight = 66;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 const QColor &segmentColor(size_t i)
@@ -147,10 +147,13 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
             p.drawText(QRect(barLeft + barWidth - 20, bar.top(), 20, bar.height()), Qt::AlignCenter, QStringLiteral("»"));
         }
         const QString mb = e.maxMicroBatch > 0 ? tr("max micro-batch %1").arg(e.maxMicroBatch) : (e.maxMicroBatch == 0 ? tr("micro-batch 1 does not fit") : tr("max micro-batch unknown"));
-        const QString text = tr("%1 of %2 GiB (usable %3) · %4 · %5")
-                                 .arg(gib(e.totalBytes), gib(e.capacityBytes), gib(e.usableBytes), e.fits ? tr("fits") : tr("does not fit"), mb);
-        p.setPen(e.fits ? palette().color(QPalette::WindowText) : QColor(0xc0, 0x30, 0x30));
-        p.drawText(QRect(textLeft, y, area.right() - textLeft, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(text, Qt::ElideRight, area.right() - textLeft));
+        const QString verdict = (e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
+        p.setPen(e.fits ? QColor(0x20, 0x70, 0x20) : QColor(0xc0, 0x30, 0x30));
+        p.drawText(QRect(textLeft, y, area.right() - textLeft, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(verdict, Qt::ElideRight, area.right() - textLeft));
+        const QString detail = tr("%1 GiB of %2 GiB (usable %3 GiB after headroom, dashed line) · peak in %4")
+                                   .arg(gib(e.totalBytes), gib(e.capacityBytes), gib(e.usableBytes), QString::fromStdString(e.peakPhase));
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(QRect(barLeft, bar.bottom() + 2, barWidth, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(detail, Qt::ElideRight, barWidth));
         y += kRowHeight;
     }
 }

@@ -118,8 +118,9 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
     m_details->addTab(m_overlay, tr("Overlay"));
     m_details->addTab(diffPage, tr("Config diff"));
     split->addWidget(m_details);
-    split->setStretchFactor(0, 2);
-    split->setStretchFactor(1, 3);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 4);
+    split->setSizes({140, 560});
     outer->addWidget(split, 1);
 
     connect(m_filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
@@ -158,8 +159,23 @@ void HistoryView::showError(const QString &message)
     m_error->setVisible(!message.isEmpty());
 }
 
+void HistoryView::markStale()
+{
+    m_stale = true;
+    if (isVisible())
+        refresh();
+}
+
+void HistoryView::showEvent(QShowEvent *event)
+{
+    QWidget::showEvent(event);
+    if (m_stale)
+        refresh();
+}
+
 void HistoryView::refresh()
 {
+    m_stale = false;
     if (!m_store)
         return;
     RunFilter filter;

@@ -44,6 +44,9 @@ public:
 
 public Q_SLOTS:
     void refresh();
+    // Refresh now when visible, else the next time the view is shown (a run finishing while the
+    // user watches the dashboard costs the GUI thread nothing then).
+    void markStale();
     void openRun(qint64 runId);
     void overlayRuns(const std::vector<int64_t> &runIds);
     void diffRuns(qint64 leftRunId, qint64 rightRunId);
@@ -56,8 +59,12 @@ Q_SIGNALS:
     void statusMessage(const QString &message);
     void historyChanged();
 
+protected:
+    void showEvent(QShowEvent *event) override;
+
 private:
     void showError(const QString &message);
+    bool m_stale = false;
     QString m_path;
     std::unique_ptr<HistoryStore> m_store;
     RunTableModel *m_model = nullptr;

@@ -66,7 +66,9 @@ void fill(QChart *chart, const std::vector<SampleSeries> &curves, const QStringL
         series->setPen(pen);
     }
     x->setRange(0, xMax);
+    x->applyNiceNumbers();
     y->setRange(0, yMax > 0 ? yMax * 1.1 : 1);
+    y->applyNiceNumbers();
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -168,6 +169,10 @@ bool DashboardView::startPilot()
     options.device = m_device->currentText().toStdString();
     options.steps = m_steps->value();
     options.warmupSteps = m_warmup->value();
+    // On CPU, leave one core to the GUI thread: LibTorch's OpenMP workers spin at their barriers, and
+    // with every core taken the event loop stalls for whole steps.
+    if (options.device == "cpu")
+        options.cpuThreads = std::max(1, QThread::idealThreadCount() - 1);
     m_charts->clear();
     try {
         EstimateOptions e;
@@ -177,6 +182,7 @@ bool DashboardView::startPilot()
         m_charts->setEstimateBytes(std::nullopt); // no estimate line for a shape the estimator refuses
     }
     m_lastStep = m_measured = m_tokensSum = m_peakAllocated = 0;
+    m_longestFrameMs = 0;
     m_stepMsSum = m_dataWaitMsSum = m_recentStepMs = 0;
     m_totalSteps = options.steps + options.warmupSteps;
     m_currentPhase = Phase::Setup;
@@ -214,6 +220,8 @@ void DashboardView::setRunningUi(bool running)
 
 void DashboardView::drain()
 {
+    QElapsedTimer frame;
+    frame.start();
     SampleDrain d = m_buffer->drain();
     m_currentPhase = d.currentPhase;
     for (const StepSample &s : d.samples) {
@@ -229,10 +237,12 @@ void DashboardView::drain()
     }
     m_charts->appendSamples(d.samples);
     m_charts->appendPhases(d.phases);
-    m_charts->refresh();
+    // Memory and step time every frame; loss and histogram (a pass over every sample) every 6th, ~5 Hz.
+    m_charts->refresh(++m_frameCount % 6 == 0);
     if (!d.samples.empty())
         updateFigures();
     m_phase->setText(QString::fromLatin1(toString(m_currentPhase)));
+    m_longestFrameMs = std::max(m_longestFrameMs, frame.nsecsElapsed() / 1e6);
 }
 
 void DashboardView::updateFigures()
@@ -253,6 +263,7 @@ void DashboardView::updateFigures()
 void DashboardView::onFinished(qint64 runId, const PilotSummary &summary, const QString &historyError)
 {
     drain();
+    m_charts->refresh(true);
     m_frame->stop();
     setRunningUi(false);
     m_lastRunId = runId;
@@ -285,6 +296,7 @@ void DashboardView::onFinished(qint64 runId, const PilotSummary &summary, const 
 void DashboardView::onFailed(const QString &message)
 {
     drain();
+    m_charts->refresh(true);
     m_frame->stop();
     setRunningUi(false);
     m_lastVerdict = QStringLiteral("error");

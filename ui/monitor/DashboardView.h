@@ -39,6 +39,8 @@ public:
     // The verdict of the last finished run ("" before any, "error" when it threw).
     const QString &lastVerdict() const { return m_lastVerdict; }
     int64_t lastRunId() const { return m_lastRunId; }
+    // The longest drain-and-update of one frame in the current or last run (painting excluded).
+    double longestFrameMs() const { return m_longestFrameMs; }
 
 public Q_SLOTS:
     bool startPilot();
@@ -77,6 +79,8 @@ private:
     Phase m_currentPhase = Phase::Setup;
     QString m_lastVerdict;
     int64_t m_lastRunId = 0;
+    double m_longestFrameMs = 0;
+    int64_t m_frameCount = 0;
 };
 
 } // namespace pb::ui

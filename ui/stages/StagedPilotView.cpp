@@ -112,7 +112,7 @@ void StagedPilotView::setModel(const QString &model)
     if (model == m_model)
         return;
     m_model = model;
-    refresh();
+    markStale();
 }
 
 StageStatus StagedPilotView::evaluate(int index) const
@@ -154,8 +154,23 @@ StageStatus StagedPilotView::evaluate(int index) const
     return status;
 }
 
+void StagedPilotView::markStale()
+{
+    m_stale = true;
+    if (isVisible())
+        refresh();
+}
+
+void StagedPilotView::showEvent(QShowEvent *event)
+{
+    QWidget::showEvent(event);
+    if (m_stale)
+        refresh();
+}
+
 void StagedPilotView::refresh()
 {
+    m_stale = false;
     m_modelLabel->setText(tr("Evidence for model <b>%1</b>, newest finished run of each kind in the history.").arg(m_model.isEmpty() ? tr("(any)") : m_model.toHtmlEscaped()));
     for (int i = 0; i < kStageCount; ++i) {
         try {

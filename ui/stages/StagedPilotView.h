@@ -38,14 +38,20 @@ public:
 
 public Q_SLOTS:
     void refresh();
+    // Refresh now when visible, else when next shown.
+    void markStale();
 
 Q_SIGNALS:
     void showBudgetRequested();
     void runPilotRequested();
     void compareRequested();
 
+protected:
+    void showEvent(QShowEvent *event) override;
+
 private:
     StageStatus evaluate(int index) const;
+    bool m_stale = false;
     HistoryStore *m_store = nullptr;
     QString m_model;
     QLabel *m_modelLabel = nullptr;

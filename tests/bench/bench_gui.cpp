@@ -1,0 +1,197 @@
+// GUI responsiveness. (1) During a CPU pilot with the dashboard's charts open, a 5 ms timer records
+// how late each tick fires: the longest lateness is the longest stall of the event loop (target
+// < 50 ms). (2) The time to load and redraw a 1,000,000-step run in the charts (target < 200 ms).
+// Usage: bench_gui [--steps N] [--screenshots DIR]  (QT_QPA_PLATFORM=offscreen when no display)
+#include "MainWindow.h"
+#include "charts/Lttb.h"
+#include "charts/RunCharts.h"
+#include "config/ConfigView.h"
+#include "history/HistoryView.h"
+#include "monitor/DashboardView.h"
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QSettings>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+using namespace pb;
+using namespace pb::ui;
+
+namespace {
+
+void saveTabs(MainWindow &window, const QString &dir, const QString &suffix)
+{
+    for (int i = 0; i < window.tabs()->count(); ++i) {
+        window.tabs()->setCurrentIndex(i);
+        QApplication::processEvents();
+        const QString name = window.tabs()->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('_'));
+        window.grab().save(dir + QStringLiteral("/%1%2.png").arg(name, suffix));
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("pilotbench-bench"));
+    QSettings().clear();
+    int steps = 200;
+    QString shots;
+    const QStringList args = QApplication::arguments();
+    for (int i = 1; i + 1 < args.size(); ++i) {
+        if (args[i] == QLatin1String("--steps"))
+            steps = args[i + 1].toInt();
+        if (args[i] == QLatin1String("--screenshots"))
+            shots = args[i + 1];
+    }
+
+    QTemporaryDir dir;
+    MainWindow window(dir.filePath(QStringLiteral("bench.db")));
+    window.resize(1366, 768);
+    window.show();
+    window.configView()->loadPreset(QStringLiteral("tiny"));
+    if (!shots.isEmpty()) {
+        window.grab().save(shots + QStringLiteral("/configuration.png"));
+        window.configView()->loadPreset(QStringLiteral("llama-3.1-8b"));
+        QApplication::processEvents();
+        window.grab().save(shots + QStringLiteral("/configuration_8b.png"));
+        if (auto *kv = window.configView()->findChild<QSpinBox *>(QStringLiteral("model.kv_heads")))
+            kv->setValue(7);
+        QApplication::processEvents();
+        window.grab().save(shots + QStringLiteral("/configuration_invalid.png"));
+        window.configView()->loadPreset(QStringLiteral("tiny"));
+    }
+    DashboardView *dash = window.dashboard();
+    dash->setSteps(steps, 3);
+
+    // (1) Event-loop stall during a live pilot.
+    std::vector<double> latenessMs;
+    QElapsedTimer clock;
+    QTimer tick;
+    tick.setTimerType(Qt::PreciseTimer);
+    tick.setInterval(5);
+    qint64 last = 0;
+    QObject::connect(&tick, &QTimer::timeout, [&] {
+        const qint64 now = clock.nsecsElapsed();
+        if (last > 0)
+            latenessMs.push_back(std::max(0.0, (now - last) / 1e6 - 5.0));
+        last = now;
+    });
+    window.runPilot();
+    clock.start();
+    tick.start();
+    QElapsedTimer wall;
+    wall.start();
+    while (dash->isRunning())
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+    tick.stop();
+    const double pilotS = wall.elapsed() / 1000.0;
+    std::vector<double> sorted = latenessMs;
+    std::sort(sorted.begin(), sorted.end());
+    const double maxLate = sorted.empty() ? 0 : sorted.back();
+    const double p99Late = sorted.empty() ? 0 : sorted[static_cast<size_t>(0.99 * static_cast<double>(sorted.size() - 1))];
+    std::printf("pilot: %d measured + 3 warm-up steps of the tiny preset on CPU in %.1f s, verdict %s, %zu samples charted\n", steps, pilotS,
+                qPrintable(dash->lastVerdict()), dash->charts()->sampleCount());
+    std::printf("event-loop stall during the pilot (5 ms timer lateness over %zu ticks): max %.1f ms, p99 %.1f ms (target max < 50 ms)\n",
+                latenessMs.size(), maxLate, p99Late);
+    std::printf("ticks later than 50 ms: %zu, later than 20 ms: %zu\n", static_cast<size_t>(std::count_if(sorted.begin(), sorted.end(), [](double v) { return v > 50; })),
+                static_cast<size_t>(std::count_if(sorted.begin(), sorted.end(), [](double v) { return v > 20; })));
+    std::printf("longest dashboard frame (drain + series update, painting excluded): %.1f ms\n", dash->longestFrameMs());
+
+    if (!shots.isEmpty()) {
+        window.history()->refresh();
+        window.history()->openRun(dash->lastRunId());
+        saveTabs(window, shots, QString());
+        window.history()->overlayRuns({dash->lastRunId()});
+        window.tabs()->setCurrentWidget(window.history());
+        QApplication::processEvents();
+        window.grab().save(shots + QStringLiteral("/history_overlay.png"));
+    }
+
+    // (1b) The cost of one live frame without the engine competing for the CPU: append a sample,
+    // refresh (light, and every 6th full), paint.
+    {
+        RunCharts live;
+        live.resize(1366, 520);
+        live.show();
+        QApplication::processEvents();
+        std::vector<double> updateMs, paintMs;
+        QElapsedTimer f;
+        for (int i = 1; i <= 300; ++i) {
+            StepSample s;
+            s.step = i;
+            s.phase = i <= 3 ? Phase::Warmup : Phase::Train;
+            s.stepTimeMs = 50.0 + (i % 7);
+            s.allocatedBytes = s.reservedBytes = 6 << 20;
+            s.deviceUsedBytes = 200 << 20;
+            s.loss = 5.0 / i;
+            f.restart();
+            live.appendSamples({s});
+            live.refresh(i % 6 == 0);
+            updateMs.push_back(f.nsecsElapsed() / 1e6);
+            f.restart();
+            live.repaint();
+            for (QWidget *w : live.findChildren<QWidget *>())
+                w->repaint();
+            paintMs.push_back(f.nsecsElapsed() / 1e6);
+        }
+        std::sort(updateMs.begin(), updateMs.end());
+        std::sort(paintMs.begin(), paintMs.end());
+        std::printf("one live frame (300 frames, no pilot running): series update median %.1f ms, max %.1f ms; repaint median %.1f ms, max %.1f ms\n",
+                    updateMs[updateMs.size() / 2], updateMs.back(), paintMs[paintMs.size() / 2], paintMs.back());
+    }
+
+    // (2) Redraw of a 1,000,000-step run.
+    const size_t n = 1000000;
+    SampleSeries series;
+    series.reserve(n);
+    std::mt19937 rng(7);
+    std::normal_distribution<double> noise(0.0, 3.0);
+    for (size_t i = 0; i < n; ++i) {
+        const double step = static_cast<double>(i + 1);
+        series.step.push_back(step);
+        series.stepTimeMs.push_back(120.0 + noise(rng) + (i % 5000 == 0 ? 400.0 : 0.0));
+        series.allocatedBytes.push_back(2e9 + 1e8 * std::sin(step / 1000.0));
+        series.reservedBytes.push_back(2.5e9);
+        series.deviceUsedBytes.push_back(3e9);
+        series.loss.push_back(3.0 + 2.0 * std::exp(-step / 1e5));
+        series.phase.push_back(i < 10 ? Phase::Warmup : Phase::Train);
+    }
+    for (auto *v : {&series.forwardMs, &series.backwardMs, &series.optimizerMs, &series.dataWaitMs, &series.peakAllocatedBytes, &series.tokens, &series.learningRate, &series.gradNorm})
+        v->assign(n, 0.0);
+
+    QElapsedTimer t;
+    t.start();
+    const auto points = lttb(series.step.data(), series.stepTimeMs.data(), n, RunCharts::kMaxPointsPerSeries);
+    const double lttbMs = t.nsecsElapsed() / 1e6;
+
+    RunCharts charts;
+    charts.resize(1366, 640);
+    charts.show();
+    QApplication::processEvents();
+    std::vector<double> redrawMs, loadMs;
+    for (int rep = 0; rep < 3; ++rep) {
+        t.restart();
+        charts.setRun(series, {});
+        loadMs.push_back(t.nsecsElapsed() / 1e6);
+        const QPixmap frame = charts.grab(); // forces the layout and a full paint of the four charts
+        redrawMs.push_back(t.nsecsElapsed() / 1e6);
+        if (!shots.isEmpty() && rep == 0)
+            frame.save(shots + QStringLiteral("/million_step_run.png"));
+    }
+    std::printf("1,000,000-step run: LTTB of one series to %zu points %.1f ms; load + redraw of all charts %.1f / %.1f / %.1f ms (target < 200 ms), of which load (columns, LTTB, histogram) %.1f / %.1f / %.1f ms\n",
+                static_cast<size_t>(points.size()), lttbMs, redrawMs[0], redrawMs[1], redrawMs[2], loadMs[0], loadMs[1], loadMs[2]);
+    return 0;
+}

@@ -1,15 +1,12 @@
 #include "dist/DistributedPilot.h"
 
+#include "dist/CpuBinding.h"
 #include "dist/DataParallelHooks.h"
 #include "dist/Topology.h"
 #include "util/Errors.h"
 
 #include <spdlog/spdlog.h>
 
-#include <QFile>
-#include <QSaveFile>
-
-#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -103,24 +100,7 @@ std::string collectiveFor(const std::string &device)
 #endif
 }
 
-std::string cpuAffinityList()
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return "";
-    std::string list;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (!CPU_ISSET(cpu, &set))
-            continue;
-        int last = cpu;
-        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set))
-            ++last;
-        list += (list.empty() ? "" : ",") + std::to_string(cpu) + (last > cpu ? "-" + std::to_string(last) : "");
-        cpu = last;
-    }
-    return list;
-}
+std::string cpuAffinityList() { return formatCpuList(allowedCpus()); }
 
 DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions options, const DistributedPilotOptions &distOptions, PilotObserver *observer)
 {

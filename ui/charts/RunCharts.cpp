@@ -43,6 +43,10 @@ QValueAxis *makeAxis(QChart *chart, Qt::Alignment alignment, const QString &titl
     axis->setTitleText(title);
     axis->setLabelFormat(QStringLiteral("%.4g"));
     axis->setTickCount(5);
+    // A little smaller than the labels' default so "Step time (ms)" fits a short chart's height.
+    QFont font = axis->titleFont();
+    font.setPointSizeF(font.pointSizeF() * 0.85);
+    axis->setTitleFont(font);
     chart->addAxis(axis, alignment);
     return axis;
 }

@@ -238,7 +238,9 @@ void ConfigView::recompute()
         EstimateOptions cpu;
         cpu.device = DeviceKind::Cpu;
         const MemoryEstimate e = estimateMemory(c, cpu);
-        text += tr(" CPU pilot tensor peak: %1 MiB (%2 phase).").arg(QString::number(static_cast<double>(e.peakAllocatedBytes) / (1024.0 * 1024.0), 'f', 1), QString::fromStdString(e.peakPhase));
+        const double mib = static_cast<double>(e.peakAllocatedBytes) / (1024.0 * 1024.0);
+        const QString amount = mib < 10240 ? tr("%1 MiB").arg(mib, 0, 'f', 1) : tr("%1 GiB").arg(mib / 1024.0, 0, 'f', 1);
+        text += tr(" CPU pilot tensor peak: %1 (%2 phase).").arg(amount, QString::fromStdString(e.peakPhase));
     } catch (const std::exception &) {
         // The CPU line is a convenience; the per-card rows above already show any refusal.
     }

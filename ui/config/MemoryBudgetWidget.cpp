@@ -92,6 +92,17 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
         p.drawText(QPoint(lx + 14, ly + 5 + fm.ascent() - 2), names[i].name);
         lx += w;
     }
+    {
+        const int w = 14 + fm.horizontalAdvance(tr("headroom")) + 12;
+        if (lx + w > area.right()) {
+            lx = area.left();
+            ly += kLegendHeight;
+        }
+        p.setPen(QPen(QColor(0xc0, 0x30, 0x30), 2, Qt::DashLine));
+        p.drawLine(lx + 5, ly + 3, lx + 5, ly + 17);
+        p.setPen(palette().color(QPalette::WindowText));
+        p.drawText(QPoint(lx + 14, ly + 5 + fm.ascent() - 2), tr("headroom"));
+    }
     int y = ly + kLegendHeight + 4;
 
     // One scale for every card, so capacities compare at a glance; overflow is clipped and marked.
@@ -150,7 +161,7 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
         const QString verdict = (e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
         p.setPen(e.fits ? QColor(0x20, 0x70, 0x20) : QColor(0xc0, 0x30, 0x30));
         p.drawText(QRect(textLeft, y, area.right() - textLeft, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(verdict, Qt::ElideRight, area.right() - textLeft));
-        const QString detail = tr("%1 GiB of %2 GiB (usable %3 GiB after headroom, dashed line) · peak in %4")
+        const QString detail = tr("%1 of %2 GiB, usable %3 after headroom · peak: %4")
                                    .arg(gib(e.totalBytes), gib(e.capacityBytes), gib(e.usableBytes), QString::fromStdString(e.peakPhase));
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(QRect(barLeft, bar.bottom() + 2, barWidth, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(detail, Qt::ElideRight, barWidth));

@@ -163,6 +163,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj");
         walk.linears(h, dx1, {q, k, v});
         const bool qkvGrad = y1Grad || q.needsGrad() || k.needsGrad() || v.needsGrad();
+        // A matmul keeps its weight only to pass a gradient to its input: over an input that
+        // needs none (LoRA's first block without recompute), lora_A's 16-bit copy is not kept.
+        if (walk.mixed && !y1Grad)
+            for (const auto &p : {q, k, v})
+                out.unkeptAutocastCopies += p.lora ? 2 * walk.rank * h : 0;
         // Under autocast the fp32 norm output is alive but not kept (each projection keeps its cast).
         const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
         int64_t forwardAbove = 0, atAttention = 0;

@@ -86,7 +86,14 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         gradientBuffers = ms.perLayerGradientBytes;
 
     const int64_t prefetched = options.device == DeviceKind::Cpu ? 4 : 0; // 3 queued + 1 being prepared
-    const int64_t fixed = act.inputBytes * (1 + prefetched) + act.sharedTables;
+    const int64_t batches = act.inputBytes * (1 + prefetched);
+    // The rotary tables live while the blocks run; after them only if something keeps them:
+    // recompute saves them with every block, and in fp32 the rotary multiply keeps them, but
+    // a 16-bit compute dtype keeps each layer's cast copy instead and the tables are dropped.
+    const int64_t tablesAfterBlocks = train.recompute || c == 4 ? act.sharedTables : 0;
+    const int64_t fixed = batches + tablesAfterBlocks;
+    // Autocast on CPU caches no weight copies: a copy no matmul keeps is gone after its matmul.
+    const int64_t unkeptCopies = options.device == DeviceKind::Cpu ? act.unkeptAutocastCopies : 0;
     // Recompute saves the default generator's state with each block (dropout replays its masks).
     // On CPU that is a byte tensor of LibTorch's mt19937 generator state through the tensor
     // allocator: one per block from its forward to the end of backward, plus the state saved
@@ -105,20 +112,22 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     out.forward = base;
     out.forward.optimizer = optimizerStates;
     if (!train.recompute) {
-        // Autocast's cache holds every trainable matrix's 16-bit copy until the forward ends.
-        out.forward.trainableWeights += copiesAll;
+        // Every trainable matrix's 16-bit copy is kept: by the matmul that passes a gradient
+        // through it and, on CUDA, by autocast's cache until the forward ends.
+        out.forward.trainableWeights += copiesAll - unkeptCopies;
         int64_t inBlocks = 0, below = 0;
         for (int64_t i = 0; i < layers; ++i) {
             const auto k = static_cast<size_t>(i);
             inBlocks = std::max(inBlocks, below + residual + act.forwardAbovePerBlock[k]);
             below += act.savedPerBlock[k];
         }
+        inBlocks += act.sharedTables - tablesAfterBlocks;
         const int64_t atLoss = savedAll + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
         out.forward.activations = (atLoss >= inBlocks ? atLoss - act.logitsForwardPeak : inBlocks) + fixed + gatheredBytes;
         out.forward.logits = atLoss >= inBlocks ? act.logitsForwardPeak : 0;
     } else {
-        // Blocks run under no_grad: autocast casts their weights without caching them; only
-        // lm_head's copy (made with grad) is cached.
+        // Blocks run under no_grad: nothing keeps their weights' 16-bit copies; only lm_head's
+        // copy (made with grad) is kept.
         out.forward.trainableWeights += headCopy;
         const int64_t inputs = layers * residual;
         const int64_t atLoss = inputs + layers * rngState + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
@@ -144,14 +153,14 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         }
     };
     if (!train.recompute) {
-        consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll);
+        consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll - unkeptCopies);
         int64_t below = savedAll;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
             const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;
             // The block's kept tensors, the gradient arriving at its output, and its peak.
             const int64_t extra = std::max(act.backwardMlpExtraPerBlock[k], act.backwardAttentionExtraPerBlock[k]);
-            consider(below + residual + extra, 0, grads, copyPerLayer * (i + 1));
+            consider(below + residual + extra, 0, grads, copyPerLayer * (i + 1) - unkeptCopies);
             below -= act.savedPerBlock[k];
         }
     } else {
@@ -177,7 +186,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     out.optimizer = base;
     out.optimizer.gradients = gradAll + (options.strategy == ParallelStrategy::Ddp ? gradientBuffers : 0);
     out.optimizer.optimizer = optimizerStates + stepTemporary;
-    out.optimizer.activations = fixed;
+    out.optimizer.activations = batches;
 
     if (assumptions) {
         *assumptions = ms.assumptions;

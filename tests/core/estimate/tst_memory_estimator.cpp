@@ -168,6 +168,12 @@ private Q_SLOTS:
         // MLP backward: no weight gradient; down_proj is frozen and kept nothing, so the
         // product's gradient and those of silu(g) and up all add: 3*2*4*16 = 384.
         QCOMPARE(a.backwardMlpExtraPerBlock[0], 384LL);
+        // The norm output needs no gradient, so q/k/v's lora_A matmuls keep not their weights'
+        // bf16 copies (2*8 elements each, 2 B): 3 * 2*2*8 = 96 B nothing holds on CPU.
+        QCOMPARE(a.unkeptAutocastCopies, 96LL);
+        // With recompute the block input asks for grad: every copy is kept.
+        c.train.recompute = true;
+        QCOMPARE(activationBytes(c, false).unkeptAutocastCopies, 0LL);
     }
 
     void recomputeForwardOnCpu()

@@ -1,0 +1,108 @@
+// The window around the views: the tabs (with the Compare slot another view fills), shortcuts,
+// the last config remembered through QSettings, Hugging Face import into the form, the log panel
+// and the device in the status bar.
+#include "MainWindow.h"
+#include "config/ConfigView.h"
+#include "config/MemoryBudgetWidget.h"
+#include "log/LogPanel.h"
+#include "log/Logging.h"
+
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <spdlog/spdlog.h>
+
+using namespace pb;
+using namespace pb::ui;
+
+class TestMainWindow final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QCoreApplication::setOrganizationName(QStringLiteral("pilotbench-tests"));
+        QCoreApplication::setApplicationName(QStringLiteral("tst_main_window"));
+        QSettings().clear();
+        QVERIFY(m_dir.isValid());
+        m_db = m_dir.filePath(QStringLiteral("h.db"));
+    }
+
+    void tabsAndCompareSlot()
+    {
+        MainWindow window(m_db);
+        QStringList names;
+        for (int i = 0; i < window.tabs()->count(); ++i)
+            names << window.tabs()->tabText(i);
+        QCOMPARE(names, QStringList({QStringLiteral("Configuration"), QStringLiteral("Dashboard"), QStringLiteral("History"), QStringLiteral("Staged pilot"),
+                                     QStringLiteral("Compare")}));
+        auto *compare = new QLabel(QStringLiteral("comparison"));
+        window.setCompareView(compare);
+        QCOMPARE(window.tabs()->widget(4), compare);
+        QCOMPARE(window.tabs()->tabText(4), QStringLiteral("Compare"));
+        auto *device = window.statusBar()->findChild<QLabel *>(QStringLiteral("deviceLabel"));
+        QVERIFY(device->text().startsWith(QStringLiteral("Device: ")));
+    }
+
+    void shortcutsSwitchTabs()
+    {
+        MainWindow window(m_db);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowActive(&window));
+        QTest::keyClick(&window, Qt::Key_3, Qt::ControlModifier);
+        QCOMPARE(window.tabs()->currentIndex(), 2);
+        QTest::keyClick(&window, Qt::Key_1, Qt::ControlModifier);
+        QCOMPARE(window.tabs()->currentIndex(), 0);
+    }
+
+    void lastConfigRemembered()
+    {
+        {
+            MainWindow window(m_db);
+            window.configView()->loadPreset(QStringLiteral("tiny"));
+            window.configView()->findChild<QSpinBox *>(QStringLiteral("train.seq_len"))->setValue(96);
+            window.tabs()->setCurrentIndex(2);
+            QVERIFY(window.close());
+        }
+        MainWindow again(m_db);
+        QCOMPARE(again.configView()->config().train.seqLen, int64_t(96));
+        QCOMPARE(again.configView()->config().model.preset, std::string("tiny"));
+        QCOMPARE(again.tabs()->currentIndex(), 2);
+    }
+
+    void importHuggingFaceFolder()
+    {
+        MainWindow window(m_db);
+        QString error;
+        QVERIFY2(window.configView()->importHf(QStringLiteral(PB_TEST_DATA_DIR "/hf/llama-3.1-8b"), &error), qPrintable(error));
+        QCOMPARE(window.configView()->findChild<QSpinBox *>(QStringLiteral("model.hidden_size"))->value(), 4096);
+        QCOMPARE(window.configView()->findChild<QSpinBox *>(QStringLiteral("model.layers"))->value(), 32);
+        QCOMPARE(window.configView()->findChild<QSpinBox *>(QStringLiteral("model.kv_heads"))->value(), 8);
+        QCOMPARE(window.configView()->budget()->budgets().size(), size_t(4));
+        QVERIFY(!window.configView()->importHf(m_dir.filePath(QStringLiteral("no-such-model")), &error));
+        QVERIFY(!error.isEmpty());
+    }
+
+    void logPanelShowsRecentLines()
+    {
+        LoggingOptions options;
+        options.console = false;
+        options.filePath = m_dir.filePath(QStringLiteral("test.log")).toStdString();
+        QVERIFY(initLogging(options));
+        LogPanel panel;
+        spdlog::info("log-panel-marker {}", 42);
+        panel.refresh();
+        QVERIFY2(panel.text()->toPlainText().contains(QStringLiteral("log-panel-marker 42")), qPrintable(panel.text()->toPlainText()));
+    }
+
+private:
+    QTemporaryDir m_dir;
+    QString m_db;
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"

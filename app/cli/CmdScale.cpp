@@ -351,6 +351,8 @@ int ScaleStep::run()
         const std::string tail = tailOfFile(specs[static_cast<size_t>(rank)].logPath, 6);
         if (!tail.empty())
             message += "\nlast lines of rank " + std::to_string(rank) + "'s log:\n" + tail;
+        workDir.setAutoRemove(false); // every rank's log stays for the post-mortem
+        message += "\nworker logs: " + workDir.path().toStdString();
         const Verdict verdict = outcome.kind == WorkerOutcome::Kind::Cancelled                                  ? Verdict::Cancelled
                                 : !outcome.crashed && outcome.exitCode == static_cast<int>(ExitCode::DoesNotFit) ? Verdict::DoesNotFit
                                                                                                                  : Verdict::Failed;

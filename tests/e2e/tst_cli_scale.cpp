@@ -2,7 +2,9 @@
 // of one process at the doubled batch, the summary's figures are consistent with each other, both
 // runs are in the history (linked), a killed worker ends the step with a message and no orphan,
 // and bad --gpus / --strategy are exit 2.
+#include <QDir>
 #include <QFile>
+#include <QRegularExpression>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -267,6 +269,13 @@ private Q_SLOTS:
         QVERIFY2(err.contains(QStringLiteral("worker rank 1")) && err.contains(QStringLiteral("killed")), qPrintable(err));
         QVERIFY2(gone(pids[0]), "rank 0 outlived the step");
         QVERIFY(gone(pids[1]));
+        // The workers' logs are kept after a failure, and named.
+        static const QRegularExpression logsLine(QStringLiteral("worker logs: (\\S+)"));
+        const auto logs = logsLine.match(err);
+        QVERIFY2(logs.hasMatch(), qPrintable(err));
+        QDir logDir(logs.captured(1));
+        QVERIFY(logDir.exists(QStringLiteral("rank0.log")) && logDir.exists(QStringLiteral("rank1.log")));
+        QVERIFY(logDir.removeRecursively());
         const QJsonObject error = eventOf(out + QString::fromUtf8(p.readAllStandardOutput()), QStringLiteral("error"));
         QCOMPARE(error.value(QStringLiteral("verdict")).toString(), QStringLiteral("failed"));
         QVERIFY(error.value(QStringLiteral("message")).toString().contains(QStringLiteral("worker rank 1")));

@@ -122,6 +122,12 @@ private Q_SLOTS:
         QCOMPARE(times.size(), size_t(10));
         QCOMPARE(times.front(), 101.0);
         QCOMPARE(times.back(), 110.0);
+        // Measured steps 2..10 take 102..110 ms. Nearest rank over 9 values: p50 -> rank
+        // ceil(4.5) = 5 -> 106; p90 -> ceil(8.1) = 9 -> 110; p99 -> ceil(8.91) = 9 -> 110.
+        QCOMPARE(view.runCharts()->percentilesMs()[0], 106.0);
+        QCOMPARE(view.runCharts()->percentilesMs()[1], 110.0);
+        QCOMPARE(view.runCharts()->percentilesMs()[2], 110.0);
+        QVERIFY(view.runCharts()->histogramView()->chart()->title().contains(QStringLiteral("p50 106.0")));
     }
 
     void overlayTwoRuns()

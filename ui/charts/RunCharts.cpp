@@ -344,6 +344,7 @@ void RunCharts::refreshHistogram()
         m_histUpper->replace(outline);
         for (auto *s : {m_p50, m_p90, m_p99})
             s->clear();
+        m_histogramView->chart()->setTitle(tr("Step-time distribution (measured steps)"));
         m_histX->setRange(0, 1);
         m_histY->setRange(0, 1);
         return;
@@ -375,12 +376,24 @@ void RunCharts::refreshHistogram()
     const double yMax = m_histY->max();
 
     std::vector<double> work = m_measuredMs;
+    // The values go to the chart's title, not the legend: a legend that changes text re-lays out the
+    // whole chart, several times a second on the live dashboard.
     const std::pair<QLineSeries *, double> marks[] {{m_p50, 50}, {m_p90, 90}, {m_p99, 99}};
+    QStringList values;
+    size_t k = 0;
     for (const auto &[series, p] : marks) {
         const double v = nearestRank(work, p);
-        series->setName(QStringLiteral("p%1 %2 ms").arg(p, 0, 'f', 0).arg(v, 0, 'f', v < 10 ? 2 : 1));
+        m_percentileMs[k++] = v;
+        values << QString::number(v, 'f', v < 10 ? 2 : 1);
         series->replace({QPointF(v, 0), QPointF(v, yMax)});
     }
+    m_histogramView->chart()->setTitle(tr("Step-time distribution: p50 %1 · p90 %2 · p99 %3 ms").arg(values[0], values[1], values[2]));
+}
+
+void RunCharts::setAntialiasing(bool on)
+{
+    for (QChartView *view : {m_memoryView, m_stepTimeView, m_histogramView, m_lossView})
+        view->setRenderHint(QPainter::Antialiasing, on);
 }
 
 } // namespace pb::ui

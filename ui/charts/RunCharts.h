@@ -9,6 +9,7 @@
 
 #include <QWidget>
 
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -45,7 +46,12 @@ public:
     // (everything = false) redraws memory and step time only: the live dashboard's in-between frames.
     void refresh(bool everything = true);
 
+    // Off on the live dashboard: aliased lines paint several times faster while the engine competes
+    // for the CPU; stored runs keep the smoother look.
+    void setAntialiasing(bool on);
     size_t sampleCount() const { return m_step.size(); }
+    // p50, p90, p99 of the measured steps as last drawn (nearest rank, as the engine reports them).
+    const std::array<double, 3> &percentilesMs() const { return m_percentileMs; }
     const std::vector<double> &measuredStepTimesMs() const { return m_measuredMs; }
     QLineSeries *stepTimeSeries() const { return m_stepTime; }
     QLineSeries *allocatedSeries() const { return m_allocated; }
@@ -66,6 +72,7 @@ private:
     double m_maxMemoryMiB = 0, m_maxStepMs = 0, m_minLoss = 0, m_maxLoss = 0;
     std::optional<double> m_estimateMiB;
     bool m_dirty = false;
+    std::array<double, 3> m_percentileMs {0, 0, 0};
 
     QChartView *m_memoryView = nullptr, *m_stepTimeView = nullptr, *m_histogramView = nullptr, *m_lossView = nullptr;
     QLineSeries *m_allocated = nullptr, *m_reserved = nullptr, *m_device = nullptr, *m_estimate = nullptr;

@@ -1,5 +1,7 @@
 #include "monitor/DashboardView.h"
 
+#include "catalog/Catalog.h"
+#include "catalog/DeviceMatch.h"
 #include "charts/RunCharts.h"
 #include "engine/Environment.h"
 #include "engine/PilotEngine.h"
@@ -46,6 +48,29 @@ QLabel *figure(QGridLayout *grid, int row, int column, const QString &name, cons
     grid->addWidget(title, row, column * 2);
     grid->addWidget(value, row, column * 2 + 1);
     return value;
+}
+
+// Dense BF16 peak of a CUDA device the catalog recognises (the CLI's rule); nullopt on CPU or for an
+// unknown card, where MFU is then shown as unknown rather than guessed.
+std::optional<double> devicePeakFlops(const std::string &device)
+{
+    if (device.rfind("cuda", 0) != 0 || !cudaAvailable())
+        return std::nullopt;
+    try {
+        const Environment env = captureEnvironment(device);
+        DetectedDevice detected;
+        detected.name = env.deviceName;
+        detected.memoryBytes = env.deviceMemoryBytes;
+        detected.computeCapability = env.computeCapability;
+        detected.runtimeVersion = env.cudaRuntime;
+        const Catalog catalog = builtInCatalog();
+        const DeviceMatch match = matchDevice(detected, catalog);
+        if (!match.matched)
+            return std::nullopt;
+        return catalog.card(match.cardId).bf16DenseTflops * 1e12;
+    } catch (const std::exception &) {
+        return std::nullopt;
+    }
 }
 
 } // namespace
@@ -113,6 +138,7 @@ DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
     outer->addWidget(figures);
 
     m_charts = new RunCharts(this);
+    m_charts->setAntialiasing(false);
     outer->addWidget(m_charts, 1);
 
     m_frame = new QTimer(this);
@@ -173,6 +199,8 @@ bool DashboardView::startPilot()
     // with every core taken the event loop stalls for whole steps.
     if (options.device == "cpu")
         options.cpuThreads = std::max(1, QThread::idealThreadCount() - 1);
+    options.devicePeakFlops = devicePeakFlops(options.device);
+    m_peakFlops = options.devicePeakFlops;
     m_charts->clear();
     try {
         EstimateOptions e;
@@ -257,7 +285,13 @@ void DashboardView::updateFigures()
     m_stepTime->setText(QStringLiteral("%1 ms").arg(percentile(measured, 50), 0, 'f', 1));
     m_tokens->setText(QStringLiteral("%1").arg(static_cast<double>(m_tokensSum) / (m_stepMsSum / 1000.0), 0, 'f', 0));
     m_stall->setText(QStringLiteral("%1 %").arg(100.0 * m_dataWaitMsSum / m_stepMsSum, 0, 'f', 1));
-    m_mfu->setText(tr("n/a (device peak unknown)"));
+    if (m_peakFlops) {
+        const int64_t tokensPerStep = m_tokensSum / m_measured;
+        const double flops = modelFlopsPerStep(m_config, tokensPerStep, m_config.train.seqLen) * static_cast<double>(m_measured);
+        m_mfu->setText(QStringLiteral("%1 %").arg(100.0 * flops / (m_stepMsSum / 1000.0) / *m_peakFlops, 0, 'f', 1));
+    } else {
+        m_mfu->setText(tr("n/a (device peak unknown)"));
+    }
 }
 
 void DashboardView::onFinished(qint64 runId, const PilotSummary &summary, const QString &historyError)

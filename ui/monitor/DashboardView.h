@@ -10,6 +10,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 
 class QComboBox;
 class QLabel;
@@ -81,6 +82,7 @@ private:
     int64_t m_lastRunId = 0;
     double m_longestFrameMs = 0;
     int64_t m_frameCount = 0;
+    std::optional<double> m_peakFlops;
 };
 
 } // namespace pb::ui

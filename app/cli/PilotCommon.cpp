@@ -7,6 +7,7 @@
 #include "util/AppPaths.h"
 #include "util/Errors.h"
 
+#include <QRegularExpression>
 #include <spdlog/spdlog.h>
 
 namespace pb::cli {
@@ -46,6 +47,10 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
 {
     PilotOptions options;
     options.device = parser.value(QStringLiteral("device")).toStdString();
+    // Checked here too, so a mistyped device never leaves a half-recorded run in the history.
+    static const QRegularExpression devicePattern(QStringLiteral("^(cpu|cuda(:[0-9]+)?)$"));
+    if (!devicePattern.match(QString::fromStdString(options.device)).hasMatch())
+        throw InvalidInputError("--device", "'" + options.device + "' is not a device (use cpu or cuda:N)");
     options.steps = positiveInt(parser, QStringLiteral("steps"), 1);
     options.warmupSteps = positiveInt(parser, QStringLiteral("warmup"), 0);
     if (parser.isSet(QStringLiteral("memory-limit")))

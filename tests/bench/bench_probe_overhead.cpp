@@ -1,0 +1,109 @@
+// Overhead of the pilot's probes: the engine's instrumented step (synchronised phase timing, memory
+// reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
+// precision that synchronises once at the end. Prints both and their ratio, measured in one run.
+//   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...]
+#include "config/RunConfigJson.h"
+#include "engine/Optimizer.h"
+#include "engine/PilotEngine.h"
+#include "engine/TorchCompat.h"
+#include "model/Transformer.h"
+
+#include <QCoreApplication>
+
+#include <chrono>
+#include <cstdio>
+
+#ifdef PB_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+using namespace pb;
+
+namespace {
+
+void sync(const torch::Device &device)
+{
+#ifdef PB_WITH_CUDA
+    if (device.is_cuda())
+        cudaDeviceSynchronize();
+#else
+    (void)device;
+#endif
+}
+
+double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps)
+{
+    torch::manual_seed(config.seed);
+    ModelRuntime runtime;
+    runtime.fusedAttention = config.train.attention != AttentionImpl::Math && compat::hasScaledDotProductAttention();
+    runtime.recompute = config.train.recompute;
+    DecoderModel model(config, runtime, device);
+    model->initialise(config.seed);
+    model->train();
+    auto optimizer = makeOptimizer(config.train.optimizer, model->trainableParameters());
+    const auto tokens = torch::randint(0, config.model.vocabSize, {config.train.microBatch, config.train.seqLen + 1},
+                                       torch::TensorOptions().dtype(torch::kLong).device(device));
+    const auto inputs = tokens.slice(1, 0, config.train.seqLen).contiguous();
+    const auto targets = tokens.slice(1, 1).contiguous();
+    const bool autocast = config.train.precision == Precision::Bf16Mixed;
+    auto step = [&] {
+        if (autocast)
+            compat::setAutocast(device.type(), true, at::kBFloat16);
+        auto loss = model->loss(inputs, targets);
+        if (autocast)
+            compat::setAutocast(device.type(), false, at::kBFloat16);
+        loss.backward();
+        if (config.train.gradClip > 0)
+            torch::nn::utils::clip_grad_norm_(optimizer->parameters(), config.train.gradClip);
+        optimizer->step(config.train.optimizer.lr);
+        optimizer->zeroGrad();
+    };
+    for (int i = 0; i < warmup; ++i)
+        step();
+    sync(device);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i)
+        step();
+    sync(device);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    QCoreApplication app(argc, argv);
+    const QStringList args = app.arguments();
+    auto value = [&](const char *name, const QString &fallback) {
+        const int i = static_cast<int>(args.indexOf(QLatin1String(name)));
+        return i >= 0 && i + 1 < args.size() ? args[i + 1] : fallback;
+    };
+    QStringList overrides;
+    for (int i = 1; i + 1 < args.size(); ++i)
+        if (args[i] == QLatin1String("--set"))
+            overrides << args[i + 1];
+    const std::string deviceName = value("--device", QStringLiteral("cpu")).toStdString();
+    const QString preset = value("--preset", deviceName == "cpu" ? QStringLiteral("small") : QStringLiteral("llama-3.2-1b"));
+    const int steps = value("--steps", QStringLiteral("10")).toInt();
+    const int warmup = 3;
+    RunConfig config = loadRunConfig(QStringLiteral("preset:") + preset, overrides);
+    config.data.longestFirst = false;
+    const torch::Device device(deviceName);
+
+    PilotEngine engine;
+    PilotOptions options;
+    options.device = deviceName;
+    options.steps = steps;
+    options.warmupSteps = warmup;
+    double instrumented[2], bare[2];
+    for (int round = 0; round < 2; ++round) {
+        bare[round] = bareLoopMs(config, device, warmup, steps);
+        const PilotRun run = engine.run(config, options);
+        instrumented[round] = run.summary.stepTimeMeanMs;
+        std::printf("round %d: bare %.2f ms/step, instrumented %.2f ms/step (verdict %s)\n", round + 1, bare[round], instrumented[round], toString(run.summary.verdict));
+    }
+    const double b = std::min(bare[0], bare[1]), m = std::min(instrumented[0], instrumented[1]);
+    std::printf("preset %s on %s, %d measured steps: bare %.2f ms, instrumented %.2f ms, overhead %.2f%%\n", qPrintable(preset), deviceName.c_str(), steps, b, m,
+                (m / b - 1.0) * 100.0);
+    return 0;
+}

@@ -21,6 +21,8 @@ struct LayerFlags {
     bool postNormTrains = false;
     int64_t downGradBytes = 0;            // gradients of down_proj (made first in the block's backward)
     int64_t afterAttentionGradBytes = 0;  // gradients of the MLP, the second norm and o_proj
+    int64_t downCopyBytes = 0;            // autocast's 16-bit copies of down_proj's matrices
+    int64_t afterAttentionCopyBytes = 0;  // ... of the MLP's and o_proj's matrices
 };
 
 // Per layer: which projections train or carry an adapter, from the engine's parameter table.
@@ -41,11 +43,16 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
         auto &layer = layers[static_cast<size_t>(p.layer)];
         if (p.trainable) {
             const int64_t bytes = p.numel * trainableParamBytes(config.train.precision);
+            const int64_t copy = usesAutocast(config.train.precision) && p.isMatrix ? 2 * p.numel : 0;
             if (p.name.find(".mlp.") != std::string::npos || p.name.find("post_attention_layernorm") != std::string::npos ||
-                p.name.find(".o_proj.") != std::string::npos)
+                p.name.find(".o_proj.") != std::string::npos) {
                 layer.afterAttentionGradBytes += bytes;
-            if (p.name.find(".down_proj.") != std::string::npos)
+                layer.afterAttentionCopyBytes += copy;
+            }
+            if (p.name.find(".down_proj.") != std::string::npos) {
                 layer.downGradBytes += bytes;
+                layer.downCopyBytes += copy;
+            }
         }
         for (const auto &name : projectionNames()) {
             if (p.name.find("." + name + ".") == std::string::npos)
@@ -221,6 +228,8 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         out.inputSavedPerBlock.push_back(walk.inputSaved);
         out.forwardAbovePerBlock.push_back(std::max(forwardAbove, walk.saved) - walk.inputSaved);
         out.backwardMlpExtraPerBlock.push_back(layer.downGradBytes + mlpBackward);
+        out.backwardMlpCopiesFreedPerBlock.push_back(layer.downCopyBytes);
+        out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
         // it, and at the softmax's backward its input and output gradients (plus, on the math
         // path, the expanded v's gradient, or q, k, v's gradients from the fused kernel).

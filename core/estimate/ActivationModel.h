@@ -23,6 +23,10 @@ struct ActivationBytes {
     // after the attention are already freed, so this can be negative).
     std::vector<int64_t> backwardMlpExtraPerBlock;
     std::vector<int64_t> backwardAttentionExtraPerBlock;
+    // Autocast copies of the block's weights already released at those two points (their
+    // matmuls' backward ran): down_proj's at the MLP, the MLP's and o_proj's at the softmax.
+    std::vector<int64_t> backwardMlpCopiesFreedPerBlock;
+    std::vector<int64_t> backwardAttentionCopiesFreedPerBlock;
     int64_t blockInputBytes = 0;         // one residual-stream tensor: what a recomputed block keeps
     int64_t blockNoGradPeak = 0;         // live tensors of a block run under no_grad, above its input
     int64_t headSaved = 0;               // final norm and lm_head inputs

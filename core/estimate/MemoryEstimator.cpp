@@ -152,15 +152,20 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             best = b;
         }
     };
+    // Copies are per block only where autocast makes them (not the gathered FSDP parameters).
+    auto copiesFreedAtMlp = [&](size_t k) { return copyPerLayer > 0 ? act.backwardMlpCopiesFreedPerBlock[k] : 0; };
+    auto copiesFreedAtAttention = [&](size_t k) { return copyPerLayer > 0 ? act.backwardAttentionCopiesFreedPerBlock[k] : 0; };
     if (!train.recompute) {
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll - unkeptCopies);
         int64_t below = savedAll;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
             const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;
-            // The block's kept tensors, the gradient arriving at its output, and its peak.
-            const int64_t extra = std::max(act.backwardMlpExtraPerBlock[k], act.backwardAttentionExtraPerBlock[k]);
-            consider(below + residual + extra, 0, grads, copyPerLayer * (i + 1) - unkeptCopies);
+            // The block's kept tensors, the gradient arriving at its output, and its peak in the
+            // MLP or at the attention's softmax (with the copies released by then).
+            const int64_t copies = copyPerLayer * (i + 1) - unkeptCopies;
+            consider(below + residual + act.backwardMlpExtraPerBlock[k], 0, grads, copies - copiesFreedAtMlp(k));
+            consider(below + residual + act.backwardAttentionExtraPerBlock[k], 0, grads, copies - copiesFreedAtAttention(k));
             below -= act.savedPerBlock[k];
         }
     } else {
@@ -175,8 +180,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             // tensor because the incoming one is still held.
             const int64_t held = (i + 1) * residual + residual + (layers + 1) * rngState;
             const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] + residual;
-            const int64_t backwardPeak = std::max(act.backwardMlpExtraPerBlock[k], act.backwardAttentionExtraPerBlock[k] + residual);
-            consider(held + std::max(act.forwardAbovePerBlock[k], rebuilt + backwardPeak), 0, grads, copyPerLayer);
+            consider(held + act.forwardAbovePerBlock[k], 0, grads, copyPerLayer);
+            consider(held + rebuilt + act.backwardMlpExtraPerBlock[k], 0, grads, copyPerLayer - copiesFreedAtMlp(k));
+            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + residual, 0, grads, copyPerLayer - copiesFreedAtAttention(k));
         }
     }
     consider(0, 0, gradAll + gradientBuffers, 0);

@@ -137,7 +137,15 @@ private Q_SLOTS:
         // total 400 + 192 + 336 + 64 + 400 + 128 + 384 + 128 = 2032
         RunConfig c = toy();
         c.train.precision = Precision::Bf16Mixed;
-        QCOMPARE(activationBytes(c, false).savedPerBlock[0], 2032LL);
+        const ActivationBytes a = activationBytes(c, false);
+        QCOMPARE(a.savedPerBlock[0], 2032LL);
+        // Backward releases the bf16 weight copies as the matmuls' backward runs: down_proj's
+        // 16*8*2 = 256 B before the MLP's multiply; gate, up, down (3*128) and o_proj (64)
+        // elements, 448*2 = 896 B, before the attention's softmax.
+        QCOMPARE(a.backwardMlpCopiesFreedPerBlock[0], 256LL);
+        QCOMPARE(a.backwardAttentionCopiesFreedPerBlock[0], 896LL);
+        // In fp32 there are no copies to release.
+        QCOMPARE(activationBytes(toy(), false).backwardAttentionCopiesFreedPerBlock[0], 0LL);
     }
 
     void activationsLoraBf16MixedResidualIsBf16()

@@ -6,12 +6,15 @@
 #include "history/HistoryView.h"
 #include "log/LogPanel.h"
 #include "monitor/DashboardView.h"
+#include "stages/RestoreCheckRunner.h"
 #include "stages/StagedPilotView.h"
+#include "util/AppPaths.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QFileInfo>
 #include <QGuiApplication>
 #include <QScreen>
 #include <QJsonDocument>
@@ -82,6 +85,14 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     connect(m_history, &HistoryView::historyChanged, m_stages, &StagedPilotView::markStale);
     connect(m_stages, &StagedPilotView::showBudgetRequested, this, [this] { m_tabs->setCurrentWidget(m_config); });
     connect(m_stages, &StagedPilotView::runPilotRequested, this, &MainWindow::runPilot);
+    m_restoreCheck = new RestoreCheckRunner(this);
+    connect(m_stages, &StagedPilotView::restoreCheckRequested, this, &MainWindow::runRestoreCheck);
+    connect(m_restoreCheck, &RestoreCheckRunner::finished, this, [this](qint64 runId, bool pass, const QString &message) {
+        m_stages->setRestoreCheckRunning(false);
+        statusBar()->showMessage(tr("Restore check %1%2: %3").arg(pass ? tr("passed") : tr("failed"), runId > 0 ? tr(" (run %1)").arg(runId) : QString(), message), 15000);
+        m_history->markStale();
+        m_stages->markStale();
+    });
     connect(m_stages, &StagedPilotView::compareRequested, this, [this] { m_tabs->setCurrentWidget(m_compareSlot); });
 
     buildMenus();
@@ -130,9 +141,28 @@ void MainWindow::runPilot()
     m_dashboard->startPilot();
 }
 
+void MainWindow::runRestoreCheck()
+{
+    if (!m_config->isValid()) {
+        m_tabs->setCurrentWidget(m_config);
+        statusBar()->showMessage(tr("Fix the fields in red before running the restore check."), 8000);
+        return;
+    }
+    if (!QFileInfo::exists(m_restoreCheck->cliPath())) {
+        QMessageBox::warning(this, tr("Restore check"), tr("The restore check restores in a fresh pilotbench-cli process, and %1 does not exist.").arg(m_restoreCheck->cliPath()));
+        return;
+    }
+    if (m_restoreCheck->start(m_config->config(), m_databasePath, appDataDir() + QStringLiteral("/checkpoints"))) {
+        m_stages->setRestoreCheckRunning(true);
+        statusBar()->showMessage(tr("Restore check running: 4 steps, checkpoint, fresh-process restore, 4 more steps…"));
+    }
+}
+
 void MainWindow::cancelPilot()
 {
     m_dashboard->cancelPilot();
+    if (m_restoreCheck->isRunning())
+        m_restoreCheck->cancel();
 }
 
 void MainWindow::buildMenus()

@@ -14,6 +14,7 @@ class ConfigView;
 class DashboardView;
 class HistoryView;
 class LogPanel;
+class RestoreCheckRunner;
 class StagedPilotView;
 
 class MainWindow final : public QMainWindow {
@@ -28,11 +29,13 @@ public:
     DashboardView *dashboard() const { return m_dashboard; }
     HistoryView *history() const { return m_history; }
     StagedPilotView *stages() const { return m_stages; }
+    RestoreCheckRunner *restoreCheck() const { return m_restoreCheck; }
     // Replaces the Compare tab's placeholder with the comparison view (ui/compare); takes ownership.
     void setCompareView(QWidget *view);
 
 public Q_SLOTS:
     void runPilot();
+    void runRestoreCheck();
     void cancelPilot();
 
 protected:
@@ -51,6 +54,7 @@ private:
     StagedPilotView *m_stages = nullptr;
     QWidget *m_compareSlot = nullptr;
     LogPanel *m_log = nullptr;
+    RestoreCheckRunner *m_restoreCheck = nullptr;
     QDockWidget *m_logDock = nullptr;
 };
 

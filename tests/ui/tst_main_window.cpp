@@ -6,9 +6,14 @@
 #include "config/MemoryBudgetWidget.h"
 #include "log/LogPanel.h"
 #include "log/Logging.h"
+#include "history/HistoryStore.h"
+#include "history/HistoryView.h"
+#include "stages/RestoreCheckRunner.h"
+#include "stages/StagedPilotView.h"
 
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusBar>
@@ -85,6 +90,32 @@ private Q_SLOTS:
         QCOMPARE(window.configView()->budget()->budgets().size(), size_t(4));
         QVERIFY(!window.configView()->importHf(m_dir.filePath(QStringLiteral("no-such-model")), &error));
         QVERIFY(!error.isEmpty());
+    }
+
+    void restoreCheckFromStagedView()
+    {
+        if (!QFileInfo::exists(QStringLiteral(PB_CLI_PATH)))
+            QSKIP("pilotbench-cli is not built; the restore check restores in a fresh CLI process");
+        const QString db = m_dir.filePath(QStringLiteral("restore.db"));
+        MainWindow window(db);
+        window.configView()->loadPreset(QStringLiteral("tiny"));
+        window.restoreCheck()->setCliPath(QStringLiteral(PB_CLI_PATH));
+        window.restoreCheck()->setSteps(2, 2);
+        QSignalSpy finished(window.restoreCheck(), &RestoreCheckRunner::finished);
+        auto *button = window.stages()->findChild<QPushButton *>(QStringLiteral("restoreCheckButton"));
+        button->click();
+        QVERIFY(!button->isEnabled());
+        QVERIFY(finished.wait(180000));
+        const qint64 runId = finished.at(0).at(0).toLongLong();
+        QVERIFY2(finished.at(0).at(1).toBool(), qPrintable(finished.at(0).at(2).toString()));
+        QVERIFY(button->isEnabled());
+        const RunRecord run = window.history()->store()->run(runId);
+        QCOMPARE(run.kind, QStringLiteral("restore-check"));
+        QCOMPARE(run.verdict, QStringLiteral("fits"));
+        window.stages()->refresh();
+        QCOMPARE(window.stages()->stage(2).state, StageState::Passed);
+        QCOMPARE(window.stages()->stage(2).runId, int64_t(runId));
+        QCOMPARE(window.stages()->stage(0).state, StageState::Missing); // no pilot in this database
     }
 
     void logPanelShowsRecentLines()

@@ -50,8 +50,8 @@ StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kS
     auto *grid = new QGridLayout;
     grid->setHorizontalSpacing(14);
     grid->setVerticalSpacing(10);
-    const QString cli[] {QString(), tr("Not in the GUI yet: run `pilotbench-cli scale` on the target machine; the run shows here once recorded."),
-                         tr("Not in the GUI yet: run `pilotbench-cli restore-check`; the run shows here once recorded."), QString()};
+    const QString cli[] {QString(), tr("Runs on the rented machine: `pilotbench-cli scale --config FILE --gpus N`; the run shows here once recorded."),
+                         QString(), QString()};
     for (int i = 0; i < kStageCount; ++i) {
         const StageSpec &spec = stageSpecs()[static_cast<size_t>(i)];
         auto *badge = new QLabel(this);
@@ -71,6 +71,12 @@ StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kS
             auto *b = new QPushButton(tr("Open comparison"), this);
             connect(b, &QPushButton::clicked, this, &StagedPilotView::compareRequested);
             grid->addWidget(b, i * 2, 2, Qt::AlignTop);
+        } else if (i == 2) {
+            m_restoreButton = new QPushButton(tr("Run restore check"), this);
+            m_restoreButton->setObjectName(QStringLiteral("restoreCheckButton"));
+            m_restoreButton->setToolTip(tr("4 steps, checkpoint, restore in a fresh pilotbench-cli process, 4 more steps; compared with 8 uninterrupted steps"));
+            connect(m_restoreButton, &QPushButton::clicked, this, &StagedPilotView::restoreCheckRequested);
+            grid->addWidget(m_restoreButton, i * 2, 2, Qt::AlignTop);
         } else if (i == 0) {
             auto *budget = new QPushButton(tr("Show budget"), this);
             connect(budget, &QPushButton::clicked, this, &StagedPilotView::showBudgetRequested);
@@ -99,6 +105,13 @@ StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kS
     outer->addLayout(row);
     outer->addStretch(1);
     refresh();
+}
+
+void StagedPilotView::setRestoreCheckRunning(bool running)
+{
+    m_restoreRunning = running;
+    m_restoreButton->setEnabled(!running);
+    m_restoreButton->setText(running ? tr("Restore check running…") : tr("Run restore check"));
 }
 
 void StagedPilotView::setStore(HistoryStore *store)

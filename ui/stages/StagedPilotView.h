@@ -35,6 +35,8 @@ public:
     // The model name runs are recorded under (preset or family); "" shows every model's evidence.
     void setModel(const QString &model);
     const StageStatus &stage(int index) const { return m_status[static_cast<size_t>(index)]; }
+    // While the restoration proof runs its button is disabled and the stage says so.
+    void setRestoreCheckRunning(bool running);
 
 public Q_SLOTS:
     void refresh();
@@ -44,6 +46,7 @@ public Q_SLOTS:
 Q_SIGNALS:
     void showBudgetRequested();
     void runPilotRequested();
+    void restoreCheckRequested();
     void compareRequested();
 
 protected:
@@ -57,6 +60,8 @@ private:
     QLabel *m_modelLabel = nullptr;
     std::vector<QLabel *> m_badges, m_evidence;
     std::vector<StageStatus> m_status;
+    QPushButton *m_restoreButton = nullptr;
+    bool m_restoreRunning = false;
 };
 
 } // namespace pb::ui

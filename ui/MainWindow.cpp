@@ -124,6 +124,7 @@ void MainWindow::onConfigChanged()
     const RunConfig config = m_config->config();
     m_dashboard->setConfig(config, m_config->isValid());
     m_stages->setModel(modelName(config));
+    m_stages->setConfigHash(m_config->isValid() ? configHash(config) : std::string());
 }
 
 void MainWindow::runPilot()

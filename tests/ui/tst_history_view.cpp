@@ -176,16 +176,29 @@ private Q_SLOTS:
     void stagedChecklistFollowsEvidence()
     {
         HistoryStore store(m_db);
+        RunConfig a = presetConfig(QStringLiteral("tiny"));
+        a.name = "tiny-a";
+        RunConfig b = a;
+        b.name = "tiny-b";
+        b.train.seqLen = 32;
         StagedPilotView stages;
         stages.setStore(&store);
         stages.setModel(QStringLiteral("tiny"));
+        stages.setConfigHash(configHash(a));
         stages.refresh(); // hidden views refresh lazily, when shown
-        QCOMPARE(stages.stage(0).state, StageState::Passed);   // newest pilot: fits
-        QCOMPARE(stages.stage(0).runId, m_b);
-        QCOMPARE(stages.stage(1).state, StageState::Failed);   // scale: does-not-fit
+        QCOMPARE(stages.stage(0).state, StageState::Passed);   // pilot of config a: fits
+        QCOMPARE(stages.stage(0).runId, m_a);                   // the newer pilot m_b is another config
+        QCOMPARE(stages.stage(1).state, StageState::Failed);   // scale of config a: does-not-fit
         QCOMPARE(stages.stage(1).runId, m_scale);
         QCOMPARE(stages.stage(2).state, StageState::Missing);  // no restore-check
         QCOMPARE(stages.stage(3).state, StageState::Missing);
+
+        stages.setConfigHash(configHash(b));
+        stages.refresh();
+        QCOMPARE(stages.stage(0).runId, m_b);
+        QCOMPARE(stages.stage(1).state, StageState::Missing);  // the scale run was of config a
+        QVERIFY(stages.stage(1).evidence.contains(QString::number(m_scale)));
+
         stages.setModel(QStringLiteral("llama-3.1-8b"));
         stages.show();   // shown: the stale evidence is re-read
         QCOMPARE(stages.stage(0).state, StageState::Missing);  // evidence is per model

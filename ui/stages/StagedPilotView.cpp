@@ -128,6 +128,14 @@ void StagedPilotView::setModel(const QString &model)
     markStale();
 }
 
+void StagedPilotView::setConfigHash(const std::string &hash)
+{
+    if (hash == m_configHash)
+        return;
+    m_configHash = hash;
+    markStale();
+}
+
 StageStatus StagedPilotView::evaluate(int index) const
 {
     StageStatus status;
@@ -136,19 +144,27 @@ StageStatus StagedPilotView::evaluate(int index) const
         return status;
     }
     const StageSpec &spec = stageSpecs()[static_cast<size_t>(index)];
-    std::optional<RunRecord> newest;
+    // Stages 1-3 prove something about this exact config, so only runs with its hash count; the
+    // term decision compares cards for the model. Started-at ties go to the higher id.
+    const bool exactConfig = index < 3 && !m_configHash.empty();
+    std::optional<RunRecord> newest, otherConfig;
     for (const QString &kind : spec.kinds) {
         RunFilter filter;
         filter.kind = kind;
         filter.model = m_model;
         filter.status = QStringLiteral("done");
-        filter.limit = 1;
-        auto runs = m_store->listRuns(filter);
-        if (!runs.empty() && (!newest || runs.front().startedAt > newest->startedAt))
-            newest = runs.front();
+        for (RunRecord &run : m_store->listRuns(filter)) {
+            const bool matches = !exactConfig || run.configHash == m_configHash;
+            std::optional<RunRecord> &slot = matches ? newest : otherConfig;
+            if (!slot || run.startedAt > slot->startedAt || (run.startedAt == slot->startedAt && run.id > slot->id))
+                slot = std::move(run);
+        }
     }
     if (!newest) {
-        status.evidence = tr("No %1 run recorded for %2 yet.").arg(spec.kinds.join(QStringLiteral(" or ")), m_model.isEmpty() ? tr("any model") : m_model);
+        status.evidence = exactConfig ? tr("No %1 run of this exact config recorded yet.").arg(spec.kinds.join(QStringLiteral(" or ")))
+                                      : tr("No %1 run recorded for %2 yet.").arg(spec.kinds.join(QStringLiteral(" or ")), m_model.isEmpty() ? tr("any model") : m_model);
+        if (otherConfig)
+            status.evidence += tr(" (Run %1 is of another config of %2: it does not count.)").arg(otherConfig->id).arg(m_model);
         return status;
     }
     status.runId = newest->id;
@@ -184,7 +200,9 @@ void StagedPilotView::showEvent(QShowEvent *event)
 void StagedPilotView::refresh()
 {
     m_stale = false;
-    m_modelLabel->setText(tr("Evidence for model <b>%1</b>, newest finished run of each kind in the history.").arg(m_model.isEmpty() ? tr("(any)") : m_model.toHtmlEscaped()));
+    m_modelLabel->setText(tr("Evidence for model <b>%1</b>%2: the newest finished run of each kind in the history.")
+                              .arg(m_model.isEmpty() ? tr("(any)") : m_model.toHtmlEscaped(),
+                                   m_configHash.empty() ? QString() : tr(", config %1").arg(QString::fromStdString(m_configHash.substr(0, 12)))));
     for (int i = 0; i < kStageCount; ++i) {
         try {
             m_status[static_cast<size_t>(i)] = evaluate(i);

@@ -5,6 +5,7 @@
 #include <QString>
 #include <QWidget>
 
+#include <string>
 #include <vector>
 
 class QLabel;
@@ -34,6 +35,9 @@ public:
     void setStore(HistoryStore *store);
     // The model name runs are recorded under (preset or family); "" shows every model's evidence.
     void setModel(const QString &model);
+    // configHash() of the config in the form: stages 1-3 count only runs of exactly this config.
+    // "" counts every run of the model.
+    void setConfigHash(const std::string &hash);
     const StageStatus &stage(int index) const { return m_status[static_cast<size_t>(index)]; }
     // While the restoration proof runs its button is disabled and the stage says so.
     void setRestoreCheckRunning(bool running);
@@ -57,6 +61,7 @@ private:
     bool m_stale = false;
     HistoryStore *m_store = nullptr;
     QString m_model;
+    std::string m_configHash;
     QLabel *m_modelLabel = nullptr;
     std::vector<QLabel *> m_badges, m_evidence;
     std::vector<StageStatus> m_status;

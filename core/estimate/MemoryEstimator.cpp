@@ -176,13 +176,12 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             // Inputs of this block and the ones below, the incoming gradient (held by the
             // recompute node while the block's own backward runs), then either the re-run
             // forward's peak or the rebuilt block (its input is the saved one, not counted twice),
-            // its output, and the backward's peak; the residual gradient accumulates into a new
-            // tensor because the incoming one is still held.
+            // its output, and the backward's peak in the MLP or at the attention's softmax.
             const int64_t held = (i + 1) * residual + residual + (layers + 1) * rngState;
             const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] + residual;
             consider(held + act.forwardAbovePerBlock[k], 0, grads, copyPerLayer);
             consider(held + rebuilt + act.backwardMlpExtraPerBlock[k], 0, grads, copyPerLayer - copiesFreedAtMlp(k));
-            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + residual, 0, grads, copyPerLayer - copiesFreedAtAttention(k));
+            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k], 0, grads, copyPerLayer - copiesFreedAtAttention(k));
         }
     }
     consider(0, 0, gradAll + gradientBuffers, 0);

@@ -41,7 +41,7 @@ QValueAxis *makeAxis(QChart *chart, Qt::Alignment alignment, const QString &titl
 {
     auto *axis = new QValueAxis;
     axis->setTitleText(title);
-    axis->setLabelFormat(QStringLiteral("%.4g"));
+    axis->setLabelFormat(QStringLiteral("%.6g"));
     axis->setTickCount(5);
     // A little smaller than the labels' default so "Step time (ms)" fits a short chart's height.
     QFont font = axis->titleFont();
@@ -346,7 +346,7 @@ void RunCharts::refreshHistogram()
             s->clear();
         m_histogramView->chart()->setTitle(tr("Step-time distribution (measured steps)"));
         m_histX->setRange(0, 1);
-        m_histY->setRange(0, 1);
+        m_histY->setRange(0, 4); // whole steps: four ticks of one
         return;
     }
     const auto [minIt, maxIt] = std::minmax_element(m_measuredMs.begin(), m_measuredMs.end());
@@ -371,7 +371,7 @@ void RunCharts::refreshHistogram()
     m_histUpper->replace(outline);
     m_histX->setRange(lo - width, hi + width);
     m_histX->applyNiceNumbers();
-    m_histY->setRange(0, static_cast<double>(most) * 1.15 + 1);
+    m_histY->setRange(0, std::max(4.0, static_cast<double>(most) * 1.15 + 1)); // never fractional steps
     m_histY->applyNiceNumbers();
     const double yMax = m_histY->max();
 

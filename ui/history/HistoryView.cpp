@@ -95,6 +95,7 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
     m_table->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
     m_table->setAlternatingRowColors(true);
     m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 8);
     m_table->horizontalHeader()->setStretchLastSection(true);
     split->addWidget(m_table);
 
@@ -120,7 +121,7 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
     split->addWidget(m_details);
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 4);
-    split->setSizes({140, 560});
+    split->setSizes({190, 510});
     outer->addWidget(split, 1);
 
     connect(m_filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
@@ -145,6 +146,7 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
     try {
         m_store = std::make_unique<HistoryStore>(m_path);
         m_model->setStore(m_store.get());
+        m_stale = true; // the first show opens the newest run
     } catch (const std::exception &e) {
         showError(tr("The history %1 cannot be used: %2").arg(m_path, QString::fromUtf8(e.what())));
     }
@@ -188,6 +190,16 @@ void HistoryView::refresh()
         const int row = m_model->rowOfRun(id);
         if (row >= 0)
             m_table->selectionModel()->select(m_proxy->mapFromSource(m_model->index(row, 0)), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    }
+    // Something to look at from the start: the newest run with samples, until the user opens one.
+    if (m_openedRunId == 0) {
+        for (int row = 0; row < m_model->rowCount(); ++row) {
+            const RunRecord *r = m_model->record(row);
+            if (r && r->sampleCount > 0) {
+                openRun(r->id);
+                break;
+            }
+        }
     }
     Q_EMIT historyChanged();
 }

@@ -38,10 +38,10 @@ void fill(QChart *chart, const std::vector<SampleSeries> &curves, const QStringL
     }
     auto *x = new QValueAxis;
     x->setTitleText(RunCharts::tr("Step"));
-    x->setLabelFormat(QStringLiteral("%.4g"));
+    x->setLabelFormat(QStringLiteral("%.6g"));
     auto *y = new QValueAxis;
     y->setTitleText(yTitle);
-    y->setLabelFormat(QStringLiteral("%.4g"));
+    y->setLabelFormat(QStringLiteral("%.6g"));
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
     double xMax = 1, yMax = 0;

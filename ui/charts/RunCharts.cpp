@@ -347,6 +347,7 @@ void RunCharts::refreshHistogram()
         m_histogramView->chart()->setTitle(tr("Step-time distribution (measured steps)"));
         m_histX->setRange(0, 1);
         m_histY->setRange(0, 4); // whole steps: four ticks of one
+        m_percentileMs = {0, 0, 0};
         return;
     }
     const auto [minIt, maxIt] = std::minmax_element(m_measuredMs.begin(), m_measuredMs.end());

@@ -281,8 +281,9 @@ void DashboardView::updateFigures()
     m_peak->setText(QStringLiteral("%1 MiB").arg(static_cast<double>(m_peakAllocated) / (1024.0 * 1024.0), 0, 'f', 1));
     if (m_measured == 0)
         return;
-    const auto &measured = m_charts->measuredStepTimesMs();
-    m_stepTime->setText(QStringLiteral("%1 ms").arg(percentile(measured, 50), 0, 'f', 1));
+    // The charts' last full refresh computed it (a pass over every sample, at most ~5 Hz).
+    if (m_charts->percentilesMs()[0] > 0)
+        m_stepTime->setText(QStringLiteral("%1 ms").arg(m_charts->percentilesMs()[0], 0, 'f', 1));
     m_tokens->setText(QStringLiteral("%1").arg(static_cast<double>(m_tokensSum) / (m_stepMsSum / 1000.0), 0, 'f', 0));
     m_stall->setText(QStringLiteral("%1 %").arg(100.0 * m_dataWaitMsSum / m_stepMsSum, 0, 'f', 1));
     if (m_peakFlops) {

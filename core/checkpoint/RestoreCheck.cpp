@@ -11,6 +11,7 @@
 #include <QProcess>
 
 #include <cmath>
+#include <limits>
 
 namespace pb {
 namespace {
@@ -88,8 +89,9 @@ RestoreCheckResult runRestoreCheck(const RunConfig &config, const RestoreCheckOp
     result.restoreMs = c.value(QStringLiteral("restore_ms")).toDouble();
 
     result.uninterruptedLosses.assign(runA.losses.begin() + options.stepsBefore, runA.losses.end());
+    // JSON has no NaN: a non-finite loss arrives as null and must not read as 0.
     for (const auto &v : c.value(QStringLiteral("losses")).toArray())
-        result.resumedLosses.push_back(v.toDouble());
+        result.resumedLosses.push_back(v.isDouble() ? v.toDouble() : std::numeric_limits<double>::quiet_NaN());
     result.uninterruptedChecksum = runA.parameterChecksum;
     result.resumedChecksum = c.value(QStringLiteral("parameter_checksum")).toString().toStdString();
 

@@ -12,6 +12,7 @@
 #include <QCryptographicHash>
 
 #include <cmath>
+#include <stdexcept>
 #include <numeric>
 
 #ifdef PB_WITH_CUDA
@@ -313,6 +314,10 @@ void StepRunner::execute()
             if (phase == Phase::Train)
                 m_measured.push_back(sample);
             m_observer.stepFinished(sample);
+            // A diverged run is not a working configuration, whatever its memory did.
+            if (!std::isfinite(sample.loss))
+                throw std::runtime_error("the loss is not finite (" + std::to_string(sample.loss) + ") at step " + std::to_string(sample.step) +
+                                         ": the configuration diverges (precision, learning rate or attention path)");
             const bool last = i + 1 == total;
             const auto &v = m_config.validation;
             if (v.everySteps > 0 && m_session.step % v.everySteps == 0) {

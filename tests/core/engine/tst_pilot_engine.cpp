@@ -132,6 +132,23 @@ private Q_SLOTS:
         QVERIFY(run.summary.stepTimeMeanMs > 0);
     }
 
+    void divergenceIsAFailureNotAFit()
+    {
+        // A learning rate this large drives the fp32 weights to inf within a few steps.
+        RunConfig c = tiny();
+        c.train.optimizer.kind = OptimizerKind::Sgd;
+        c.train.optimizer.momentum = 0;
+        c.train.optimizer.lr = 1e30;
+        c.train.gradClip = 0;
+        PilotEngine engine;
+        PilotOptions options;
+        options.warmupSteps = 0;
+        options.steps = 20;
+        const PilotRun run = engine.run(c, options);
+        QCOMPARE(run.summary.verdict, Verdict::Failed);
+        QVERIFY2(QString::fromStdString(run.summary.message).contains(QStringLiteral("not finite")), run.summary.message.c_str());
+    }
+
     void badDeviceIsInvalidInput()
     {
         PilotEngine engine;

@@ -81,6 +81,8 @@ void setStepRange(QValueAxis *axis, double lo, double hi)
             step = m * magnitude;
             break;
         }
+    if (axis->tickType() == QValueAxis::TicksDynamic && axis->min() == lo && axis->max() == hi && axis->tickInterval() == step)
+        return;
     if (axis->tickType() != QValueAxis::TicksDynamic) {
         axis->setRange(lo, hi);
         axis->setTickAnchor(0);
@@ -98,9 +100,27 @@ void setStepRange(QValueAxis *axis, double lo, double hi)
     }
 }
 
-double niceMax(double v)
+// About five ticks at 1, 2 or 5 times a power of ten, the range widened to whole ticks. The axis is
+// touched only when the result differs, so a slowly growing maximum changes it rarely.
+void setNiceRange(QValueAxis *axis, double lo, double hi)
 {
-    return v > 0 ? v * 1.1 : 1.0;
+    if (!(hi > lo))
+        hi = lo + 1;
+    const double raw = (hi - lo) / 4.0;
+    const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+    double step = 10.0 * magnitude;
+    for (double m : {1.0, 2.0, 2.5, 5.0})
+        if (m * magnitude >= raw) {
+            step = m * magnitude;
+            break;
+        }
+    const double niceLo = std::floor(lo / step) * step;
+    const double niceHi = std::ceil(hi / step) * step;
+    const int ticks = static_cast<int>(std::lround((niceHi - niceLo) / step)) + 1;
+    if (axis->min() != niceLo || axis->max() != niceHi)
+        axis->setRange(niceLo, niceHi);
+    if (axis->tickCount() != ticks)
+        axis->setTickCount(ticks);
 }
 
 double nearestRank(std::vector<double> &sorted, double p)
@@ -189,6 +209,7 @@ void RunCharts::clear()
         v->clear();
     m_spans.clear();
     m_maxMemoryMiB = m_maxStepMs = m_minLoss = m_maxLoss = 0;
+    m_plannedLastStep = 0;
     m_dirty = true;
     refresh();
 }
@@ -244,6 +265,7 @@ void RunCharts::setRun(const SampleSeries &series, const std::vector<PhaseMark> 
     for (auto *v : {&m_step, &m_stepMs, &m_allocMiB, &m_reservedMiB, &m_deviceMiB, &m_lossValues, &m_measuredMs})
         v->clear();
     m_spans.clear();
+    m_plannedLastStep = 0;
     const size_t n = series.size();
     m_step = series.step;
     m_stepMs = series.stepTimeMs;
@@ -286,31 +308,29 @@ void RunCharts::refresh(bool everything)
     // A light refresh leaves the loss and the histogram (and the flag) for the next full one.
     m_dirty = !everything;
     const double x0 = m_step.empty() ? 0 : m_step.front();
-    const double x1 = m_step.empty() ? 1 : std::max(m_step.back(), x0 + 1);
+    const double x1 = std::max(m_step.empty() ? 1 : std::max(m_step.back(), x0 + 1), static_cast<double>(m_plannedLastStep));
 
+    // Ranges before points, and only when they change: Qt Charts re-strokes every series of a chart
+    // on each range change, which is what a frame costs once the series are long.
+    setStepRange(m_memX, x0, x1);
+    setNiceRange(m_memY, 0, std::max(m_maxMemoryMiB, m_estimateMiB.value_or(0)));
     m_allocated->replace(downsample(m_step, m_allocMiB));
     m_reserved->replace(downsample(m_step, m_reservedMiB));
     m_device->replace(downsample(m_step, m_deviceMiB));
-    if (m_estimateMiB)
-        m_estimate->replace({QPointF(x0, *m_estimateMiB), QPointF(x1, *m_estimateMiB)});
-    else
-        m_estimate->clear();
-    setStepRange(m_memX, x0, x1);
-    m_memY->setRange(0, niceMax(std::max(m_maxMemoryMiB, m_estimateMiB.value_or(0))));
-    m_memY->applyNiceNumbers();
+    const QList<QPointF> estimate = m_estimateMiB ? QList<QPointF> {QPointF(x0, *m_estimateMiB), QPointF(x1, *m_estimateMiB)} : QList<QPointF> {};
+    if (m_estimate->points() != estimate)
+        m_estimate->replace(estimate);
 
-    m_stepTime->replace(downsample(m_step, m_stepMs));
     setStepRange(m_timeX, x0 - 0.5, x1 + 0.5);
-    m_timeY->setRange(0, niceMax(m_maxStepMs));
-    m_timeY->applyNiceNumbers();
+    setNiceRange(m_timeY, 0, m_maxStepMs);
+    m_stepTime->replace(downsample(m_step, m_stepMs));
     refreshPhases(m_timeY->max());
     if (!everything)
         return;
-    m_loss->replace(downsample(m_step, m_lossValues));
     setStepRange(m_lossX, x0, x1);
     const double pad = std::max(1e-3, (m_maxLoss - m_minLoss) * 0.05);
-    m_lossY->setRange(m_lossValues.empty() ? 0 : m_minLoss - pad, m_lossValues.empty() ? 1 : m_maxLoss + pad);
-    m_lossY->applyNiceNumbers();
+    setNiceRange(m_lossY, m_lossValues.empty() ? 0 : m_minLoss - pad, m_lossValues.empty() ? 1 : m_maxLoss + pad);
+    m_loss->replace(downsample(m_step, m_lossValues));
 
     refreshHistogram();
 }
@@ -345,8 +365,8 @@ void RunCharts::refreshHistogram()
         for (auto *s : {m_p50, m_p90, m_p99})
             s->clear();
         m_histogramView->chart()->setTitle(tr("Step-time distribution (measured steps)"));
-        m_histX->setRange(0, 1);
-        m_histY->setRange(0, 4); // whole steps: four ticks of one
+        setNiceRange(m_histX, 0, 1);
+        setNiceRange(m_histY, 0, 4); // whole steps: four ticks of one
         m_percentileMs = {0, 0, 0};
         return;
     }
@@ -369,11 +389,9 @@ void RunCharts::refreshHistogram()
         most = std::max(most, bins[static_cast<size_t>(i)]);
     }
     outline << QPointF(hi, 0);
+    setNiceRange(m_histX, lo - width, hi + width);
+    setNiceRange(m_histY, 0, std::max(4.0, static_cast<double>(most) * 1.1)); // never fractional steps
     m_histUpper->replace(outline);
-    m_histX->setRange(lo - width, hi + width);
-    m_histX->applyNiceNumbers();
-    m_histY->setRange(0, std::max(4.0, static_cast<double>(most) * 1.15 + 1)); // never fractional steps
-    m_histY->applyNiceNumbers();
     const double yMax = m_histY->max();
 
     std::vector<double> work = m_measuredMs;

@@ -42,6 +42,9 @@ public:
     // Replaces everything with a stored run and redraws.
     void setRun(const SampleSeries &series, const std::vector<PhaseMark> &marks);
     void setEstimateBytes(std::optional<int64_t> bytes);
+    // The last step a live run will reach: the step axes span it from the start, so they do not
+    // change (and re-stroke every series) with each new step. 0: the data's own extent.
+    void setPlannedLastStep(int64_t step) { m_plannedLastStep = step; m_dirty = true; }
     // Redraws from the columns when something changed since the last refresh. A light refresh
     // (everything = false) redraws memory and step time only: the live dashboard's in-between frames.
     void refresh(bool everything = true);
@@ -72,6 +75,7 @@ private:
     double m_maxMemoryMiB = 0, m_maxStepMs = 0, m_minLoss = 0, m_maxLoss = 0;
     std::optional<double> m_estimateMiB;
     bool m_dirty = false;
+    int64_t m_plannedLastStep = 0;
     std::array<double, 3> m_percentileMs {0, 0, 0};
 
     QChartView *m_memoryView = nullptr, *m_stepTimeView = nullptr, *m_histogramView = nullptr, *m_lossView = nullptr;

@@ -213,6 +213,7 @@ bool DashboardView::startPilot()
     m_longestFrameMs = 0;
     m_stepMsSum = m_dataWaitMsSum = m_recentStepMs = 0;
     m_totalSteps = options.steps + options.warmupSteps;
+    m_charts->setPlannedLastStep(m_totalSteps);
     m_currentPhase = Phase::Setup;
     m_progress->setRange(0, static_cast<int>(m_totalSteps));
     m_progress->setValue(0);

@@ -5,6 +5,7 @@
 #include "engine/LrSchedule.h"
 #include "engine/Prefetcher.h"
 #include "engine/TorchCompat.h"
+#include "model/WeightLoader.h"
 #include "util/Errors.h"
 
 #include <spdlog/spdlog.h>
@@ -115,8 +116,6 @@ void StepRunner::setup()
     const auto &train = m_config.train;
     if (train.precision == Precision::Fp16Mixed && !m_device.is_cuda())
         throw InvalidInputError("train.precision", "fp16-mixed needs a CUDA device: CPU autocast supports bf16 only");
-    if (!m_config.model.weightsPath.empty())
-        throw InvalidInputError("model.weights_path", "loading pretrained weights is not available in this build yet; leave it empty for random initialisation");
     if (m_config.deterministic) {
 #ifdef PB_WITH_CUDA
         setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
@@ -133,6 +132,8 @@ void StepRunner::setup()
     m_run.attentionPath = runtime.fusedAttention ? "sdpa" : "math";
     m_session.model = DecoderModel(m_config, runtime, m_device);
     m_session.model->initialise(m_config.seed);
+    if (!m_config.model.weightsPath.empty())
+        loadSafetensors(*m_session.model, QString::fromStdString(m_config.model.weightsPath));
     m_session.model->train();
     auto trainable = m_session.model->trainableParameters();
     if (m_options.distributed) // a sharding strategy gives this rank's optimizer only its own part

@@ -146,7 +146,19 @@ int main(int argc, char **argv)
         window.history()->refresh();
         window.history()->openRun(dash->lastRunId());
         saveTabs(window, shots, QString());
-        window.history()->overlayRuns({dash->lastRunId()});
+        // A second, shorter run of another sequence length: the overlay and the config diff.
+        const int64_t first = dash->lastRunId();
+        window.configView()->findChild<QSpinBox *>(QStringLiteral("train.seq_len"))->setValue(32);
+        dash->setSteps(40, 2);
+        window.runPilot();
+        while (dash->isRunning())
+            QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+        window.tabs()->setCurrentWidget(window.history());
+        window.history()->refresh();
+        window.history()->diffRuns(first, dash->lastRunId());
+        QApplication::processEvents();
+        window.grab().save(shots + QStringLiteral("/history_diff.png"));
+        window.history()->overlayRuns({first, dash->lastRunId()});
         window.tabs()->setCurrentWidget(window.history());
         QApplication::processEvents();
         window.grab().save(shots + QStringLiteral("/history_overlay.png"));

@@ -47,6 +47,7 @@ int64_t writeRun(HistoryWriter &writer, const QString &kind, const RunConfig &co
         s.stepTimeMs = baseMs + i;
         s.allocatedBytes = int64_t(i) * 1024 * 1024;
         s.reservedBytes = s.allocatedBytes;
+        s.peakAllocatedBytes = 3 * s.allocatedBytes;
         s.deviceUsedBytes = 2 * s.allocatedBytes;
         s.tokens = 256;
         s.loss = 5.0 - 0.1 * i;
@@ -145,7 +146,7 @@ private Q_SLOTS:
         QCOMPARE(second->at(19).y(), 220.0);
         QVERIFY(first->name().contains(QString::number(m_a)));
         auto *memory = qobject_cast<QLineSeries *>(view.overlay()->memoryView()->chart()->series().at(1));
-        QCOMPARE(memory->at(19).y(), 20.0); // 20 MiB at step 20
+        QCOMPARE(memory->at(19).y(), 60.0); // peak 3 x 20 MiB at step 20
     }
 
     void diffShowsOnlyDifferences()

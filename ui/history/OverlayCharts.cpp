@@ -76,7 +76,7 @@ void fill(QChart *chart, const std::vector<SampleSeries> &curves, const QStringL
 OverlayCharts::OverlayCharts(QWidget *parent) : QWidget(parent)
 {
     m_stepTime = makeView(tr("Step time, overlaid"), this);
-    m_memory = makeView(tr("Allocated memory, overlaid"), this);
+    m_memory = makeView(tr("Peak allocated memory per step, overlaid"), this);
     m_stepTime->setObjectName(QStringLiteral("overlayStepTime"));
     m_memory->setObjectName(QStringLiteral("overlayMemory"));
     auto *layout = new QHBoxLayout(this);
@@ -88,7 +88,8 @@ OverlayCharts::OverlayCharts(QWidget *parent) : QWidget(parent)
 void OverlayCharts::setCurves(const std::vector<SampleSeries> &curves, const QStringList &names, int64_t baselineRunId)
 {
     fill(m_stepTime->chart(), curves, names, baselineRunId, tr("Step time (ms)"), &SampleSeries::stepTimeMs, 1.0);
-    fill(m_memory->chart(), curves, names, baselineRunId, tr("Allocated (MiB)"), &SampleSeries::allocatedBytes, 1024.0 * 1024.0);
+    // The step's peak, not the end-of-step figure: the peak is what decides whether a card fits.
+    fill(m_memory->chart(), curves, names, baselineRunId, tr("Peak allocated (MiB)"), &SampleSeries::peakAllocatedBytes, 1024.0 * 1024.0);
 }
 
 int OverlayCharts::seriesCount() const

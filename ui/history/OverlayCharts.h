@@ -1,5 +1,5 @@
 #pragma once
-// Several runs' curves on shared axes: step time and allocated memory over steps, one colour per
+// Several runs' curves on shared axes: step time and each step's peak allocated memory, one colour per
 // run, each downsampled (LTTB) so long runs overlay as quickly as short ones.
 #include "history/HistoryTypes.h"
 

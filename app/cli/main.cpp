@@ -37,7 +37,7 @@ void printHelp(QTextStream &out)
         << "Exit codes: 0 done (fits), 1 failure, 2 invalid input, 3 does not fit, 4 cancelled.\n";
 }
 
-// Only `report` paints (QPdfWriter needs a QGuiApplication); every other command stays headless.
+// Only `report` and `export` paint (QPdfWriter needs a QGuiApplication); every other command stays headless.
 bool commandNeedsGui(int argc, char **argv)
 {
     for (int i = 1; i < argc; ++i) {
@@ -46,7 +46,7 @@ bool commandNeedsGui(int argc, char **argv)
             continue;
         }
         if (argv[i][0] != '-')
-            return std::strcmp(argv[i], "report") == 0;
+            return std::strcmp(argv[i], "report") == 0 || std::strcmp(argv[i], "export") == 0;
     }
     return false;
 }

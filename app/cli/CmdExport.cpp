@@ -1,0 +1,132 @@
+// pilotbench-cli export: move a run's artifacts off the rented machine (local NVMe is a working
+// disk, not a backup): its checkpoints, its report and its history, to a folder (a mounted backup
+// or network disk) and optionally on through a command such as rsync; every checkpoint copy is
+// verified against its manifest, and the time it took is recorded with the run.
+#include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
+#include "app/cli/PilotPrinter.h"
+#include "checkpoint/CheckpointManifest.h"
+#include "history/HistoryExport.h"
+#include "history/HistoryStore.h"
+#include "report/ReportWriter.h"
+#include "util/Errors.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QDirIterator>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QProcess>
+
+namespace pb::cli {
+namespace {
+
+int64_t copyFolder(const QString &from, const QString &to)
+{
+    int64_t bytes = 0;
+    QDir().mkpath(to);
+    QDirIterator it(from, QDir::Files, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString source = it.next();
+        const QString target = QDir(to).filePath(QDir(from).relativeFilePath(source));
+        QDir().mkpath(QFileInfo(target).absolutePath());
+        QFile::remove(target);
+        if (!QFile::copy(source, target))
+            throw PilotBenchError(ExitCode::Failure, target.toStdString() + ": the copy failed (disk full or not writable?)");
+        fsyncFile(target);
+        bytes += QFileInfo(target).size();
+    }
+    return bytes;
+}
+
+int runExport(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    parser.addOptions({
+        {QStringLiteral("run"), QStringLiteral("The run to export."), QStringLiteral("id")},
+        {QStringLiteral("to"), QStringLiteral("Destination folder (a mounted backup or network disk)."), QStringLiteral("dir")},
+        {QStringLiteral("command"), QStringLiteral("Then run this, with {dir} replaced by the exported folder (e.g. \"rsync -a {dir} host:/backup/\")."), QStringLiteral("cmd")},
+        {QStringLiteral("db"), QStringLiteral("History database."), QStringLiteral("file")},
+        {QStringLiteral("json"), QStringLiteral("Print JSON.")},
+    });
+    if (!parseArgs(parser, ctx, QStringLiteral("Copy a run's checkpoints, report and history off this machine, verified.")))
+        return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    bool ok = false;
+    const int64_t runId = parser.value(QStringLiteral("run")).toLongLong(&ok);
+    if (!ok || runId < 1)
+        throw InvalidInputError("--run", "a run id (see 'pilotbench-cli history') is required");
+    if (parser.value(QStringLiteral("to")).isEmpty())
+        throw InvalidInputError("--to", "a destination folder is required");
+    const QString database = databaseFrom(parser);
+    HistoryStore store(database);
+    if (!store.findRun(runId))
+        throw InvalidInputError("--run", "there is no run " + std::to_string(runId) + " in " + database.toStdString());
+
+    QElapsedTimer timer;
+    timer.start();
+    const QString folder = QDir(parser.value(QStringLiteral("to"))).filePath(QStringLiteral("pilotbench-run-%1").arg(runId));
+    if (!QDir().mkpath(folder))
+        throw InvalidInputError("--to", "cannot create '" + folder.toStdString() + "'");
+    int64_t bytes = 0;
+    QJsonArray checkpoints;
+    for (const auto &write : store.checkpoints(runId)) {
+        const QString source = QString::fromStdString(write.path);
+        if (!QFileInfo::exists(source + QStringLiteral("/manifest.json"))) {
+            checkpoints.append(QJsonObject {{QStringLiteral("path"), source}, {QStringLiteral("status"), QStringLiteral("missing on this machine")}});
+            continue;
+        }
+        const QString target = QDir(folder).filePath(QStringLiteral("checkpoints/") + QFileInfo(source).fileName());
+        bytes += copyFolder(source, target);
+        const CheckpointInfo info = verifyCheckpoint(target); // the copy, not the original
+        checkpoints.append(QJsonObject {{QStringLiteral("path"), target}, {QStringLiteral("status"), QStringLiteral("verified")},
+                                        {QStringLiteral("bytes"), static_cast<double>(info.totalBytes)}});
+    }
+    const QString historyFile = QDir(folder).filePath(QStringLiteral("history.json"));
+    writeRunsJson(store, {runId}, historyFile);
+    writeSamplesCsv(store, {runId}, QDir(folder).filePath(QStringLiteral("samples.csv")));
+    const QString reportFile = QDir(folder).filePath(QStringLiteral("report.pdf"));
+    report::writeRunReport(database, runId, reportFile);
+    bytes += QFileInfo(historyFile).size() + QFileInfo(reportFile).size();
+    const double copyMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
+
+    QString commandResult;
+    double commandMs = 0;
+    if (parser.isSet(QStringLiteral("command"))) {
+        QString command = parser.value(QStringLiteral("command"));
+        command.replace(QStringLiteral("{dir}"), folder);
+        QElapsedTimer commandTimer;
+        commandTimer.start();
+        QProcess process;
+        process.start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), command});
+        process.waitForFinished(-1);
+        commandMs = static_cast<double>(commandTimer.nsecsElapsed()) / 1e6;
+        if (process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0)
+            throw PilotBenchError(ExitCode::Failure, "the export command failed (exit " + std::to_string(process.exitCode()) + "): " +
+                                                         QString::fromLocal8Bit(process.readAllStandardError()).trimmed().toStdString());
+        commandResult = QStringLiteral("ok");
+    }
+    const QString note = QStringLiteral("exported to %1 at %2: %3, %4 checkpoint(s) verified, %5 s%6")
+                             .arg(folder, QDateTime::currentDateTimeUtc().toString(Qt::ISODate), formatBytes(static_cast<double>(bytes)))
+                             .arg(checkpoints.size())
+                             .arg((copyMs + commandMs) / 1000.0, 0, 'f', 2)
+                             .arg(commandResult.isEmpty() ? QString() : QStringLiteral(", command ok"));
+    const auto record = store.run(runId);
+    store.setNotes(runId, record.notes.isEmpty() ? note : record.notes + QLatin1Char('\n') + note);
+
+    if (parser.isSet(QStringLiteral("json"))) {
+        printJson(ctx, QJsonObject {{QStringLiteral("run_id"), static_cast<double>(runId)}, {QStringLiteral("folder"), folder},
+                                    {QStringLiteral("bytes"), static_cast<double>(bytes)}, {QStringLiteral("checkpoints"), checkpoints},
+                                    {QStringLiteral("copy_ms"), copyMs}, {QStringLiteral("command_ms"), commandMs},
+                                    {QStringLiteral("command"), commandResult.isEmpty() ? QJsonValue(QJsonValue::Null) : QJsonValue(commandResult)}});
+    } else {
+        ctx.out << note << '\n';
+    }
+    return 0;
+}
+
+const CliRegistration registration({QStringLiteral("export"), QStringLiteral("Copy a run's checkpoints, report and history off the machine, verified"), &runExport});
+
+} // namespace
+} // namespace pb::cli

@@ -78,8 +78,11 @@ inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &
 {
     const int64_t groups = q.size(1) / k.size(1);
 #if PB_TORCH_AT_LEAST(2, 5)
-    // enable_gqa lets the fused kernels read the shared heads instead of materialising copies.
-    if (allowFused)
+    // enable_gqa lets the flash kernel read the shared heads instead of materialising copies. Flash
+    // takes only 16-bit inputs, and the memory-efficient kernel (which takes fp32) has no GQA, so
+    // fp32 with enable_gqa would fall back to the math path and keep the seq x seq scores: fp32
+    // expands the heads instead and stays on a fused kernel.
+    if (allowFused && q.scalar_type() != at::kFloat)
         return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/groups > 1);
 #endif
     auto expand = [groups](const at::Tensor &t) {

@@ -1,5 +1,6 @@
 #include "MainWindow.h"
 
+#include "compare/CompareView.h"
 #include "config/ConfigView.h"
 #include "config/RunConfigJson.h"
 #include "engine/Environment.h"
@@ -54,12 +55,10 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     m_history = new HistoryView(m_databasePath, m_tabs);
     m_stages = new StagedPilotView(m_tabs);
     m_stages->setStore(m_history->store());
-    m_compareSlot = new QWidget(m_tabs);
-    m_compareSlot->setObjectName(QStringLiteral("compareSlot"));
-    auto *compareLayout = new QVBoxLayout(m_compareSlot);
-    auto *placeholder = new QLabel(tr("The comparison of cards and the PDF report come with their own view."), m_compareSlot);
-    placeholder->setAlignment(Qt::AlignCenter);
-    compareLayout->addWidget(placeholder);
+    m_compare = new CompareView(m_tabs);
+    m_compare->setObjectName(QStringLiteral("compareSlot"));
+    m_compare->setHistoryPath(m_databasePath);
+    m_compareSlot = m_compare;
     m_tabs->addTab(m_config, tr("Configuration"));
     m_tabs->addTab(m_dashboard, tr("Dashboard"));
     m_tabs->addTab(m_history, tr("History"));
@@ -82,6 +81,10 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     connect(m_config, &ConfigView::runPilotRequested, this, &MainWindow::runPilot);
     connect(m_dashboard, &DashboardView::runFinished, m_history, &HistoryView::markStale);
     connect(m_dashboard, &DashboardView::runFinished, m_stages, &StagedPilotView::markStale);
+    // The comparison reads the newest pilot of the config: recomputed when its tab is shown after
+    // the config or the history changed, never on every keystroke in the form.
+    connect(m_dashboard, &DashboardView::runFinished, this, [this] { m_compareStale = true; });
+    connect(m_tabs, &QTabWidget::currentChanged, this, [this] { updateCompare(); });
     connect(m_history, &HistoryView::historyChanged, m_stages, &StagedPilotView::markStale);
     connect(m_stages, &StagedPilotView::showBudgetRequested, this, [this] { m_tabs->setCurrentWidget(m_config); });
     connect(m_stages, &StagedPilotView::runPilotRequested, this, &MainWindow::runPilot);
@@ -116,7 +119,16 @@ void MainWindow::setCompareView(QWidget *view)
     m_tabs->removeTab(index);
     m_compareSlot->deleteLater();
     m_compareSlot = view;
+    m_compare = qobject_cast<CompareView *>(view);
     m_tabs->insertTab(index, view, tr("Compare"));
+}
+
+void MainWindow::updateCompare()
+{
+    if (!m_compare || m_tabs->currentWidget() != m_compare || !m_compareStale || !m_config->isValid())
+        return;
+    m_compareStale = false;
+    m_compare->setConfig(m_config->config());
 }
 
 void MainWindow::onConfigChanged()
@@ -125,6 +137,8 @@ void MainWindow::onConfigChanged()
     m_dashboard->setConfig(config, m_config->isValid());
     m_stages->setModel(modelName(config));
     m_stages->setConfigHash(m_config->isValid() ? configHash(config) : std::string());
+    m_compareStale = true;
+    updateCompare();
 }
 
 void MainWindow::runPilot()

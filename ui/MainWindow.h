@@ -10,6 +10,7 @@ class QTabWidget;
 
 namespace pb::ui {
 
+class CompareView;
 class ConfigView;
 class DashboardView;
 class HistoryView;
@@ -30,7 +31,7 @@ public:
     HistoryView *history() const { return m_history; }
     StagedPilotView *stages() const { return m_stages; }
     RestoreCheckRunner *restoreCheck() const { return m_restoreCheck; }
-    // Replaces the Compare tab's placeholder with the comparison view (ui/compare); takes ownership.
+    // The Compare tab holds ui/compare's CompareView; this replaces it (takes ownership).
     void setCompareView(QWidget *view);
 
 public Q_SLOTS:
@@ -45,6 +46,7 @@ private:
     void buildMenus();
     void restoreState();
     void onConfigChanged();
+    void updateCompare();
     QString m_databasePath;
     QTabWidget *m_tabs = nullptr;
     QLabel *m_deviceLabel = nullptr;
@@ -53,6 +55,8 @@ private:
     HistoryView *m_history = nullptr;
     StagedPilotView *m_stages = nullptr;
     QWidget *m_compareSlot = nullptr;
+    CompareView *m_compare = nullptr;   // the Compare tab, unless setCompareView replaced it
+    bool m_compareStale = true;
     LogPanel *m_log = nullptr;
     RestoreCheckRunner *m_restoreCheck = nullptr;
     QDockWidget *m_logDock = nullptr;

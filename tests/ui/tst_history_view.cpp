@@ -163,6 +163,19 @@ private Q_SLOTS:
         QCOMPARE(diff->item(seqRow, 2)->text(), QStringLiteral("32"));
     }
 
+    void exportReport()
+    {
+        HistoryView view(m_db);
+        const QString pdf = m_dir.filePath(QStringLiteral("run.pdf"));
+        QString error;
+        QVERIFY2(view.exportReport(m_a, pdf, &error), qPrintable(error));
+        QFile file(pdf);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QCOMPARE(file.read(5), QByteArray("%PDF-"));
+        QVERIFY(!view.exportReport(999999, pdf, &error)); // an unknown run is refused, by name
+        QVERIFY(error.contains(QStringLiteral("999999")));
+    }
+
     void pinBaseline()
     {
         HistoryView view(m_db);

@@ -2,6 +2,7 @@
 // the last config remembered through QSettings, Hugging Face import into the form, the log panel
 // and the device in the status bar.
 #include "MainWindow.h"
+#include "compare/CompareView.h"
 #include "config/ConfigView.h"
 #include "config/MemoryBudgetWidget.h"
 #include "log/LogPanel.h"
@@ -45,6 +46,7 @@ private Q_SLOTS:
             names << window.tabs()->tabText(i);
         QCOMPARE(names, QStringList({QStringLiteral("Configuration"), QStringLiteral("Dashboard"), QStringLiteral("History"), QStringLiteral("Staged pilot"),
                                      QStringLiteral("Compare")}));
+        QVERIFY(qobject_cast<CompareView *>(window.tabs()->widget(4)));
         auto *compare = new QLabel(QStringLiteral("comparison"));
         window.setCompareView(compare);
         QCOMPARE(window.tabs()->widget(4), compare);
@@ -94,7 +96,7 @@ private Q_SLOTS:
 
     void restoreCheckFromStagedView()
     {
-        if (!QFileInfo::exists(QStringLiteral(PB_CLI_PATH)))
+        if (!QFileInfo(QStringLiteral(PB_CLI_PATH)).isExecutable())
             QSKIP("pilotbench-cli is not built; the restore check restores in a fresh CLI process");
         const QString db = m_dir.filePath(QStringLiteral("restore.db"));
         MainWindow window(db);

@@ -1,11 +1,16 @@
 #include "history/HistoryView.h"
 
+#include "catalog/Catalog.h"
 #include "charts/RunCharts.h"
 #include "history/HistoryStore.h"
 #include "history/OverlayCharts.h"
 #include "history/RunTableModel.h"
+#include "report/ReportWriter.h"
 
 #include <QComboBox>
+#include <QFileDialog>
+#include <QGuiApplication>
+#include <QMessageBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -65,11 +70,14 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
     auto *diff = new QPushButton(tr("Diff configs"), this);
     auto *pin = new QPushButton(tr("Pin / unpin baseline"), this);
     auto *reload = new QPushButton(tr("Refresh"), this);
+    auto *report = new QPushButton(tr("Export PDF…"), this);
+    report->setObjectName(QStringLiteral("exportReportButton"));
+    report->setToolTip(tr("The PDF report of the opened run (else the selected one)"));
     open->setToolTip(tr("Show the run's charts and summary (double-click a row)"));
     overlay->setToolTip(tr("Overlay the step-time and memory curves of the selected runs"));
     diff->setToolTip(tr("Show only the config fields that differ between two selected runs"));
     pin->setToolTip(tr("The pinned run is the model's baseline: one per model"));
-    for (auto *b : {open, overlay, diff, pin, reload})
+    for (auto *b : {open, overlay, diff, pin, report, reload})
         bar->addWidget(b);
     outer->addLayout(bar);
     m_error = new QLabel(this);
@@ -137,6 +145,7 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
             Q_EMIT statusMessage(tr("Select one run to pin as the baseline."));
     });
     connect(reload, &QPushButton::clicked, this, &HistoryView::refresh);
+    connect(report, &QPushButton::clicked, this, &HistoryView::exportReportDialog);
     connect(m_table, &QTableView::activated, this, [this](const QModelIndex &index) {
         if (index.column() != RunTableModel::Tags && index.column() != RunTableModel::Notes)
             openRun(index.data(RunTableModel::RunIdRole).toLongLong());
@@ -312,6 +321,47 @@ void HistoryView::togglePinBaseline(qint64 runId)
     } catch (const std::exception &e) {
         showError(QString::fromUtf8(e.what()));
     }
+}
+
+bool HistoryView::exportReport(int64_t runId, const QString &pdfPath, QString *error)
+{
+    if (!m_store) {
+        if (error)
+            *error = tr("No history database open.");
+        return false;
+    }
+    try {
+        QGuiApplication::setOverrideCursor(Qt::WaitCursor);
+        struct Restore {
+            ~Restore() { QGuiApplication::restoreOverrideCursor(); }
+        } restore;
+        const int pages = report::writeRunReport(*m_store, runId, pdfPath, builtInCatalog());
+        Q_EMIT statusMessage(tr("Report of run %1 written: %2 (%3 pages)").arg(runId).arg(pdfPath).arg(pages));
+        return true;
+    } catch (const std::exception &e) {
+        if (error)
+            *error = QString::fromUtf8(e.what());
+        return false;
+    }
+}
+
+void HistoryView::exportReportDialog()
+{
+    int64_t runId = m_openedRunId;
+    if (runId == 0) {
+        const auto ids = selectedRunIds();
+        if (ids.empty()) {
+            Q_EMIT statusMessage(tr("Open or select a run to export its report."));
+            return;
+        }
+        runId = ids.front();
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export PDF report"), QStringLiteral("pilotbench-run-%1.pdf").arg(runId), tr("PDF (*.pdf)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (!exportReport(runId, path, &error))
+        QMessageBox::warning(this, tr("Export PDF report"), error);
 }
 
 void HistoryView::openSelected()

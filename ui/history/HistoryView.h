@@ -40,6 +40,8 @@ public:
     OverlayCharts *overlay() const { return m_overlay; }
     QTableWidget *diffTable() const { return m_diff; }
     std::vector<int64_t> selectedRunIds() const;
+    // The PDF report of `runId` (ui/report); false with the reason in *error.
+    bool exportReport(int64_t runId, const QString &pdfPath, QString *error);
     int64_t openedRunId() const { return m_openedRunId; }
 
 public Q_SLOTS:
@@ -52,6 +54,8 @@ public Q_SLOTS:
     void diffRuns(qint64 leftRunId, qint64 rightRunId);
     void togglePinBaseline(qint64 runId);
     void openSelected();
+    // Asks for a file and writes the PDF report of the opened (else the selected) run.
+    void exportReportDialog();
     void overlaySelected();
     void diffSelected();
 

@@ -7,6 +7,7 @@
 #include "MainWindow.h"
 #include "charts/Lttb.h"
 #include "charts/RunCharts.h"
+#include "compare/CompareView.h"
 #include "config/ConfigView.h"
 #include "history/HistoryView.h"
 #include "monitor/DashboardView.h"
@@ -146,6 +147,16 @@ int main(int argc, char **argv)
         window.history()->refresh();
         window.history()->openRun(dash->lastRunId());
         saveTabs(window, shots, QString());
+        if (auto *compare = window.findChild<CompareView *>()) {
+            window.tabs()->setCurrentWidget(compare);
+            QElapsedTimer wait;
+            wait.start();
+            do
+                QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+            while (compare->busy() && wait.elapsed() < 20000);
+            QApplication::processEvents();
+            window.grab().save(shots + QStringLiteral("/compare_done.png"));
+        }
         // A second, shorter run of another sequence length: the overlay and the config diff.
         const int64_t first = dash->lastRunId();
         window.configView()->findChild<QSpinBox *>(QStringLiteral("train.seq_len"))->setValue(32);

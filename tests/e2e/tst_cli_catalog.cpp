@@ -1,5 +1,6 @@
 // The catalog command as a user runs it: the built-in cards, a bad replacement refused with the
 // field named (exit 2), and a detected device matched or flagged.
+#include "e2e/CliProcess.h"
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -8,28 +9,9 @@
 
 namespace {
 
-struct Result {
-    int code = -1;
-    QString out;
-    QString err;
-};
+using Result = pbtest::CliResult;
 
-Result cli(const QStringList &args)
-{
-    QProcess p;
-    p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
-    Result r;
-    if (!p.waitForFinished(60000)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = QStringLiteral("<timed out>");
-        return r;
-    }
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
+Result cli(const QStringList &args) { return pbtest::runCli(args); }
 
 QJsonObject json(const Result &r) { return QJsonDocument::fromJson(r.out.toUtf8()).object(); }
 

@@ -1,6 +1,7 @@
 // `pilotbench-cli compare` as a user runs it: JSON keys and types, exactly one recommended row when
 // something fits, the newest pilot of the same config used as measured evidence, and bad input
 // refused with exit 2 naming the option.
+#include "e2e/CliProcess.h"
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -10,28 +11,9 @@
 
 namespace {
 
-struct Result {
-    int code = -1;
-    QString out;
-    QString err;
-};
+using Result = pbtest::CliResult;
 
-Result cli(const QStringList &args)
-{
-    QProcess p;
-    p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
-    Result r;
-    if (!p.waitForFinished(120000)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = QStringLiteral("<timed out>");
-        return r;
-    }
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
+Result cli(const QStringList &args) { return pbtest::runCli(args); }
 
 QJsonObject json(const Result &r) { return QJsonDocument::fromJson(r.out.toUtf8()).object(); }
 

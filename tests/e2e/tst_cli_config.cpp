@@ -1,5 +1,6 @@
 // The config commands as a user runs them: exit codes 0/2, messages naming the file or field,
 // --set overrides, and nothing written when the input is bad.
+#include "e2e/CliProcess.h"
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -9,28 +10,9 @@
 
 namespace {
 
-struct Result {
-    int code = -1;
-    QString out;
-    QString err;
-};
+using Result = pbtest::CliResult;
 
-Result cli(const QStringList &args)
-{
-    QProcess p;
-    p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
-    Result r;
-    if (!p.waitForFinished(60000)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = QStringLiteral("<timed out>");
-        return r;
-    }
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
+Result cli(const QStringList &args) { return pbtest::runCli(args); }
 
 QJsonObject json(const Result &r) { return QJsonDocument::fromJson(r.out.toUtf8()).object(); }
 

@@ -1,4 +1,5 @@
 // pilotbench-cli export: a run's checkpoint, report and history copied off the machine and verified.
+#include "e2e/CliProcess.h"
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -8,18 +9,9 @@
 
 namespace {
 
-struct Result {
-    int exitCode = -1;
-    QByteArray out, err;
-};
+using Result = pbtest::CliBytes;
 
-Result cli(const QStringList &args)
-{
-    QProcess p;
-    p.start(QStringLiteral(PB_CLI_PATH), args);
-    p.waitForFinished(300000);
-    return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
-}
+Result cli(const QStringList &args) { return pbtest::runCliBytes(args); }
 
 } // namespace
 

@@ -1,4 +1,5 @@
 // pilotbench-cli basics and the pilot command, run as a user would.
+#include "e2e/CliProcess.h"
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -7,18 +8,9 @@
 
 namespace {
 
-struct Result {
-    int exitCode = -1;
-    QByteArray out, err;
-};
+using Result = pbtest::CliBytes;
 
-Result cli(const QStringList &args)
-{
-    QProcess p;
-    p.start(QStringLiteral(PB_CLI_PATH), args);
-    p.waitForFinished(300000);
-    return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
-}
+Result cli(const QStringList &args) { return pbtest::runCliBytes(args); }
 
 QList<QJsonObject> events(const QByteArray &out)
 {

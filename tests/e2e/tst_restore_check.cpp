@@ -1,4 +1,5 @@
 // The restoration proof and checkpoint integrity, through pilotbench-cli as a user runs them.
+#include "e2e/CliProcess.h"
 #include "checkpoint/CheckpointManifest.h"
 
 #include <QDir>
@@ -13,18 +14,9 @@
 
 namespace {
 
-struct Result {
-    int exitCode = -1;
-    QByteArray out, err;
-};
+using Result = pbtest::CliBytes;
 
-Result cli(const QStringList &args, int timeoutMs = 120000)
-{
-    QProcess p;
-    p.start(QStringLiteral(PB_CLI_PATH), args);
-    p.waitForFinished(timeoutMs);
-    return {p.exitCode(), p.readAllStandardOutput(), p.readAllStandardError()};
-}
+Result cli(const QStringList &args) { return pbtest::runCliBytes(args); }
 
 QJsonObject lastJson(const QByteArray &out)
 {

@@ -1,0 +1,47 @@
+#pragma once
+// Running pilotbench-cli the way a user does, for the end-to-end tests: one place for the process
+// handling (timeout, kill, exit status) that every CLI test shares.
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+namespace pbtest {
+
+// Decoded output, for tests that match text. `code` is -1 when the process crashed or timed out.
+struct CliResult {
+    int code = -1;
+    QString out;
+    QString err;
+};
+
+// Raw output, for tests that parse JSON lines.
+struct CliBytes {
+    int exitCode = -1;
+    QByteArray out, err;
+};
+
+inline CliBytes runCliBytes(const QStringList &args, int timeoutMs = 300000)
+{
+    QProcess p;
+    p.start(QStringLiteral(PB_CLI_PATH), args);
+    CliBytes r;
+    if (!p.waitForFinished(timeoutMs)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = "<timed out>";
+        return r;
+    }
+    r.exitCode = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+// With --log-level warn, so stderr holds only what the user must see.
+inline CliResult runCli(const QStringList &args, int timeoutMs = 120000)
+{
+    const CliBytes raw = runCliBytes(QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args, timeoutMs);
+    return {raw.exitCode, QString::fromUtf8(raw.out), QString::fromUtf8(raw.err)};
+}
+
+} // namespace pbtest

@@ -214,7 +214,7 @@ void DecoderModelImpl::initialise(uint64_t seed)
     for (auto &item : named_parameters()) {
         const auto &name = item.key();
         auto &p = item.value();
-        if (name.find("lora_B") != std::string::npos || name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+        if (name.find("lora_B") != std::string::npos || (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0))
             p.zero_();
         else if (p.dim() == 1)
             p.fill_(1.0);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #ifdef PB_WITH_CUDA
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -54,6 +55,21 @@ Environment captureEnvironment(const std::string &device)
     cudaDriverGetVersion(&driver);
     env.cudaRuntime = std::to_string(runtime / 1000) + "." + std::to_string((runtime % 1000) / 10);
     env.driverVersion = "CUDA driver API " + std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10);
+    if (env.deviceCount > 0) {
+        const long cudnn = at::detail::getCUDAHooks().versionCuDNN();
+        if (cudnn > 0)
+            env.cudnnVersion = std::to_string(cudnn);
+    }
+    // The kernel driver's own version (what nvidia-smi shows); the runtime API only gives its CUDA level.
+    QFile driverFile(QStringLiteral("/proc/driver/nvidia/version"));
+    if (driverFile.open(QIODevice::ReadOnly)) {
+        const QList<QByteArray> words = driverFile.readLine().simplified().split(' ');
+        for (const auto &word : words)
+            if (word.count('.') >= 1 && !word.isEmpty() && word.at(0) >= '0' && word.at(0) <= '9') {
+                env.driverVersion = word.toStdString() + " (" + env.driverVersion + ")";
+                break;
+            }
+    }
     if (device.rfind("cuda", 0) == 0 && env.deviceCount > 0) {
         const int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
         cudaDeviceProp prop {};

@@ -1,5 +1,7 @@
 #include "MainWindow.h"
 
+#include "cards/CatalogEditor.h"
+#include "catalog/CatalogJson.h"
 #include "compare/CompareView.h"
 #include "config/ConfigView.h"
 #include "config/RunConfigJson.h"
@@ -22,6 +24,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QSaveFile>
 #include <QSettings>
 #include <QShortcut>
 #include <QStatusBar>
@@ -58,6 +61,11 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     m_compare = new CompareView(m_tabs);
     m_compare->setObjectName(QStringLiteral("compareSlot"));
     m_compare->setHistoryPath(m_databasePath);
+    std::string catalogProblem;
+    m_catalog = loadUserCatalog(&catalogProblem);
+    if (!catalogProblem.empty())
+        spdlog::warn("the edited catalog in {} is not used: {}", userCatalogPath().toStdString(), catalogProblem);
+    m_compare->setCatalog(m_catalog);
     m_compareSlot = m_compare;
     m_tabs->addTab(m_config, tr("Configuration"));
     m_tabs->addTab(m_dashboard, tr("Dashboard"));
@@ -121,6 +129,23 @@ void MainWindow::setCompareView(QWidget *view)
     m_compareSlot = view;
     m_compare = qobject_cast<CompareView *>(view);
     m_tabs->insertTab(index, view, tr("Compare"));
+}
+
+void MainWindow::editCatalog()
+{
+    CatalogEditor editor(m_catalog, this);
+    if (editor.exec() != QDialog::Accepted)
+        return;
+    QSaveFile file(userCatalogPath());
+    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(catalogToJson(editor.catalog())).toJson()) < 0 || !file.commit()) {
+        QMessageBox::warning(this, tr("Catalog"), tr("The catalog could not be saved to %1: %2").arg(userCatalogPath(), file.errorString()));
+        return;
+    }
+    m_catalog = editor.catalog();
+    if (m_compare)
+        m_compare->setCatalog(m_catalog);
+    m_compareStale = true;
+    updateCompare();
 }
 
 void MainWindow::updateCompare()
@@ -198,6 +223,9 @@ void MainWindow::buildMenus()
     auto *cancel = pilot->addAction(tr("&Cancel pilot"), this, &MainWindow::cancelPilot);
     cancel->setShortcut(QKeySequence(Qt::Key_Escape));
     cancel->setShortcutContext(Qt::WindowShortcut);
+
+    auto *catalog = menuBar()->addMenu(tr("C&atalog"));
+    catalog->addAction(tr("&Edit or import the card catalog…"), this, &MainWindow::editCatalog);
 
     auto *view = menuBar()->addMenu(tr("&View"));
     const QString names[] {tr("&Configuration"), tr("&Dashboard"), tr("&History"), tr("&Staged pilot"), tr("C&ompare")};

@@ -2,6 +2,8 @@
 // The workbench window: Configuration, Dashboard, History, Staged pilot and the Compare slot as
 // tabs, the log as a dock, the detected device in the status bar, shortcuts for the common actions,
 // and the window state and last config remembered between sessions.
+#include "catalog/Catalog.h"
+
 #include <QMainWindow>
 
 class QDockWidget;
@@ -47,7 +49,9 @@ private:
     void restoreState();
     void onConfigChanged();
     void updateCompare();
+    void editCatalog();
     QString m_databasePath;
+    Catalog m_catalog;                  // the built-in catalog, or the one the user edited/imported
     QTabWidget *m_tabs = nullptr;
     QLabel *m_deviceLabel = nullptr;
     ConfigView *m_config = nullptr;

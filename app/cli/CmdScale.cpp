@@ -12,6 +12,7 @@
 #include "dist/ScaleStep.h"
 #include "dist/Topology.h"
 #include "dist/WorkerLauncher.h"
+#include "engine/DevicePeak.h"
 #include "engine/PilotRecorder.h"
 #include "engine/Environment.h"
 #include "estimate/MemoryEstimator.h"
@@ -101,7 +102,7 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
         if (s.gpus > available)
             throw InvalidInputError("--gpus", std::to_string(s.gpus) + " ranks asked for, but this host has " + std::to_string(available) + " CUDA device(s)");
         s.options.device = "cuda:0";
-        s.options.devicePeakFlops = devicePeakFlops(s.options.device);
+        s.options.devicePeakFlops = catalogPeakFlops(s.options.device);
     } else {
         s.threadsPerRank = s.options.cpuThreads > 0 ? s.options.cpuThreads : std::max(1, QThread::idealThreadCount() / s.gpus);
         s.options.cpuThreads = s.threadsPerRank; // the baseline is one rank's share of the host

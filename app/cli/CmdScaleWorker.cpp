@@ -1,6 +1,7 @@
 // pilotbench-cli scale-worker: one rank of a data-parallel pilot. `scale` starts one per GPU (or
 // CPU share); torchrun, srun wrappers or mpirun scripts can start it across machines with the
 // usual MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and LOCAL_RANK.
+#include "engine/DevicePeak.h"
 #include "app/cli/CliSupport.h"
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
@@ -75,7 +76,7 @@ int runScaleWorker(CliContext &ctx)
     PilotOptions options = pilotOptionsFrom(parser);
     if (options.device == "cuda")
         options.device = "cuda:" + std::to_string(dist.rendezvous.localRank);
-    options.devicePeakFlops = devicePeakFlops(options.device);
+    options.devicePeakFlops = catalogPeakFlops(options.device);
     options.parameterChecksum = true;
     installInterruptHandler();
     options.cancel = &interruptFlag();

@@ -1,9 +1,7 @@
 #include "app/cli/PilotCommon.h"
 
 #include "app/cli/CliSupport.h"
-#include "catalog/Catalog.h"
-#include "catalog/DeviceMatch.h"
-#include "engine/Environment.h"
+#include "engine/DevicePeak.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
 
@@ -64,7 +62,7 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
     options.resumeFrom = parser.value(QStringLiteral("resume-from")).toStdString();
     options.parameterChecksum = parser.isSet(QStringLiteral("param-checksum"));
     options.dropStateOnResume = parser.value(QStringLiteral("drop-state")).toStdString();
-    options.devicePeakFlops = devicePeakFlops(options.device);
+    options.devicePeakFlops = catalogPeakFlops(options.device);
     return options;
 }
 
@@ -73,24 +71,5 @@ QString databaseFrom(const QCommandLineParser &parser)
     return parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : defaultDatabasePath();
 }
 
-std::optional<double> devicePeakFlops(const std::string &device)
-{
-    if (device.rfind("cuda", 0) != 0 || !cudaAvailable())
-        return std::nullopt;
-    const Environment env = captureEnvironment(device);
-    DetectedDevice detected;
-    detected.name = env.deviceName;
-    detected.memoryBytes = env.deviceMemoryBytes;
-    detected.computeCapability = env.computeCapability;
-    detected.runtimeVersion = env.cudaRuntime;
-    const Catalog catalog = builtInCatalog();
-    const DeviceMatch match = matchDevice(detected, catalog);
-    spdlog::info("device check: {}", match.message);
-    for (const auto &m : match.mismatches)
-        spdlog::warn("device mismatch: {}", m.message);
-    if (!match.matched)
-        return std::nullopt;
-    return catalog.card(match.cardId).bf16DenseTflops * 1e12;
-}
 
 } // namespace pb::cli

@@ -11,7 +11,5 @@ void addPilotOptions(QCommandLineParser &parser);
 // Reads --device, --steps, --warmup, --memory-limit, --threads, --checkpoint-dir.
 PilotOptions pilotOptionsFrom(const QCommandLineParser &parser);
 QString databaseFrom(const QCommandLineParser &parser);
-// Dense BF16 peak of the detected CUDA device when the catalog recognises it; nullopt on CPU.
-std::optional<double> devicePeakFlops(const std::string &device);
 
 } // namespace pb::cli

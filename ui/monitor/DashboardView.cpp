@@ -1,8 +1,7 @@
 #include "monitor/DashboardView.h"
 
-#include "catalog/Catalog.h"
-#include "catalog/DeviceMatch.h"
 #include "charts/RunCharts.h"
+#include "engine/DevicePeak.h"
 #include "engine/Environment.h"
 #include "engine/PilotEngine.h"
 #include "estimate/MemoryEstimator.h"
@@ -50,28 +49,6 @@ QLabel *figure(QGridLayout *grid, int row, int column, const QString &name, cons
     return value;
 }
 
-// Dense BF16 peak of a CUDA device the catalog recognises (the CLI's rule); nullopt on CPU or for an
-// unknown card, where MFU is then shown as unknown rather than guessed.
-std::optional<double> devicePeakFlops(const std::string &device)
-{
-    if (device.rfind("cuda", 0) != 0 || !cudaAvailable())
-        return std::nullopt;
-    try {
-        const Environment env = captureEnvironment(device);
-        DetectedDevice detected;
-        detected.name = env.deviceName;
-        detected.memoryBytes = env.deviceMemoryBytes;
-        detected.computeCapability = env.computeCapability;
-        detected.runtimeVersion = env.cudaRuntime;
-        const Catalog catalog = builtInCatalog();
-        const DeviceMatch match = matchDevice(detected, catalog);
-        if (!match.matched)
-            return std::nullopt;
-        return catalog.card(match.cardId).bf16DenseTflops * 1e12;
-    } catch (const std::exception &) {
-        return std::nullopt;
-    }
-}
 
 } // namespace
 
@@ -199,7 +176,7 @@ bool DashboardView::startPilot()
     // with every core taken the event loop stalls for whole steps.
     if (options.device == "cpu")
         options.cpuThreads = std::max(1, QThread::idealThreadCount() - 1);
-    options.devicePeakFlops = devicePeakFlops(options.device);
+    options.devicePeakFlops = catalogPeakFlops(options.device);
     m_peakFlops = options.devicePeakFlops;
     m_charts->clear();
     try {

@@ -96,20 +96,7 @@ void printTable(CliContext &ctx, const std::vector<RunRecord> &runs, const QStri
 
 QJsonObject showJson(const HistoryStore &store, int64_t id, bool withSamples)
 {
-    QJsonObject o = history::toJson(store.run(id));
-    QJsonArray phases, validations, checkpoints;
-    for (const PhaseMark &m : store.phases(id))
-        phases.append(history::toJson(m));
-    for (const ValidationResult &v : store.validations(id))
-        validations.append(history::toJson(v));
-    for (const CheckpointWrite &w : store.checkpoints(id))
-        checkpoints.append(history::toJson(w));
-    o.insert(QStringLiteral("phases"), phases);
-    o.insert(QStringLiteral("validations"), validations);
-    o.insert(QStringLiteral("checkpoints"), checkpoints);
-    if (withSamples)
-        o.insert(QStringLiteral("samples"), history::samplesToJson(store.sampleList(id)));
-    return o;
+    return runJson(store, id, withSamples);
 }
 
 void printShow(CliContext &ctx, const HistoryStore &store, int64_t id)

@@ -252,24 +252,29 @@ int64_t insertRun(const history::Connection &c, const ImportedRun &in)
 
 } // namespace
 
+QJsonObject runJson(const HistoryStore &store, int64_t runId, bool withSamples)
+{
+    QJsonObject run = history::toJson(store.run(runId));
+    QJsonArray phases, validations, checkpoints;
+    for (const PhaseMark &m : store.phases(runId))
+        phases.append(history::toJson(m));
+    for (const ValidationResult &v : store.validations(runId))
+        validations.append(history::toJson(v));
+    for (const CheckpointWrite &w : store.checkpoints(runId))
+        checkpoints.append(history::toJson(w));
+    run.insert(QStringLiteral("phases"), phases);
+    run.insert(QStringLiteral("validations"), validations);
+    run.insert(QStringLiteral("checkpoints"), checkpoints);
+    if (withSamples)
+        run.insert(QStringLiteral("samples"), history::samplesToJson(store.sampleList(runId)));
+    return run;
+}
+
 QJsonObject exportRunsJson(const HistoryStore &store, const std::vector<int64_t> &runIds)
 {
     QJsonArray runs;
-    for (int64_t id : runIds) {
-        QJsonObject run = history::toJson(store.run(id));
-        run.insert(QStringLiteral("samples"), history::samplesToJson(store.sampleList(id)));
-        QJsonArray phases, validations, checkpoints;
-        for (const PhaseMark &m : store.phases(id))
-            phases.append(history::toJson(m));
-        for (const ValidationResult &v : store.validations(id))
-            validations.append(history::toJson(v));
-        for (const CheckpointWrite &w : store.checkpoints(id))
-            checkpoints.append(history::toJson(w));
-        run.insert(QStringLiteral("phases"), phases);
-        run.insert(QStringLiteral("validations"), validations);
-        run.insert(QStringLiteral("checkpoints"), checkpoints);
-        runs.append(run);
-    }
+    for (int64_t id : runIds)
+        runs.append(runJson(store, id, true));
     return {{QStringLiteral("format"), QStringLiteral("pilotbench-history-export")},
             {QStringLiteral("format_version"), kHistoryExportFormatVersion},
             {QStringLiteral("exported_at"), history::isoUtc(QDateTime::currentDateTimeUtc())},

@@ -18,6 +18,9 @@ constexpr int kHistoryExportFormatVersion = 1;
 // {"format": "pilotbench-history-export", "format_version": 1, "exported_at", "host", "runs": [...]}.
 // Throws InvalidInputError for an unknown run id.
 QJsonObject exportRunsJson(const HistoryStore &store, const std::vector<int64_t> &runIds);
+// One run with its phases, validations, checkpoints and (optionally) samples: an export's entry and
+// what `history show --json` prints.
+QJsonObject runJson(const HistoryStore &store, int64_t runId, bool withSamples);
 // Both write atomically (QSaveFile) and throw PilotBenchError naming the file on I/O failure.
 void writeRunsJson(const HistoryStore &store, const std::vector<int64_t> &runIds, const QString &file);
 // Header "run_id,step,phase,step_time_ms,..."; numbers in the shortest form that reads back exactly.

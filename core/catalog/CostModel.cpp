@@ -1,4 +1,5 @@
 #include "catalog/CostModel.h"
+#include "util/FixedText.h"
 
 #include "util/Errors.h"
 
@@ -14,14 +15,6 @@ constexpr double kEpsilon = 1e-9;
 
 double startedUnits(double amount) { return std::ceil(amount - kEpsilon); }
 
-std::string fixed(double value, int digits)
-{
-    std::ostringstream s;
-    s.setf(std::ios::fixed);
-    s.precision(digits);
-    s << value;
-    return s.str();
-}
 
 std::string money(const Catalog &catalog, double value) { return fixed(value, 2) + " " + catalog.currency; }
 

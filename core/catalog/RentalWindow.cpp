@@ -1,4 +1,5 @@
 #include "catalog/RentalWindow.h"
+#include "util/FixedText.h"
 
 #include "util/Errors.h"
 
@@ -16,14 +17,6 @@ void requireNonNegative(const char *where, double value)
         throw InvalidInputError(where, "must be zero or more");
 }
 
-std::string fixed(double value, int digits)
-{
-    std::ostringstream s;
-    s.setf(std::ios::fixed);
-    s.precision(digits);
-    s << value;
-    return s.str();
-}
 
 } // namespace
 

@@ -1,4 +1,5 @@
 #include "catalog/StepProjection.h"
+#include "util/FixedText.h"
 
 #include "util/Errors.h"
 
@@ -9,14 +10,6 @@
 namespace pb {
 namespace {
 
-std::string fixed(double value, int digits)
-{
-    std::ostringstream s;
-    s.setf(std::ios::fixed);
-    s.precision(digits);
-    s << value;
-    return s.str();
-}
 
 std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + " %"; }
 

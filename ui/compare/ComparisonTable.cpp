@@ -1,4 +1,5 @@
 #include "compare/ComparisonTable.h"
+#include "util/FixedText.h"
 
 #include "catalog/DeviceMatch.h"
 #include "catalog/RentalWindow.h"
@@ -17,14 +18,6 @@
 namespace pb {
 namespace {
 
-std::string fixed(double value, int digits)
-{
-    std::ostringstream s;
-    s.setf(std::ios::fixed);
-    s.precision(digits);
-    s << value;
-    return s.str();
-}
 
 std::string firstToken(const std::string &id) { return id.substr(0, id.find('-')); }
 std::string lastToken(const std::string &id) { return id.substr(id.rfind('-') + 1); }

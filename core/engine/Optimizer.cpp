@@ -16,6 +16,12 @@ void TrainingOptimizer::zeroGrad()
 
 namespace {
 
+// SGD, Adagrad and RMSprop fold weight decay into the gradient (L2), unlike AdamW.
+torch::Tensor coupledGradient(const torch::Tensor &p, double weightDecay)
+{
+    return weightDecay != 0 ? p.grad().add(p, weightDecay) : p.grad();
+}
+
 // Per-parameter state tensors, created lazily at the first step (that is when their memory
 // appears in a real run, and the estimator models it so).
 class StatefulOptimizer : public TrainingOptimizer {
@@ -157,7 +163,7 @@ public:
             auto &p = m_params[i];
             if (!p.grad().defined())
                 continue;
-            auto g = m_config.weightDecay != 0 ? p.grad().add(p, m_config.weightDecay) : p.grad();
+            auto g = coupledGradient(p, m_config.weightDecay);
             if (buffers) {
                 // PyTorch's SGD: the first step copies the gradient into the buffer.
                 if (m_step == 1)
@@ -184,7 +190,7 @@ public:
             auto &p = m_params[i];
             if (!p.grad().defined())
                 continue;
-            auto g = m_config.weightDecay != 0 ? p.grad().add(p, m_config.weightDecay) : p.grad();
+            auto g = coupledGradient(p, m_config.weightDecay);
             sums[i].addcmul_(g, g, 1.0);
             p.addcdiv_(g, sums[i].sqrt().add_(m_config.eps), -lr);
         }
@@ -207,7 +213,7 @@ public:
             auto &p = m_params[i];
             if (!p.grad().defined())
                 continue;
-            auto g = m_config.weightDecay != 0 ? p.grad().add(p, m_config.weightDecay) : p.grad();
+            auto g = coupledGradient(p, m_config.weightDecay);
             squares[i].mul_(alpha).addcmul_(g, g, 1.0 - alpha);
             auto avg = squares[i].sqrt().add_(m_config.eps);
             if (buffers) {

@@ -108,6 +108,9 @@ public:
                 vs.push_back(v[i]);
                 steps.push_back(m_stepTensors[i]);
             }
+            // Like torch.optim's _fused_adamw, the counters are advanced before the kernel, which
+            // only reads them for the bias corrections (a counter left at 0 divides by zero).
+            at::_foreach_add_(steps, 1);
             at::_fused_adamw_(params, grads, ms, vs, {}, steps, lr, m_config.beta1, m_config.beta2, m_config.weightDecay, m_config.eps,
                               /*amsgrad=*/false, /*maximize=*/false, std::nullopt, std::nullopt);
             return;
@@ -134,7 +137,8 @@ public:
     }
 
 private:
-    // The fused kernel keeps one float step counter per parameter on the device.
+    // The fused kernel keeps one float step counter per parameter on the device, here at the count
+    // of steps already taken (step() advances them before the kernel).
     void syncStepTensors()
     {
         if (m_stepTensors.size() != m_params.size()) {

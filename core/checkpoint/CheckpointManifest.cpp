@@ -3,7 +3,6 @@
 #include "util/Errors.h"
 #include "util/Sha256.h"
 
-#include <QCryptographicHash>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>

@@ -156,6 +156,12 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     // q after the rotary, k after the rotary and v as the projection made them: alive in the
     // attention's frame while the kernel runs, though not what autograd keeps.
     const int64_t qkvAlive = c * n * (qDim + 2 * kvDim);
+    // fp32 has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA), so the
+    // engine expands k and v to all heads before SDPA (compat::groupedCausalAttention): the kernel
+    // keeps the expanded copies and the projections' own k and v stay alive beside them.
+    const bool expandedKv = fused && c == 4 && groups > 1;
+    const int64_t kvKept = expandedKv ? qDim : kvDim;
+    const int64_t expandedAlive = expandedKv ? 2 * c * n * qDim : 0;
     const int64_t rotaryCasts = c != 4 ? 2 * c * t * hd : 0;    // cos/sin cast per layer to the compute dtype
     int64_t noGradPeak = 0;
 
@@ -182,9 +188,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             if (fused) {
                 // SDPA keeps q, k, v as given (GQA heads shared through enable_gqa), its output
                 // (laid out [B, T, heads, hd], so o_proj's input is a view of it) and the fp32 log-sum-exp.
-                walk.saved += c * n * (qDim + 2 * kvDim) + c * n * qDim + 4 * b * heads * t + rotaryCasts;
+                walk.saved += c * n * (qDim + 2 * kvKept) + c * n * qDim + 4 * b * heads * t + rotaryCasts;
                 atAttention = walk.saved;
-                forwardAbove = walk.saved + y1Alive;
+                forwardAbove = walk.saved + y1Alive + (expandedKv ? 2 * c * n * kvDim : 0);
             } else {
                 // Math path: the bmms keep contiguous copies of q and of k, v expanded to all heads
                 // (the rotary output is laid out [B, T, heads, hd]); the softmax keeps its output,
@@ -239,7 +245,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the
         // MLP (residual, norm output, its intermediates and down's output).
         const int64_t attnNoGrad = dx1 * n * h + qkvAlive + rotaryCasts +
-                                   (fused ? c * n * qDim : (groups > 1 ? 2 * c * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
+                                   (fused ? c * n * qDim + expandedAlive : (groups > 1 ? 2 * c * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
         const int64_t mlpNoGrad = r * n * h + dx2 * n * h + mlpLive + c * n * h;
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || proj("down_proj").needsGrad();

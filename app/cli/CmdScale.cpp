@@ -66,7 +66,7 @@ struct ScaleSetup {
     RunConfig config;
     PilotOptions options;            // the baseline's (device cpu or cuda:0)
     std::string device;              // "cpu" or "cuda"
-    std::string strategy;            // "ddp" or "zero2"
+    std::string strategy;            // "ddp", "zero2" or "fsdp"
     int gpus = 0;
     int threadsPerRank = 0;          // CPU only
     bool bind = true;                // each rank (and the baseline) on its own CPUs where known
@@ -86,13 +86,13 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
         throw InvalidInputError("--gpus", "is required: the number of ranks (GPUs, or CPU shares with --device cpu)");
     s.gpus = scaleIntOption(parser, QStringLiteral("gpus"), 1);
     const QString strategy = parser.value(QStringLiteral("strategy"));
-    if (strategy == QLatin1String("fsdp") || strategy == QLatin1String("zero3"))
-        throw InvalidInputError("--strategy", strategy.toStdString() + " (parameters sharded too, gathered per block) is not available in this build yet; use ddp or zero2");
-    if (strategy != QLatin1String("ddp") && strategy != QLatin1String("zero2"))
-        throw InvalidInputError("--strategy", "'" + strategy.toStdString() + "' is not a strategy (use ddp or zero2)");
+    if (strategy == QLatin1String("zero3"))
+        throw InvalidInputError("--strategy", "zero3 is fsdp here (parameters, gradients and optimizer state sharded, gathered per block): use --strategy fsdp");
+    if (strategy != QLatin1String("ddp") && strategy != QLatin1String("zero2") && strategy != QLatin1String("fsdp"))
+        throw InvalidInputError("--strategy", "'" + strategy.toStdString() + "' is not a strategy (use ddp, zero2 or fsdp)");
     s.strategy = strategy.toStdString();
-    if (s.strategy == "zero2" && s.config.train.precision == Precision::Fp16Mixed)
-        throw InvalidInputError("train.precision", "zero2 cannot run fp16-mixed: the loss scaler's overflow check would see only one rank's gradients; use bf16-mixed");
+    if (s.strategy != "ddp" && s.config.train.precision == Precision::Fp16Mixed)
+        throw InvalidInputError("train.precision", s.strategy + " cannot run fp16-mixed: the loss scaler's overflow check would see only one rank's gradients; use bf16-mixed");
     s.options = pilotOptionsFrom(parser);
     s.device = s.options.device;
     if (s.device != "cpu" && s.device != "cuda")
@@ -423,7 +423,7 @@ int runScale(CliContext &ctx)
     addPilotOptions(parser);
     parser.addOptions({
         {QStringLiteral("gpus"), QStringLiteral("Ranks to run: GPUs with --device cuda, CPU shares with --device cpu."), QStringLiteral("n")},
-        {QStringLiteral("strategy"), QStringLiteral("ddp (default) or zero2 (optimizer state and gradients divided among the ranks)."), QStringLiteral("name"),
+        {QStringLiteral("strategy"), QStringLiteral("ddp (default), zero2 (optimizer state and gradients divided among the ranks) or fsdp (parameters too, gathered per block)."), QStringLiteral("name"),
          QStringLiteral("ddp")},
         {QStringLiteral("timeout"), QStringLiteral("End the step when the workers take longer, in seconds (default 900)."), QStringLiteral("s"), QStringLiteral("900")},
         {QStringLiteral("baseline-run"), QStringLiteral("Reuse this recorded baseline run (same config at the ranks' effective batch) instead of running one."),

@@ -56,7 +56,7 @@ int runScaleWorker(CliContext &ctx)
     addPilotOptions(parser);
     parser.addOptions({
         {QStringLiteral("result"), QStringLiteral("Write this rank's result JSON here (default: stdout)."), QStringLiteral("file")},
-        {QStringLiteral("strategy"), QStringLiteral("ddp (default) or zero2."), QStringLiteral("name"), QStringLiteral("ddp")},
+        {QStringLiteral("strategy"), QStringLiteral("ddp (default), zero2 or fsdp."), QStringLiteral("name"), QStringLiteral("ddp")},
         {QStringLiteral("cpus"), QStringLiteral("Bind this rank to these CPUs, e.g. 0-7."), QStringLiteral("list")},
         {QStringLiteral("no-overlap"), QStringLiteral("ddp: all-reduce after the backward pass instead of during it.")},
         {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},

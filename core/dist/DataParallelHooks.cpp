@@ -2,36 +2,15 @@
 
 #include "util/Errors.h"
 
-#include <QSaveFile>
-
 #include <chrono>
 #include <cmath>
 
 namespace pb {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double msSince(Clock::time_point start) { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); }
-
-void synchronizeDevice(const torch::Device &device)
-{
-#ifdef PB_WITH_CUDA
-    if (device.is_cuda())
-        torch::cuda::synchronize(device.index());
-#else
-    (void)device;
-#endif
-}
-
-int64_t bytesOf(const torch::Tensor &t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
-
-} // namespace
 
 DataParallelHooks::DataParallelHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, DataParallelStrategy strategy,
                                      double gradClip, int64_t bucketBytes, bool overlap, std::string dumpPath)
-    : m_group(std::move(group)), m_rendezvous(rendezvous), m_strategy(strategy), m_gradClip(gradClip), m_bucketBytes(bucketBytes), m_overlap(overlap),
-      m_dumpPath(std::move(dumpPath))
+    : ParallelHooksBase(std::move(group), rendezvous, std::move(dumpPath)), m_strategy(strategy), m_gradClip(gradClip), m_bucketBytes(bucketBytes),
+      m_overlap(overlap)
 {
 }
 
@@ -271,29 +250,15 @@ void DataParallelHooks::reduceToOwners()
         }, 1.0 / m_rendezvous.worldSize);
     }
     // Only the owner keeps a gradient (the others' copies hold partial sums and are freed).
-    double squares = 0;
+    std::vector<torch::Tensor> owned;
     for (size_t i = 0; i < m_trainable.size(); ++i) {
         auto &p = m_trainable[i];
-        if (m_owner[i] != m_rendezvous.rank) {
+        if (m_owner[i] != m_rendezvous.rank)
             p.mutable_grad() = torch::Tensor();
-            continue;
-        }
-        const double norm = p.grad().norm().item<double>();
-        squares += norm * norm;
+        else
+            owned.push_back(p.grad());
     }
-    // Clipping needs the norm over every rank's share; the engine's own clip then sees at most
-    // the threshold on this rank's part and leaves it alone.
-    if (m_gradClip > 0) {
-        std::vector<torch::Tensor> total {torch::full({1}, squares, torch::TensorOptions().dtype(torch::kDouble).device(m_trainable.front().device()))};
-        m_group->allreduce(total)->wait();
-        const double norm = std::sqrt(total.front().item<double>());
-        const double coefficient = m_gradClip / (norm + 1e-6);
-        if (coefficient < 1) {
-            for (size_t i = 0; i < m_trainable.size(); ++i)
-                if (m_owner[i] == m_rendezvous.rank)
-                    m_trainable[i].grad().mul_(coefficient);
-        }
-    }
+    clipShardedGradients(owned, m_gradClip, m_trainable.front().device());
 }
 
 void DataParallelHooks::afterOptimizerStep()
@@ -318,25 +283,6 @@ void DataParallelHooks::afterOptimizerStep()
     synchronizeDevice(m_trainable.front().device());
     if (!m_stepCommMs.empty())
         m_stepCommMs.back() += msSince(start);
-}
-
-void DataParallelHooks::trainingFinished(const std::vector<torch::Tensor> &params)
-{
-    torch::NoGradGuard noGrad;
-    QSaveFile file(QString::fromStdString(m_dumpPath));
-    const bool dump = !m_dumpPath.empty();
-    if (dump && !file.open(QIODevice::WriteOnly))
-        throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
-    for (const auto &p : params) {
-        const auto values = p.detach().to(torch::kCPU, torch::kFloat).contiguous();
-        m_parameterSum += values.sum(torch::kDouble).item<double>();
-        m_parameterAbsSum += values.abs().sum(torch::kDouble).item<double>();
-        m_parameterCount += values.numel();
-        if (dump)
-            file.write(reinterpret_cast<const char *>(values.data_ptr<float>()), values.numel() * static_cast<int64_t>(sizeof(float)));
-    }
-    if (dump && !file.commit())
-        throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
 }
 
 } // namespace pb

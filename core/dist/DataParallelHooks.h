@@ -5,9 +5,7 @@
 // the parameters but gives each trainable tensor one owner rank: gradients are reduced to their
 // owner (and freed elsewhere), only the owner keeps optimizer state and steps it, then broadcasts
 // the updated tensor. Same mathematics as DDP, optimizer state and gradients divided among ranks.
-#include "dist/DistCompat.h"
-#include "dist/Rendezvous.h"
-#include "engine/DistributedHooks.h"
+#include "dist/ParallelHooksBase.h"
 
 #include <mutex>
 #include <string>
@@ -17,29 +15,17 @@ namespace pb {
 
 enum class DataParallelStrategy { Ddp, Zero2 };
 
-class DataParallelHooks final : public DistributedHooks {
+class DataParallelHooks final : public ParallelHooksBase {
 public:
-    // `group` null: a single process (no communication; the dump and checksums still work).
     DataParallelHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, DataParallelStrategy strategy, double gradClip,
                       int64_t bucketBytes, bool overlap, std::string dumpPath);
 
-    int rank() const override { return m_rendezvous.rank; }
-    int worldSize() const override { return m_rendezvous.worldSize; }
     std::vector<torch::Tensor> optimizerParameters(std::vector<torch::Tensor> trainable) override;
     void broadcastParameters(std::vector<torch::Tensor> &params) override;
     void beforeBackward(bool last) override;
     void afterBackward(std::vector<torch::Tensor> &params) override;
     void afterOptimizerStep() override;
-    void trainingFinished(const std::vector<torch::Tensor> &params) override;
-
-    const std::vector<double> &stepCommMs() const { return m_stepCommMs; }
-    double broadcastMs() const { return m_broadcastMs; }
-    int64_t gradientBytes() const { return m_gradientBytes; }
-    int64_t ownedParameters() const { return m_ownedParameters; }
-    bool overlapping() const { return !m_buckets.empty(); }
-    double parameterSum() const { return m_parameterSum; }
-    double parameterAbsSum() const { return m_parameterAbsSum; }
-    int64_t parameterCount() const { return m_parameterCount; }
+    bool overlapping() const override { return !m_buckets.empty(); }
 
 private:
     template<typename Op>
@@ -59,13 +45,10 @@ private:
     void launchCompleteBuckets();
     void finishOverlappedReduce();
 
-    c10::intrusive_ptr<compat::CollectiveGroup> m_group;
-    Rendezvous m_rendezvous;
     DataParallelStrategy m_strategy;
     double m_gradClip;
     int64_t m_bucketBytes;
     bool m_overlap;
-    std::string m_dumpPath;
     std::vector<Bucket> m_buckets;
     std::vector<size_t> m_bucketOf;
     std::vector<char> m_arrived;
@@ -75,12 +58,6 @@ private:
     std::mutex m_bucketMutex;                // backward may run hooks on a device thread
     std::vector<torch::Tensor> m_trainable;  // every rank's full list, in model order
     std::vector<int> m_owner;                // ZeRO-2: the rank that updates m_trainable[i]
-    std::vector<double> m_stepCommMs;
-    double m_broadcastMs = 0;
-    int64_t m_gradientBytes = 0;
-    int64_t m_ownedParameters = 0;
-    double m_parameterSum = 0, m_parameterAbsSum = 0;
-    int64_t m_parameterCount = 0;
 };
 
 } // namespace pb

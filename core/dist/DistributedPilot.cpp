@@ -2,6 +2,7 @@
 
 #include "dist/CpuBinding.h"
 #include "dist/DataParallelHooks.h"
+#include "dist/FsdpHooks.h"
 #include "dist/Topology.h"
 #include "util/Errors.h"
 
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 
 namespace pb {
 namespace {
@@ -109,13 +111,10 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
         throw InvalidInputError("RANK", "rank " + std::to_string(r.rank) + " is outside a world of " + std::to_string(r.worldSize));
     if (distOptions.timeoutSeconds < 1)
         throw InvalidInputError("--timeout", "must be at least 1 second");
-    DataParallelStrategy strategy = DataParallelStrategy::Ddp;
-    if (distOptions.strategy == "zero2")
-        strategy = DataParallelStrategy::Zero2;
-    else if (distOptions.strategy != "ddp")
-        throw InvalidInputError("--strategy", "'" + distOptions.strategy + "' is not a strategy (use ddp or zero2)");
-    if (strategy == DataParallelStrategy::Zero2 && config.train.precision == Precision::Fp16Mixed)
-        throw InvalidInputError("train.precision", "zero2 cannot run fp16-mixed: the loss scaler's overflow check would see only this rank's gradients; use bf16-mixed");
+    if (distOptions.strategy != "ddp" && distOptions.strategy != "zero2" && distOptions.strategy != "fsdp")
+        throw InvalidInputError("--strategy", "'" + distOptions.strategy + "' is not a strategy (use ddp, zero2 or fsdp)");
+    if (distOptions.strategy != "ddp" && config.train.precision == Precision::Fp16Mixed)
+        throw InvalidInputError("train.precision", distOptions.strategy + " cannot run fp16-mixed: the loss scaler's overflow check would see only this rank's gradients; use bf16-mixed");
     if (r.worldSize > 1 && (!options.checkpointDir.empty() || !options.resumeFrom.empty()))
         throw InvalidInputError("--checkpoint-dir", "checkpoints of a multi-process run are not supported: every rank would write the same folder");
     DistributedPilotResult result;
@@ -130,7 +129,13 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
         group = makeGroup(r, options.device, distOptions.timeoutSeconds, result.collective);
         spdlog::info("rank {}/{}: {} process group ready", r.rank, r.worldSize, result.collective);
     }
-    DataParallelHooks hooks(group, r, strategy, config.train.gradClip, distOptions.bucketBytes, distOptions.overlap, distOptions.parameterDumpPath);
+    std::unique_ptr<ParallelHooksBase> strategyHooks;
+    if (distOptions.strategy == "fsdp")
+        strategyHooks = std::make_unique<FsdpHooks>(group, r, result.collective == "nccl", config.train.gradClip, distOptions.parameterDumpPath);
+    else
+        strategyHooks = std::make_unique<DataParallelHooks>(group, r, distOptions.strategy == "zero2" ? DataParallelStrategy::Zero2 : DataParallelStrategy::Ddp,
+                                                            config.train.gradClip, distOptions.bucketBytes, distOptions.overlap, distOptions.parameterDumpPath);
+    ParallelHooksBase &hooks = *strategyHooks;
     options.distributed = &hooks;
     SampleCollector collector(observer, result.samples);
     PilotEngine engine;

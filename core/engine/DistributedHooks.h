@@ -8,11 +8,16 @@
 
 namespace pb {
 
+class DecoderModelImpl;
+
 class DistributedHooks {
 public:
     virtual ~DistributedHooks() = default;
     virtual int rank() const = 0;
     virtual int worldSize() const = 0;
+    // After the model is built and initialised, before the optimizer: a strategy that shards the
+    // parameters themselves (FSDP) takes them over here.
+    virtual void shardModel(DecoderModelImpl & /*model*/) {}
     // Before the optimizer is made: the trainable parameters it will update on this rank (all of
     // them for DDP; this rank's share when optimizer state is sharded).
     virtual std::vector<torch::Tensor> optimizerParameters(std::vector<torch::Tensor> trainable) { return trainable; }

@@ -10,8 +10,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <QCryptographicHash>
-
 #include <cmath>
 #include <stdexcept>
 #include <numeric>
@@ -136,8 +134,10 @@ void StepRunner::setup()
         loadSafetensors(*m_session.model, QString::fromStdString(m_config.model.weightsPath));
     m_session.model->train();
     auto trainable = m_session.model->trainableParameters();
-    if (m_options.distributed) // a sharding strategy gives this rank's optimizer only its own part
+    if (m_options.distributed) { // a sharding strategy gives this rank's optimizer only its own part
+        m_options.distributed->shardModel(*m_session.model);
         trainable = m_options.distributed->optimizerParameters(std::move(trainable));
+    }
     m_session.optimizer = makeOptimizer(train.optimizer, std::move(trainable));
     m_run.optimizerPath = m_session.optimizer->path();
     m_session.scaler.enabled = train.precision == Precision::Fp16Mixed;

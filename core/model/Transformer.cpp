@@ -246,16 +246,23 @@ void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device,
 
 torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
 {
+    if (m_blockHooks)
+        m_blockHooks->beforeModel();
     auto h = torch::embedding(stack->embedTokens->weight, inputs);
     if (m_inputNeedsGrad)
         h.requires_grad_(true);
     torch::Tensor cos, sin;
     rotaryTables(inputs.size(1), inputs.device(), h.scalar_type(), cos, sin);
-    for (auto &block : stack->blocks) {
+    for (size_t i = 0; i < stack->blocks.size(); ++i) {
+        auto &block = stack->blocks[i];
+        if (m_blockHooks)
+            m_blockHooks->beforeBlock(i, h);
         if (m_runtime.recompute && is_training())
             h = BlockRecompute::apply(h, cos, sin, reinterpret_cast<int64_t>(block.get()));
         else
             h = block->forward(h, cos, sin);
+        if (m_blockHooks)
+            m_blockHooks->afterBlock(i, h);
     }
     return stack->norm->forward(h);
 }

@@ -10,6 +10,16 @@
 
 namespace pb {
 
+// Called around the decoder blocks by a strategy that keeps a block's parameters only while the
+// block runs (FSDP). `index` counts blocks from 0; outputs may get gradient hooks.
+class BlockHooks {
+public:
+    virtual ~BlockHooks() = default;
+    virtual void beforeModel() = 0;
+    virtual void beforeBlock(size_t index, const torch::Tensor &input) = 0;
+    virtual void afterBlock(size_t index, const torch::Tensor &output) = 0;
+};
+
 struct ModelRuntime {
     bool fusedAttention = true;     // scaled_dot_product_attention where the build has it
     bool recompute = false;
@@ -95,6 +105,8 @@ public:
     // Mean cross-entropy (fp32) over targets != -100.
     torch::Tensor loss(const torch::Tensor &inputs, const torch::Tensor &targets);
     std::vector<torch::Tensor> trainableParameters();
+    // Not owned; null: none.
+    void setBlockHooks(BlockHooks *hooks) { m_blockHooks = hooks; }
     // Normal(0, 0.02) for matrices, ones for norms, zeros for biases and LoRA B (as PEFT does).
     void initialise(uint64_t seed);
 
@@ -108,6 +120,7 @@ private:
     int64_t m_headDim;
     double m_ropeTheta;
     bool m_inputNeedsGrad = false;
+    BlockHooks *m_blockHooks = nullptr;
 };
 TORCH_MODULE(DecoderModel);
 

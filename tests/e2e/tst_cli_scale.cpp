@@ -229,6 +229,63 @@ private Q_SLOTS:
         QVERIFY(summaries[1].contains(QStringLiteral("predicted_per_rank_peak_allocated_bytes")));
     }
 
+    void fsdpMatchesDdpWithLessMemory_data()
+    {
+        QTest::addColumn<QStringList>("sets");
+        QTest::newRow("full, clipped") << QStringList {QStringLiteral("train.grad_clip=0.1")};
+        QTest::newRow("recompute, accumulation 2") << QStringList {QStringLiteral("train.recompute=true"), QStringLiteral("train.grad_accum=2")};
+        QTest::newRow("lora") << QStringList {QStringLiteral("train.mode=lora")};
+    }
+
+    void fsdpMatchesDdpWithLessMemory()
+    {
+        // FSDP shards parameters, gradients and optimizer state and gathers one block at a time;
+        // the mathematics is DDP's, so both ranks end with DDP's parameters (float tolerance).
+        QFETCH(QStringList, sets);
+        QTemporaryDir dir;
+        QJsonObject summaries[2];
+        const QStringList strategies {QStringLiteral("ddp"), QStringLiteral("fsdp")};
+        QStringList overrides;
+        for (const auto &s : sets)
+            overrides << QStringLiteral("--set") << s;
+        for (int i = 0; i < 2; ++i) {
+            const Result r = cli(base(dir) + overrides + QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), strategies[i],
+                                                                      QStringLiteral("--no-overlap"), QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"),
+                                                                      QStringLiteral("1"), QStringLiteral("--dump-dir"), dir.filePath(strategies[i]), QStringLiteral("--jsonl")});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            summaries[i] = eventOf(r.out, QStringLiteral("summary"));
+            QCOMPARE(summaries[i].value(QStringLiteral("strategy")).toString(), strategies[i]);
+        }
+        const auto ddp = readFloats(dir.filePath(QStringLiteral("ddp/rank0.f32")));
+        const auto fsdp0 = readFloats(dir.filePath(QStringLiteral("fsdp/rank0.f32")));
+        const auto fsdp1 = readFloats(dir.filePath(QStringLiteral("fsdp/rank1.f32")));
+        QVERIFY(!ddp.empty());
+        QCOMPARE(fsdp0.size(), ddp.size());
+        QCOMPARE(fsdp1.size(), ddp.size());
+        double maxDiff = 0;
+        for (size_t i = 0; i < ddp.size(); ++i) {
+            maxDiff = std::max(maxDiff, static_cast<double>(std::abs(fsdp0[i] - ddp[i])));
+            QCOMPARE(fsdp1[i], fsdp0[i]); // the same shards gathered on both ranks
+        }
+        QVERIFY2(maxDiff <= 1e-5, qPrintable(QStringLiteral("fsdp differs from ddp by %1").arg(maxDiff)));
+
+        const QJsonArray ddpPeaks = summaries[0].value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();
+        const QJsonArray fsdpPeaks = summaries[1].value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray();
+        const double predicted = summaries[1].value(QStringLiteral("predicted_per_rank_peak_allocated_bytes")).toDouble();
+        QVERIFY(predicted > 0);
+        for (int r = 0; r < 2; ++r) {
+            const double measured = fsdpPeaks[r].toDouble();
+            QVERIFY2(measured < ddpPeaks[r].toDouble() || sets.contains(QStringLiteral("train.recompute=true")),
+                     qPrintable(QStringLiteral("rank %1: fsdp peak %2 not below ddp's %3").arg(r).arg(measured).arg(ddpPeaks[r].toDouble())));
+            QVERIFY2(std::abs(measured - predicted) <= 0.10 * measured,
+                     qPrintable(QStringLiteral("rank %1: fsdp peak %2, estimator %3").arg(r).arg(measured).arg(predicted)));
+        }
+        // Each rank's optimizer holds half the (padded) trainable parameters.
+        const QJsonArray owned = summaries[1].value(QStringLiteral("per_rank_optimizer_parameters")).toArray();
+        const QJsonArray ddpOwned = summaries[0].value(QStringLiteral("per_rank_optimizer_parameters")).toArray();
+        QVERIFY(owned[0].toDouble() >= ddpOwned[0].toDouble() / 2 && owned[0].toDouble() <= ddpOwned[0].toDouble() / 2 + 64);
+    }
+
     void killedWorkerEndsTheStep()
     {
         QTemporaryDir dir;
@@ -317,11 +374,13 @@ private Q_SLOTS:
                                                      << QStringLiteral("--gpus");
         QTest::newRow("one device named") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--device"), QStringLiteral("cuda:1")}
                                           << QStringLiteral("--device");
-        QTest::newRow("fsdp") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("fsdp")} << QStringLiteral("--strategy");
+        QTest::newRow("fsdp with fp16") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("fsdp"), QStringLiteral("--set"),
+                                                         QStringLiteral("train.precision=fp16-mixed")}
+                                        << QStringLiteral("fsdp cannot run fp16");
         QTest::newRow("zero2 with fp16") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("zero2"), QStringLiteral("--set"),
                                                           QStringLiteral("train.precision=fp16-mixed")}
                                          << QStringLiteral("zero2 cannot run fp16");
-        QTest::newRow("unknown strategy") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("zero3")}
+        QTest::newRow("unknown strategy") << QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("zero9")}
                                           << QStringLiteral("--strategy");
     }
 

@@ -38,6 +38,8 @@ private Q_SLOTS:
         QTest::addColumn<QString>("strategy");
         QTest::newRow("ddp, gloo group of one") << true << QStringLiteral("ddp");
         QTest::newRow("zero2, gloo group of one") << true << QStringLiteral("zero2");
+        QTest::newRow("fsdp, gloo group of one") << true << QStringLiteral("fsdp");
+        QTest::newRow("fsdp, no group") << false << QStringLiteral("fsdp");
         QTest::newRow("no group") << false << QStringLiteral("ddp");
     }
 

@@ -1,0 +1,301 @@
+#include "dist/FsdpHooks.h"
+
+#include "util/Errors.h"
+
+#include <map>
+
+namespace pb {
+namespace {
+
+// Frees the memory behind `t` and every view of it without touching the tensors themselves
+// (what FSDP's storage resize_(0) does): autograd's saved views stay valid handles.
+void releaseStorage(const torch::Tensor &t)
+{
+    c10::StorageImpl *storage = t.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, t.device()));
+    storage->set_nbytes(static_cast<size_t>(0));
+}
+
+void allocateStorage(const torch::Tensor &t, int64_t bytes)
+{
+    c10::StorageImpl *storage = t.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(storage->allocator()->allocate(static_cast<size_t>(bytes)));
+    storage->set_nbytes(static_cast<size_t>(bytes));
+}
+
+} // namespace
+
+FsdpHooks::FsdpHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, bool nccl, double gradClip, std::string dumpPath)
+    : ParallelHooksBase(std::move(group), rendezvous, std::move(dumpPath)), m_nccl(nccl), m_gradClip(gradClip)
+{
+}
+
+FsdpHooks::~FsdpHooks()
+{
+    if (m_model)
+        m_model->setBlockHooks(nullptr);
+}
+
+void FsdpHooks::shardModel(DecoderModelImpl &model)
+{
+    torch::NoGradGuard noGrad;
+    m_model = &model;
+    std::vector<std::vector<torch::Tensor>> unitParams;
+    for (auto &block : model.stack->blocks)
+        unitParams.push_back(block->parameters());
+    std::vector<torch::Tensor> rootParams {model.stack->embedTokens->weight, model.stack->norm->weight};
+    if (model.lmHead)
+        rootParams.push_back(model.lmHead->weight);
+    unitParams.push_back(rootParams);
+
+    const int64_t world = m_rendezvous.worldSize;
+    const auto start = Clock::now();
+    for (auto &params : unitParams) {
+        Unit unit;
+        // One flat buffer per (dtype, trainable): LoRA mixes fp32 adapters with 16-bit frozen weights.
+        std::map<std::pair<int, bool>, size_t> groupOf;
+        for (auto &p : params) {
+            const auto key = std::make_pair(static_cast<int>(p.scalar_type()), p.requires_grad());
+            auto it = groupOf.find(key);
+            if (it == groupOf.end()) {
+                it = groupOf.emplace(key, unit.groups.size()).first;
+                unit.groups.emplace_back();
+                unit.groups.back().trainable = p.requires_grad();
+            }
+            unit.groups[it->second].params.push_back(p);
+        }
+        for (auto &g : unit.groups) {
+            int64_t total = 0;
+            for (const auto &p : g.params)
+                total += p.numel();
+            const int64_t shardSize = (total + world - 1) / world;
+            auto full = torch::zeros({shardSize * world}, g.params.front().options().requires_grad(false));
+            int64_t offset = 0;
+            for (const auto &p : g.params) {
+                full.narrow(0, offset, p.numel()).copy_(p.reshape({-1}));
+                offset += p.numel();
+            }
+            // Every rank's shard comes from rank 0's values, as DDP's broadcast makes its replicas.
+            if (m_group) {
+                std::vector<torch::Tensor> flat {full};
+                c10d::BroadcastOptions options;
+                options.rootRank = 0;
+                m_group->broadcast(flat, options)->wait();
+            }
+            offset = 0;
+            for (auto &p : g.params) {
+                p.set_data(full.narrow(0, offset, p.numel()).view(p.sizes()));
+                offset += p.numel();
+            }
+            g.full = full;
+            g.fullBytes = bytesOf(full);
+            g.shard = full.narrow(0, shardSize * m_rendezvous.rank, shardSize).clone();
+            if (g.trainable) {
+                g.shard.requires_grad_(true);
+                m_ownedParameters += shardSize;
+            }
+        }
+        unit.gathered = true;
+        m_gatheredBytes += [&] { int64_t b = 0; for (const auto &g : unit.groups) b += g.fullBytes; return b; }();
+        m_units.push_back(std::move(unit));
+        reshard(m_units.back());
+    }
+    synchronizeDevice(m_units.front().groups.front().full.device());
+    m_broadcastMs = msSince(start);
+    model.setBlockHooks(this);
+}
+
+std::vector<torch::Tensor> FsdpHooks::optimizerParameters(std::vector<torch::Tensor> /*trainable: now the shards'*/)
+{
+    std::vector<torch::Tensor> shards;
+    for (auto &unit : m_units)
+        for (auto &g : unit.groups)
+            if (g.trainable)
+                shards.push_back(g.shard);
+    return shards;
+}
+
+void FsdpHooks::gather(Unit &unit)
+{
+    if (unit.gathered)
+        return;
+    torch::NoGradGuard noGrad;
+    const auto device = unit.groups.front().full.device();
+    synchronizeDevice(device);
+    const auto start = Clock::now();
+    for (auto &g : unit.groups) {
+        allocateStorage(g.full, g.fullBytes);
+        m_gatheredBytes += g.fullBytes;
+        if (!m_group) {
+            g.full.copy_(g.shard.detach());
+            continue;
+        }
+        std::vector<torch::Tensor> input {g.shard.detach()};
+        if (m_nccl) {
+            m_group->_allgather_base(g.full, input.front())->wait();
+        } else {
+            std::vector<std::vector<torch::Tensor>> outputs(1);
+            for (int r = 0; r < m_rendezvous.worldSize; ++r)
+                outputs.front().push_back(g.full.narrow(0, g.shard.numel() * r, g.shard.numel()));
+            m_group->allgather(outputs, input)->wait();
+        }
+    }
+    synchronizeDevice(device);
+    m_commMs += msSince(start);
+    m_peakGatheredBytes = std::max(m_peakGatheredBytes, m_gatheredBytes);
+    unit.gathered = true;
+}
+
+void FsdpHooks::reshard(Unit &unit)
+{
+    if (!unit.gathered)
+        return;
+    for (auto &g : unit.groups) {
+        releaseStorage(g.full);
+        m_gatheredBytes -= g.fullBytes;
+    }
+    unit.gathered = false;
+}
+
+// Gradients accumulate straight into one flat buffer (AccumulateGrad adds into a defined grad),
+// so the reduce-scatter needs no copy.
+void FsdpHooks::expectGradients(Unit &unit)
+{
+    if (unit.gradientsPending)
+        return;
+    for (auto &g : unit.groups) {
+        if (!g.trainable)
+            continue;
+        g.gradFull = torch::zeros_like(g.full);
+        int64_t offset = 0;
+        for (auto &p : g.params) {
+            p.mutable_grad() = g.gradFull.narrow(0, offset, p.numel()).view(p.sizes());
+            offset += p.numel();
+        }
+        unit.gradientsPending = true;
+    }
+}
+
+void FsdpHooks::reduceGradients(Unit &unit)
+{
+    if (!unit.gradientsPending)
+        return;
+    torch::NoGradGuard noGrad;
+    const auto device = unit.groups.front().full.device();
+    synchronizeDevice(device);
+    const auto start = Clock::now();
+    for (auto &g : unit.groups) {
+        if (!g.trainable)
+            continue;
+        for (auto &p : g.params)
+            p.mutable_grad() = torch::Tensor();
+        torch::Tensor mine;
+        if (!m_group) {
+            mine = g.gradFull;
+        } else if (m_nccl) {
+            mine = torch::empty_like(g.shard);
+            m_group->_reduce_scatter_base(mine, g.gradFull)->wait();
+        } else {
+            // Gloo has no reduce-scatter in every LibTorch this builds against: the all-reduce
+            // gives the same sums, and this rank keeps its slice.
+            std::vector<torch::Tensor> flat {g.gradFull};
+            m_group->allreduce(flat)->wait();
+            mine = g.gradFull.narrow(0, g.shard.numel() * m_rendezvous.rank, g.shard.numel()).clone();
+        }
+        g.gradFull = torch::Tensor();
+        mine.mul_(1.0 / m_rendezvous.worldSize);
+        auto &grad = g.shard.mutable_grad();
+        if (grad.defined())
+            grad.add_(mine);
+        else
+            grad = mine;
+    }
+    synchronizeDevice(device);
+    m_commMs += msSince(start);
+    unit.gradientsPending = false;
+}
+
+void FsdpHooks::finishBlock(size_t index)
+{
+    Unit &unit = m_units[index];
+    reduceGradients(unit);
+    reshard(unit);
+}
+
+void FsdpHooks::beforeModel()
+{
+    std::lock_guard lock(m_mutex);
+    // Blocks whose backward ended without a hook firing (no gradient reached their input) are
+    // reduced before the next micro-batch can add to their gradients.
+    for (size_t i = 0; i + 1 < m_units.size(); ++i)
+        if (m_units[i].gradientsPending)
+            finishBlock(i);
+    gather(root());
+    if (torch::GradMode::is_enabled() && m_model->is_training())
+        expectGradients(root());
+}
+
+void FsdpHooks::beforeBlock(size_t index, const torch::Tensor &input)
+{
+    std::lock_guard lock(m_mutex);
+    gather(m_units[index]);
+    // The first block's input gradient is the last thing its backward makes.
+    if (index == 0 && input.requires_grad())
+        input.register_hook([this](const torch::Tensor &) {
+            std::lock_guard lock(m_mutex);
+            finishBlock(0);
+        });
+}
+
+void FsdpHooks::afterBlock(size_t index, const torch::Tensor &output)
+{
+    std::lock_guard lock(m_mutex);
+    reshard(m_units[index]);
+    if (!output.requires_grad())
+        return;
+    // The gradient of this block's output exists before any of the block's backward runs (and
+    // after all of the next block's): reduce that one, gather this one.
+    output.register_hook([this, index](const torch::Tensor &) {
+        std::lock_guard lock(m_mutex);
+        if (index + 2 < m_units.size())
+            finishBlock(index + 1);
+        gather(m_units[index]);
+        expectGradients(m_units[index]);
+    });
+}
+
+void FsdpHooks::afterBackward(std::vector<torch::Tensor> & /*params: the shards*/)
+{
+    std::lock_guard lock(m_mutex);
+    for (size_t i = 0; i + 1 < m_units.size(); ++i)
+        if (m_units[i].gradientsPending)
+            finishBlock(i);
+    reduceGradients(root());
+    reshard(root());
+    std::vector<torch::Tensor> grads;
+    m_gradientBytes = 0;
+    for (auto &unit : m_units)
+        for (auto &g : unit.groups)
+            if (g.trainable) {
+                if (!g.shard.grad().defined()) // a unit this rank's batch did not reach
+                    g.shard.mutable_grad() = torch::zeros_like(g.shard);
+                grads.push_back(g.shard.grad());
+                m_gradientBytes += g.fullBytes;
+            }
+    if (!grads.empty()) {
+        const auto start = Clock::now();
+        clipShardedGradients(grads, m_gradClip, grads.front().device());
+        m_commMs += msSince(start);
+    }
+    m_stepCommMs.push_back(m_commMs);
+    m_commMs = 0;
+}
+
+void FsdpHooks::trainingFinished(const std::vector<torch::Tensor> &params)
+{
+    for (auto &unit : m_units)
+        gather(unit);
+    ParallelHooksBase::trainingFinished(params);
+}
+
+} // namespace pb

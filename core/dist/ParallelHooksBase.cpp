@@ -1,0 +1,63 @@
+#include "dist/ParallelHooksBase.h"
+
+#include "util/Errors.h"
+
+#include <QSaveFile>
+
+#include <cmath>
+
+namespace pb {
+
+ParallelHooksBase::ParallelHooksBase(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, std::string dumpPath)
+    : m_group(std::move(group)), m_rendezvous(rendezvous), m_dumpPath(std::move(dumpPath))
+{
+}
+
+void ParallelHooksBase::synchronizeDevice(const torch::Device &device)
+{
+#ifdef PB_WITH_CUDA
+    if (device.is_cuda())
+        torch::cuda::synchronize(device.index());
+#else
+    (void)device;
+#endif
+}
+
+void ParallelHooksBase::clipShardedGradients(const std::vector<torch::Tensor> &grads, double maxNorm, const torch::Device &device)
+{
+    if (maxNorm <= 0)
+        return;
+    double squares = 0;
+    for (const auto &g : grads) {
+        const double norm = g.norm().item<double>();
+        squares += norm * norm;
+    }
+    std::vector<torch::Tensor> total {torch::full({1}, squares, torch::TensorOptions().dtype(torch::kDouble).device(device))};
+    if (m_group)
+        m_group->allreduce(total)->wait();
+    const double coefficient = maxNorm / (std::sqrt(total.front().item<double>()) + 1e-6);
+    if (coefficient < 1)
+        for (const auto &g : grads)
+            g.mul_(coefficient);
+}
+
+void ParallelHooksBase::trainingFinished(const std::vector<torch::Tensor> &params)
+{
+    torch::NoGradGuard noGrad;
+    QSaveFile file(QString::fromStdString(m_dumpPath));
+    const bool dump = !m_dumpPath.empty();
+    if (dump && !file.open(QIODevice::WriteOnly))
+        throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
+    for (const auto &p : params) {
+        const auto values = p.detach().to(torch::kCPU, torch::kFloat).contiguous();
+        m_parameterSum += values.sum(torch::kDouble).item<double>();
+        m_parameterAbsSum += values.abs().sum(torch::kDouble).item<double>();
+        m_parameterCount += values.numel();
+        if (dump)
+            file.write(reinterpret_cast<const char *>(values.data_ptr<float>()), values.numel() * static_cast<int64_t>(sizeof(float)));
+    }
+    if (dump && !file.commit())
+        throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
+}
+
+} // namespace pb

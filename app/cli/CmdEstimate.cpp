@@ -3,15 +3,16 @@
 // largest micro-batch that fits, FLOPs per step, and what Accelerate's and DeepSpeed's formulas
 // would have said.
 #include "app/cli/CliSupport.h"
+#include "app/cli/EstimateCalibration.h"
+#include "app/cli/PilotCommon.h"
 #include "engine/Environment.h"
+#include "engine/PilotCalibration.h"
 #include "estimate/CardCapacities.h"
 #include "estimate/MemoryEstimator.h"
 #include "estimate/ReferenceEstimators.h"
 #include "util/Errors.h"
 
 #include <QJsonArray>
-
-#include <cstdlib>
 
 namespace pb::cli {
 namespace {
@@ -21,6 +22,11 @@ const QString kUsage = QStringLiteral(
     "Without --card: one entry per catalog card (a100-sxm-80gb, h100-sxm-80gb, h200-141gb,\n"
     "mi300x-192gb). --device cpu|cuda:N: one entry predicting the peak allocated tensor bytes of a\n"
     "pilot on that local device (what the closed-loop check compares).\n\n"
+    "Calibration: every pilot that fits stores its measured peak against this estimate in the\n"
+    "history (--db). The median measured/predicted of the residuals from the same device (same\n"
+    "backend and LibTorch version for --device) scales the tensor peak; their median framework\n"
+    "bytes replace the table's. Both the raw and the calibrated figures are printed;\n"
+    "--no-calibration ignores the stored residuals.\n\n"
     "Exit codes: 0 the estimate was made (whether it fits is in the output: 'fits'),\n"
     "2 invalid input (config, card, strategy, headroom, device).\n");
 
@@ -69,10 +75,11 @@ QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
         {QStringLiteral("deepspeed_bytes"), static_cast<double>(deepSpeedModelStatesBytes(config, e.strategy, e.gpus))},
         {QStringLiteral("assumptions"), assumptions},
     };
+    o.insert(QStringLiteral("calibration_ratio"), e.calibrationRatio);
+    o.insert(QStringLiteral("calibration_samples"), e.calibrationSamples);
     if (e.calibratedTotalBytes) {
         o.insert(QStringLiteral("calibrated_total_bytes"), static_cast<double>(*e.calibratedTotalBytes));
-        o.insert(QStringLiteral("calibration_ratio"), e.calibrationRatio);
-        o.insert(QStringLiteral("calibration_samples"), e.calibrationSamples);
+        o.insert(QStringLiteral("calibrated_peak_allocated_bytes"), static_cast<double>(*e.calibratedPeakAllocatedBytes));
     }
     return o;
 }
@@ -90,6 +97,13 @@ void printText(CliContext &ctx, const MemoryEstimate &e)
                    .arg(gib(b.weights()), 0, 'f', 2).arg(gib(b.frozenWeights), 0, 'f', 2).arg(gib(b.gradients), 0, 'f', 2)
                    .arg(gib(b.optimizer), 0, 'f', 2).arg(gib(b.activations), 0, 'f', 2).arg(gib(b.logits), 0, 'f', 2)
                    .arg(gib(b.workspace), 0, 'f', 2).arg(gib(b.framework), 0, 'f', 2);
+    ctx.out << QStringLiteral("  tensor peak %1 GiB raw").arg(gib(e.peakAllocatedBytes), 0, 'f', 3);
+    if (e.calibratedTotalBytes)
+        ctx.out << QStringLiteral("; calibrated x%1 from %2 pilot(s): tensor peak %3 GiB, total %4 GiB (raw total %5 GiB)\n")
+                       .arg(e.calibrationRatio, 0, 'f', 4).arg(e.calibrationSamples).arg(gib(*e.calibratedPeakAllocatedBytes), 0, 'f', 3)
+                       .arg(gib(*e.calibratedTotalBytes), 0, 'f', 2).arg(gib(e.totalBytes), 0, 'f', 2);
+    else
+        ctx.out << QStringLiteral("; not calibrated (no stored pilot residual matches)\n");
     ctx.out << QStringLiteral("  %1 TFLOP per step\n").arg(e.flopsPerStep / 1e12, 0, 'f', 2);
 }
 
@@ -104,6 +118,9 @@ int runEstimate(CliContext &ctx)
     parser.addOption({QStringLiteral("headroom"), QStringLiteral("Fraction of capacity kept free (default 0.10)."), QStringLiteral("F"), QStringLiteral("0.10")});
     parser.addOption({QStringLiteral("device"), QStringLiteral("Predict a local pilot's peak on cpu or cuda:N instead of the catalog cards."), QStringLiteral("DEV")});
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print JSON: {\"estimates\": [...]}.")});
+    parser.addOption({QStringLiteral("db"), QStringLiteral("History database holding the calibration residuals (default: the application data folder's)."),
+                      QStringLiteral("FILE")});
+    parser.addOption({QStringLiteral("no-calibration"), QStringLiteral("Ignore stored pilot residuals: the table figures alone.")});
     if (!parseArgs(parser, ctx, kUsage))
         return parser.isSet(QStringLiteral("help")) ? 0 : static_cast<int>(ExitCode::InvalidInput);
     if (!parser.positionalArguments().isEmpty())
@@ -137,12 +154,12 @@ int runEstimate(CliContext &ctx)
             throw InvalidInputError("--device", "must be cpu or cuda:N");
         if (cuda && !cudaAvailable())
             throw InvalidInputError("--device", "this build or machine has no CUDA device");
-        const Environment env = captureEnvironment(device);
-        options.device = cuda ? DeviceKind::Cuda : DeviceKind::Cpu;
-        options.fusedAttentionAvailable = !env.torchVersion.empty() && std::atoi(env.torchVersion.c_str()) >= 2;
-        options.localCapacityBytes = cuda ? env.deviceMemoryBytes : 0;
-        options.deviceName = env.deviceName;
-        options.torchVersion = env.torchVersion;
+        const EstimateOptions local = localDeviceEstimateOptions(device, captureEnvironment(device));
+        options.device = local.device;
+        options.fusedAttentionAvailable = local.fusedAttentionAvailable;
+        options.localCapacityBytes = local.localCapacityBytes;
+        options.deviceName = local.deviceName;
+        options.torchVersion = local.torchVersion;
         cards.push_back("");
     } else if (parser.isSet(QStringLiteral("card"))) {
         cards.push_back(cardCapacity(parser.value(QStringLiteral("card")).toStdString()).id);
@@ -151,10 +168,14 @@ int runEstimate(CliContext &ctx)
             cards.push_back(card.id);
     }
 
+    const std::vector<CalibrationResidual> residuals =
+        parser.isSet(QStringLiteral("no-calibration")) ? std::vector<CalibrationResidual> {} : storedResiduals(databaseFrom(parser));
     QJsonArray entries;
     for (const auto &card : cards) {
         EstimateOptions o = options;
         o.card = card;
+        // A local device is matched by the estimator (backend, device name, LibTorch version).
+        o.calibration = card.empty() ? residuals : residualsForCard(residuals, cardCapacity(card));
         MemoryEstimate e = estimateMemory(config, o);
         if (card.empty())
             e.card = parser.value(QStringLiteral("device")).toStdString();

@@ -23,6 +23,7 @@ int runPilot(CliContext &ctx)
     HistoryWriter writer(database);
     PilotPrinter printer(ctx.out, ctx.err, jsonl, options.warmupSteps + options.steps);
     PilotRecorder recorder(writer, &printer, &interruptFlag());
+    recorder.setRecordsCalibration(true);
     const int64_t runId = recorder.begin(config, options);
     PilotEngine engine;
     PilotRun run = engine.run(config, options, &recorder);

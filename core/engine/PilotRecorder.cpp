@@ -1,6 +1,7 @@
 #include "engine/PilotRecorder.h"
 
 #include "config/RunConfigJson.h"
+#include "engine/PilotCalibration.h"
 #include "engine/PilotJson.h"
 
 #include <spdlog/spdlog.h>
@@ -25,7 +26,11 @@ int64_t PilotRecorder::begin(const RunConfig &config, const PilotOptions &option
         start.name = QLatin1String("");
     start.configJson = toJson(config);
     start.configHash = configHash(config);
-    start.environmentJson = toJson(captureEnvironment(options.device));
+    m_config = config;
+    m_device = options.device;
+    m_distributed = options.distributed != nullptr;
+    m_environment = captureEnvironment(options.device);
+    start.environmentJson = toJson(m_environment);
     start.parentRunId = parentRunId;
     m_runId = m_writer.beginRun(start);
     return m_runId;
@@ -34,7 +39,20 @@ int64_t PilotRecorder::begin(const RunConfig &config, const PilotOptions &option
 void PilotRecorder::finish(const PilotRun &run)
 {
     check(m_writer.finishRun(m_runId, run.summary, summaryJson(run)));
+    if (m_recordsCalibration && !m_distributed && run.summary.verdict == Verdict::Fits)
+        recordCalibration(run);
     check(m_writer.flush());
+}
+
+void PilotRecorder::recordCalibration(const PilotRun &run)
+{
+    // The engine's own capture is what ran; begin()'s is the fallback for a run that never started.
+    const Environment &env = run.environment.torchVersion.empty() ? m_environment : run.environment;
+    try {
+        check(m_writer.appendCalibration(calibrationRecord(m_config, m_device, env, run.summary, m_runId)));
+    } catch (const std::exception &e) {
+        spdlog::warn("pilot run {}: no calibration residual stored: {}", m_runId, e.what());
+    }
 }
 
 std::string PilotRecorder::historyError() const

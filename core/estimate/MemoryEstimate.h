@@ -23,6 +23,9 @@ struct CalibrationResidual {
     int64_t predictedBytes = 0;      // raw estimate of the peak allocated tensor bytes
     int64_t measuredBytes = 0;       // the pilot's measured peak allocated
     std::string configHash;
+    // Device used beyond the allocator's reserve at the peak (context, library handles); unset
+    // where the pilot could not tell (no device-used reading).
+    std::optional<int64_t> frameworkBytes;
 };
 
 struct EstimateOptions {

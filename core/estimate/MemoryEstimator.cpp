@@ -263,7 +263,12 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
 {
     validateOptions(config, options);
     const std::string backend = backendOf(options);
-    const FrameworkOverhead &fw = frameworkOverhead(backend);
+    const auto matching = matchingResiduals(options.calibration, backend, options.deviceName, options.torchVersion);
+    // A figure measured by pilots on this device replaces the table's context figure.
+    FrameworkOverhead fw = frameworkOverhead(backend);
+    const auto measuredFramework = medianFrameworkBytes(matching);
+    if (measuredFramework)
+        fw.contextBytes = measuredFramework->bytes;
     MemoryEstimate e;
     e.card = options.card.empty() ? (options.device == DeviceKind::Cpu ? "cpu" : "cuda") : options.card;
     e.gpus = options.gpus;
@@ -276,10 +281,14 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
     e.breakdown = peak->breakdown;
     e.peakAllocatedBytes = e.breakdown.tensors();
     e.totalBytes = e.breakdown.total();
-    if (!fw.measuredHere)
+    if (measuredFramework)
+        e.assumptions.push_back("framework overhead for " + backend + ": " + std::to_string(fw.contextBytes) + " bytes, the median of "
+                                + std::to_string(measuredFramework->samples) + " stored pilot measurement(s) (device used minus allocator reserve)");
+    else if (!fw.measuredHere)
         e.assumptions.push_back("framework overhead for " + backend + " is a typical figure (" + fw.source + ")");
+    else
+        e.assumptions.push_back("framework overhead for " + backend + " from the table (" + fw.source + ")");
 
-    const auto matching = matchingResiduals(options.calibration, backend, options.deviceName, options.torchVersion);
     if (const auto ratio = medianRatio(matching)) {
         e.calibrationRatio = *ratio;
         e.calibrationSamples = static_cast<int>(matching.size());

@@ -44,27 +44,24 @@ std::vector<EstimateRecord> estimates(const HistoryStore &store, const std::stri
     return out;
 }
 
-int64_t addCalibrationResidual(HistoryStore &store, const CalibrationResidual &r)
+int64_t addCalibrationResidual(HistoryStore &store, const CalibrationRecord &r)
 {
     checkRun(store, r.runId);
-    const auto &c = store.connection();
-    c.exec(QStringLiteral("INSERT INTO calibration_residuals (run_id, created_at, backend, torch_version, device, config_hash, predicted_peak_bytes,"
-                          " measured_peak_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-           {optionalId(r.runId), nowOr(r.createdAt), history::sqlText(r.backend), history::sqlText(r.torchVersion), history::sqlText(r.device),
-            history::sqlText(QString::fromStdString(r.configHash)), qlonglong(r.predictedPeakBytes), qlonglong(r.measuredPeakBytes)});
-    return lastId(c);
+    history::insertCalibrationRecord(store.connection(), r);
+    return lastId(store.connection());
 }
 
-std::vector<CalibrationResidual> calibrationResiduals(const HistoryStore &store, const QString &backend, const QString &device)
+std::vector<CalibrationRecord> calibrationResiduals(const HistoryStore &store, const QString &backend, const QString &device)
 {
     QSqlQuery q = store.connection().exec(QStringLiteral(
-        "SELECT id, run_id, created_at, backend, torch_version, device, config_hash, predicted_peak_bytes, measured_peak_bytes"
+        "SELECT id, run_id, created_at, backend, torch_version, device, config_hash, predicted_peak_bytes, measured_peak_bytes, framework_bytes"
         " FROM calibration_residuals WHERE (? = '' OR backend = ?) AND (? = '' OR device = ?) ORDER BY created_at, id"),
         {history::sqlText(backend), history::sqlText(backend), history::sqlText(device), history::sqlText(device)});
-    std::vector<CalibrationResidual> out;
+    std::vector<CalibrationRecord> out;
     while (q.next())
         out.push_back({q.value(0).toLongLong(), readId(q.value(1)), history::parseIsoUtc(q.value(2).toString()), q.value(3).toString(),
-                       q.value(4).toString(), q.value(5).toString(), q.value(6).toString().toStdString(), q.value(7).toLongLong(), q.value(8).toLongLong()});
+                       q.value(4).toString(), q.value(5).toString(), q.value(6).toString().toStdString(), q.value(7).toLongLong(),
+                       q.value(8).toLongLong(), readId(q.value(9))});
     return out;
 }
 
@@ -147,4 +144,15 @@ PilotPlan plan(const HistoryStore &store, int64_t planId)
     return p;
 }
 
+namespace history {
+
+void insertCalibrationRecord(const Connection &c, const CalibrationRecord &r)
+{
+    c.exec(QStringLiteral("INSERT INTO calibration_residuals (run_id, created_at, backend, torch_version, device, config_hash, predicted_peak_bytes,"
+                          " measured_peak_bytes, framework_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+           {optionalId(r.runId), nowOr(r.createdAt), sqlText(r.backend), sqlText(r.torchVersion), sqlText(r.device),
+            sqlText(QString::fromStdString(r.configHash)), qlonglong(r.predictedPeakBytes), qlonglong(r.measuredPeakBytes), optionalId(r.frameworkBytes)});
+}
+
+} // namespace history
 } // namespace pb

@@ -16,6 +16,7 @@
 namespace pb {
 
 class HistoryStore;
+namespace history { class Connection; }
 
 struct EstimateRecord {
     int64_t id = 0;
@@ -29,7 +30,8 @@ struct EstimateRecord {
     int64_t totalBytes = 0;
 };
 
-struct CalibrationResidual {
+// One pilot's residual as stored; the estimator's own pb::CalibrationResidual is built from it.
+struct CalibrationRecord {
     int64_t id = 0;
     std::optional<int64_t> runId;
     QDateTime createdAt;
@@ -39,6 +41,7 @@ struct CalibrationResidual {
     std::string configHash;
     int64_t predictedPeakBytes = 0;
     int64_t measuredPeakBytes = 0;
+    std::optional<int64_t> frameworkBytes; // peak device used minus peak reserved; unset: unknown
 };
 
 struct RestoreRecord {
@@ -68,9 +71,9 @@ int64_t addEstimate(HistoryStore &store, const EstimateRecord &estimate);
 // Empty configHash: all, newest first.
 std::vector<EstimateRecord> estimates(const HistoryStore &store, const std::string &configHash = {});
 
-int64_t addCalibrationResidual(HistoryStore &store, const CalibrationResidual &residual);
+int64_t addCalibrationResidual(HistoryStore &store, const CalibrationRecord &residual);
 // Empty filters match all; oldest first (the order they were measured).
-std::vector<CalibrationResidual> calibrationResiduals(const HistoryStore &store, const QString &backend = {}, const QString &device = {});
+std::vector<CalibrationRecord> calibrationResiduals(const HistoryStore &store, const QString &backend = {}, const QString &device = {});
 
 int64_t addRestoreResult(HistoryStore &store, const RestoreRecord &record);
 std::vector<RestoreRecord> restoreResults(const HistoryStore &store, int64_t runId);
@@ -83,5 +86,10 @@ int64_t createPlan(HistoryStore &store, const QString &name, const QStringList &
 // Throws InvalidInputError for an unknown plan, stage or run.
 void setPlanStageRun(HistoryStore &store, int64_t planId, const QString &stage, int64_t runId);
 PilotPlan plan(const HistoryStore &store, int64_t planId);
+
+namespace history {
+// The insert behind addCalibrationResidual, for the writer thread's own connection (no run check).
+void insertCalibrationRecord(const Connection &connection, const CalibrationRecord &residual);
+} // namespace history
 
 } // namespace pb

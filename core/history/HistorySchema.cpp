@@ -149,6 +149,14 @@ void migrateToV2(const Connection &c)
         c.exec(QStringLiteral("CREATE INDEX %1_run ON %1(run_id)").arg(QLatin1String(table)));
 }
 
+// Version 3: each calibration residual keeps the framework bytes its pilot measured (device used
+// beyond the allocator's reserve), so the estimator's framework figure is measured, not guessed.
+// NULL where unknown, which is what every residual stored before this version is.
+void migrateToV3(const Connection &c)
+{
+    c.exec(QStringLiteral("ALTER TABLE calibration_residuals ADD COLUMN framework_bytes INTEGER"));
+}
+
 } // namespace
 
 void migrateSchema(const Connection &connection, int fromVersion)
@@ -157,6 +165,8 @@ void migrateSchema(const Connection &connection, int fromVersion)
         createV1(connection);
     if (fromVersion < 2)
         migrateToV2(connection);
+    if (fromVersion < 3)
+        migrateToV3(connection);
 }
 
 } // namespace pb::history

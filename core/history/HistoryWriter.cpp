@@ -28,7 +28,8 @@ struct PhaseItem { int64_t runId; PhaseMark mark; };
 struct ValidationItem { int64_t runId; ValidationResult result; };
 struct CheckpointItem { int64_t runId; CheckpointWrite write; };
 struct FinishItem { int64_t runId; PilotSummary summary; QJsonObject summaryJson; };
-using Event = std::variant<BeginItem, PhaseItem, ValidationItem, CheckpointItem, FinishItem>;
+struct CalibrationItem { CalibrationRecord record; };
+using Event = std::variant<BeginItem, PhaseItem, ValidationItem, CheckpointItem, FinishItem, CalibrationItem>;
 using SampleItem = std::pair<int64_t, StepSample>;
 
 // The writer thread's statements, prepared once on its connection.
@@ -245,6 +246,11 @@ void HistoryWriter::Impl::writeBatch(std::vector<SampleItem> &batchSamples, std:
             connection->execPrepared(statements->finish);
             compactIfFragmented(f->runId);
         }
+        for (Event &e : batchEvents) {
+            auto *cal = std::get_if<CalibrationItem>(&e);
+            if (cal && (!cal->record.runId || knownRun(*cal->record.runId)))
+                history::insertCalibrationRecord(*connection, cal->record);
+        }
         connection->exec(QStringLiteral("COMMIT"));
     } catch (const std::exception &e) {
         QSqlQuery(connection->db()).exec(QStringLiteral("ROLLBACK"));
@@ -347,6 +353,8 @@ bool HistoryWriter::finishRun(int64_t runId, const PilotSummary &summary, const 
 {
     return d->enqueue(FinishItem {runId, summary, summaryJson}, true);
 }
+
+bool HistoryWriter::appendCalibration(const CalibrationRecord &record) { return d->enqueue(CalibrationItem {record}, false); }
 
 bool HistoryWriter::flush()
 {

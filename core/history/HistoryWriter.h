@@ -5,6 +5,7 @@
 // A write failure (a full disk, for example) stops the writer: later appends are refused, and the
 // message goes to the error callback and lastError() so the engine can stop the run cleanly.
 #include "engine/PilotTypes.h"
+#include "history/HistoryEvidence.h"
 #include "history/HistoryTypes.h"
 
 #include <QJsonObject>
@@ -45,6 +46,9 @@ public:
     bool appendCheckpoint(int64_t runId, const CheckpointWrite &write);
     // Marks the run done with its verdict; `summaryJson` empty: the summary's own JSON is stored.
     bool finishRun(int64_t runId, const PilotSummary &summary, const QJsonObject &summaryJson = {});
+    // A finished pilot's residual against its estimate; written after the batch's run rows, so it may
+    // follow finishRun for the same run.
+    bool appendCalibration(const CalibrationRecord &record);
     // Waits until everything queued so far is committed. False when the writer has failed.
     bool flush();
 

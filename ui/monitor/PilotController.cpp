@@ -70,6 +70,7 @@ bool PilotController::start(const RunConfig &config, PilotOptions options, const
             HistoryWriter writer(databasePath);
             BufferObserver observer(m_buffer);
             PilotRecorder recorder(writer, &observer, &m_cancel);
+            recorder.setRecordsCalibration(true);
             const int64_t runId = recorder.begin(config, options);
             post([runId](PilotController &c) {
                 c.m_runId = runId;

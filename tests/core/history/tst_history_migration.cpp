@@ -2,6 +2,7 @@
 // and refusal (file untouched) of newer, corrupt and foreign files.
 #include "core/history/HistoryTestUtil.h"
 #include "history/HistoryDatabase.h"
+#include "history/HistoryEvidence.h"
 #include "history/HistoryStore.h"
 #include "history/HistoryWriter.h"
 #include "util/Errors.h"
@@ -38,6 +39,12 @@ void rawExec(const QString &path, const QStringList &statements)
     QSqlDatabase::removeDatabase(QStringLiteral("raw"));
 }
 
+bool hasColumn(const HistoryStore &store, const char *table, const char *column)
+{
+    return store.connection().scalar(QStringLiteral("SELECT count(*) FROM pragma_table_info(?) WHERE name = ?"),
+                                     {QLatin1String(table), QLatin1String(column)}).toInt() == 1;
+}
+
 } // namespace
 
 class TestHistoryMigration : public QObject {
@@ -48,8 +55,8 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("sub/folder/history.sqlite"));
         HistoryStore store(path);
-        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 2);
-        QCOMPARE(HistoryStore::schemaVersion(), 2);
+        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 3);
+        QCOMPARE(HistoryStore::schemaVersion(), 3);
         QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA journal_mode")).toString(), QStringLiteral("wal"));
         QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA busy_timeout")).toInt(), 5000);
         for (const char *table : {"runs", "sample_chunks", "phase_marks", "validations", "checkpoints", "estimates",
@@ -66,7 +73,8 @@ private Q_SLOTS:
         const QString path = copyFixture(dir, QStringLiteral("v1.sqlite"));
         const QByteArray before = test::fileSha256(path);
         HistoryStore store(path);
-        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 2);
+        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 3);
+        QVERIFY(hasColumn(store, "calibration_residuals", "framework_bytes"));
 
         // The backup is the untouched v1 file.
         const QString backup = path + QStringLiteral(".v1-backup");
@@ -121,6 +129,28 @@ private Q_SLOTS:
         QCOMPARE(store.run(1).tags, QStringList {QStringLiteral("baseline")});
     }
 
+    // A v2 file (made by taking v3's step back) keeps its residuals; their framework bytes are unknown.
+    void migratesVersion2ToFrameworkBytes()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("v2.sqlite"));
+        { HistoryStore fresh(path); }
+        rawExec(path, {QStringLiteral("ALTER TABLE calibration_residuals DROP COLUMN framework_bytes"),
+                       QStringLiteral("INSERT INTO calibration_residuals (created_at, backend, torch_version, device, config_hash,"
+                                      " predicted_peak_bytes, measured_peak_bytes) VALUES ('2025-01-02T03:04:05Z', 'cuda', '2.5.1', 'NVIDIA H100', 'h', 100, 110)"),
+                       QStringLiteral("PRAGMA user_version = 2")});
+        HistoryStore store(path);
+        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 3);
+        QVERIFY(hasColumn(store, "calibration_residuals", "framework_bytes"));
+        QVERIFY(QFileInfo::exists(path + QStringLiteral(".v2-backup")));
+        const auto residuals = calibrationResiduals(store);
+        QCOMPARE(residuals.size(), size_t(1));
+        QCOMPARE(residuals[0].measuredPeakBytes, int64_t(110));
+        QVERIFY(!residuals[0].frameworkBytes);
+        addCalibrationResidual(store, {0, std::nullopt, {}, QStringLiteral("cuda"), QStringLiteral("2.5.1"), QStringLiteral("NVIDIA H100"), "h", 100, 120, 5});
+        QCOMPARE(calibrationResiduals(store).back().frameworkBytes, std::optional<int64_t>(5));
+    }
+
     void migrationIsIdempotentOnReopen()
     {
         QTemporaryDir dir;
@@ -134,7 +164,7 @@ private Q_SLOTS:
     void newerVersionIsRefusedUntouched_data()
     {
         QTest::addColumn<int>("version");
-        QTest::newRow("next") << 3;
+        QTest::newRow("next") << 4;
         QTest::newRow("far future") << 42;
     }
     void newerVersionIsRefusedUntouched()
@@ -151,7 +181,7 @@ private Q_SLOTS:
             const QString message = QString::fromUtf8(e.what());
             QVERIFY2(message.contains(path), e.what());
             QVERIFY2(message.contains(QStringLiteral("schema version %1").arg(version)), e.what());
-            QVERIFY2(message.contains(QStringLiteral("up to 2")), e.what());
+            QVERIFY2(message.contains(QStringLiteral("up to 3")), e.what());
             QCOMPARE(e.code(), ExitCode::InvalidInput);
         }
         QVERIFY_THROWS_EXCEPTION(InvalidInputError, HistoryWriter writer(path));

@@ -152,6 +152,17 @@ const char *toString(LengthDistribution v);
 const char *toString(JobUnit v);
 template <typename E> std::optional<E> parseEnum(const std::string &name);
 
+// Whether attention runs a fused scaled_dot_product_attention kernel, given whether the build has
+// one. Deterministic runs on CUDA take the math path under `auto`: the fused kernels' backward
+// passes (cuDNN, memory-efficient) are not deterministic, and the restore proof needs bitwise
+// repeatable steps. Shared by the engine and the estimator, whose memory depends on it.
+inline bool usesFusedAttention(const RunConfig &config, bool fusedAvailable, bool cudaDevice)
+{
+    if (!fusedAvailable || config.train.attention == AttentionImpl::Math)
+        return false;
+    return !(config.deterministic && cudaDevice && config.train.attention == AttentionImpl::Auto);
+}
+
 // Layer-level names of the projections, as in Hugging Face checkpoints.
 inline const std::vector<std::string> &projectionNames()
 {

@@ -2,6 +2,8 @@
 
 #include "util/Errors.h"
 
+#include <c10/core/DeviceGuard.h>
+
 #include <map>
 
 namespace pb {
@@ -18,6 +20,9 @@ void releaseStorage(const torch::Tensor &t)
 
 void allocateStorage(const torch::Tensor &t, int64_t bytes)
 {
+    // The caching allocator allocates on the current device, which on rank r's main thread is not
+    // necessarily cuda:r.
+    const c10::DeviceGuard onDevice(t.device());
     c10::StorageImpl *storage = t.storage().unsafeGetStorageImpl();
     storage->set_data_ptr_noswap(storage->allocator()->allocate(static_cast<size_t>(bytes)));
     storage->set_nbytes(static_cast<size_t>(bytes));

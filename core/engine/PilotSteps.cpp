@@ -125,7 +125,13 @@ void StepRunner::setup()
     torch::manual_seed(m_config.seed);
 
     ModelRuntime runtime;
-    runtime.fusedAttention = train.attention != AttentionImpl::Math && compat::hasScaledDotProductAttention();
+    runtime.fusedAttention = usesFusedAttention(m_config, compat::hasScaledDotProductAttention(), m_device.is_cuda());
+    if (m_config.deterministic && m_device.is_cuda() && train.attention != AttentionImpl::Math) {
+        if (runtime.fusedAttention)
+            spdlog::warn("deterministic: attention {} was asked for; its fused backward may not be deterministic", toString(train.attention));
+        else
+            spdlog::info("deterministic: attention auto runs the math path (the fused kernels' backward is not deterministic)");
+    }
     runtime.recompute = train.recompute;
     m_run.attentionPath = runtime.fusedAttention ? "sdpa" : "math";
     m_session.model = DecoderModel(m_config, runtime, m_device);

@@ -56,7 +56,8 @@ struct Phases {
 Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::vector<std::string> *assumptions)
 {
     const auto &train = config.train;
-    const bool fusedAvailable = options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda);
+    const bool fusedAvailable = usesFusedAttention(config, options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda),
+                                                   options.device == DeviceKind::Cuda);
     const ModelStateBytes ms = modelStateBytes(config);
     const ActivationBytes act = activationBytes(config, fusedAvailable);
     const Sharding sh = shardingFor(options.strategy, options.gpus);
@@ -323,7 +324,8 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
 
     const StepCost cost = stepCost(config, [&] {
         int64_t saved = 0;
-        for (auto s : activationBytes(config, options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda)).savedPerBlock)
+        for (auto s : activationBytes(config, usesFusedAttention(config, options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda),
+                                                                options.device == DeviceKind::Cuda)).savedPerBlock)
             saved += s;
         return saved;
     }());

@@ -16,7 +16,7 @@ NCCL_INC=$(python3 -c 'import nvidia.nccl as n; import os; print(os.path.join(li
 PB_TARGETS="pilotbench-cli" scripts/build-cuda > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A3 "$OUT/build.log" | head -40; exit 1; }
 echo "build_seconds=$(elapsed)"
 CLI=build-cuda/app/pilotbench-cli
-timeout 120 $CLI scale --config preset:llama-3.2-1b --device cuda --gpus 2 --strategy fsdp --steps ${STEPS:-10} --warmup 3 --db /tmp/pb-scale.db --jsonl \
+timeout 100 $CLI scale --config preset:llama-3.2-1b --device cuda --gpus 2 --strategy fsdp --steps ${STEPS:-10} --warmup 3 --db /tmp/pb-scale.db --jsonl \
   > "$OUT/fsdp.jsonl" 2> "$OUT/fsdp.err"
 rc=$?
 echo "fsdp exit=$rc at $(elapsed) s"
@@ -32,7 +32,7 @@ print("%s x %d: baseline %.0f tok/s, scaled %.0f tok/s, efficiency %.3f, comm %.
  ", ".join(g(p) for p in s["per_rank_peak_allocated_bytes"]), g(s.get("predicted_per_rank_peak_allocated_bytes")),
  g(s.get("baseline_peak_allocated_bytes")), g(s.get("predicted_baseline_peak_allocated_bytes"))))'
 s=$(date +%s)
-CUDA_VISIBLE_DEVICES=1 timeout 160 $CLI restore-check --config preset:llama-3.2-1b --device cuda:0 --steps-before 2 --steps-after 2 \
+CUDA_VISIBLE_DEVICES=1 timeout 140 $CLI restore-check --config preset:llama-3.2-1b --device cuda:0 --steps-before 2 --steps-after 2 \
   --checkpoint-dir /tmp/ckpt --db /tmp/restore.db --jsonl --set train.micro_batch=2 --set train.schedule.warmup_steps=2 \
   --set train.schedule.total_steps=4 --set deterministic=true > "$OUT/restore.json" 2> "$OUT/restore.err"
 echo "restore-check exit=$? in $(( $(date +%s) - s )) s"; tail -c 2500 "$OUT/restore.json"; echo; grep -v Warning "$OUT/restore.err" | tail -3

@@ -104,6 +104,15 @@ std::string collectiveFor(const std::string &device)
 
 std::string cpuAffinityList() { return formatCpuList(allowedCpus()); }
 
+std::string ncclLibraryVersion()
+{
+#ifdef PB_HAVE_NCCL
+    return c10d::getNcclVersion();
+#else
+    return {};
+#endif
+}
+
 DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions options, const DistributedPilotOptions &distOptions, PilotObserver *observer)
 {
     const Rendezvous &r = distOptions.rendezvous;
@@ -140,7 +149,7 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
     SampleCollector collector(observer, result.samples);
     PilotEngine engine;
     result.run = engine.run(config, options, &collector);
-    result.collectiveVersion = result.collective == "nccl" ? result.run.environment.ncclVersion
+    result.collectiveVersion = result.collective == "nccl" ? ncclLibraryVersion()
                                : result.collective == "gloo" ? "bundled with LibTorch " + result.run.environment.torchVersion
                                                              : "";
     const auto &comm = hooks.stepCommMs();

@@ -54,5 +54,7 @@ std::vector<StepSample> stepSamplesFromJson(const QJsonObject &result);
 
 // The CPUs sched_getaffinity allows this process, as a list like "0-3,8".
 std::string cpuAffinityList();
+// The NCCL library's version ("2.27.7") in a build with NCCL; empty otherwise.
+std::string ncclLibraryVersion();
 
 } // namespace pb

@@ -39,7 +39,7 @@ Topology captureTopology(const std::string &device)
     t.hostCpus = QThread::idealThreadCount();
     t.collective = collectiveFor(device);
     const Environment env = captureEnvironment(device.rfind("cuda", 0) == 0 ? "cuda:0" : "cpu");
-    t.collectiveVersion = t.collective == "nccl" ? env.ncclVersion : "bundled with LibTorch " + env.torchVersion;
+    t.collectiveVersion = t.collective == "nccl" ? ncclLibraryVersion() : "bundled with LibTorch " + env.torchVersion;
     return t;
 }
 

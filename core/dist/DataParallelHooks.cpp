@@ -69,7 +69,7 @@ void DataParallelHooks::forEachBucket(std::vector<torch::Tensor> &tensors, Op op
         std::vector<torch::Tensor> views;
         for (const auto &t : bucket)
             views.push_back(t.reshape({-1}));
-        std::vector<torch::Tensor> flat {torch::cat(views)};
+        std::vector<torch::Tensor> flat {wireTensor(torch::cat(views))};
         works.push_back(op(flat));
         flats.push_back(flat.front());
     }
@@ -127,7 +127,7 @@ void DataParallelHooks::makeBuckets()
     }
     for (auto &bucket : m_buckets) {
         const auto &last = m_trainable[bucket.params.back()];
-        bucket.flat = torch::empty({bucket.offsets.back() + last.numel()}, last.options());
+        bucket.flat = torch::empty({bucket.offsets.back() + last.numel()}, last.options().dtype(wireType(last.scalar_type())));
     }
     for (size_t k = 0; k < m_trainable.size(); ++k)
         m_trainable[k].register_hook([this, k](torch::Tensor grad) { gradientReady(k, grad); });

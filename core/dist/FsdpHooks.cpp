@@ -82,10 +82,12 @@ void FsdpHooks::shardModel(DecoderModelImpl &model)
             }
             // Every rank's shard comes from rank 0's values, as DDP's broadcast makes its replicas.
             if (m_group) {
-                std::vector<torch::Tensor> flat {full};
+                std::vector<torch::Tensor> flat {wireTensor(full)};
                 c10d::BroadcastOptions options;
                 options.rootRank = 0;
                 m_group->broadcast(flat, options)->wait();
+                if (!flat.front().is_same(full))
+                    full.copy_(flat.front());
             }
             offset = 0;
             for (auto &p : g.params) {
@@ -135,14 +137,18 @@ void FsdpHooks::gather(Unit &unit)
             g.full.copy_(g.shard.detach());
             continue;
         }
-        std::vector<torch::Tensor> input {g.shard.detach()};
+        std::vector<torch::Tensor> input {wireTensor(g.shard.detach())};
         if (m_nccl) {
             m_group->_allgather_base(g.full, input.front())->wait();
         } else {
+            const bool staged = input.front().scalar_type() != g.full.scalar_type();
+            auto target = staged ? torch::empty({g.full.numel()}, input.front().options()) : g.full;
             std::vector<std::vector<torch::Tensor>> outputs(1);
             for (int r = 0; r < m_rendezvous.worldSize; ++r)
-                outputs.front().push_back(g.full.narrow(0, g.shard.numel() * r, g.shard.numel()));
+                outputs.front().push_back(target.narrow(0, g.shard.numel() * r, g.shard.numel()));
             m_group->allgather(outputs, input)->wait();
+            if (staged)
+                g.full.copy_(target);
         }
     }
     synchronizeDevice(device);
@@ -203,9 +209,9 @@ void FsdpHooks::reduceGradients(Unit &unit)
         } else {
             // Gloo has no reduce-scatter in every LibTorch this builds against: the all-reduce
             // gives the same sums, and this rank keeps its slice.
-            std::vector<torch::Tensor> flat {g.gradFull};
+            std::vector<torch::Tensor> flat {wireTensor(g.gradFull)};
             m_group->allreduce(flat)->wait();
-            mine = g.gradFull.narrow(0, g.shard.numel() * m_rendezvous.rank, g.shard.numel()).clone();
+            mine = flat.front().narrow(0, g.shard.numel() * m_rendezvous.rank, g.shard.numel()).to(g.shard.scalar_type(), false, /*copy=*/true);
         }
         g.gradFull = torch::Tensor();
         mine.mul_(1.0 / m_rendezvous.worldSize);

@@ -9,7 +9,8 @@
 namespace pb {
 
 ParallelHooksBase::ParallelHooksBase(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, std::string dumpPath)
-    : m_group(std::move(group)), m_rendezvous(rendezvous), m_dumpPath(std::move(dumpPath))
+    : m_group(std::move(group)), m_rendezvous(rendezvous), m_dumpPath(std::move(dumpPath)),
+      m_bf16AsFloat(m_group && m_group->getBackendName() == "gloo")
 {
 }
 

@@ -40,10 +40,15 @@ protected:
     // every rank's `grads`, then all of them scaled (the engine's own clip on this rank's part
     // then sees at most the threshold and leaves it alone).
     void clipShardedGradients(const std::vector<torch::Tensor> &grads, double maxNorm, const torch::Device &device);
+    // Gloo (LibTorch 1.13's at least) has no bfloat16 collectives, so such tensors travel as
+    // float32: exact for broadcast and gather, and a sum rounds once when copied back.
+    torch::Tensor wireTensor(const torch::Tensor &t) const { return m_bf16AsFloat && t.scalar_type() == torch::kBFloat16 ? t.to(torch::kFloat) : t; }
+    at::ScalarType wireType(at::ScalarType type) const { return m_bf16AsFloat && type == torch::kBFloat16 ? torch::kFloat : type; }
 
     c10::intrusive_ptr<compat::CollectiveGroup> m_group;
     Rendezvous m_rendezvous;
     std::string m_dumpPath;
+    bool m_bf16AsFloat = false;
     std::vector<double> m_stepCommMs;
     double m_broadcastMs = 0;
     int64_t m_gradientBytes = 0;

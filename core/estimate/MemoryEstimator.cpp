@@ -82,7 +82,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     if (options.strategy == ParallelStrategy::Ddp)
         gradientBuffers = ms.gradients;
     else if (options.strategy == ParallelStrategy::Zero1 || options.strategy == ParallelStrategy::Zero2)
-        gradientBuffers = 2 * options.ddpBucketBytes;
+        gradientBuffers = std::min(2 * options.ddpBucketBytes, ms.gradients); // a small model fills no bucket
     else if (sh.gathered)
         gradientBuffers = ms.perLayerGradientBytes;
 

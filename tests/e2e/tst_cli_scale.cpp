@@ -232,9 +232,14 @@ private Q_SLOTS:
     void fsdpMatchesDdpWithLessMemory_data()
     {
         QTest::addColumn<QStringList>("sets");
-        QTest::newRow("full, clipped") << QStringList {QStringLiteral("train.grad_clip=0.1")};
-        QTest::newRow("recompute, accumulation 2") << QStringList {QStringLiteral("train.recompute=true"), QStringLiteral("train.grad_accum=2")};
-        QTest::newRow("lora") << QStringList {QStringLiteral("train.mode=lora")};
+        // Whether sharding must lower the peak: with full training the sharded states dominate;
+        // with LoRA over 16-bit frozen weights on the tiny model they are less than the gathered root.
+        QTest::addColumn<bool>("lower");
+        QTest::newRow("full, clipped") << QStringList {QStringLiteral("train.grad_clip=0.1")} << true;
+        QTest::newRow("recompute, accumulation 2") << QStringList {QStringLiteral("train.recompute=true"), QStringLiteral("train.grad_accum=2")} << false;
+        QTest::newRow("lora") << QStringList {QStringLiteral("train.mode=lora")} << true;
+        // Frozen bfloat16 weights: Gloo has no bfloat16 collectives, so they travel as float32.
+        QTest::newRow("lora, bf16-mixed") << QStringList {QStringLiteral("train.mode=lora"), QStringLiteral("train.precision=bf16-mixed")} << false;
     }
 
     void fsdpMatchesDdpWithLessMemory()
@@ -242,6 +247,7 @@ private Q_SLOTS:
         // FSDP shards parameters, gradients and optimizer state and gathers one block at a time;
         // the mathematics is DDP's, so both ranks end with DDP's parameters (float tolerance).
         QFETCH(QStringList, sets);
+        QFETCH(bool, lower);
         QTemporaryDir dir;
         QJsonObject summaries[2];
         const QStringList strategies {QStringLiteral("ddp"), QStringLiteral("fsdp")};
@@ -275,7 +281,7 @@ private Q_SLOTS:
         QVERIFY(predicted > 0);
         for (int r = 0; r < 2; ++r) {
             const double measured = fsdpPeaks[r].toDouble();
-            QVERIFY2(measured < ddpPeaks[r].toDouble() || sets.contains(QStringLiteral("train.recompute=true")),
+            QVERIFY2(!lower || measured < ddpPeaks[r].toDouble(),
                      qPrintable(QStringLiteral("rank %1: fsdp peak %2 not below ddp's %3").arg(r).arg(measured).arg(ddpPeaks[r].toDouble())));
             QVERIFY2(std::abs(measured - predicted) <= 0.10 * measured,
                      qPrintable(QStringLiteral("rank %1: fsdp peak %2, estimator %3").arg(r).arg(measured).arg(predicted)));

@@ -54,6 +54,7 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     setCentralWidget(m_tabs);
 
     m_config = new ConfigView(m_tabs);
+    m_config->setHistoryDatabase(m_databasePath);
     m_dashboard = new DashboardView(m_databasePath, m_tabs);
     m_history = new HistoryView(m_databasePath, m_tabs);
     m_stages = new StagedPilotView(m_tabs);
@@ -88,6 +89,7 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     connect(m_config, &ConfigView::configChanged, this, &MainWindow::onConfigChanged);
     connect(m_config, &ConfigView::runPilotRequested, this, &MainWindow::runPilot);
     connect(m_dashboard, &DashboardView::runFinished, m_history, &HistoryView::markStale);
+    connect(m_dashboard, &DashboardView::runFinished, m_config, &ConfigView::reloadCalibration);
     connect(m_dashboard, &DashboardView::runFinished, m_stages, &StagedPilotView::markStale);
     // The comparison reads the newest pilot of the config: recomputed when its tab is shown after
     // the config or the history changed, never on every keystroke in the form.

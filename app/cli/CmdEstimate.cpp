@@ -3,7 +3,7 @@
 // largest micro-batch that fits, FLOPs per step, and what Accelerate's and DeepSpeed's formulas
 // would have said.
 #include "app/cli/CliSupport.h"
-#include "app/cli/EstimateCalibration.h"
+#include "estimate/StoredCalibration.h"
 #include "app/cli/PilotCommon.h"
 #include "engine/Environment.h"
 #include "engine/PilotCalibration.h"

@@ -5,6 +5,9 @@
 #include "config/MemoryBudgetWidget.h"
 #include "config/Presets.h"
 #include "config/RunConfigForm.h"
+#include "estimate/CardCapacities.h"
+#include "history/HistoryEvidence.h"
+#include "history/HistoryStore.h"
 
 #include <QComboBox>
 #include <QLabel>
@@ -109,6 +112,46 @@ private Q_SLOTS:
         QVERIFY(after.totalBytes > before.totalBytes);
         // The largest micro-batch that fits shrinks when each sample is twice as long.
         QVERIFY(after.maxMicroBatch < before.maxMicroBatch);
+    }
+
+    void storedPilotsCalibrateTheirCard()
+    {
+        // Two H200 pilots measured 10% and 20% above their estimates: the H200 row is calibrated by
+        // their median (1.15), the other cards keep the raw figure.
+        QTemporaryDir dir;
+        const QString db = dir.filePath(QStringLiteral("history.db"));
+        {
+            HistoryStore store(db);
+            addCalibrationResidual(store, {0, std::nullopt, {}, QStringLiteral("cuda"), QStringLiteral("2.11.0"), QStringLiteral("NVIDIA H200"), "x", 1000, 1100, {}});
+            addCalibrationResidual(store, {0, std::nullopt, {}, QStringLiteral("cuda"), QStringLiteral("2.11.0"), QStringLiteral("NVIDIA H200"), "y", 1000, 1200, {}});
+        }
+        ConfigView view;
+        view.loadPreset(QStringLiteral("tiny"));
+        view.setHistoryDatabase(db);
+        size_t h200 = cardCapacities().size();
+        for (size_t i = 0; i < cardCapacities().size(); ++i)
+            if (cardCapacities()[i].id.rfind("h200", 0) == 0)
+                h200 = i;
+        QVERIFY(h200 < cardCapacities().size());
+        for (size_t i = 0; i < cardCapacities().size(); ++i) {
+            const MemoryEstimate e = estimateOf(view, i);
+            if (i != h200) {
+                QCOMPARE(e.calibrationSamples, 0);
+                QVERIFY(!e.calibratedTotalBytes);
+                continue;
+            }
+            QCOMPARE(e.calibrationSamples, 2);
+            QVERIFY(std::abs(e.calibrationRatio - 1.15) < 1e-9);
+            QVERIFY(e.calibratedPeakAllocatedBytes);
+            QVERIFY(std::abs(static_cast<double>(*e.calibratedPeakAllocatedBytes) - 1.15 * static_cast<double>(e.peakAllocatedBytes)) <= 1.0);
+        }
+        // A history that is not a database leaves the budget uncalibrated, not broken.
+        QFile junk(dir.filePath(QStringLiteral("junk.db")));
+        QVERIFY(junk.open(QIODevice::WriteOnly));
+        junk.write("not sqlite");
+        junk.close();
+        view.setHistoryDatabase(junk.fileName());
+        QCOMPARE(estimateOf(view, h200).calibrationSamples, 0);
     }
 
     void loraRankAndPrecisionChangeBudget()

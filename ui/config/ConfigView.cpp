@@ -7,6 +7,7 @@
 #include "config/RunConfigJson.h"
 #include "estimate/CardCapacities.h"
 #include "estimate/MemoryEstimator.h"
+#include "estimate/StoredCalibration.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -21,6 +22,8 @@
 #include <QSignalBlocker>
 #include <QSplitter>
 #include <QVBoxLayout>
+
+#include <spdlog/spdlog.h>
 
 #include <exception>
 
@@ -204,6 +207,25 @@ void ConfigView::importHfDialog()
         QMessageBox::warning(this, tr("Import Hugging Face model"), error);
 }
 
+void ConfigView::setHistoryDatabase(const QString &path)
+{
+    m_database = path;
+    reloadCalibration();
+}
+
+void ConfigView::reloadCalibration()
+{
+    m_residuals.clear();
+    if (!m_database.isEmpty()) {
+        try {
+            m_residuals = storedResiduals(m_database);
+        } catch (const std::exception &e) {
+            spdlog::warn("memory budget without calibration: {}", e.what());
+        }
+    }
+    recompute();
+}
+
 void ConfigView::recompute()
 {
     m_run->setEnabled(m_form->isValid());
@@ -221,6 +243,7 @@ void ConfigView::recompute()
             EstimateOptions options;
             options.device = DeviceKind::Cuda;
             options.card = card.id;
+            options.calibration = residualsForCard(m_residuals, card);
             b.estimate = estimateMemory(c, options);
         } catch (const std::exception &e) {
             b.error = QString::fromUtf8(e.what());

@@ -2,8 +2,11 @@
 // The run configuration view: preset picker, file open/save, Hugging Face import, the form, and the
 // live memory budget per card beside it, recomputed on every change (the estimator is arithmetic).
 #include "config/RunConfig.h"
+#include "estimate/MemoryEstimate.h"
 
 #include <QWidget>
+
+#include <vector>
 
 class QComboBox;
 class QLabel;
@@ -30,6 +33,10 @@ public:
     bool importHf(const QString &folder, QString *error);
     void loadPreset(const QString &name);
     const QString &currentFile() const { return m_file; }
+    // The history whose measured pilots calibrate the budget (each card by the pilots that ran on
+    // it); read again by reloadCalibration() after a pilot. An unreadable file means no calibration.
+    void setHistoryDatabase(const QString &path);
+    void reloadCalibration();
 
 public Q_SLOTS:
     void openDialog();
@@ -50,6 +57,8 @@ private:
     QLabel *m_source = nullptr;
     QPushButton *m_run = nullptr;
     QString m_file;
+    QString m_database;
+    std::vector<CalibrationResidual> m_residuals;
 };
 
 } // namespace pb::ui

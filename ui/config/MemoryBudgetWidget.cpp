@@ -158,7 +158,11 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
             p.drawText(QRect(barLeft + barWidth - 20, bar.top(), 20, bar.height()), Qt::AlignCenter, QStringLiteral("»"));
         }
         const QString mb = e.maxMicroBatch > 0 ? tr("max micro-batch %1").arg(e.maxMicroBatch) : (e.maxMicroBatch == 0 ? tr("micro-batch 1 does not fit") : tr("max micro-batch unknown"));
-        const QString verdict = (e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
+        QString verdict = (e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
+        // Pilots measured on this card scale the estimate; the bar stays the raw breakdown.
+        if (e.calibratedTotalBytes)
+            verdict += tr(" · calibrated %1 GiB by %2").arg(gib(*e.calibratedTotalBytes),
+                                                            e.calibrationSamples == 1 ? tr("1 pilot") : tr("%1 pilots").arg(e.calibrationSamples));
         p.setPen(e.fits ? QColor(0x20, 0x70, 0x20) : QColor(0xc0, 0x30, 0x30));
         p.drawText(QRect(textLeft, y, area.right() - textLeft, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(verdict, Qt::ElideRight, area.right() - textLeft));
         const QString detail = tr("%1 of %2 GiB, usable %3 after headroom · peak: %4")

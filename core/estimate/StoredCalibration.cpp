@@ -1,4 +1,4 @@
-#include "app/cli/EstimateCalibration.h"
+#include "estimate/StoredCalibration.h"
 
 #include "catalog/DeviceMatch.h"
 #include "history/HistoryEvidence.h"
@@ -6,7 +6,7 @@
 
 #include <QFileInfo>
 
-namespace pb::cli {
+namespace pb {
 namespace {
 
 // The catalog card a device name stands for, or "" when the catalog knows none.
@@ -48,4 +48,4 @@ std::vector<CalibrationResidual> residualsForCard(const std::vector<CalibrationR
     return out;
 }
 
-} // namespace pb::cli
+} // namespace pb

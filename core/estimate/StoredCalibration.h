@@ -1,6 +1,7 @@
 #pragma once
-// The stored pilot residuals `pilotbench-cli estimate` calibrates with: read from the history, and
-// for a catalog card only those measured on a device the catalog recognises as that card.
+// The stored pilot residuals the estimator calibrates with (`pilotbench-cli estimate`, the GUI's
+// budget): read from the history, and for a catalog card only those measured on a device the
+// catalog recognises as that card.
 #include "estimate/CardCapacities.h"
 #include "estimate/MemoryEstimate.h"
 
@@ -8,7 +9,7 @@
 
 #include <vector>
 
-namespace pb::cli {
+namespace pb {
 
 // Every residual in the history at `database`; none when the file does not exist (an estimate
 // never creates a history). Throws InvalidInputError for a file that is not a usable history.
@@ -16,4 +17,4 @@ std::vector<CalibrationResidual> storedResiduals(const QString &database);
 // Residuals whose device name the built-in catalog matches to the same card as `card`'s name.
 std::vector<CalibrationResidual> residualsForCard(const std::vector<CalibrationResidual> &all, const CardCapacity &card);
 
-} // namespace pb::cli
+} // namespace pb

@@ -202,7 +202,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             assumptions->push_back("DDP: flat gradient buckets cover every trainable parameter (gradient_as_bucket_view=False)");
         if (sh.gathered)
             assumptions->push_back("FSDP/ZeRO-3: parameters, gradients and optimizer state sharded over " + std::to_string(options.gpus) +
-                                   " devices; two gathered blocks in the compute dtype (current + prefetch)");
+                                   " devices; two gathered blocks in the compute dtype (current + prefetch), as PyTorch FSDP with MixedPrecision runs it");
     }
     return out;
 }

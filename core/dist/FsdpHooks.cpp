@@ -28,6 +28,18 @@ void allocateStorage(const torch::Tensor &t, int64_t bytes)
     storage->set_nbytes(static_cast<size_t>(bytes));
 }
 
+// One view per tensor of `params` into the flat buffer, shaped like it, in order.
+std::vector<torch::Tensor> viewsInto(const torch::Tensor &flat, const std::vector<torch::Tensor> &params)
+{
+    std::vector<torch::Tensor> views;
+    int64_t offset = 0;
+    for (const auto &p : params) {
+        views.push_back(flat.narrow(0, offset, p.numel()).view(p.sizes()));
+        offset += p.numel();
+    }
+    return views;
+}
+
 } // namespace
 
 FsdpHooks::FsdpHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Rendezvous &rendezvous, bool nccl, double gradClip, std::string dumpPath)
@@ -75,11 +87,9 @@ void FsdpHooks::shardModel(DecoderModelImpl &model)
                 total += p.numel();
             const int64_t shardSize = (total + world - 1) / world;
             auto full = torch::zeros({shardSize * world}, g.params.front().options().requires_grad(false));
-            int64_t offset = 0;
-            for (const auto &p : g.params) {
-                full.narrow(0, offset, p.numel()).copy_(p.reshape({-1}));
-                offset += p.numel();
-            }
+            auto views = viewsInto(full, g.params);
+            for (size_t i = 0; i < views.size(); ++i)
+                views[i].copy_(g.params[i]);
             // Every rank's shard comes from rank 0's values, as DDP's broadcast makes its replicas.
             if (m_group) {
                 std::vector<torch::Tensor> flat {wireTensor(full)};
@@ -89,11 +99,8 @@ void FsdpHooks::shardModel(DecoderModelImpl &model)
                 if (!flat.front().is_same(full))
                     full.copy_(flat.front());
             }
-            offset = 0;
-            for (auto &p : g.params) {
-                p.set_data(full.narrow(0, offset, p.numel()).view(p.sizes()));
-                offset += p.numel();
-            }
+            for (size_t i = 0; i < views.size(); ++i)
+                g.params[i].set_data(views[i]);
             g.full = full;
             g.fullBytes = bytesOf(full);
             g.shard = full.narrow(0, shardSize * m_rendezvous.rank, shardSize).clone();
@@ -103,7 +110,6 @@ void FsdpHooks::shardModel(DecoderModelImpl &model)
             }
         }
         unit.gathered = true;
-        m_gatheredBytes += [&] { int64_t b = 0; for (const auto &g : unit.groups) b += g.fullBytes; return b; }();
         m_units.push_back(std::move(unit));
         reshard(m_units.back());
     }
@@ -132,7 +138,6 @@ void FsdpHooks::gather(Unit &unit)
     const auto start = Clock::now();
     for (auto &g : unit.groups) {
         allocateStorage(g.full, g.fullBytes);
-        m_gatheredBytes += g.fullBytes;
         if (!m_group) {
             g.full.copy_(g.shard.detach());
             continue;
@@ -153,7 +158,6 @@ void FsdpHooks::gather(Unit &unit)
     }
     synchronizeDevice(device);
     m_commMs += msSince(start);
-    m_peakGatheredBytes = std::max(m_peakGatheredBytes, m_gatheredBytes);
     unit.gathered = true;
 }
 
@@ -161,10 +165,8 @@ void FsdpHooks::reshard(Unit &unit)
 {
     if (!unit.gathered)
         return;
-    for (auto &g : unit.groups) {
+    for (auto &g : unit.groups)
         releaseStorage(g.full);
-        m_gatheredBytes -= g.fullBytes;
-    }
     unit.gathered = false;
 }
 
@@ -178,11 +180,9 @@ void FsdpHooks::expectGradients(Unit &unit)
         if (!g.trainable)
             continue;
         g.gradFull = torch::zeros_like(g.full);
-        int64_t offset = 0;
-        for (auto &p : g.params) {
-            p.mutable_grad() = g.gradFull.narrow(0, offset, p.numel()).view(p.sizes());
-            offset += p.numel();
-        }
+        const auto views = viewsInto(g.gradFull, g.params);
+        for (size_t i = 0; i < views.size(); ++i)
+            g.params[i].mutable_grad() = views[i];
         unit.gradientsPending = true;
     }
 }

@@ -27,9 +27,6 @@ public:
     void afterBackward(std::vector<torch::Tensor> &params) override;
     void trainingFinished(const std::vector<torch::Tensor> &params) override;
 
-    // Largest number of bytes of unsharded parameters held at once during the run.
-    int64_t peakGatheredBytes() const { return m_peakGatheredBytes; }
-
 private:
     void beforeModel() override;
     void beforeBlock(size_t index, const torch::Tensor &input) override;
@@ -61,7 +58,6 @@ private:
     std::vector<Unit> m_units;               // blocks 0..L-1, then the root unit
     std::mutex m_mutex;                      // backward runs the hooks on a device thread
     double m_commMs = 0;                     // this step's so far
-    int64_t m_gatheredBytes = 0, m_peakGatheredBytes = 0;
 };
 
 } // namespace pb

@@ -88,11 +88,8 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
     const QString strategy = parser.value(QStringLiteral("strategy"));
     if (strategy == QLatin1String("zero3"))
         throw InvalidInputError("--strategy", "zero3 is fsdp here (parameters, gradients and optimizer state sharded, gathered per block): use --strategy fsdp");
-    if (strategy != QLatin1String("ddp") && strategy != QLatin1String("zero2") && strategy != QLatin1String("fsdp"))
-        throw InvalidInputError("--strategy", "'" + strategy.toStdString() + "' is not a strategy (use ddp, zero2 or fsdp)");
     s.strategy = strategy.toStdString();
-    if (s.strategy != "ddp" && s.config.train.precision == Precision::Fp16Mixed)
-        throw InvalidInputError("train.precision", s.strategy + " cannot run fp16-mixed: the loss scaler's overflow check would see only one rank's gradients; use bf16-mixed");
+    checkStrategy(s.strategy, s.config);
     s.options = pilotOptionsFrom(parser);
     s.device = s.options.device;
     if (s.device != "cpu" && s.device != "cuda")

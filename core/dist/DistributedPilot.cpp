@@ -104,6 +104,14 @@ std::string collectiveFor(const std::string &device)
 
 std::string cpuAffinityList() { return formatCpuList(allowedCpus()); }
 
+void checkStrategy(const std::string &strategy, const RunConfig &config)
+{
+    if (strategy != "ddp" && strategy != "zero2" && strategy != "fsdp")
+        throw InvalidInputError("--strategy", "'" + strategy + "' is not a strategy (use ddp, zero2 or fsdp)");
+    if (strategy != "ddp" && config.train.precision == Precision::Fp16Mixed)
+        throw InvalidInputError("train.precision", strategy + " cannot run fp16-mixed: the loss scaler's overflow check would see only this rank's gradients; use bf16-mixed");
+}
+
 std::string ncclLibraryVersion()
 {
 #ifdef PB_HAVE_NCCL
@@ -120,10 +128,7 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
         throw InvalidInputError("RANK", "rank " + std::to_string(r.rank) + " is outside a world of " + std::to_string(r.worldSize));
     if (distOptions.timeoutSeconds < 1)
         throw InvalidInputError("--timeout", "must be at least 1 second");
-    if (distOptions.strategy != "ddp" && distOptions.strategy != "zero2" && distOptions.strategy != "fsdp")
-        throw InvalidInputError("--strategy", "'" + distOptions.strategy + "' is not a strategy (use ddp, zero2 or fsdp)");
-    if (distOptions.strategy != "ddp" && config.train.precision == Precision::Fp16Mixed)
-        throw InvalidInputError("train.precision", distOptions.strategy + " cannot run fp16-mixed: the loss scaler's overflow check would see only this rank's gradients; use bf16-mixed");
+    checkStrategy(distOptions.strategy, config);
     if (r.worldSize > 1 && (!options.checkpointDir.empty() || !options.resumeFrom.empty()))
         throw InvalidInputError("--checkpoint-dir", "checkpoints of a multi-process run are not supported: every rank would write the same folder");
     DistributedPilotResult result;

@@ -54,6 +54,9 @@ std::vector<StepSample> stepSamplesFromJson(const QJsonObject &result);
 
 // The CPUs sched_getaffinity allows this process, as a list like "0-3,8".
 std::string cpuAffinityList();
+// Refuses a strategy other than ddp, zero2 or fsdp (InvalidInputError on --strategy), and a sharding
+// strategy under fp16-mixed (on train.precision).
+void checkStrategy(const std::string &strategy, const RunConfig &config);
 // The NCCL library's version ("2.27.7") in a build with NCCL; empty otherwise.
 std::string ncclLibraryVersion();
 

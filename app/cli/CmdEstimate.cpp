@@ -154,12 +154,7 @@ int runEstimate(CliContext &ctx)
             throw InvalidInputError("--device", "must be cpu or cuda:N");
         if (cuda && !cudaAvailable())
             throw InvalidInputError("--device", "this build or machine has no CUDA device");
-        const EstimateOptions local = localDeviceEstimateOptions(device, captureEnvironment(device));
-        options.device = local.device;
-        options.fusedAttentionAvailable = local.fusedAttentionAvailable;
-        options.localCapacityBytes = local.localCapacityBytes;
-        options.deviceName = local.deviceName;
-        options.torchVersion = local.torchVersion;
+        setLocalDevice(options, device, captureEnvironment(device));
         cards.push_back("");
     } else if (parser.isSet(QStringLiteral("card"))) {
         cards.push_back(cardCapacity(parser.value(QStringLiteral("card")).toStdString()).id);

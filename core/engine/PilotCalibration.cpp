@@ -13,15 +13,13 @@ bool isCuda(const std::string &device) { return device.rfind("cuda", 0) == 0; }
 
 } // namespace
 
-EstimateOptions localDeviceEstimateOptions(const std::string &device, const Environment &env)
+void setLocalDevice(EstimateOptions &options, const std::string &device, const Environment &env)
 {
-    EstimateOptions options;
     options.device = isCuda(device) ? DeviceKind::Cuda : DeviceKind::Cpu;
     options.fusedAttentionAvailable = !env.torchVersion.empty() && std::atoi(env.torchVersion.c_str()) >= 2;
     options.localCapacityBytes = isCuda(device) ? env.deviceMemoryBytes : 0;
     options.deviceName = env.deviceName;
     options.torchVersion = env.torchVersion;
-    return options;
 }
 
 std::optional<int64_t> measuredFrameworkBytes(const std::string &device, const PilotSummary &summary)
@@ -38,7 +36,8 @@ CalibrationRecord calibrationRecord(const RunConfig &config, const std::string &
 {
     if (summary.peakAllocatedBytes <= 0)
         throw InvalidInputError("calibration", "the pilot measured no peak allocated bytes");
-    EstimateOptions options = localDeviceEstimateOptions(device, env);
+    EstimateOptions options;
+    setLocalDevice(options, device, env);
     // Only the tensor peak is compared: the capacity search would be wasted work here.
     options.localCapacityBytes = 0;
     const MemoryEstimate estimate = estimateMemory(config, options);

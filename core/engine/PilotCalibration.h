@@ -12,9 +12,9 @@
 
 namespace pb {
 
-// The options `pilotbench-cli estimate --device` predicts a local pilot with, so a stored residual
-// compares like with like.
-EstimateOptions localDeviceEstimateOptions(const std::string &device, const Environment &env);
+// Points `options` at a local device (kind, fused attention, capacity, name, LibTorch version) as
+// `pilotbench-cli estimate --device` does, so a stored residual compares like with like.
+void setLocalDevice(EstimateOptions &options, const std::string &device, const Environment &env);
 // CUDA: peak device used minus peak reserved; CPU: 0 (no device context). Unset where the pilot had
 // no device-used reading or it was below the reserve.
 std::optional<int64_t> measuredFrameworkBytes(const std::string &device, const PilotSummary &summary);

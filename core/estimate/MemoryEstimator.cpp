@@ -48,6 +48,13 @@ std::string backendOf(const EstimateOptions &options)
     return options.card.empty() ? "cuda" : cardCapacity(options.card).backend;
 }
 
+// The attention path the engine takes for this config on the options' device.
+bool fusedAttentionFor(const RunConfig &config, const EstimateOptions &options)
+{
+    const bool cuda = options.device == DeviceKind::Cuda;
+    return usesFusedAttention(config, options.fusedAttentionAvailable.value_or(cuda), cuda);
+}
+
 struct Phases {
     MemoryBreakdown forward, backward, optimizer;
 };
@@ -56,10 +63,8 @@ struct Phases {
 Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::vector<std::string> *assumptions)
 {
     const auto &train = config.train;
-    const bool fusedAvailable = usesFusedAttention(config, options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda),
-                                                   options.device == DeviceKind::Cuda);
     const ModelStateBytes ms = modelStateBytes(config);
-    const ActivationBytes act = activationBytes(config, fusedAvailable);
+    const ActivationBytes act = activationBytes(config, fusedAttentionFor(config, options));
     const Sharding sh = shardingFor(options.strategy, options.gpus);
     const int64_t layers = static_cast<int64_t>(act.savedPerBlock.size());
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
@@ -324,8 +329,7 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
 
     const StepCost cost = stepCost(config, [&] {
         int64_t saved = 0;
-        for (auto s : activationBytes(config, usesFusedAttention(config, options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda),
-                                                                options.device == DeviceKind::Cuda)).savedPerBlock)
+        for (auto s : activationBytes(config, fusedAttentionFor(config, options)).savedPerBlock)
             saved += s;
         return saved;
     }());

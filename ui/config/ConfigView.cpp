@@ -213,16 +213,20 @@ void ConfigView::setHistoryDatabase(const QString &path)
     reloadCalibration();
 }
 
+// Sorted out by card here, once, rather than on every keystroke's recompute.
 void ConfigView::reloadCalibration()
 {
-    m_residuals.clear();
+    std::vector<CalibrationResidual> stored;
     if (!m_database.isEmpty()) {
         try {
-            m_residuals = storedResiduals(m_database);
+            stored = storedResiduals(m_database);
         } catch (const std::exception &e) {
             spdlog::warn("memory budget without calibration: {}", e.what());
         }
     }
+    m_cardResiduals.clear();
+    for (const CardCapacity &card : cardCapacities())
+        m_cardResiduals.push_back(residualsForCard(stored, card));
     recompute();
 }
 
@@ -236,14 +240,17 @@ void ConfigView::recompute()
     }
     const RunConfig c = config();
     std::vector<CardBudget> budgets;
-    for (const CardCapacity &card : cardCapacities()) {
+    const auto &cards = cardCapacities();
+    for (size_t i = 0; i < cards.size(); ++i) {
+        const CardCapacity &card = cards[i];
         CardBudget b;
         b.cardName = QString::fromStdString(card.name);
         try {
             EstimateOptions options;
             options.device = DeviceKind::Cuda;
             options.card = card.id;
-            options.calibration = residualsForCard(m_residuals, card);
+            if (i < m_cardResiduals.size()) // none before a history is set
+                options.calibration = m_cardResiduals[i];
             b.estimate = estimateMemory(c, options);
         } catch (const std::exception &e) {
             b.error = QString::fromUtf8(e.what());

@@ -58,7 +58,7 @@ private:
     QPushButton *m_run = nullptr;
     QString m_file;
     QString m_database;
-    std::vector<CalibrationResidual> m_residuals;
+    std::vector<std::vector<CalibrationResidual>> m_cardResiduals; // per cardCapacities() entry
 };
 
 } // namespace pb::ui

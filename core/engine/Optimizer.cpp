@@ -16,12 +16,6 @@ void TrainingOptimizer::zeroGrad()
 
 namespace {
 
-// SGD, Adagrad and RMSprop fold weight decay into the gradient (L2), unlike AdamW.
-torch::Tensor coupledGradient(const torch::Tensor &p, double weightDecay)
-{
-    return weightDecay != 0 ? p.grad().add(p, weightDecay) : p.grad();
-}
-
 // Per-parameter state tensors, created lazily at the first step (that is when their memory
 // appears in a real run, and the estimator models it so).
 class StatefulOptimizer : public TrainingOptimizer {
@@ -72,6 +66,17 @@ protected:
         return tensors;
     }
     virtual void onRestored() {}
+    // Calls update(i, p, g) for each parameter with a gradient, g with the weight decay folded in
+    // (L2, as SGD, Adagrad and RMSprop do, unlike AdamW).
+    template <typename Update>
+    void forEachCoupledGradient(Update update)
+    {
+        for (size_t i = 0; i < m_params.size(); ++i) {
+            auto &p = m_params[i];
+            if (p.grad().defined())
+                update(i, p, m_config.weightDecay != 0 ? p.grad().add(p, m_config.weightDecay) : p.grad());
+        }
+    }
 
     OptimizerConfig m_config;
     std::vector<std::string> m_slots;
@@ -163,11 +168,7 @@ public:
         torch::NoGradGuard noGrad;
         ++m_step;
         auto *buffers = m_config.momentum > 0 ? &slot("momentum") : nullptr;
-        for (size_t i = 0; i < m_params.size(); ++i) {
-            auto &p = m_params[i];
-            if (!p.grad().defined())
-                continue;
-            auto g = coupledGradient(p, m_config.weightDecay);
+        forEachCoupledGradient([&](size_t i, torch::Tensor &p, torch::Tensor g) {
             if (buffers) {
                 // PyTorch's SGD: the first step copies the gradient into the buffer.
                 if (m_step == 1)
@@ -177,7 +178,7 @@ public:
                 g = (*buffers)[i];
             }
             p.add_(g, -lr);
-        }
+        });
     }
 };
 
@@ -190,14 +191,10 @@ public:
         torch::NoGradGuard noGrad;
         ++m_step;
         auto &sums = slot("sum");
-        for (size_t i = 0; i < m_params.size(); ++i) {
-            auto &p = m_params[i];
-            if (!p.grad().defined())
-                continue;
-            auto g = coupledGradient(p, m_config.weightDecay);
+        forEachCoupledGradient([&](size_t i, torch::Tensor &p, const torch::Tensor &g) {
             sums[i].addcmul_(g, g, 1.0);
             p.addcdiv_(g, sums[i].sqrt().add_(m_config.eps), -lr);
-        }
+        });
     }
 };
 
@@ -213,11 +210,7 @@ public:
         constexpr double alpha = 0.99; // PyTorch's RMSprop default smoothing constant
         auto &squares = slot("square_avg");
         auto *buffers = m_config.momentum > 0 ? &slot("momentum") : nullptr;
-        for (size_t i = 0; i < m_params.size(); ++i) {
-            auto &p = m_params[i];
-            if (!p.grad().defined())
-                continue;
-            auto g = coupledGradient(p, m_config.weightDecay);
+        forEachCoupledGradient([&](size_t i, torch::Tensor &p, const torch::Tensor &g) {
             squares[i].mul_(alpha).addcmul_(g, g, 1.0 - alpha);
             auto avg = squares[i].sqrt().add_(m_config.eps);
             if (buffers) {
@@ -226,7 +219,7 @@ public:
             } else {
                 p.addcdiv_(g, avg, -lr);
             }
-        }
+        });
     }
 };
 

@@ -2,6 +2,7 @@
 
 #include "cards/CatalogEditor.h"
 #include "catalog/CatalogJson.h"
+#include "workflow/CatalogSource.h"
 #include "compare/CompareView.h"
 #include "config/ConfigView.h"
 #include "config/RunConfigJson.h"
@@ -63,9 +64,7 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     m_compare->setObjectName(QStringLiteral("compareSlot"));
     m_compare->setHistoryPath(m_databasePath);
     std::string catalogProblem;
-    m_catalog = loadUserCatalog(&catalogProblem);
-    if (!catalogProblem.empty())
-        spdlog::warn("the edited catalog in {} is not used: {}", userCatalogPath().toStdString(), catalogProblem);
+    m_catalog = activeCatalogOrBuiltIn(&catalogProblem);
     m_compare->setCatalog(m_catalog);
     m_compareSlot = m_compare;
     m_tabs->addTab(m_config, tr("Configuration"));
@@ -107,6 +106,11 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
         m_stages->markStale();
     });
     connect(m_stages, &StagedPilotView::compareRequested, this, [this] { m_tabs->setCurrentWidget(m_compareSlot); });
+    connect(m_compare, &CompareView::decisionRecorded, this, [this](qint64 runId) {
+        m_history->markStale();
+        m_stages->markStale();
+        statusBar()->showMessage(tr("Decision recorded as run %1").arg(runId), 8000);
+    });
 
     buildMenus();
     m_deviceLabel = new QLabel(this);
@@ -138,12 +142,13 @@ void MainWindow::editCatalog()
     CatalogEditor editor(m_catalog, this);
     if (editor.exec() != QDialog::Accepted)
         return;
-    QSaveFile file(userCatalogPath());
-    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(catalogToJson(editor.catalog())).toJson()) < 0 || !file.commit()) {
-        QMessageBox::warning(this, tr("Catalog"), tr("The catalog could not be saved to %1: %2").arg(userCatalogPath(), file.errorString()));
+    try {
+        saveUserCatalog(editor.catalog());
+    } catch (const std::exception &e) {
+        QMessageBox::warning(this, tr("Catalog"), QString::fromUtf8(e.what()));
         return;
     }
-    m_catalog = editor.catalog();
+    m_catalog = activeCatalogOrBuiltIn(nullptr); // as every other command will read it
     if (m_compare)
         m_compare->setCatalog(m_catalog);
     m_compareStale = true;

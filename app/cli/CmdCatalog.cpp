@@ -1,10 +1,13 @@
-// `pilotbench-cli catalog [list]|show|validate|match`: the card catalog, a card's price table, the
-// check of a replacement catalog file, and the check of a detected accelerator against it.
+// `pilotbench-cli catalog [list]|show|validate|match|export|use|reset`: the card catalog in force, a
+// card's price table, the check of a replacement catalog file, the check of a detected accelerator
+// against it, and the edited catalog in the configuration folder that every pricing command uses.
 #include "app/cli/CliSupport.h"
 #include "catalog/CatalogJson.h"
 #include "catalog/DeviceMatch.h"
 #include "util/Errors.h"
+#include "workflow/CatalogSource.h"
 
+#include <QFile>
 #include <QJsonArray>
 
 namespace pb::cli {
@@ -18,11 +21,15 @@ const QString kUsage = QStringLiteral(
     "  show ID [--file FILE] [--json]       one card with its full price table\n"
     "  validate FILE [--json]               'valid', or the first broken field (exit 2)\n"
     "  match --name NAME [--memory-mib N] [--cc CC] [--driver V] [--runtime V] [--backend cuda|rocm]\n"
-    "        [--file FILE] [--json]         a detected device against the catalog (exit 1 on a mismatch)\n\n"
-    "Without --file the built-in catalog is used. Prices are a locally modelled catalog, not a quote.\n");
+    "        [--file FILE] [--json]         a detected device against the catalog (exit 1 on a mismatch)\n"
+    "  export [--file FILE]                the catalog in force as a file to edit (JSON)\n"
+    "  use FILE                            validate FILE and make it the catalog every command prices with\n"
+    "  reset                               remove the edited catalog: the built-in one is used again\n\n"
+    "Without --file the catalog in force is used: the edited one in the configuration folder (the GUI's\n"
+    "Catalog menu, or 'catalog use'), else the built-in one. Prices are a locally modelled catalog, not a quote.\n");
 
 QCommandLineOption jsonOption() { return {QStringLiteral("json"), QStringLiteral("Print JSON.")}; }
-QCommandLineOption fileOption() { return {QStringLiteral("file"), QStringLiteral("Catalog file to use instead of the built-in one."), QStringLiteral("FILE")}; }
+QCommandLineOption fileOption() { return {QStringLiteral("file"), QStringLiteral("Catalog file to use instead of the one in force."), QStringLiteral("FILE")}; }
 
 std::optional<int> parse(QCommandLineParser &parser, CliContext &ctx, const QString &usage, int positionals)
 {
@@ -37,7 +44,7 @@ std::optional<int> parse(QCommandLineParser &parser, CliContext &ctx, const QStr
 
 Catalog catalogFrom(const QCommandLineParser &parser)
 {
-    return parser.isSet(QStringLiteral("file")) ? loadCatalog(parser.value(QStringLiteral("file"))) : builtInCatalog();
+    return activeCatalog(parser.value(QStringLiteral("file")));
 }
 
 QString num(double value, int digits) { return QString::number(value, 'f', digits); }
@@ -216,6 +223,39 @@ int runMatch(CliContext &ctx)
     return m.clean() ? 0 : static_cast<int>(ExitCode::Failure);
 }
 
+int runExport(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    parser.addOption(fileOption());
+    if (const auto code = parse(parser, ctx, QStringLiteral("Print the catalog in force as a catalog file (edit it, then 'catalog use FILE')."), 0))
+        return *code;
+    printJson(ctx, catalogToJson(catalogFrom(parser)));
+    return 0;
+}
+
+int runUse(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    if (const auto code = parse(parser, ctx, QStringLiteral("Validate FILE and make it the catalog every command prices with."), 1))
+        return *code;
+    const Catalog catalog = loadCatalog(parser.positionalArguments().first()); // refused by field, nothing changed
+    saveUserCatalog(catalog);
+    ctx.out << "catalog in use: " << userCatalogPath() << " (" << catalog.cards.size() << " cards, modelled on " << QString::fromStdString(catalog.modelledOn) << ")\n";
+    return 0;
+}
+
+int runReset(CliContext &ctx)
+{
+    QCommandLineParser parser;
+    if (const auto code = parse(parser, ctx, QStringLiteral("Remove the edited catalog; the built-in one is used again."), 0))
+        return *code;
+    const QString path = userCatalogPath();
+    if (QFile::exists(path) && !QFile::remove(path))
+        throw PilotBenchError(ExitCode::Failure, "cannot remove " + path.toStdString());
+    ctx.out << "catalog in use: built-in\n";
+    return 0;
+}
+
 int runCatalog(CliContext &ctx)
 {
     if (!ctx.args.isEmpty() && (ctx.args.first() == QLatin1String("--help") || ctx.args.first() == QLatin1String("-h") || ctx.args.first() == QLatin1String("help"))) {
@@ -233,11 +273,17 @@ int runCatalog(CliContext &ctx)
         return runValidate(ctx);
     if (sub == QLatin1String("match"))
         return runMatch(ctx);
+    if (sub == QLatin1String("export"))
+        return runExport(ctx);
+    if (sub == QLatin1String("use"))
+        return runUse(ctx);
+    if (sub == QLatin1String("reset"))
+        return runReset(ctx);
     ctx.err << "error: unknown subcommand 'catalog " << sub << "'\n\n" << kUsage;
     return kInvalid;
 }
 
-CliRegistration registration({QStringLiteral("catalog"), QStringLiteral("The card catalog: list, show a card's prices, validate a file, match a device"), &runCatalog});
+CliRegistration registration({QStringLiteral("catalog"), QStringLiteral("The card catalog in force: list, show prices, validate, match a device, export, use, reset"), &runCatalog});
 
 } // namespace
 } // namespace pb::cli

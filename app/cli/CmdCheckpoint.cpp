@@ -3,10 +3,8 @@
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
 #include "checkpoint/CheckpointManifest.h"
-#include "checkpoint/RestoreCheck.h"
+#include "workflow/RestoreCheckRun.h"
 #include "config/RunConfigJson.h"
-#include "engine/Environment.h"
-#include "history/HistoryWriter.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
 
@@ -51,29 +49,10 @@ int runRestoreCheckCommand(CliContext &ctx)
     options.cancel = &interruptFlag();
 
     const QString database = databaseFrom(parser);
-    HistoryWriter writer(database);
-    RunStart start;
-    start.kind = QStringLiteral("restore-check");
-    start.name = QString::fromStdString(config.name);
-    start.model = QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
-    start.device = QString::fromStdString(options.device);
-    start.card = QLatin1String("");
-    start.notes = QLatin1String("");
-    start.configJson = toJson(config);
-    start.configHash = configHash(config);
-    start.environmentJson = toJson(captureEnvironment(options.device));
-    const int64_t runId = writer.beginRun(start);
-
-    const RestoreCheckResult result = runRestoreCheck(config, options);
-    PilotSummary summary;
-    summary.verdict = result.pass ? Verdict::Fits : Verdict::Failed;
-    summary.message = result.message;
-    summary.checkpointWriteMs = result.checkpointWriteMs;
-    summary.checkpointBytes = result.checkpointBytes;
-    QJsonObject json = toJson(result);
-    json.insert(QStringLiteral("run_id"), static_cast<double>(runId));
-    writer.finishRun(runId, summary, json);
-    writer.flush();
+    const RecordedRestoreCheck recorded = runRecordedRestoreCheck(config, options, database);
+    const RestoreCheckResult &result = recorded.result;
+    const int64_t runId = recorded.runId;
+    QJsonObject json = recorded.json;
 
     if (parser.isSet(QStringLiteral("jsonl"))) {
         json.insert(QStringLiteral("event"), QStringLiteral("summary"));

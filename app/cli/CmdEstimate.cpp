@@ -3,10 +3,10 @@
 // largest micro-batch that fits, FLOPs per step, and what Accelerate's and DeepSpeed's formulas
 // would have said.
 #include "app/cli/CliSupport.h"
-#include "estimate/StoredCalibration.h"
+#include "workflow/StoredCalibration.h"
 #include "app/cli/PilotCommon.h"
 #include "engine/Environment.h"
-#include "engine/PilotCalibration.h"
+#include "workflow/PilotCalibration.h"
 #include "estimate/CardCapacities.h"
 #include "estimate/MemoryEstimator.h"
 #include "estimate/ReferenceEstimators.h"

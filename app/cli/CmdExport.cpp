@@ -9,6 +9,7 @@
 #include "history/HistoryExport.h"
 #include "history/HistoryStore.h"
 #include "report/ReportWriter.h"
+#include "workflow/CatalogSource.h"
 #include "util/Errors.h"
 
 #include <QDateTime>
@@ -87,7 +88,7 @@ int runExport(CliContext &ctx)
     writeRunsJson(store, {runId}, historyFile);
     writeSamplesCsv(store, {runId}, QDir(folder).filePath(QStringLiteral("samples.csv")));
     const QString reportFile = QDir(folder).filePath(QStringLiteral("report.pdf"));
-    report::writeRunReport(database, runId, reportFile);
+    report::writeRunReport(database, runId, reportFile, activeCatalog());
     bytes += QFileInfo(historyFile).size() + QFileInfo(reportFile).size();
     const double copyMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
 

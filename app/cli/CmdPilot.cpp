@@ -2,7 +2,8 @@
 #include "app/cli/CliSupport.h"
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
-#include "engine/PilotRecorder.h"
+#include "workflow/PilotRecorder.h"
+#include "workflow/RunRecording.h"
 
 namespace pb::cli {
 namespace {
@@ -26,7 +27,7 @@ int runPilot(CliContext &ctx)
     recorder.setRecordsCalibration(true);
     const int64_t runId = recorder.begin(config, options);
     PilotEngine engine;
-    PilotRun run = engine.run(config, options, &recorder);
+    PilotRun run = guardRun(writer, runId, [&] { return engine.run(config, options, &recorder); });
     if (!recorder.historyError().empty()) {
         run.summary.verdict = Verdict::Failed;
         run.summary.message = recorder.historyError();

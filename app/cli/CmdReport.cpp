@@ -2,6 +2,7 @@
 // main.cpp runs this command (only) under a QGuiApplication, offscreen when there is no display.
 #include "app/cli/CliSupport.h"
 #include "report/ReportWriter.h"
+#include "workflow/CatalogSource.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
 
@@ -17,6 +18,7 @@ int runReport(CliContext &ctx)
         {QStringLiteral("run"), QStringLiteral("Run id (see 'history')."), QStringLiteral("ID")},
         {QStringLiteral("db"), QStringLiteral("History database (default: the application data folder's)."), QStringLiteral("FILE")},
         {QStringLiteral("out"), QStringLiteral("PDF file to write (replaced)."), QStringLiteral("FILE")},
+        {QStringLiteral("catalog"), QStringLiteral("Catalog file for the comparison (default: the edited catalog in the configuration folder, else the built-in one)."), QStringLiteral("FILE")},
     });
     if (!parseArgs(parser, ctx, QStringLiteral("Write the PDF report of one run: verdict, definition, environment, memory budget, charts, timings,\n"
                                                "restoration proof, scaling step, card comparison and term decision, assumptions.")))
@@ -33,7 +35,7 @@ int runReport(CliContext &ctx)
     if (!qobject_cast<QGuiApplication *>(QCoreApplication::instance()))
         throw PilotBenchError(ExitCode::Failure, "the report needs a QGuiApplication (a build defect in main.cpp)");
     const QString database = parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : defaultDatabasePath();
-    const int pages = report::writeRunReport(database, runId, out);
+    const int pages = report::writeRunReport(database, runId, out, activeCatalog(parser.value(QStringLiteral("catalog"))));
     ctx.out << "report of run " << runId << " written to " << out << " (" << pages << " pages)\n";
     return static_cast<int>(ExitCode::Ok);
 }

@@ -13,7 +13,7 @@
 #include "dist/Topology.h"
 #include "dist/WorkerLauncher.h"
 #include "engine/DevicePeak.h"
-#include "engine/PilotRecorder.h"
+#include "workflow/PilotRecorder.h"
 #include "engine/Environment.h"
 #include "estimate/MemoryEstimator.h"
 #include "history/HistoryStore.h"

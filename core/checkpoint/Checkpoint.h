@@ -5,7 +5,7 @@
 // every file. Files are written under temporary names, fsynced and renamed; the manifest comes
 // last, so a folder without one is never taken for a complete checkpoint.
 #include "checkpoint/CheckpointManifest.h"
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "engine/TrainingSession.h"
 
 #include <string>

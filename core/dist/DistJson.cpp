@@ -1,7 +1,7 @@
 #include "dist/DistributedPilot.h"
 
 #include "engine/PilotJson.h"
-#include "history/HistoryJson.h"
+#include "result/ResultJson.h"
 
 #include <QJsonArray>
 
@@ -43,7 +43,7 @@ std::vector<StepSample> stepSamplesFromJson(const QJsonObject &result)
         auto bytes = [&number](const char *key) { return static_cast<int64_t>(number(key)); };
         StepSample s;
         s.step = bytes("step");
-        s.phase = history::phaseFromString(o.value(QStringLiteral("phase")).toString()).value_or(Phase::Train);
+        s.phase = phaseFromString(o.value(QStringLiteral("phase")).toString()).value_or(Phase::Train);
         s.stepTimeMs = number("step_time_ms");
         s.forwardMs = number("forward_ms");
         s.backwardMs = number("backward_ms");

@@ -5,7 +5,7 @@
 // directly) and reports through PilotObserver. No torch in this header.
 #include "config/RunConfig.h"
 #include "engine/Environment.h"
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 
 #include <atomic>
 #include <map>

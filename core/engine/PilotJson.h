@@ -1,17 +1,13 @@
 #pragma once
-// JSON forms of the pilot's results: the CLI's --jsonl events, the history's summary column and the
-// report all use these, so a figure has one name everywhere.
+// The summary of a whole pilot run with its environment and revisions (the plain result types'
+// JSON lives in result/ResultJson.h).
 #include "engine/PilotEngine.h"
+#include "result/ResultJson.h"
 
 #include <QJsonObject>
 
 namespace pb {
 
-QJsonObject toJson(const StepSample &sample);
-QJsonObject toJson(const PhaseMark &mark);
-QJsonObject toJson(const ValidationResult &result);
-QJsonObject toJson(const CheckpointWrite &write);
-QJsonObject toJson(const PilotSummary &summary);
 // The summary plus environment, revisions, optimizer and attention paths.
 QJsonObject summaryJson(const PilotRun &run);
 

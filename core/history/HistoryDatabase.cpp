@@ -1,14 +1,21 @@
 #include "history/HistoryDatabase.h"
 
+#include "history/HistoryJson.h"
 #include "history/HistorySchema.h"
 #include "util/Errors.h"
 
 #include <QDir>
 #include <QFileInfo>
+#include <QJsonObject>
+#include <QSysInfo>
 #include <QSqlError>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+
+#include <cerrno>
+#include <csignal>
+#include <sys/types.h>
 
 namespace pb::history {
 namespace {
@@ -207,7 +214,53 @@ std::unique_ptr<Connection> openHistory(const QString &path)
     c->exec(QStringLiteral("PRAGMA synchronous = NORMAL"));
     c->exec(QStringLiteral("PRAGMA foreign_keys = ON"));
     migrate(*c, fresh);
+    try {
+        markInterruptedRuns(*c);
+    } catch (const std::exception &e) {
+        // A read-only or full history still opens for reading; the runs are marked next time.
+        spdlog::warn("history: could not mark interrupted runs in {}: {}", path.toStdString(), e.what());
+    }
     return c;
+}
+
+QString thisHost() { return QSysInfo::machineHostName(); }
+
+namespace {
+bool processAlive(qint64 pid)
+{
+    if (pid <= 0)
+        return false;
+    return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+} // namespace
+
+int markInterruptedRuns(const Connection &c)
+{
+    QSqlQuery q = c.exec(QStringLiteral("SELECT id, pid, host, summary_json FROM runs WHERE status = 'running'"));
+    struct Gone { qlonglong id; QString message; QJsonObject summary; };
+    std::vector<Gone> gone;
+    const QString host = thisHost();
+    while (q.next()) {
+        const QVariant pid = q.value(1);
+        const QString runHost = q.value(2).toString();
+        QString message;
+        if (pid.isNull() || runHost.isEmpty())
+            message = QStringLiteral("interrupted: recorded before runs kept their process, and never finished");
+        else if (runHost == host && !processAlive(pid.toLongLong()))
+            message = QStringLiteral("interrupted: process %1 on %2 ended without recording a result").arg(pid.toLongLong()).arg(runHost);
+        else
+            continue;
+        gone.push_back({q.value(0).toLongLong(), message, parseJsonObject(q.value(3).toString())});
+    }
+    q.finish();
+    for (Gone &g : gone) {
+        g.summary.insert(QStringLiteral("verdict"), QStringLiteral("interrupted"));
+        g.summary.insert(QStringLiteral("message"), g.message);
+        c.exec(QStringLiteral("UPDATE runs SET status = 'interrupted', verdict = 'interrupted', finished_at = ?, summary_json = ? WHERE id = ? AND status = 'running'"),
+               {isoUtc(QDateTime::currentDateTimeUtc()), compactJson(g.summary), g.id});
+        spdlog::info("history: run {} marked interrupted ({})", g.id, g.message.toStdString());
+    }
+    return static_cast<int>(gone.size());
 }
 
 } // namespace pb::history

@@ -39,6 +39,12 @@ private:
 // forward in one transaction after a VACUUM INTO backup next to it. Sets WAL, busy_timeout,
 // synchronous=NORMAL and foreign keys.
 std::unique_ptr<Connection> openHistory(const QString &path);
+// The host name runs are recorded under (QSysInfo::machineHostName).
+QString thisHost();
+// Runs still marked running whose recording process is gone (same host, PID no longer alive; or
+// written before runs recorded their process) become status and verdict "interrupted", with the
+// reason in their summary. Runs of other hosts are left alone. Returns how many were marked.
+int markInterruptedRuns(const Connection &connection);
 
 // "database is full" and friends: a message a user can act on for a failed statement.
 QString describeSqlError(const QSqlQuery &query, const QString &path);

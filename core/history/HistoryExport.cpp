@@ -151,8 +151,8 @@ ImportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &
     if (!historyRunKinds().contains(run.kind))
         r.bad(field + QStringLiteral(".kind"), "'" + run.kind.toStdString() + "' is not a run kind");
     run.status = r.text(o, field, "status");
-    if (run.status != QLatin1String("running") && run.status != QLatin1String("done"))
-        r.bad(field + QStringLiteral(".status"), "must be running or done");
+    if (run.status != QLatin1String("running") && run.status != QLatin1String("done") && run.status != QLatin1String("interrupted"))
+        r.bad(field + QStringLiteral(".status"), "must be running, done or interrupted");
     run.verdict = r.text(o, field, "verdict", false);
     run.startedAt = history::parseIsoUtc(r.text(o, field, "started_at"));
     if (!run.startedAt.isValid())

@@ -1,6 +1,7 @@
 #include "history/HistoryJson.h"
 
 #include <QJsonDocument>
+#include <QJsonArray>
 
 namespace pb::history {
 
@@ -32,76 +33,6 @@ QJsonObject parseJsonObject(const QString &text)
 QString sqlText(const QString &text)
 {
     return text.isNull() ? QString(QLatin1String("")) : text;
-}
-
-std::optional<Phase> phaseFromString(const QString &text)
-{
-    for (Phase p : {Phase::Setup, Phase::Warmup, Phase::Train, Phase::Validation, Phase::Checkpoint, Phase::Done})
-        if (text == QLatin1String(toString(p)))
-            return p;
-    return std::nullopt;
-}
-
-namespace {
-QJsonObject byPhase(const std::map<std::string, int64_t> &values)
-{
-    QJsonObject o;
-    for (const auto &[phase, bytes] : values)
-        o.insert(QString::fromStdString(phase), qint64(bytes));
-    return o;
-}
-} // namespace
-
-QJsonObject toJson(const PilotSummary &s)
-{
-    QJsonObject o {
-        {QStringLiteral("verdict"), QLatin1String(toString(s.verdict))},
-        {QStringLiteral("message"), QString::fromStdString(s.message)},
-        {QStringLiteral("failed_phase"), QString::fromStdString(s.failedPhase)},
-        {QStringLiteral("failed_step"), qint64(s.failedStep)},
-        {QStringLiteral("measured_steps"), qint64(s.measuredSteps)},
-        {QStringLiteral("step_time_mean_ms"), s.stepTimeMeanMs},
-        {QStringLiteral("step_time_p50_ms"), s.stepTimeP50Ms},
-        {QStringLiteral("step_time_p90_ms"), s.stepTimeP90Ms},
-        {QStringLiteral("step_time_p99_ms"), s.stepTimeP99Ms},
-        {QStringLiteral("step_time_cv"), s.stepTimeCv},
-        {QStringLiteral("tokens_per_second"), s.tokensPerSecond},
-        {QStringLiteral("mfu"), s.mfu ? QJsonValue(*s.mfu) : QJsonValue(QJsonValue::Null)},
-        {QStringLiteral("flops_per_step"), s.flopsPerStep},
-        {QStringLiteral("peak_allocated_bytes"), qint64(s.peakAllocatedBytes)},
-        {QStringLiteral("peak_reserved_bytes"), qint64(s.peakReservedBytes)},
-        {QStringLiteral("peak_device_used_bytes"), qint64(s.peakDeviceUsedBytes)},
-        {QStringLiteral("peak_allocated_by_phase"), byPhase(s.peakAllocatedByPhase)},
-        {QStringLiteral("peak_device_used_by_phase"), byPhase(s.peakDeviceUsedByPhase)},
-        {QStringLiteral("data_stall_fraction"), s.dataStallFraction},
-        {QStringLiteral("validation_ms"), s.validationMs},
-        {QStringLiteral("checkpoint_write_ms"), s.checkpointWriteMs},
-        {QStringLiteral("checkpoint_bytes"), qint64(s.checkpointBytes)},
-        {QStringLiteral("setup_ms"), s.setupMs},
-        {QStringLiteral("total_ms"), s.totalMs},
-        {QStringLiteral("final_loss"), s.finalLoss},
-    };
-    return o;
-}
-
-QJsonObject toJson(const PhaseMark &m)
-{
-    return {{QStringLiteral("phase"), QLatin1String(toString(m.phase))}, {QStringLiteral("step"), qint64(m.step)},
-            {QStringLiteral("start_ms"), m.startMs}, {QStringLiteral("duration_ms"), m.durationMs},
-            {QStringLiteral("peak_allocated_bytes"), qint64(m.peakAllocatedBytes)},
-            {QStringLiteral("peak_device_used_bytes"), qint64(m.peakDeviceUsedBytes)}};
-}
-
-QJsonObject toJson(const ValidationResult &v)
-{
-    return {{QStringLiteral("step"), qint64(v.step)}, {QStringLiteral("loss"), v.loss},
-            {QStringLiteral("batches"), qint64(v.batches)}, {QStringLiteral("duration_ms"), v.durationMs}};
-}
-
-QJsonObject toJson(const CheckpointWrite &w)
-{
-    return {{QStringLiteral("step"), qint64(w.step)}, {QStringLiteral("path"), QString::fromStdString(w.path)},
-            {QStringLiteral("bytes"), qint64(w.bytes)}, {QStringLiteral("write_ms"), w.writeMs}};
 }
 
 QJsonObject toJson(const RunRecord &r)

@@ -1,6 +1,6 @@
 #include "history/HistorySchema.h"
 
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "history/HistoryDatabase.h"
 #include "history/SampleChunk.h"
 
@@ -157,6 +157,18 @@ void migrateToV3(const Connection &c)
     c.exec(QStringLiteral("ALTER TABLE calibration_residuals ADD COLUMN framework_bytes INTEGER"));
 }
 
+// Version 4: a run records the process and host that write it, so a run left "running" by a
+// process that died can be told from one still going (it becomes "interrupted" when the history
+// is opened). The tables that no product code wrote (estimates, restore results, catalog snapshots,
+// pilot plans and their stages) are dropped: restore proofs and decisions are runs with summaries.
+void migrateToV4(const Connection &c)
+{
+    c.exec(QStringLiteral("ALTER TABLE runs ADD COLUMN pid INTEGER"));
+    c.exec(QStringLiteral("ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT ''"));
+    for (const char *table : {"plan_stages", "pilot_plans", "catalog_snapshots", "restore_results", "estimates"})
+        c.exec(QStringLiteral("DROP TABLE IF EXISTS %1").arg(QLatin1String(table)));
+}
+
 } // namespace
 
 void migrateSchema(const Connection &connection, int fromVersion)
@@ -167,6 +179,8 @@ void migrateSchema(const Connection &connection, int fromVersion)
         migrateToV2(connection);
     if (fromVersion < 3)
         migrateToV3(connection);
+    if (fromVersion < 4)
+        migrateToV4(connection);
 }
 
 } // namespace pb::history

@@ -6,7 +6,7 @@ namespace pb::history {
 
 class Connection;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 // PRAGMA application_id: tells our files from other SQLite databases ("PBhs").
 constexpr int kApplicationId = 0x50426873;
 

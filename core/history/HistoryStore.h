@@ -2,7 +2,7 @@
 // The history as the GUI and the CLI read it: one connection of its own, opened through the checks of
 // openHistory (corrupt, newer and foreign files refused untouched; older ones migrated). Use a store
 // only on the thread that created it; each thread that reads makes its own.
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "history/HistoryTypes.h"
 
 #include <QString>

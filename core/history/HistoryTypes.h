@@ -1,6 +1,6 @@
 #pragma once
 // What the history stores about a run, and the shapes the views read back (plain values, no SQL).
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 
 #include <QDateTime>
 #include <QJsonObject>

@@ -6,6 +6,7 @@
 #include "util/Errors.h"
 
 #include <QJsonArray>
+#include <QCoreApplication>
 #include <QJsonDocument>
 #include <QUuid>
 #include <spdlog/spdlog.h>
@@ -37,7 +38,7 @@ struct Statements {
     explicit Statements(const history::Connection &c)
         : insertRun(c.prepare(QStringLiteral(
               "INSERT INTO runs (run_uuid, kind, status, verdict, started_at, name, model, device, card, config_json, config_hash,"
-              " environment_json, tags, notes, plan_id, parent_run_id) VALUES (?, ?, 'running', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")))
+              " environment_json, tags, notes, plan_id, parent_run_id, pid, host) VALUES (?, ?, 'running', '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")))
         , insertChunk(c.prepare(QStringLiteral(
               "INSERT INTO sample_chunks (run_id, seq, first_step, last_step, sample_count, data) VALUES (?, ?, ?, ?, ?, ?)")))
         , insertPhase(c.prepare(QStringLiteral(
@@ -207,7 +208,8 @@ void HistoryWriter::Impl::writeBatch(std::vector<SampleItem> &batchSamples, std:
                                          history::compactJson(s.configJson), history::sqlText(QString::fromStdString(s.configHash)),
                                          history::compactJson(s.environmentJson),
                                          QString::fromUtf8(QJsonDocument(QJsonArray::fromStringList(s.tags)).toJson(QJsonDocument::Compact)),
-                                         history::sqlText(s.notes), optionalId(s.planId), optionalId(s.parentRunId)});
+                                         history::sqlText(s.notes), optionalId(s.planId), optionalId(s.parentRunId),
+                                         qlonglong(QCoreApplication::applicationPid()), history::thisHost()});
             connection->execPrepared(statements->insertRun);
             const int64_t id = statements->insertRun.lastInsertId().toLongLong();
             nextSeq[id] = 0;

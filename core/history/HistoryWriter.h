@@ -4,7 +4,7 @@
 // most every batchIntervalMs (so a crash loses at most that much) or sooner when many items wait.
 // A write failure (a full disk, for example) stops the writer: later appends are refused, and the
 // message goes to the error callback and lastError() so the engine can stop the run cleanly.
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "history/HistoryEvidence.h"
 #include "history/HistoryTypes.h"
 

@@ -3,7 +3,7 @@
 // row per step: loading a million samples for a plot is then a few hundred blob reads and memcpys,
 // not a million rows of variants. Layout, little-endian: "PBS" + format byte, uint32 count, then 15
 // columns of `count` 8-byte values in kColumns order (integers as int64, the rest as double).
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "history/HistoryTypes.h"
 
 #include <QByteArray>

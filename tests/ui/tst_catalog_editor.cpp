@@ -2,11 +2,13 @@
 // stays; a valid edit is taken whole.
 #include "cards/CatalogEditor.h"
 #include "catalog/CatalogJson.h"
+#include "workflow/CatalogSource.h"
 
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QJsonArray>
 #include <QPlainTextEdit>
+
 #include <QtTest>
 
 using namespace pb;
@@ -55,7 +57,7 @@ private Q_SLOTS:
     void userCatalogFallsBackToTheBuiltInOne()
     {
         std::string problem;
-        const Catalog catalog = ui::loadUserCatalog(&problem);
+        const Catalog catalog = activeCatalogOrBuiltIn(&problem);
         QVERIFY(!catalog.empty());
     }
 };

@@ -1,7 +1,7 @@
 // The card comparison with hand-worked numbers (a pilot measured on an H100, projected to the
 // others), the deadline, refused input, and the comparison view showing it.
 #include "compare/CompareView.h"
-#include "compare/ComparisonTable.h"
+#include "workflow/Decision.h"
 #include "catalog/RentalWindow.h"
 #include "config/Presets.h"
 #include "config/RunConfigJson.h"

@@ -2,7 +2,7 @@
 // pages are numbered "N of M", user text comes out as typed (no markup interpreted, nothing lost).
 #include "config/Presets.h"
 #include "engine/PilotEngine.h"
-#include "engine/PilotRecorder.h"
+#include "workflow/PilotRecorder.h"
 #include "history/HistoryStore.h"
 #include "history/HistoryWriter.h"
 #include "report/ReportSections.h"
@@ -71,7 +71,7 @@ private Q_SLOTS:
     void reportOfTinyPilot()
     {
         const QString pdf = m_dir.filePath(QStringLiteral("report.pdf"));
-        const int pages = pb::report::writeRunReport(m_db, m_runId, pdf);
+        const int pages = pb::report::writeRunReport(m_db, m_runId, pdf, pb::builtInCatalog());
         QVERIFY(pages >= 2);
         QFile file(pdf);
         QVERIFY(file.open(QIODevice::ReadOnly));
@@ -135,7 +135,7 @@ private Q_SLOTS:
     {
         const QString pdf = m_dir.filePath(QStringLiteral("none.pdf"));
         try {
-            pb::report::writeRunReport(m_db, m_runId + 100, pdf);
+            pb::report::writeRunReport(m_db, m_runId + 100, pdf, pb::builtInCatalog());
             QFAIL("expected InvalidInputError");
         } catch (const pb::InvalidInputError &e) {
             QCOMPARE(QString::fromStdString(e.where()), QStringLiteral("--run"));
@@ -146,7 +146,7 @@ private Q_SLOTS:
     void unwritableOutputIsRefused()
     {
         try {
-            pb::report::writeRunReport(m_db, m_runId, m_dir.filePath(QStringLiteral("missing-folder/report.pdf")));
+            pb::report::writeRunReport(m_db, m_runId, m_dir.filePath(QStringLiteral("missing-folder/report.pdf")), pb::builtInCatalog());
             QFAIL("expected InvalidInputError");
         } catch (const pb::InvalidInputError &e) {
             QCOMPARE(QString::fromStdString(e.where()), QStringLiteral("--out"));

@@ -18,17 +18,6 @@
 
 namespace pb::ui {
 
-QString userCatalogPath() { return appDataDir() + QStringLiteral("/catalog.json"); }
-
-Catalog loadUserCatalog(std::string *problem)
-{
-    Catalog catalog = builtInCatalog();
-    std::string error;
-    if (QFileInfo::exists(userCatalogPath()) && !reloadCatalog(catalog, userCatalogPath(), error) && problem)
-        *problem = error;
-    return catalog;
-}
-
 CatalogEditor::CatalogEditor(const Catalog &current, QWidget *parent)
     : QDialog(parent), m_catalog(current), m_text(new QPlainTextEdit(this)), m_error(new QLabel(this))
 {

@@ -31,9 +31,5 @@ private:
     QLabel *m_error = nullptr;
 };
 
-// Where the GUI keeps a catalog the user edited or imported (the built-in one otherwise).
-QString userCatalogPath();
-// The user's catalog when it exists and validates, else the built-in one.
-Catalog loadUserCatalog(std::string *problem = nullptr);
 
 } // namespace pb::ui

@@ -4,7 +4,7 @@
 // and the loss. Holds every sample in columns and shows an LTTB-downsampled view of them, so a
 // 1,000,000-step run redraws as quickly as a short one. Used live by the dashboard and for a
 // stored run by the history.
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "history/HistoryTypes.h"
 
 #include <QWidget>

@@ -1,14 +1,14 @@
 #include "compare/CompareView.h"
 
 #include "config/RunConfigJson.h"
-#include "history/HistoryStore.h"
+#include "workflow/DecisionRun.h"
 
 #include <QComboBox>
-#include <QFileInfo>
 #include <QFrame>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QPushButton>
 #include <QLabel>
 #include <QPointer>
 #include <QSignalBlocker>
@@ -17,6 +17,8 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 namespace pb::ui {
 namespace {
@@ -51,13 +53,7 @@ Outcome compute(const RunConfig &config, const Catalog &catalog, const Compariso
 {
     Outcome out;
     try {
-        std::optional<PilotEvidence> pilot;
-        if (!historyPath.isEmpty() && QFileInfo::exists(historyPath)) {
-            const HistoryStore store(historyPath); // this thread's own connection
-            if (const auto run = newestMatchingPilot(store, configHash(config)))
-                pilot = pilotEvidence(store, *run, catalog);
-        }
-        out.comparison = compareConfigurations(config, catalog, request, pilot);
+        out.comparison = decide(config, catalog, request, historyPath); // this thread's own connection
     } catch (const std::exception &e) {
         out.error = QString::fromUtf8(e.what());
     }
@@ -79,6 +75,7 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     m_gpus = new QComboBox(this);
     m_strategy = new QComboBox(this);
     m_term = new QComboBox(this);
+    m_strategy->addItem(tr("auto (cheapest that fits)"), -1);
     for (const auto s : {ParallelStrategy::Ddp, ParallelStrategy::Fsdp, ParallelStrategy::Zero1, ParallelStrategy::Zero2, ParallelStrategy::Zero3})
         m_strategy->addItem(QString::fromLatin1(toString(s)), static_cast<int>(s));
     controls->addWidget(new QLabel(tr("GPUs:"), this));
@@ -87,6 +84,12 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     controls->addWidget(m_strategy);
     controls->addWidget(new QLabel(tr("Term:"), this));
     controls->addWidget(m_term);
+    m_stack = new QComboBox(this);
+    m_stack->setObjectName(QStringLiteral("stackSelector"));
+    m_stack->addItem(tr("any stack"), -1);
+    m_stack->addItem(tr("CUDA only"), static_cast<int>(SoftwareStack::Cuda));
+    m_stack->addItem(tr("ROCm only"), static_cast<int>(SoftwareStack::Rocm));
+    controls->addWidget(m_stack);
     controls->addStretch(1);
     m_basis = new QLabel(this);
     controls->addWidget(m_basis);
@@ -109,6 +112,18 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     m_recommendation->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_recommendation->setTextFormat(Qt::PlainText);
     layout->addWidget(m_recommendation);
+    auto *decisionRow = new QHBoxLayout;
+    m_record = new QPushButton(tr("Record decision"), this);
+    m_record->setObjectName(QStringLiteral("recordDecisionButton"));
+    m_record->setToolTip(tr("Keep the selected configuration (or, with none selected, the recommended one) as this config's term decision: stage 4 of the checklist."));
+    m_record->setEnabled(false);
+    connect(m_record, &QPushButton::clicked, this, [this] { recordDecision(); });
+    m_decisionLabel = new QLabel(this);
+    m_decisionLabel->setObjectName(QStringLiteral("decisionLabel"));
+    m_decisionLabel->setWordWrap(true);
+    decisionRow->addWidget(m_record);
+    decisionRow->addWidget(m_decisionLabel, 1);
+    layout->addLayout(decisionRow);
     m_notice = new QLabel(this);
     m_notice->setWordWrap(true);
     m_notice->setTextFormat(Qt::PlainText);
@@ -119,6 +134,7 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     connect(m_gpus, &QComboBox::currentIndexChanged, this, &CompareView::refresh);
     connect(m_strategy, &QComboBox::currentIndexChanged, this, &CompareView::refresh);
     connect(m_term, &QComboBox::currentIndexChanged, this, &CompareView::refresh);
+    connect(m_stack, &QComboBox::currentIndexChanged, this, &CompareView::refresh);
 }
 
 CompareView::~CompareView() = default;
@@ -168,8 +184,11 @@ void CompareView::refresh()
     ComparisonRequest request;
     if (selectedGpus() > 0)
         request.gpuCounts = {selectedGpus()};
-    request.multiGpuStrategy = static_cast<ParallelStrategy>(m_strategy->currentData().toInt());
+    if (m_strategy->currentData().toInt() >= 0)
+        request.multiGpuStrategy = static_cast<ParallelStrategy>(m_strategy->currentData().toInt());
     request.termId = selectedTerm();
+    if (m_stack->currentData().toInt() >= 0)
+        request.stack = static_cast<SoftwareStack>(m_stack->currentData().toInt());
     const quint64 generation = ++m_generation;
     m_running = true;
     m_basis->setText(tr("comparing..."));
@@ -195,8 +214,33 @@ void CompareView::setComparison(const Comparison &comparison)
     showComparison(comparison);
 }
 
+int64_t CompareView::recordDecision(int row)
+{
+    if (!m_comparison || !m_config)
+        return 0;
+    if (row < 0) {
+        const auto selected = m_table->selectionModel() ? m_table->selectionModel()->selectedRows() : QModelIndexList {};
+        row = selected.isEmpty() ? m_comparison->recommendedIndex : selected.first().row();
+    }
+    try {
+        const int64_t runId = pb::recordDecision(m_historyPath, *m_config, *m_comparison, row);
+        const auto &r = m_comparison->rows[static_cast<size_t>(row)];
+        m_decisionLabel->setText(tr("Decision recorded as run %1: %2 x%3 (%4), %5 %6.")
+                                     .arg(runId).arg(qs(r.cardName)).arg(r.gpus).arg(QString::fromLatin1(toString(r.strategy)))
+                                     .arg(r.cost.totalCost, 0, 'f', 2).arg(qs(m_comparison->currency)));
+        m_decisionLabel->setStyleSheet(QString());
+        Q_EMIT decisionRecorded(runId);
+        return runId;
+    } catch (const std::exception &e) {
+        m_decisionLabel->setText(tr("Not recorded: %1").arg(QString::fromUtf8(e.what())));
+        m_decisionLabel->setStyleSheet(QStringLiteral("color: #b00020;"));
+        return 0;
+    }
+}
+
 void CompareView::showError(const QString &message)
 {
+    m_record->setEnabled(false);
     m_error = message;
     m_comparison.reset();
     m_table->setRowCount(0);
@@ -212,6 +256,8 @@ void CompareView::rebuildTiles(const Comparison &c)
         delete item;
     }
     for (const auto &card : m_catalog.cards) {
+        if (c.stack && card.stack != *c.stack)
+            continue; // not compared
         // The card's cheapest fitting row (the recommended one when it is this card's).
         const ComparisonRow *best = nullptr;
         bool recommended = false;
@@ -257,6 +303,8 @@ void CompareView::showComparison(const Comparison &c)
 {
     m_error.clear();
     m_comparison = c;
+    m_record->setEnabled(!m_historyPath.isEmpty() && std::any_of(c.rows.begin(), c.rows.end(), [](const ComparisonRow &r) { return r.fits; }));
+    m_decisionLabel->clear();
     rebuildTiles(c);
     const QStringList headers {tr("Card"), tr("GPUs"), tr("Strategy"), tr("Fits"), tr("Headroom"), tr("Max micro-batch"), tr("Step time"), tr("Basis"),
                                tr("Tokens/s"), tr("Job"), tr("Window"), tr("Billing"), tr("Total (%1)").arg(qs(c.currency)), tr("Per M tokens"), tr("Deadline")};
@@ -272,6 +320,8 @@ void CompareView::showComparison(const Comparison &c)
                                  qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2), QString::number(r.cost.costPerMillionTokens, 'f', 2),
                                  r.meetsDeadline ? tr("meets") : tr("misses")};
         QString tip;
+        if (!r.strategyReason.empty())
+            tip += tr("Strategy: %1\n").arg(qs(r.strategyReason));
         for (const auto &a : r.assumptions)
             tip += QStringLiteral("- ") + qs(a) + QLatin1Char('\n');
         for (int col = 0; col < cells.size(); ++col) {
@@ -295,7 +345,7 @@ void CompareView::showComparison(const Comparison &c)
     m_recommendation->setText(qs(c.recommendation));
     m_basis->setText(c.pilotRunId ? tr("step times from pilot run %1 on %2").arg(*c.pilotRunId).arg(qs(c.pilotDevice))
                                   : tr("no pilot of this config in the history: step times modelled"));
-    m_notice->setText(tr("Catalog modelled on %1. %2").arg(qs(c.catalogDate), qs(c.catalogNotice)));
+    m_notice->setText(tr("Catalog (%1) modelled on %2. %3").arg(qs(c.catalogSource), qs(c.catalogDate), qs(c.catalogNotice)));
     Q_EMIT comparisonChanged();
 }
 

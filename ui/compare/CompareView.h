@@ -11,7 +11,9 @@
 //      view->setConfig(config);        // starts the comparison; comparisonChanged() when shown
 // or   view->setComparison(precomputed) to show a result without computing.
 #include "catalog/Catalog.h"
-#include "compare/ComparisonTable.h"
+#include "workflow/Decision.h"
+
+#include <cstdint>
 #include "config/RunConfig.h"
 
 #include <QWidget>
@@ -21,6 +23,7 @@
 class QComboBox;
 class QHBoxLayout;
 class QLabel;
+class QPushButton;
 class QTableWidget;
 
 namespace pb::ui {
@@ -45,11 +48,17 @@ public:
     int selectedGpus() const;
     std::string selectedTerm() const;
 
+    // Records row `row` of the shown comparison (-1: the selected row, else the recommended one)
+    // as the config's decision in the history; returns its run id, 0 when refused (the reason is
+    // shown under the table).
+    int64_t recordDecision(int row = -1);
+
 public Q_SLOTS:
     void refresh();
 
 Q_SIGNALS:
     void comparisonChanged();                          // a result (or an error) is shown
+    void decisionRecorded(qint64 runId);
 
 private:
     void rebuildSelectors();
@@ -68,12 +77,15 @@ private:
     QComboBox *m_gpus = nullptr;
     QComboBox *m_strategy = nullptr;
     QComboBox *m_term = nullptr;
+    QComboBox *m_stack = nullptr;
     QLabel *m_basis = nullptr;
     QWidget *m_tiles = nullptr;
     QHBoxLayout *m_tilesLayout = nullptr;
     QTableWidget *m_table = nullptr;
     QLabel *m_recommendation = nullptr;
     QLabel *m_notice = nullptr;
+    QPushButton *m_record = nullptr;
+    QLabel *m_decisionLabel = nullptr;
 };
 
 } // namespace pb::ui

@@ -7,7 +7,7 @@
 #include "config/RunConfigJson.h"
 #include "estimate/CardCapacities.h"
 #include "estimate/MemoryEstimator.h"
-#include "estimate/StoredCalibration.h"
+#include "workflow/StoredCalibration.h"
 
 #include <QComboBox>
 #include <QFileDialog>

@@ -6,6 +6,7 @@
 #include "history/OverlayCharts.h"
 #include "history/RunTableModel.h"
 #include "report/ReportWriter.h"
+#include "workflow/CatalogSource.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -335,7 +336,7 @@ bool HistoryView::exportReport(int64_t runId, const QString &pdfPath, QString *e
         struct Restore {
             ~Restore() { QGuiApplication::restoreOverrideCursor(); }
         } restore;
-        const int pages = report::writeRunReport(*m_store, runId, pdfPath, builtInCatalog());
+        const int pages = report::writeRunReport(*m_store, runId, pdfPath, activeCatalogOrBuiltIn(nullptr));
         Q_EMIT statusMessage(tr("Report of run %1 written: %2 (%3 pages)").arg(runId).arg(pdfPath).arg(pages));
         return true;
     } catch (const std::exception &e) {

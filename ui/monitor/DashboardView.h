@@ -3,7 +3,7 @@
 // watches (step time, tokens/s, data stall, MFU, peak memory) and the run's charts, fed by a frame
 // timer (<= 30 Hz) that drains the engine's sample buffer.
 #include "config/RunConfig.h"
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 
 #include <QElapsedTimer>
 #include <QString>

@@ -1,6 +1,6 @@
 #include "monitor/PilotController.h"
 
-#include "engine/PilotRecorder.h"
+#include "workflow/PilotRecorder.h"
 #include "history/HistoryWriter.h"
 #include "monitor/SampleBuffer.h"
 

@@ -2,7 +2,7 @@
 // Where the engine's thread leaves what it measured and the GUI's frame timer picks it up
 // (PlotJuggler's pattern): producers only append under a short lock, the consumer takes everything
 // new in one swap, never one signal per sample.
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 
 #include <QtGlobal>
 

@@ -1,9 +1,6 @@
 #include "stages/RestoreCheckRunner.h"
 
-#include "checkpoint/RestoreCheck.h"
-#include "config/RunConfigJson.h"
-#include "engine/Environment.h"
-#include "history/HistoryWriter.h"
+#include "workflow/RestoreCheckRun.h"
 
 #include <QCoreApplication>
 #include <QPointer>
@@ -56,36 +53,12 @@ bool RestoreCheckRunner::start(const RunConfig &config, const QString &databaseP
         bool pass = false;
         QString message;
         try {
-            HistoryWriter writer(databasePath);
-            RunStart start;
-            start.kind = QStringLiteral("restore-check");
-            start.name = QString::fromStdString(config.name);
-            start.model = QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
-            start.device = QString::fromStdString(options.device);
-            start.configJson = toJson(config);
-            start.configHash = configHash(config);
-            start.environmentJson = toJson(captureEnvironment(options.device));
-            runId = writer.beginRun(start);
-            PilotSummary summary;
-            QJsonObject json;
-            try {
-                const RestoreCheckResult result = runRestoreCheck(config, options);
-                pass = result.pass;
-                message = QString::fromStdString(result.message);
-                summary.verdict = result.pass ? Verdict::Fits : Verdict::Failed;
-                summary.message = result.message;
-                summary.checkpointWriteMs = result.checkpointWriteMs;
-                summary.checkpointBytes = result.checkpointBytes;
-                json = toJson(result);
-            } catch (const std::exception &e) {
-                // Recorded as failed, so the history never keeps a check that looks still running.
-                message = QString::fromUtf8(e.what());
-                summary.verdict = Verdict::Failed;
-                summary.message = e.what();
-            }
-            writer.finishRun(runId, summary, json);
-            writer.flush();
+            const RecordedRestoreCheck recorded = runRecordedRestoreCheck(config, options, databasePath);
+            runId = recorded.runId;
+            pass = recorded.result.pass;
+            message = QString::fromStdString(recorded.result.message);
         } catch (const std::exception &e) {
+            // Recorded as failed by the workflow when the run had begun.
             message = QString::fromUtf8(e.what());
         }
         spdlog::info("GUI restore check (run {}): {} {}", runId, pass ? "pass" : "fail", message.toStdString());

@@ -2,6 +2,7 @@
 
 #include "history/HistoryStore.h"
 
+#include <QCoreApplication>
 #include <QFrame>
 #include <QGridLayout>
 #include <QLabel>
@@ -11,34 +12,6 @@
 #include <exception>
 
 namespace pb::ui {
-namespace {
-
-struct StageSpec {
-    const char *title;
-    const char *rule;
-    QStringList kinds;
-};
-
-const std::vector<StageSpec> &stageSpecs()
-{
-    static const std::vector<StageSpec> specs {
-        {QT_TRANSLATE_NOOP("StagedPilotView", "1. Memory budget"),
-         QT_TRANSLATE_NOOP("StagedPilotView", "A measured pilot of the config ran its steps without running out of memory (verdict fits)."),
-         {QStringLiteral("pilot")}},
-        {QT_TRANSLATE_NOOP("StagedPilotView", "2. One scaling step"),
-         QT_TRANSLATE_NOOP("StagedPilotView", "The same job on the next device count measured, with its scaling efficiency (run kind scale, verdict fits)."),
-         {QStringLiteral("scale")}},
-        {QT_TRANSLATE_NOOP("StagedPilotView", "3. Restoration proof"),
-         QT_TRANSLATE_NOOP("StagedPilotView", "A checkpoint restored in a fresh process continued exactly like the uninterrupted run (run kind restore-check, verdict fits)."),
-         {QStringLiteral("restore-check")}},
-        {QT_TRANSLATE_NOOP("StagedPilotView", "4. Term decision"),
-         QT_TRANSLATE_NOOP("StagedPilotView", "Cards compared on cost per useful output and a rental term chosen (run kind decision or compare, finished)."),
-         {QStringLiteral("decision"), QStringLiteral("compare")}},
-    };
-    return specs;
-}
-
-} // namespace
 
 StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kStageCount)
 {
@@ -53,12 +26,12 @@ StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kS
     const QString cli[] {QString(), tr("Runs on the rented machine: `pilotbench-cli scale --config FILE --gpus N`; the run shows here once recorded."),
                          QString(), QString()};
     for (int i = 0; i < kStageCount; ++i) {
-        const StageSpec &spec = stageSpecs()[static_cast<size_t>(i)];
+        const StageSpec &spec = checklistStages()[static_cast<size_t>(i)];
         auto *badge = new QLabel(this);
         badge->setObjectName(QStringLiteral("stageBadge%1").arg(i));
         badge->setAlignment(Qt::AlignCenter);
         badge->setFixedSize(110, 28);
-        auto *title = new QLabel(QStringLiteral("<b>%1</b><br><span style='color:gray'>%2</span>").arg(tr(spec.title), tr(spec.rule)), this);
+        auto *title = new QLabel(QStringLiteral("<b>%1</b><br><span style='color:gray'>%2</span>").arg(QCoreApplication::translate("Checklist", spec.title), QCoreApplication::translate("Checklist", spec.rule)), this);
         title->setWordWrap(true);
         auto *evidence = new QLabel(this);
         evidence->setObjectName(QStringLiteral("stageEvidence%1").arg(i));
@@ -136,53 +109,6 @@ void StagedPilotView::setConfigHash(const std::string &hash)
     markStale();
 }
 
-StageStatus StagedPilotView::evaluate(int index) const
-{
-    StageStatus status;
-    if (!m_store) {
-        status.evidence = tr("No history database open.");
-        return status;
-    }
-    const StageSpec &spec = stageSpecs()[static_cast<size_t>(index)];
-    // Stages 1-3 prove something about this exact config, so only runs with its hash count; the
-    // term decision compares cards for the model. Started-at ties go to the higher id.
-    const bool exactConfig = index < 3 && !m_configHash.empty();
-    std::optional<RunRecord> newest, otherConfig;
-    for (const QString &kind : spec.kinds) {
-        RunFilter filter;
-        filter.kind = kind;
-        filter.model = m_model;
-        filter.status = QStringLiteral("done");
-        for (RunRecord &run : m_store->listRuns(filter)) {
-            const bool matches = !exactConfig || run.configHash == m_configHash;
-            std::optional<RunRecord> &slot = matches ? newest : otherConfig;
-            if (!slot || run.startedAt > slot->startedAt || (run.startedAt == slot->startedAt && run.id > slot->id))
-                slot = std::move(run);
-        }
-    }
-    if (!newest) {
-        status.evidence = exactConfig ? tr("No %1 run of this exact config recorded yet.").arg(spec.kinds.join(QStringLiteral(" or ")))
-                                      : tr("No %1 run recorded for %2 yet.").arg(spec.kinds.join(QStringLiteral(" or ")), m_model.isEmpty() ? tr("any model") : m_model);
-        if (otherConfig)
-            status.evidence += tr(" (Run %1 is of another config of %2: it does not count.)").arg(otherConfig->id).arg(m_model);
-        return status;
-    }
-    status.runId = newest->id;
-    status.state = newest->verdict == QLatin1String("fits") ? StageState::Passed : StageState::Failed;
-    const QJsonObject &s = newest->summary;
-    QString detail;
-    if (s.value(QStringLiteral("step_time_p50_ms")).isDouble())
-        detail = tr(", p50 %1 ms, peak %2 MiB")
-                     .arg(s.value(QStringLiteral("step_time_p50_ms")).toDouble(), 0, 'f', 1)
-                     .arg(s.value(QStringLiteral("peak_allocated_bytes")).toDouble() / (1024.0 * 1024.0), 0, 'f', 1);
-    const QString message = s.value(QStringLiteral("message")).toString();
-    status.evidence = tr("Run %1 (%2) on %3, %4: %5%6%7")
-                          .arg(newest->id)
-                          .arg(newest->kind, newest->device, newest->startedAt.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")), newest->verdict, detail,
-                               message.isEmpty() ? QString() : QStringLiteral(" — ") + message);
-    return status;
-}
-
 void StagedPilotView::markStale()
 {
     m_stale = true;
@@ -205,7 +131,10 @@ void StagedPilotView::refresh()
                                    m_configHash.empty() ? QString() : tr(", config %1").arg(QString::fromStdString(m_configHash.substr(0, 12)))));
     for (int i = 0; i < kStageCount; ++i) {
         try {
-            m_status[static_cast<size_t>(i)] = evaluate(i);
+            if (!m_store)
+                m_status[static_cast<size_t>(i)] = {StageState::Missing, 0, tr("No history database open.")};
+            else
+                m_status[static_cast<size_t>(i)] = evaluateStage(*m_store, i, m_model, m_configHash);
         } catch (const std::exception &e) {
             m_status[static_cast<size_t>(i)] = {StageState::Missing, 0, QString::fromUtf8(e.what())};
         }

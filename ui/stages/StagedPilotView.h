@@ -1,7 +1,10 @@
 #pragma once
 // The staged pilot as a checklist: memory budget, one scaling step, restoration proof, term
-// decision. Each stage shows its newest evidence from the history for the current model, turns
-// green only when that evidence passes, and offers what runs it.
+// decision. Each stage shows its newest evidence from the history for the current config (the
+// rules are core/workflow/Checklist), turns green only when that evidence passes, and offers what
+// runs it.
+#include "workflow/Checklist.h"
+
 #include <QString>
 #include <QWidget>
 
@@ -18,19 +21,14 @@ struct RunRecord;
 
 namespace pb::ui {
 
-enum class StageState { Missing, Failed, Passed };
-
-struct StageStatus {
-    StageState state = StageState::Missing;
-    int64_t runId = 0;
-    QString evidence;
-};
+using pb::StageState;
+using pb::StageStatus;
 
 class StagedPilotView final : public QWidget {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(StagedPilotView)
 public:
-    static constexpr int kStageCount = 4;
+    static constexpr int kStageCount = kChecklistStages;
     explicit StagedPilotView(QWidget *parent = nullptr);
     void setStore(HistoryStore *store);
     // The model name runs are recorded under (preset or family); "" shows every model's evidence.
@@ -57,7 +55,6 @@ protected:
     void showEvent(QShowEvent *event) override;
 
 private:
-    StageStatus evaluate(int index) const;
     bool m_stale = false;
     HistoryStore *m_store = nullptr;
     QString m_model;

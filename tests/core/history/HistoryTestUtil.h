@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the history tests: deterministic samples and file helpers.
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "history/HistoryTypes.h"
 
 #include <QCryptographicHash>

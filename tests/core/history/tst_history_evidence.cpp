@@ -1,4 +1,4 @@
-// Estimates, calibration residuals, restore proofs, catalog snapshots and pilot plans round-trip.
+// Calibration residuals round-trip, with and without a run and a framework figure.
 #include "core/history/HistoryTestUtil.h"
 #include "history/HistoryEvidence.h"
 #include "history/HistoryStore.h"
@@ -17,32 +17,12 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("h.sqlite"));
-        int64_t baseline = 0, scaled = 0;
+        int64_t baseline = 0;
         {
             HistoryWriter writer(path);
             baseline = writer.beginRun(test::pilotStart(QStringLiteral("llama-8b"), QStringLiteral("cuda:0"), 2048));
-            scaled = writer.beginRun(test::pilotStart(QStringLiteral("llama-8b"), QStringLiteral("cuda:0"), 2048));
         }
         HistoryStore store(path);
-
-        EstimateRecord e;
-        e.configHash = "abc";
-        e.card = QStringLiteral("h100-80g");
-        e.gpus = 4;
-        e.strategy = QStringLiteral("fsdp");
-        e.breakdown = QJsonObject {{QStringLiteral("weights"), 4000000000LL}, {QStringLiteral("activations"), 12000000000LL}};
-        e.totalBytes = 16000000000LL;
-        const int64_t estimateId = addEstimate(store, e);
-        EstimateRecord other = e;
-        other.configHash = "zzz";
-        addEstimate(store, other);
-        const auto found = estimates(store, "abc");
-        QCOMPARE(found.size(), size_t(1));
-        QCOMPARE(found[0].id, estimateId);
-        QCOMPARE(found[0].gpus, 4);
-        QCOMPARE(found[0].breakdown, e.breakdown);
-        QCOMPARE(found[0].totalBytes, 16000000000LL);
-        QCOMPARE(estimates(store).size(), size_t(2));
 
         addCalibrationResidual(store, {0, baseline, {}, QStringLiteral("cuda"), QStringLiteral("2.3.0"), QStringLiteral("H100"), "abc", 70000000000LL,
                                        72500000000LL, 796917760LL});
@@ -57,29 +37,6 @@ private Q_SLOTS:
         QVERIFY(!all[1].frameworkBytes); // NULL stays unknown, not 0
         QVERIFY_THROWS_EXCEPTION(InvalidInputError, addCalibrationResidual(store, {0, 999, {}, {}, {}, {}, "", 0, 0, {}}));
 
-        addRestoreResult(store, {0, baseline, {}, true, QJsonObject {{QStringLiteral("loss_delta"), 0.0}}});
-        const auto restores = restoreResults(store, baseline);
-        QCOMPARE(restores.size(), size_t(1));
-        QVERIFY(restores[0].passed);
-        QCOMPARE(restores[0].result[QStringLiteral("loss_delta")].toDouble(), 0.0);
-
-        const int64_t snap = addCatalogSnapshot(store, {0, std::nullopt, {}, QStringLiteral("2025-06-01"), QJsonObject {{QStringLiteral("cards"), 12}}});
-        QCOMPARE(catalogSnapshot(store, snap).catalogDate, QStringLiteral("2025-06-01"));
-        QCOMPARE(catalogSnapshot(store, snap).catalog[QStringLiteral("cards")].toInt(), 12);
-        QVERIFY_THROWS_EXCEPTION(InvalidInputError, catalogSnapshot(store, snap + 1));
-
-        const int64_t planId = createPlan(store, QStringLiteral("llama-8b on H100"), {QStringLiteral("memory"), QStringLiteral("scaling"), QStringLiteral("restore")});
-        setPlanStageRun(store, planId, QStringLiteral("memory"), baseline);
-        setPlanStageRun(store, planId, QStringLiteral("scaling"), scaled);
-        const PilotPlan p = plan(store, planId);
-        QCOMPARE(p.name, QStringLiteral("llama-8b on H100"));
-        QCOMPARE(p.stageRuns.size(), size_t(3));
-        QCOMPARE(p.stageRuns.at(QStringLiteral("memory")), std::optional<int64_t>(baseline));
-        QCOMPARE(p.stageRuns.at(QStringLiteral("scaling")), std::optional<int64_t>(scaled));
-        QVERIFY(!p.stageRuns.at(QStringLiteral("restore")));
-        QCOMPARE(store.run(baseline).planId, std::optional<int64_t>(planId));
-        QVERIFY_THROWS_EXCEPTION(InvalidInputError, setPlanStageRun(store, planId, QStringLiteral("decision"), baseline));
-        QVERIFY_THROWS_EXCEPTION(InvalidInputError, plan(store, planId + 1));
     }
 
     // The pilot's path: the writer thread stores the residual after the run it belongs to.

@@ -55,13 +55,15 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("sub/folder/history.sqlite"));
         HistoryStore store(path);
-        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 3);
-        QCOMPARE(HistoryStore::schemaVersion(), 3);
+        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 4);
+        QCOMPARE(HistoryStore::schemaVersion(), 4);
         QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA journal_mode")).toString(), QStringLiteral("wal"));
         QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA busy_timeout")).toInt(), 5000);
-        for (const char *table : {"runs", "sample_chunks", "phase_marks", "validations", "checkpoints", "estimates",
-                                  "calibration_residuals", "restore_results", "catalog_snapshots", "pilot_plans", "plan_stages"})
+        for (const char *table : {"runs", "sample_chunks", "phase_marks", "validations", "checkpoints", "calibration_residuals"})
             QVERIFY2(store.connection().scalar(QStringLiteral("SELECT count(*) FROM sqlite_schema WHERE name = ?"), {QLatin1String(table)}).toInt() == 1, table);
+        // v4 dropped the tables no code wrote.
+        for (const char *table : {"estimates", "restore_results", "catalog_snapshots", "pilot_plans", "plan_stages"})
+            QVERIFY2(store.connection().scalar(QStringLiteral("SELECT count(*) FROM sqlite_schema WHERE name = ?"), {QLatin1String(table)}).toInt() == 0, table);
         QCOMPARE(store.connection().scalar(QStringLiteral("SELECT count(*) FROM sqlite_schema WHERE name = 'samples'")).toInt(), 0);
         QVERIFY(store.listRuns().empty());
         QVERIFY(!QFileInfo::exists(path + QStringLiteral(".v0-backup")));
@@ -73,7 +75,7 @@ private Q_SLOTS:
         const QString path = copyFixture(dir, QStringLiteral("v1.sqlite"));
         const QByteArray before = test::fileSha256(path);
         HistoryStore store(path);
-        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 3);
+        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 4);
         QVERIFY(hasColumn(store, "calibration_residuals", "framework_bytes"));
 
         // The backup is the untouched v1 file.
@@ -136,11 +138,12 @@ private Q_SLOTS:
         const QString path = dir.filePath(QStringLiteral("v2.sqlite"));
         { HistoryStore fresh(path); }
         rawExec(path, {QStringLiteral("ALTER TABLE calibration_residuals DROP COLUMN framework_bytes"),
+                       QStringLiteral("ALTER TABLE runs DROP COLUMN pid"), QStringLiteral("ALTER TABLE runs DROP COLUMN host"),
                        QStringLiteral("INSERT INTO calibration_residuals (created_at, backend, torch_version, device, config_hash,"
                                       " predicted_peak_bytes, measured_peak_bytes) VALUES ('2025-01-02T03:04:05Z', 'cuda', '2.5.1', 'NVIDIA H100', 'h', 100, 110)"),
                        QStringLiteral("PRAGMA user_version = 2")});
         HistoryStore store(path);
-        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 3);
+        QCOMPARE(store.connection().scalar(QStringLiteral("PRAGMA user_version")).toInt(), 4);
         QVERIFY(hasColumn(store, "calibration_residuals", "framework_bytes"));
         QVERIFY(QFileInfo::exists(path + QStringLiteral(".v2-backup")));
         const auto residuals = calibrationResiduals(store);
@@ -164,7 +167,7 @@ private Q_SLOTS:
     void newerVersionIsRefusedUntouched_data()
     {
         QTest::addColumn<int>("version");
-        QTest::newRow("next") << 4;
+        QTest::newRow("next") << 5;
         QTest::newRow("far future") << 42;
     }
     void newerVersionIsRefusedUntouched()

@@ -1,4 +1,4 @@
-#include "checkpoint/RestoreCheck.h"
+#include "workflow/RestoreCheck.h"
 
 #include "checkpoint/CheckpointManifest.h"
 #include "util/Errors.h"

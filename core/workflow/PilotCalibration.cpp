@@ -1,4 +1,4 @@
-#include "engine/PilotCalibration.h"
+#include "workflow/PilotCalibration.h"
 
 #include "config/RunConfigJson.h"
 #include "estimate/MemoryEstimator.h"

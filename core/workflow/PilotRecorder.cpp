@@ -1,7 +1,8 @@
-#include "engine/PilotRecorder.h"
+#include "workflow/PilotRecorder.h"
+#include "workflow/RunRecording.h"
 
 #include "config/RunConfigJson.h"
-#include "engine/PilotCalibration.h"
+#include "workflow/PilotCalibration.h"
 #include "engine/PilotJson.h"
 
 #include <spdlog/spdlog.h>
@@ -15,17 +16,7 @@ PilotRecorder::PilotRecorder(HistoryWriter &writer, PilotObserver *next, std::at
 
 int64_t PilotRecorder::begin(const RunConfig &config, const PilotOptions &options, const QString &kind, std::optional<int64_t> parentRunId)
 {
-    RunStart start;
-    start.kind = kind;
-    start.name = QString::fromStdString(config.name);
-    start.model = QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
-    start.device = QString::fromStdString(options.device);
-    start.card = QLatin1String("");
-    start.notes = QLatin1String("");
-    if (start.name.isNull())
-        start.name = QLatin1String("");
-    start.configJson = toJson(config);
-    start.configHash = configHash(config);
+    RunStart start = runStartFor(config, kind, options.device);
     m_config = config;
     m_device = options.device;
     m_distributed = options.distributed != nullptr;

@@ -100,27 +100,47 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
     }
     const Comparison &cmp = *d.comparison;
     c.paragraph(QStringLiteral("Every catalog card at every card count for the planned job of %1 tokens, %2. Step times are labelled measured (ran on that card) "
-                               "or modelled (projected; see the assumptions). Prices: %3 catalog of %4, cheapest billing.")
+                               "or modelled (projected; see the assumptions); each count uses the cheapest strategy that fits. Prices: %3 catalog of %4 (%5), cheapest billing.")
                     .arg(formatCount(cmp.plannedTokens))
                     .arg(!cmp.pilotRunId ? QStringLiteral("no pilot of this config: step times from the estimator's FLOPs")
                          : *cmp.pilotRunId == d.run.id ? QStringLiteral("step times from this pilot on %1").arg(qs(cmp.pilotDevice))
                                                        : QStringLiteral("step times from pilot run %1 on %2").arg(*cmp.pilotRunId).arg(qs(cmp.pilotDevice)))
-                    .arg(qs(cmp.currency), qs(cmp.catalogDate)),
+                    .arg(qs(cmp.currency), qs(cmp.catalogDate), qs(cmp.catalogSource)),
                 8.5);
     std::vector<QStringList> rows;
     for (const auto &r : cmp.rows) {
-        rows.push_back({qs(r.cardId), QString::number(r.gpus), r.fits ? QStringLiteral("yes") : QStringLiteral("no"), QString::number(r.maxMicroBatch),
+        rows.push_back({qs(r.cardId), QStringLiteral("%1 %2").arg(r.gpus).arg(QString::fromLatin1(toString(r.strategy))), r.fits ? QStringLiteral("yes") : QStringLiteral("no"), QString::number(r.maxMicroBatch),
                         duration(r.stepTimeMs / 1000.0), QString::fromLatin1(toString(r.stepTimeBasis)), formatCount(r.tokensPerSecond),
                         duration(r.cost.jobHours * 3600), duration(r.cost.windowHours * 3600), qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2),
                         QString::number(r.cost.costPerMillionTokens, 'f', 2) + (r.recommended ? QStringLiteral(" *") : QString())});
     }
-    c.table({QStringLiteral("Card"), QStringLiteral("GPUs"), QStringLiteral("Fits"), QStringLiteral("Max micro-batch"), QStringLiteral("Step time"),
+    c.table({QStringLiteral("Card"), QStringLiteral("GPUs, strategy"), QStringLiteral("Fits"), QStringLiteral("Max micro-batch"), QStringLiteral("Step time"),
              QStringLiteral("Basis"), QStringLiteral("Tokens/s"), QStringLiteral("Job"), QStringLiteral("Window"), QStringLiteral("Billing"),
              QStringLiteral("Total (%1)").arg(qs(cmp.currency)), QStringLiteral("Per M tokens")},
-            rows, {0.14, 0.05, 0.045, 0.075, 0.075, 0.085, 0.085, 0.075, 0.075, 0.12, 0.08, 0.09}, cmp.recommendedIndex, 6.5);
+            rows, {0.13, 0.075, 0.04, 0.07, 0.07, 0.08, 0.08, 0.07, 0.07, 0.12, 0.075, 0.085}, cmp.recommendedIndex, 6.5);
     c.paragraph(QStringLiteral("* recommended (shaded). ") + qs(cmp.recommendation));
 
     c.paragraph(QStringLiteral("Term decision"), 10, true);
+    if (d.decision) {
+        const QJsonObject &s = d.decision->summary;
+        c.paragraph(QStringLiteral("Recorded decision (run %1, %2): %3 x%4 with %5, %6; %7 %8 in total, %9 %8 per million useful tokens, over a %10 rental window "
+                                   "(catalog %11 of %12). Evidence: pilot %13.")
+                        .arg(d.decision->id)
+                        .arg(d.decision->startedAt.toUTC().toString(QStringLiteral("yyyy-MM-dd HH:mm")), s.value(QStringLiteral("card_name")).toString())
+                        .arg(s.value(QStringLiteral("gpus")).toInt())
+                        .arg(s.value(QStringLiteral("strategy")).toString(), s.value(QStringLiteral("billing")).toString())
+                        .arg(s.value(QStringLiteral("total_cost")).toDouble(), 0, 'f', 2)
+                        .arg(s.value(QStringLiteral("currency")).toString())
+                        .arg(s.value(QStringLiteral("cost_per_million_tokens")).toDouble(), 0, 'f', 2)
+                        .arg(duration(s.value(QStringLiteral("window_hours")).toDouble() * 3600), s.value(QStringLiteral("catalog_source")).toString(),
+                             s.value(QStringLiteral("catalog_date")).toString(),
+                             s.value(QStringLiteral("evidence")).toObject().value(QStringLiteral("pilot_run_id")).isDouble()
+                                 ? QString::number(s.value(QStringLiteral("evidence")).toObject().value(QStringLiteral("pilot_run_id")).toInt())
+                                 : QStringLiteral("none")),
+                    8.5);
+    } else {
+        c.paragraph(QStringLiteral("No decision recorded for this config yet (compare --record, or Record decision in the Compare tab)."), 8.5);
+    }
     if (cmp.recommendedIndex < 0 || d.recommendedPlans.empty()) {
         c.paragraph(QStringLiteral("No term decision: nothing fits and meets the deadline."));
         return;

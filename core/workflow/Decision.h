@@ -1,10 +1,11 @@
 #pragma once
-// The side-by-side comparison of catalog cards and card counts for one run config: fit and
-// headroom from the estimator, step time from the newest matching pilot (measured on its own card,
-// projected elsewhere) or from the estimator's FLOPs at an assumed efficiency, the rental window
-// from the pilot's measured phases, the term cost and the cost per million useful tokens, with the
-// cheapest fitting configuration that meets the deadline marked. QtCore only: the CLI, the
-// comparison view and the PDF report all call it.
+// The term decision: every catalog card at every card count for one run config, each with the
+// multi-GPU strategy that fits (or the one asked for): fit and headroom from the estimator, step
+// time from the newest matching pilot (measured on its own card, projected elsewhere) or from the
+// estimator's FLOPs at an assumed efficiency, the strategy's exposed communication, the rental
+// window from the pilot's measured phases, the term cost and the cost per million useful tokens,
+// with the cheapest fitting configuration that meets the deadline marked. QtCore only: the CLI,
+// the comparison view and the PDF report all call it.
 #include "catalog/Catalog.h"
 #include "catalog/CostModel.h"
 #include "catalog/StepProjection.h"
@@ -26,14 +27,19 @@ class HistoryStore;
 
 struct ComparisonRequest {
     std::vector<int> gpuCounts;                  // empty: every count the catalog prices
-    ParallelStrategy multiGpuStrategy = ParallelStrategy::Ddp; // used when gpus > 1 (1 GPU: none)
+    // Used when gpus > 1 (1 GPU: none). Unset: auto, the cheapest strategy that fits with headroom
+    // (DDP where it fits, else ZeRO-1, ZeRO-2 or FSDP).
+    std::optional<ParallelStrategy> multiGpuStrategy;
     std::string termId;                          // "": cheapest billing; "on_demand" or a catalog term id
+    std::optional<SoftwareStack> stack;          // only cards validated with this stack (unset: all)
     OptionInputs options;                        // storage, egress, support added to every row
     double headroomFraction = 0.10;
     // Without a pilot: share of the card's dense BF16 peak / bandwidth the step is assumed to reach.
     double assumedComputeEfficiency = 0.40;
     double assumedBandwidthEfficiency = 0.70;
     double uploadGBps = 1.0;                     // checkpoint uploads off the machine
+    // Share of the card's datasheet interconnect bandwidth a collective reaches (modelled traffic).
+    double interconnectEfficiency = 0.7;
 };
 
 // What the comparison takes from one pilot in the history.
@@ -50,6 +56,8 @@ struct PilotEvidence {
     double checkpointWriteMs = 0;                // mean of the measured writes (0: none)
     int64_t checkpointBytes = 0;
     std::map<int, double> scalingEfficiencyByGpus; // from runs of kind "scale" with the same hash
+    std::map<int, ParallelStrategy> scalingStrategyByGpus; // the strategy each of those ran
+    std::vector<int64_t> scaleRunIds;            // the scaling steps those came from
 };
 
 // Reads a pilot run's evidence (validations, checkpoints and scale runs from `store`). Throws
@@ -63,6 +71,8 @@ struct ComparisonRow {
     std::string cardName;
     int gpus = 1;
     ParallelStrategy strategy = ParallelStrategy::None;
+    std::string strategyReason;                  // why this strategy (auto), one sentence
+    double commMsPerStep = 0;                    // modelled exposed communication beyond DDP's overlapped all-reduce
     bool fits = false;
     int64_t peakBytes = 0;                       // estimator's device peak (per GPU)
     int64_t usableBytes = 0;                     // capacity less headroom
@@ -83,12 +93,16 @@ struct Comparison {
     std::string recommendation;                  // one plain-language paragraph
     std::string catalogDate;
     std::string catalogNotice;
+    std::string catalogSource;                   // "built-in" or the file it was read from
+    bool autoStrategy = true;
     std::string currency;
     std::string termId;                          // as requested ("" cheapest)
+    std::optional<SoftwareStack> stack;          // as requested
     std::optional<double> deadlineHours;
     double plannedTokens = 0;
     std::string configHash;
     std::optional<int64_t> pilotRunId;
+    std::vector<int64_t> scaleRunIds;            // the scaling steps whose efficiency was used
     std::string pilotDevice;
     std::vector<std::string> assumptions;        // shared by all rows
 };
@@ -97,6 +111,12 @@ struct Comparison {
 // "job.amount" / "job.dataset_tokens" (no tokens planned).
 Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog, const ComparisonRequest &request,
                                  const std::optional<PilotEvidence> &pilot);
+
+// Communication a strategy exposes per optimizer step beyond DDP's all-reduce (which overlaps the
+// backward pass and is in the scaling efficiency): ZeRO-1/2 all-gather the updated parameters
+// after the step; FSDP all-gathers every parameter before forward and again before backward.
+// Ring collectives over the card's interconnect at `efficiency` of its datasheet bandwidth.
+double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &config, const CardSpec &card, double efficiency);
 
 // {"rows": [...], "recommendation", "recommended_index", "catalog_date", "catalog_notice", "currency",
 //  "term", "deadline_hours", "planned_tokens", "config_hash", "pilot_run_id", "pilot_device", "assumptions"}

@@ -1,4 +1,5 @@
-#include "compare/ComparisonTable.h"
+#include "workflow/Decision.h"
+#include "workflow/CatalogSource.h"
 #include "util/FixedText.h"
 
 #include "catalog/DeviceMatch.h"
@@ -6,6 +7,7 @@
 #include "config/RunConfigJson.h"
 #include "estimate/CardCapacities.h"
 #include "estimate/MemoryEstimator.h"
+#include "estimate/ModelStates.h"
 #include "history/HistoryStore.h"
 #include "util/Errors.h"
 
@@ -96,7 +98,70 @@ StepFigures modelledFromEstimate(const MemoryEstimate &single, const CardSpec &c
     return f;
 }
 
+// Auto: of DDP, ZeRO-1, ZeRO-2 and FSDP, the cheapest that fits with headroom (the earlier on a
+// tie, so DDP wins where it fits); when none fits, the one that comes closest, to say how far.
+template <typename Candidate>
+ComparisonRow chooseStrategy(Candidate &&candidate, int gpus)
+{
+    const ParallelStrategy order[] {ParallelStrategy::Ddp, ParallelStrategy::Zero1, ParallelStrategy::Zero2, ParallelStrategy::Fsdp};
+    std::vector<ComparisonRow> rows;
+    for (ParallelStrategy s : order)
+        rows.push_back(candidate(gpus, s));
+    const ComparisonRow &ddp = rows.front();
+    int best = -1;
+    for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+        const auto &r = rows[static_cast<size_t>(i)];
+        if (r.fits && (best < 0 || r.cost.totalCost < rows[static_cast<size_t>(best)].cost.totalCost - 1e-9))
+            best = i;
+    }
+    auto gib = [](int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024 * 1024), 1) + " GiB"; };
+    if (best < 0) {
+        best = 0;
+        for (int i = 1; i < static_cast<int>(rows.size()); ++i)
+            if (rows[static_cast<size_t>(i)].headroomBytes > rows[static_cast<size_t>(best)].headroomBytes)
+                best = i;
+        ComparisonRow row = rows[static_cast<size_t>(best)];
+        row.strategyReason = "no strategy fits: even " + std::string(toString(row.strategy)) + " needs " + gib(row.peakBytes) + " per GPU of " + gib(row.usableBytes) + " usable";
+        return row;
+    }
+    ComparisonRow row = rows[static_cast<size_t>(best)];
+    if (row.strategy == ParallelStrategy::Ddp)
+        row.strategyReason = "ddp fits (" + gib(row.peakBytes) + " of " + gib(row.usableBytes) + " usable per GPU) and adds no communication";
+    else if (!ddp.fits)
+        row.strategyReason = std::string(toString(row.strategy)) + " because ddp needs " + gib(ddp.peakBytes) + " per GPU, more than the " + gib(ddp.usableBytes)
+                             + " usable; " + toString(row.strategy) + " needs " + gib(row.peakBytes) + " and adds " + fixed(row.commMsPerStep, 1) + " ms of communication per step";
+    else
+        row.strategyReason = std::string(toString(row.strategy)) + " costs less than ddp here";
+    return row;
+}
+
 } // namespace
+
+double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &config, const CardSpec &card, double efficiency)
+{
+    if (gpus <= 1 || card.interconnectGBps <= 0 || efficiency <= 0)
+        return 0.0;
+    const ParamCounts params = countParameters(config);
+    const double share = static_cast<double>(gpus - 1) / gpus;
+    const double trainableBytes = static_cast<double>(params.trainable) * static_cast<double>(trainableParamBytes(config.train.precision));
+    // FSDP with mixed precision gathers 16-bit copies; without autocast it gathers what it stores.
+    const double gatherBytesPerParam = usesAutocast(config.train.precision) ? 2.0 : static_cast<double>(trainableParamBytes(config.train.precision));
+    double bytes = 0;
+    switch (strategy) {
+    case ParallelStrategy::None:
+    case ParallelStrategy::Ddp:
+        return 0.0;
+    case ParallelStrategy::Zero1:
+    case ParallelStrategy::Zero2:
+        bytes = share * trainableBytes;
+        break;
+    case ParallelStrategy::Fsdp:
+    case ParallelStrategy::Zero3:
+        bytes = 2.0 * share * static_cast<double>(params.total) * gatherBytesPerParam;
+        break;
+    }
+    return bytes / (card.interconnectGBps * 1e9 * efficiency) * 1000.0;
+}
 
 std::optional<RunRecord> newestMatchingPilot(const HistoryStore &store, const std::string &configHash)
 {
@@ -167,8 +232,11 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
         const int gpus = r.summary.value(QStringLiteral("gpus")).toInt();
         const double eff = r.summary.value(QStringLiteral("scaling_efficiency")).toDouble();
         const bool related = (r.configHash == run.configHash || r.parentRunId == run.id) && r.device.startsWith(QLatin1String("cuda"));
-        if (related && r.verdict == QLatin1String("fits") && gpus > 1 && eff > 0 && !e.scalingEfficiencyByGpus.count(gpus))
+        if (related && r.verdict == QLatin1String("fits") && gpus > 1 && eff > 0 && !e.scalingEfficiencyByGpus.count(gpus)) {
             e.scalingEfficiencyByGpus[gpus] = eff; // newest first: keep the newest
+            e.scalingStrategyByGpus[gpus] = parseStrategy(r.summary.value(QStringLiteral("strategy")).toString().toStdString()).value_or(ParallelStrategy::Ddp);
+            e.scaleRunIds.push_back(r.id);
+        }
     }
     return e;
 }
@@ -177,10 +245,15 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
                                  const std::optional<PilotEvidence> &pilot)
 {
     Comparison out;
+    out.autoStrategy = !request.multiGpuStrategy;
     out.catalogDate = catalog.modelledOn;
     out.catalogNotice = catalog.notice;
+    out.catalogSource = catalogSourceLabel(catalog);
     out.currency = catalog.currency;
     out.termId = request.termId;
+    out.stack = request.stack;
+    if (request.stack)
+        out.assumptions.push_back(std::string("only cards validated with the ") + toString(*request.stack) + " stack are compared");
     out.deadlineHours = config.job.deadlineHours;
     out.plannedTokens = plannedTokensOf(config);
     out.configHash = configHash(config);
@@ -208,6 +281,7 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
     const double configTokensPerStep = static_cast<double>(config.train.microBatch * config.train.gradAccum * config.train.seqLen);
     if (pilot) {
         out.pilotRunId = pilot->runId;
+        out.scaleRunIds = pilot->scaleRunIds;
         out.pilotDevice = pilot->deviceLabel;
         out.assumptions.push_back("step times from pilot run " + std::to_string(pilot->runId) + " on " + pilot->deviceLabel + " (" + fixed(pilot->stepTimeMs, 2)
                                   + " ms per step); measured where the card is the one it ran on, modelled elsewhere");
@@ -231,6 +305,8 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
 
     std::vector<ConfigurationCost> costs;
     for (const auto &card : catalog.cards) {
+        if (request.stack && card.stack != *request.stack)
+            continue;
         const std::string estimatorId = estimatorCardId(card);
         EstimateOptions base;
         base.device = DeviceKind::Cuda;
@@ -240,15 +316,17 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         const MemoryEstimate single = estimateMemory(config, base);
         if (pilot && measured.bytesPerStep <= 0)
             measured.bytesPerStep = single.bytesMovedPerStep;
-        for (int gpus : counts) {
+
+        // One candidate row: fit, step time with the strategy's communication, window and cost.
+        auto candidate = [&](int gpus, ParallelStrategy strategy) {
             ComparisonRow row;
             row.cardId = card.id;
             row.cardName = card.name;
             row.gpus = gpus;
-            row.strategy = gpus > 1 ? request.multiGpuStrategy : ParallelStrategy::None;
+            row.strategy = strategy;
             EstimateOptions o = base;
             o.gpus = gpus;
-            o.strategy = row.strategy;
+            o.strategy = strategy;
             const MemoryEstimate est = gpus == 1 ? single : estimateMemory(config, o);
             row.fits = est.fits;
             row.peakBytes = est.calibratedTotalBytes.value_or(est.totalBytes);
@@ -267,6 +345,27 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
                 f.assumptions = p.assumptions;
             } else {
                 f = modelledFromEstimate(single, card, gpus, tokensPerStep, request);
+            }
+            if (gpus > 1) {
+                // A measured scaling step already holds its own strategy's communication.
+                ParallelStrategy measuredWith = ParallelStrategy::Ddp;
+                if (pilot) {
+                    const auto it = pilot->scalingStrategyByGpus.find(gpus);
+                    if (it != pilot->scalingStrategyByGpus.end() && pilot->scalingEfficiencyByGpus.count(gpus))
+                        measuredWith = it->second;
+                }
+                const double eff = request.interconnectEfficiency;
+                row.commMsPerStep = exposedCommMs(strategy, gpus, config, card, eff);
+                const double extra = row.commMsPerStep - exposedCommMs(measuredWith, gpus, config, card, eff);
+                if (std::abs(extra) > 1e-9) {
+                    const double before = f.stepTimeMs;
+                    f.stepTimeMs = std::max(f.stepTimeMs + extra, f.stepTimeMs * 0.5);
+                    f.tokensPerSecond *= before / f.stepTimeMs;
+                    f.basis = FigureBasis::Modelled;
+                    f.assumptions.push_back(std::string(toString(strategy)) + " adds " + fixed(extra, 1) + " ms of exposed communication per step over "
+                                            + toString(measuredWith) + " (" + card.interconnect + " at " + fixed(eff * 100, 0) + " % of "
+                                            + fixed(card.interconnectGBps, 0) + " GB/s)");
+                }
             }
             row.stepTimeMs = f.stepTimeMs;
             row.tokensPerSecond = f.tokensPerSecond;
@@ -298,7 +397,18 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
             in.options = request.options;
             in.termId = request.termId;
             row.cost = estimateCost(catalog, card, gpus, in);
+            return row;
+        };
 
+        for (int gpus : counts) {
+            ComparisonRow row;
+            if (gpus == 1) {
+                row = candidate(1, ParallelStrategy::None);
+            } else if (request.multiGpuStrategy) {
+                row = candidate(gpus, *request.multiGpuStrategy);
+            } else {
+                row = chooseStrategy(candidate, gpus);
+            }
             ConfigurationCost c;
             c.cardId = card.id;
             c.gpus = gpus;
@@ -312,6 +422,11 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
     const Recommendation r = recommend(costs, catalog, config.job.deadlineHours);
     out.recommendedIndex = r.index;
     out.recommendation = r.text;
+    if (r.index >= 0) {
+        const ComparisonRow &best = out.rows[static_cast<size_t>(r.index)];
+        if (best.gpus > 1 && !best.strategyReason.empty())
+            out.recommendation += " Strategy: " + best.strategyReason + ".";
+    }
     for (size_t i = 0; i < costs.size(); ++i) {
         out.rows[i].recommended = costs[i].recommended;
         out.rows[i].meetsDeadline = costs[i].meetsDeadline;
@@ -328,6 +443,8 @@ QJsonObject toJson(const Comparison &c)
             {QStringLiteral("card_name"), QString::fromStdString(r.cardName)},
             {QStringLiteral("gpus"), r.gpus},
             {QStringLiteral("strategy"), QString::fromLatin1(toString(r.strategy))},
+            {QStringLiteral("strategy_reason"), QString::fromStdString(r.strategyReason)},
+            {QStringLiteral("comm_ms_per_step"), r.commMsPerStep},
             {QStringLiteral("fits"), r.fits},
             {QStringLiteral("peak_bytes"), static_cast<double>(r.peakBytes)},
             {QStringLiteral("usable_bytes"), static_cast<double>(r.usableBytes)},
@@ -356,6 +473,9 @@ QJsonObject toJson(const Comparison &c)
         {QStringLiteral("recommended_index"), c.recommendedIndex},
         {QStringLiteral("catalog_date"), QString::fromStdString(c.catalogDate)},
         {QStringLiteral("catalog_notice"), QString::fromStdString(c.catalogNotice)},
+        {QStringLiteral("catalog_source"), QString::fromStdString(c.catalogSource)},
+        {QStringLiteral("strategy"), c.autoStrategy ? QStringLiteral("auto") : QStringLiteral("fixed")},
+        {QStringLiteral("stack"), c.stack ? QString::fromLatin1(toString(*c.stack)) : QStringLiteral("any")},
         {QStringLiteral("currency"), QString::fromStdString(c.currency)},
         {QStringLiteral("term"), c.termId.empty() ? QStringLiteral("cheapest") : QString::fromStdString(c.termId)},
         {QStringLiteral("deadline_hours"), c.deadlineHours ? QJsonValue(*c.deadlineHours) : QJsonValue(QJsonValue::Null)},

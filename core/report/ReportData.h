@@ -4,7 +4,7 @@
 // config, the estimator's prediction for the device it ran on, and the card comparison. Parts that
 // cannot be computed keep their reason in text, so the report says why instead of failing.
 #include "catalog/Catalog.h"
-#include "compare/ComparisonTable.h"
+#include "workflow/Decision.h"
 #include "config/RunConfig.h"
 #include "estimate/MemoryEstimate.h"
 #include "history/HistoryTypes.h"
@@ -28,6 +28,7 @@ struct ReportData {
     std::vector<CheckpointWrite> checkpoints;
     std::vector<RunRecord> restoreChecks;  // kind restore-check, same config hash, newest first
     std::vector<RunRecord> scaleRuns;      // kind scale, same config hash, newest first
+    std::optional<RunRecord> decision;     // newest recorded decision of the same config
     std::optional<MemoryEstimate> estimate;// for the device the run used
     std::string estimateError;
     Catalog catalog;

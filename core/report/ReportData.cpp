@@ -3,6 +3,7 @@
 #include "config/RunConfigJson.h"
 #include "estimate/MemoryEstimator.h"
 #include "history/HistoryStore.h"
+#include "workflow/DecisionRun.h"
 #include "util/Errors.h"
 
 #include <spdlog/spdlog.h>
@@ -57,6 +58,12 @@ ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalo
     d.checkpoints = store.checkpoints(runId);
     d.restoreChecks = relatedRuns(store, QStringLiteral("restore-check"), d.run.configHash, d.run.id);
     d.scaleRuns = relatedRuns(store, QStringLiteral("scale"), d.run.configHash, d.run.id);
+    for (auto &r : relatedRuns(store, QStringLiteral("decision"), d.run.configHash, d.run.id)) {
+        if (r.status == QLatin1String("done")) {
+            d.decision = std::move(r); // newest first
+            break;
+        }
+    }
 
     try {
         d.config = runConfigFromJson(d.run.config);
@@ -73,11 +80,8 @@ ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalo
     try {
         // This run when it is a finished pilot; otherwise (a restore check, a scaling step, a pilot
         // that did not fit) the newest pilot of the same config that did.
-        std::optional<PilotEvidence> pilot;
-        if (d.run.kind == QLatin1String("pilot") && d.run.verdict == QLatin1String("fits"))
-            pilot = pilotEvidence(store, d.run, catalog);
-        else if (const auto other = newestMatchingPilot(store, d.run.configHash))
-            pilot = pilotEvidence(store, *other, catalog);
+        const bool fittingPilot = d.run.kind == QLatin1String("pilot") && d.run.verdict == QLatin1String("fits");
+        const auto pilot = findPilotEvidence(store, *d.config, catalog, fittingPilot ? std::optional<int64_t>(d.run.id) : std::nullopt);
         d.comparison = compareConfigurations(*d.config, catalog, ComparisonRequest {}, pilot);
         if (d.comparison->recommendedIndex >= 0) {
             const auto &row = d.comparison->rows[static_cast<size_t>(d.comparison->recommendedIndex)];

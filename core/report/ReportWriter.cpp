@@ -63,10 +63,10 @@ int writeRunReport(const HistoryStore &store, int64_t runId, const QString &pdfP
     return pages;
 }
 
-int writeRunReport(const QString &databasePath, int64_t runId, const QString &pdfPath)
+int writeRunReport(const QString &databasePath, int64_t runId, const QString &pdfPath, const Catalog &catalog)
 {
     const HistoryStore store(databasePath);
-    return writeRunReport(store, runId, pdfPath, builtInCatalog());
+    return writeRunReport(store, runId, pdfPath, catalog);
 }
 
 } // namespace pb::report

@@ -24,7 +24,7 @@ namespace report {
 // a failed write leaves any previous file). Returns the number of pages. Throws
 // InvalidInputError("--run", ...) for an unknown run, InvalidInputError("--out", ...) when the file
 // cannot be written, and InvalidInputError naming the path for an unusable database.
-int writeRunReport(const QString &databasePath, int64_t runId, const QString &pdfPath);
+int writeRunReport(const QString &databasePath, int64_t runId, const QString &pdfPath, const Catalog &catalog);
 int writeRunReport(const HistoryStore &store, int64_t runId, const QString &pdfPath, const Catalog &catalog);
 
 // Paints the report of `data` as a PDF into `device` (open for writing); returns the page count.

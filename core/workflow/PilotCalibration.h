@@ -4,7 +4,7 @@
 // the device used beyond the allocator's reserve.
 #include "config/RunConfig.h"
 #include "engine/Environment.h"
-#include "engine/PilotTypes.h"
+#include "result/PilotTypes.h"
 #include "estimate/MemoryEstimate.h"
 #include "history/HistoryEvidence.h"
 

@@ -1,4 +1,4 @@
-#include "estimate/StoredCalibration.h"
+#include "workflow/StoredCalibration.h"
 
 #include "catalog/DeviceMatch.h"
 #include "history/HistoryEvidence.h"

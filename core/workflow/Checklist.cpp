@@ -1,0 +1,106 @@
+#include "workflow/Checklist.h"
+
+#include "history/HistoryStore.h"
+
+#include <QCoreApplication>
+
+#include <optional>
+
+namespace pb {
+namespace {
+
+QString tr(const char *text) { return QCoreApplication::translate("Checklist", text); }
+
+} // namespace
+
+const char *toString(StageState state)
+{
+    switch (state) {
+    case StageState::Missing: return "missing";
+    case StageState::Failed: return "failed";
+    case StageState::Passed: return "passed";
+    }
+    return "?";
+}
+
+const std::vector<StageSpec> &checklistStages()
+{
+    static const std::vector<StageSpec> specs {
+        {QT_TRANSLATE_NOOP("Checklist", "1. Memory budget"),
+         QT_TRANSLATE_NOOP("Checklist", "A measured pilot of the config ran its steps without running out of memory (verdict fits)."),
+         {QStringLiteral("pilot")}},
+        {QT_TRANSLATE_NOOP("Checklist", "2. One scaling step"),
+         QT_TRANSLATE_NOOP("Checklist", "The same job on the next device count measured, with its scaling efficiency (run kind scale, verdict fits)."),
+         {QStringLiteral("scale")}},
+        {QT_TRANSLATE_NOOP("Checklist", "3. Restoration proof"),
+         QT_TRANSLATE_NOOP("Checklist", "A checkpoint restored in a fresh process continued exactly like the uninterrupted run (run kind restore-check, verdict fits)."),
+         {QStringLiteral("restore-check")}},
+        {QT_TRANSLATE_NOOP("Checklist", "4. Term decision"),
+         QT_TRANSLATE_NOOP("Checklist", "Cards compared on cost per useful output and a configuration and term chosen and recorded (run kind decision, verdict fits)."),
+         {QStringLiteral("decision")}},
+    };
+    return specs;
+}
+
+StageStatus evaluateStage(const HistoryStore &store, int index, const QString &model, const std::string &configHash)
+{
+    StageStatus status;
+    const StageSpec &spec = checklistStages().at(static_cast<size_t>(index));
+    const bool exactConfig = !configHash.empty();
+    std::optional<RunRecord> newest, otherConfig;
+    for (const QString &kind : spec.kinds) {
+        RunFilter filter;
+        filter.kind = kind;
+        filter.model = model;
+        filter.status = QStringLiteral("done");
+        for (RunRecord &run : store.listRuns(filter)) {
+            const bool matches = !exactConfig || run.configHash == configHash;
+            std::optional<RunRecord> &slot = matches ? newest : otherConfig;
+            // Started-at ties go to the higher id.
+            if (!slot || run.startedAt > slot->startedAt || (run.startedAt == slot->startedAt && run.id > slot->id))
+                slot = std::move(run);
+        }
+    }
+    const QString kinds = spec.kinds.join(QStringLiteral(" or "));
+    if (!newest) {
+        status.evidence = exactConfig ? tr("No %1 run of this exact config recorded yet.").arg(kinds)
+                                      : tr("No %1 run recorded for %2 yet.").arg(kinds, model.isEmpty() ? tr("any model") : model);
+        if (otherConfig)
+            status.evidence += tr(" (Run %1 is of another config of %2: it does not count.)").arg(otherConfig->id).arg(model);
+        return status;
+    }
+    status.runId = newest->id;
+    status.state = newest->verdict == QLatin1String("fits") ? StageState::Passed : StageState::Failed;
+    const QJsonObject &s = newest->summary;
+    QString detail;
+    if (newest->kind == QLatin1String("decision")) {
+        detail = tr(", %1 x%2 %3, %4 %5 %6 per M tokens")
+                     .arg(s.value(QStringLiteral("card_name")).toString())
+                     .arg(s.value(QStringLiteral("gpus")).toInt())
+                     .arg(s.value(QStringLiteral("strategy")).toString(), s.value(QStringLiteral("billing")).toString())
+                     .arg(s.value(QStringLiteral("cost_per_million_tokens")).toDouble(), 0, 'f', 2)
+                     .arg(s.value(QStringLiteral("currency")).toString());
+    } else if (s.value(QStringLiteral("scaling_efficiency")).isDouble()) {
+        detail = tr(", %1 GPUs at efficiency %2").arg(s.value(QStringLiteral("gpus")).toInt()).arg(s.value(QStringLiteral("scaling_efficiency")).toDouble(), 0, 'f', 3);
+    } else if (s.value(QStringLiteral("step_time_p50_ms")).isDouble()) {
+        detail = tr(", p50 %1 ms, peak %2 MiB")
+                     .arg(s.value(QStringLiteral("step_time_p50_ms")).toDouble(), 0, 'f', 1)
+                     .arg(s.value(QStringLiteral("peak_allocated_bytes")).toDouble() / (1024.0 * 1024.0), 0, 'f', 1);
+    }
+    const QString message = s.value(QStringLiteral("message")).toString();
+    status.evidence = tr("Run %1 (%2) on %3, %4: %5%6%7")
+                          .arg(newest->id)
+                          .arg(newest->kind, newest->device, newest->startedAt.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")), newest->verdict, detail,
+                               message.isEmpty() ? QString() : QStringLiteral(" — ") + message);
+    return status;
+}
+
+std::vector<StageStatus> evaluateChecklist(const HistoryStore &store, const QString &model, const std::string &configHash)
+{
+    std::vector<StageStatus> out;
+    for (int i = 0; i < kChecklistStages; ++i)
+        out.push_back(evaluateStage(store, i, model, configHash));
+    return out;
+}
+
+} // namespace pb

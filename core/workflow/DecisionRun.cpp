@@ -1,0 +1,133 @@
+#include "workflow/DecisionRun.h"
+
+#include "config/RunConfigJson.h"
+#include "history/HistoryStore.h"
+#include "workflow/RunRecording.h"
+#include "util/Errors.h"
+
+#include <QFileInfo>
+#include <QJsonArray>
+
+namespace pb {
+namespace {
+
+QJsonArray ids(const std::vector<int64_t> &list)
+{
+    QJsonArray a;
+    for (int64_t id : list)
+        a.append(static_cast<double>(id));
+    return a;
+}
+
+// Passed restoration proofs of exactly this config, newest first.
+std::vector<int64_t> restoreChecksOf(const HistoryStore &store, const std::string &hash)
+{
+    RunFilter filter;
+    filter.kind = QStringLiteral("restore-check");
+    filter.verdict = QStringLiteral("fits");
+    std::vector<int64_t> out;
+    for (const auto &r : store.listRuns(filter))
+        if (r.configHash == hash)
+            out.push_back(r.id);
+    return out;
+}
+
+} // namespace
+
+std::optional<PilotEvidence> findPilotEvidence(const HistoryStore &store, const RunConfig &config, const Catalog &catalog,
+                                               std::optional<int64_t> pilotRunId)
+{
+    if (pilotRunId) {
+        const auto run = store.findRun(*pilotRunId);
+        if (!run)
+            throw InvalidInputError("--run", "no run " + std::to_string(*pilotRunId) + " in " + store.path().toStdString());
+        return pilotEvidence(store, *run, catalog);
+    }
+    if (const auto run = newestMatchingPilot(store, configHash(config)))
+        return pilotEvidence(store, *run, catalog);
+    return std::nullopt;
+}
+
+std::optional<PilotEvidence> findPilotEvidence(const QString &historyPath, const RunConfig &config, const Catalog &catalog,
+                                               std::optional<int64_t> pilotRunId)
+{
+    if (historyPath.isEmpty() || !QFileInfo::exists(historyPath)) {
+        if (pilotRunId)
+            throw InvalidInputError("--run", "no history database at '" + historyPath.toStdString() + "' to take run " + std::to_string(*pilotRunId) + " from");
+        return std::nullopt;
+    }
+    const HistoryStore store(historyPath);
+    return findPilotEvidence(store, config, catalog, pilotRunId);
+}
+
+Comparison decide(const RunConfig &config, const Catalog &catalog, const ComparisonRequest &request, const QString &historyPath,
+                  std::optional<int64_t> pilotRunId)
+{
+    return compareConfigurations(config, catalog, request, findPilotEvidence(historyPath, config, catalog, pilotRunId));
+}
+
+QJsonObject decisionJson(const Comparison &c, int rowIndex, const QJsonObject &evidence)
+{
+    const ComparisonRow &r = c.rows.at(static_cast<size_t>(rowIndex));
+    return QJsonObject {
+        {QStringLiteral("card"), QString::fromStdString(r.cardId)},
+        {QStringLiteral("card_name"), QString::fromStdString(r.cardName)},
+        {QStringLiteral("gpus"), r.gpus},
+        {QStringLiteral("strategy"), QString::fromLatin1(toString(r.strategy))},
+        {QStringLiteral("strategy_reason"), QString::fromStdString(r.strategyReason)},
+        {QStringLiteral("term"), QString::fromStdString(r.cost.plan.termId)},
+        {QStringLiteral("billing"), QString::fromStdString(r.cost.plan.description)},
+        {QStringLiteral("options_cost"), r.cost.optionsCost},
+        {QStringLiteral("total_cost"), r.cost.totalCost},
+        {QStringLiteral("cost_per_million_tokens"), r.cost.costPerMillionTokens},
+        {QStringLiteral("currency"), QString::fromStdString(c.currency)},
+        {QStringLiteral("job_hours"), r.cost.jobHours},
+        {QStringLiteral("window_hours"), r.cost.windowHours},
+        {QStringLiteral("step_time_ms"), r.stepTimeMs},
+        {QStringLiteral("step_time_basis"), QString::fromLatin1(toString(r.stepTimeBasis))},
+        {QStringLiteral("meets_deadline"), r.meetsDeadline},
+        {QStringLiteral("recommended"), r.recommended},
+        {QStringLiteral("planned_tokens"), c.plannedTokens},
+        {QStringLiteral("catalog_date"), QString::fromStdString(c.catalogDate)},
+        {QStringLiteral("catalog_source"), QString::fromStdString(c.catalogSource)},
+        {QStringLiteral("recommendation"), QString::fromStdString(c.recommendation)},
+        {QStringLiteral("evidence"), evidence},
+    };
+}
+
+int64_t recordDecision(const QString &historyPath, const RunConfig &config, const Comparison &comparison, int rowIndex)
+{
+    const int index = rowIndex < 0 ? comparison.recommendedIndex : rowIndex;
+    if (index < 0 || index >= static_cast<int>(comparison.rows.size()))
+        throw InvalidInputError("decision", rowIndex < 0 ? "there is no recommended configuration to record (nothing fits and meets the deadline)"
+                                                         : "row " + std::to_string(rowIndex) + " is not in the comparison");
+    const ComparisonRow &row = comparison.rows[static_cast<size_t>(index)];
+    if (!row.fits)
+        throw InvalidInputError("decision", row.cardId + " x" + std::to_string(row.gpus) + " does not fit: a decision must fit");
+
+    QJsonObject evidence {{QStringLiteral("pilot_run_id"), comparison.pilotRunId ? QJsonValue(static_cast<double>(*comparison.pilotRunId)) : QJsonValue()}};
+    {
+        const HistoryStore store(historyPath);
+        evidence.insert(QStringLiteral("scale_run_ids"), ids(comparison.scaleRunIds));
+        evidence.insert(QStringLiteral("restore_check_run_ids"), ids(restoreChecksOf(store, configHash(config))));
+    }
+    const QJsonObject summary = decisionJson(comparison, index, evidence);
+    HistoryWriter writer(historyPath);
+    RunStart start = runStartFor(config, QStringLiteral("decision"), "catalog");
+    start.card = QString::fromStdString(row.cardId);
+    start.device = QStringLiteral("%1 x%2").arg(QString::fromStdString(row.cardId)).arg(row.gpus);
+    if (comparison.pilotRunId)
+        start.parentRunId = *comparison.pilotRunId;
+    const int64_t runId = writer.beginRun(start);
+    PilotSummary verdict;
+    verdict.verdict = row.meetsDeadline ? Verdict::Fits : Verdict::DoesNotFit;
+    verdict.message = row.meetsDeadline ? std::string() : "misses the deadline";
+    QJsonObject json = summary;
+    json.insert(QStringLiteral("verdict"), QString::fromLatin1(toString(verdict.verdict)));
+    json.insert(QStringLiteral("message"), QString::fromStdString(verdict.message));
+    if (!writer.finishRun(runId, verdict, json) || !writer.flush())
+        throw PilotBenchError(ExitCode::Failure, "the decision could not be recorded: " + writer.lastError());
+    return runId;
+}
+
+} // namespace pb

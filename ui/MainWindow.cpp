@@ -11,6 +11,7 @@
 #include "log/LogPanel.h"
 #include "monitor/DashboardView.h"
 #include "stages/RestoreCheckRunner.h"
+#include "stages/ScaleRunner.h"
 #include "stages/StagedPilotView.h"
 #include "util/AppPaths.h"
 
@@ -97,6 +98,19 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     connect(m_history, &HistoryView::historyChanged, m_stages, &StagedPilotView::markStale);
     connect(m_stages, &StagedPilotView::showBudgetRequested, this, [this] { m_tabs->setCurrentWidget(m_config); });
     connect(m_stages, &StagedPilotView::runPilotRequested, this, &MainWindow::runPilot);
+    m_scaleStep = new ScaleRunner(this);
+    connect(m_stages, &StagedPilotView::scaleStepRequested, this, &MainWindow::runScaleStep);
+    connect(m_stages, &StagedPilotView::scaleCancelRequested, m_scaleStep, &ScaleRunner::cancel);
+    connect(m_scaleStep, &ScaleRunner::progress, m_stages, &StagedPilotView::setScaleProgress);
+    connect(m_scaleStep, &ScaleRunner::finished, this, [this](qint64 runId, int code, const QString &message) {
+        m_stages->setScaleStepRunning(false);
+        statusBar()->showMessage(tr("Scaling step %1%2: %3")
+                                     .arg(code == 0 ? tr("done") : code == 4 ? tr("cancelled") : tr("failed"), runId > 0 ? tr(" (run %1)").arg(runId) : QString(), message),
+                                 15000);
+        m_history->markStale();
+        m_stages->markStale();
+        m_compareStale = true;
+    });
     m_restoreCheck = new RestoreCheckRunner(this);
     connect(m_stages, &StagedPilotView::restoreCheckRequested, this, &MainWindow::runRestoreCheck);
     connect(m_restoreCheck, &RestoreCheckRunner::finished, this, [this](qint64 runId, bool pass, const QString &message) {
@@ -205,9 +219,30 @@ void MainWindow::runRestoreCheck()
     }
 }
 
+void MainWindow::runScaleStep(int gpus, ParallelStrategy strategy)
+{
+    if (!m_config->isValid()) {
+        m_tabs->setCurrentWidget(m_config);
+        statusBar()->showMessage(tr("Fix the fields in red before running the scaling step."), 8000);
+        return;
+    }
+    if (!QFileInfo::exists(m_scaleStep->cliPath())) {
+        QMessageBox::warning(this, tr("Scaling step"), tr("The scaling step runs in a pilotbench-cli worker process, and %1 does not exist.").arg(m_scaleStep->cliPath()));
+        return;
+    }
+    // Ranks go on GPUs where the host has enough of them, else they share the CPU.
+    const QString device = cudaDeviceCount() >= gpus ? QStringLiteral("cuda") : QStringLiteral("cpu");
+    if (m_scaleStep->start(m_config->config(), m_databasePath, gpus, strategy, device)) {
+        m_stages->setScaleStepRunning(true);
+        statusBar()->showMessage(tr("Scaling step running: baseline, then %1 %2 ranks on %3…").arg(gpus).arg(QString::fromLatin1(toString(strategy)), device));
+    }
+}
+
 void MainWindow::cancelPilot()
 {
     m_dashboard->cancelPilot();
+    if (m_scaleStep->isRunning())
+        m_scaleStep->cancel();
     if (m_restoreCheck->isRunning())
         m_restoreCheck->cancel();
 }

@@ -4,6 +4,8 @@
 // and the window state and last config remembered between sessions.
 #include "catalog/Catalog.h"
 
+#include "estimate/MemoryEstimate.h"
+
 #include <QMainWindow>
 
 class QDockWidget;
@@ -18,6 +20,7 @@ class DashboardView;
 class HistoryView;
 class LogPanel;
 class RestoreCheckRunner;
+class ScaleRunner;
 class StagedPilotView;
 
 class MainWindow final : public QMainWindow {
@@ -33,12 +36,14 @@ public:
     HistoryView *history() const { return m_history; }
     StagedPilotView *stages() const { return m_stages; }
     RestoreCheckRunner *restoreCheck() const { return m_restoreCheck; }
+    ScaleRunner *scaleStep() const { return m_scaleStep; }
     // The Compare tab holds ui/compare's CompareView; this replaces it (takes ownership).
     void setCompareView(QWidget *view);
 
 public Q_SLOTS:
     void runPilot();
     void runRestoreCheck();
+    void runScaleStep(int gpus, pb::ParallelStrategy strategy);
     void cancelPilot();
 
 protected:
@@ -63,6 +68,7 @@ private:
     bool m_compareStale = true;
     LogPanel *m_log = nullptr;
     RestoreCheckRunner *m_restoreCheck = nullptr;
+    ScaleRunner *m_scaleStep = nullptr;
     QDockWidget *m_logDock = nullptr;
 };
 

@@ -6,6 +6,7 @@
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
 #include "app/cli/ScaleCommon.h"
+#include "workflow/ScaleRun.h"
 #include "dist/CpuBinding.h"
 #include "dist/DistributedPilot.h"
 #include "util/Errors.h"

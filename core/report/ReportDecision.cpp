@@ -1,6 +1,7 @@
 // The report's evidence and decision sections: restoration proof, scaling step, the card
 // comparison with the term decision, and the assumptions with the catalog's date and notice.
 #include "report/ReportCanvas.h"
+#include "report/ReportCostChart.h"
 #include "report/ReportData.h"
 #include "report/ReportSections.h"
 
@@ -119,6 +120,9 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
              QStringLiteral("Total (%1)").arg(qs(cmp.currency)), QStringLiteral("Per M tokens")},
             rows, {0.13, 0.075, 0.04, 0.07, 0.07, 0.08, 0.08, 0.07, 0.07, 0.12, 0.075, 0.085}, cmp.recommendedIndex, 6.5);
     c.paragraph(QStringLiteral("* recommended (shaded). ") + qs(cmp.recommendation));
+    c.space(6);
+    drawCostHoursChart(c.painter(), c.reserve(240), cmp);
+    c.space(6);
 
     c.paragraph(QStringLiteral("Term decision"), 10, true);
     if (d.decision) {

@@ -22,7 +22,6 @@ RecordedRestoreCheck runRecordedRestoreCheck(const RunConfig &config, const Rest
     summary.checkpointWriteMs = out.result.checkpointWriteMs;
     summary.checkpointBytes = out.result.checkpointBytes;
     out.json = toJson(out.result);
-    out.json.insert(QStringLiteral("verdict"), QString::fromLatin1(toString(summary.verdict)));
     out.json.insert(QStringLiteral("run_id"), static_cast<double>(out.runId));
     if (!writer.finishRun(out.runId, summary, out.json) || !writer.flush())
         throw PilotBenchError(ExitCode::Failure, "the restore check ran but could not be recorded: " + writer.lastError());

@@ -1,5 +1,6 @@
 #include "compare/CompareView.h"
 
+#include "compare/CostHoursChart.h"
 #include "config/RunConfigJson.h"
 #include "workflow/DecisionRun.h"
 
@@ -105,7 +106,13 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->verticalHeader()->setVisible(false);
     m_table->setWordWrap(false);
-    layout->addWidget(m_table, 1);
+    m_costChart = new CostHoursChart(this);
+    m_costChart->setObjectName(QStringLiteral("costHoursChart"));
+    // The table and the picture of it share the height; people read the picture first.
+    auto *split = new QHBoxLayout;
+    split->addWidget(m_table, 3);
+    split->addWidget(m_costChart, 2);
+    layout->addLayout(split, 1);
 
     m_recommendation = new QLabel(this);
     m_recommendation->setWordWrap(true);
@@ -244,6 +251,7 @@ void CompareView::showError(const QString &message)
     m_error = message;
     m_comparison.reset();
     m_table->setRowCount(0);
+    m_costChart->clear();
     m_recommendation->setText(tr("No comparison: %1").arg(message));
     m_basis->clear();
     Q_EMIT comparisonChanged();
@@ -303,6 +311,7 @@ void CompareView::showComparison(const Comparison &c)
 {
     m_error.clear();
     m_comparison = c;
+    m_costChart->setComparison(c);
     m_record->setEnabled(!m_historyPath.isEmpty() && std::any_of(c.rows.begin(), c.rows.end(), [](const ComparisonRow &r) { return r.fits; }));
     m_decisionLabel->clear();
     rebuildTiles(c);

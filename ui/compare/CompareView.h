@@ -28,6 +28,8 @@ class QTableWidget;
 
 namespace pb::ui {
 
+class CostHoursChart;
+
 class CompareView final : public QWidget {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(CompareView)
@@ -82,6 +84,7 @@ private:
     QWidget *m_tiles = nullptr;
     QHBoxLayout *m_tilesLayout = nullptr;
     QTableWidget *m_table = nullptr;
+    CostHoursChart *m_costChart = nullptr;
     QLabel *m_recommendation = nullptr;
     QLabel *m_notice = nullptr;
     QPushButton *m_record = nullptr;

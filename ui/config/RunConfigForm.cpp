@@ -3,16 +3,22 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QSpinBox>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include <climits>
+#include <cmath>
 #include <limits>
+#include <optional>
 
 namespace pb::ui {
 namespace {
@@ -30,6 +36,32 @@ const char *kInvalidProperty = "invalidField";
 int toInt(int64_t v)
 {
     return v > INT_MAX ? INT_MAX : static_cast<int>(v);
+}
+
+// The job's sizes reach 1e13 tokens: a line edit takes "1e13" as readily as the digits, and unlike
+// a spin box it neither clamps nor rounds, so any value in a file comes back unchanged.
+std::optional<double> parseNumber(QString text)
+{
+    text.remove(QLatin1Char('_')).remove(QLatin1Char(' '));
+    bool ok = false;
+    const double v = QLocale::c().toDouble(text, &ok);
+    return ok ? std::optional<double>(v) : std::nullopt;
+}
+
+// Shortest text that reads back as the same double; digits rather than an exponent where that
+// stays short, since token counts are read digit by digit.
+QString formatNumber(double v)
+{
+    const double a = std::fabs(v);
+    const char format = a == 0 || (a >= 1e-4 && a < 1e16) ? 'f' : 'g';
+    return QString::number(v, format, QLocale::FloatingPointShortest);
+}
+
+// A spin box shows its value rounded to its decimals. While it still shows the base value, the
+// base value is kept exactly, so opening and saving a config leaves it (and its hash) unchanged.
+double spinValue(const QDoubleSpinBox *box, double base)
+{
+    return box->textFromValue(box->value()) == box->textFromValue(base) ? base : box->value();
 }
 
 } // namespace
@@ -100,6 +132,101 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     columns->addWidget(model, 1);
     columns->addWidget(train, 1);
     outer->addLayout(columns);
+
+    m_moreToggle = new QToolButton(this);
+    m_moreToggle->setObjectName(QStringLiteral("moreSettingsToggle"));
+    m_moreToggle->setText(tr("Schedule, validation, checkpoints, data and job"));
+    m_moreToggle->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    m_moreToggle->setArrowType(Qt::RightArrow);
+    m_moreToggle->setCheckable(true);
+    m_moreToggle->setAutoRaise(true);
+    outer->addWidget(m_moreToggle);
+    m_more = new QWidget(this);
+    m_more->setObjectName(QStringLiteral("moreSettings"));
+
+    auto *schedule = new QGroupBox(tr("Learning-rate schedule"), m_more);
+    auto *sf = new QFormLayout(schedule);
+    sf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    sf->addRow(tr("Kind"), addCombo(QStringLiteral("train.schedule.kind"), enumNames({ScheduleKind::Constant, ScheduleKind::Cosine, ScheduleKind::Linear})));
+    sf->addRow(tr("Warmup steps"), addSpin(QStringLiteral("train.schedule.warmup_steps"), 0));
+    sf->addRow(tr("Total steps"), addSpin(QStringLiteral("train.schedule.total_steps"), 0));
+    m_minLrRatio = new QDoubleSpinBox(schedule);
+    m_minLrRatio->setObjectName(QStringLiteral("train.schedule.min_lr_ratio"));
+    // Above 1 is refused by the validator, in words, rather than clamped here without a word.
+    m_minLrRatio->setRange(0, 1e6);
+    m_minLrRatio->setDecimals(4);
+    m_minLrRatio->setSingleStep(0.05);
+    m_minLrRatio->setMaximumWidth(170);
+    m_fields.insert(m_minLrRatio->objectName(), m_minLrRatio);
+    connect(m_minLrRatio, &QDoubleSpinBox::valueChanged, this, &RunConfigForm::onEdited);
+    sf->addRow(tr("Min LR ratio"), m_minLrRatio);
+
+    auto *runs = new QGroupBox(tr("Validation and checkpoints"), m_more);
+    auto *rf = new QFormLayout(runs);
+    rf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    auto *validationEvery = addSpin(QStringLiteral("validation.every_steps"), 0);
+    validationEvery->setSpecialValueText(tr("never"));
+    rf->addRow(tr("Validate every (steps)"), validationEvery);
+    rf->addRow(tr("Validation batches"), addSpin(QStringLiteral("validation.batches"), 0));
+    auto *checkpointEvery = addSpin(QStringLiteral("checkpoint.every_steps"), 0);
+    checkpointEvery->setSpecialValueText(tr("never"));
+    rf->addRow(tr("Checkpoint every (steps)"), checkpointEvery);
+    rf->addRow(tr("Checkpoint folder"), addPath(QStringLiteral("checkpoint.dir"), tr("none unless the command names one"), true));
+
+    auto *job = new QGroupBox(tr("Job"), m_more);
+    auto *jf = new QFormLayout(job);
+    jf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    jf->addRow(tr("Unit"), addCombo(QStringLiteral("job.unit"), enumNames({JobUnit::Tokens, JobUnit::Epochs})));
+    jf->addRow(tr("Amount (tokens or epochs)"), addNumber(QStringLiteral("job.amount"), QStringLiteral("1e9")));
+    jf->addRow(tr("Tokens per epoch"), addNumber(QStringLiteral("job.dataset_tokens"), QStringLiteral("2.5e8")));
+    jf->addRow(tr("Deadline (hours)"), addNumber(QStringLiteral("job.deadline_hours"), tr("none")));
+
+    auto *data = new QGroupBox(tr("Data"), m_more);
+    auto *df = new QFormLayout(data);
+    df->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    df->addRow(tr("Kind"), addCombo(QStringLiteral("data.kind"), enumNames({DataKind::Synthetic, DataKind::TokenFile, DataKind::Jsonl})));
+    m_dataPathRow = addPath(QStringLiteral("data.path"), tr("token file or JSONL"), false);
+    df->addRow(tr("File"), m_dataPathRow);
+    // Editable: a file may name a dtype this list lacks, and it must show (in red), not be replaced.
+    m_tokenDtype = new QComboBox(data);
+    m_tokenDtype->setObjectName(QStringLiteral("data.token_dtype"));
+    m_tokenDtype->setEditable(true);
+    m_tokenDtype->setInsertPolicy(QComboBox::NoInsert);
+    m_tokenDtype->addItems({QStringLiteral("uint16"), QStringLiteral("uint32"), QStringLiteral("npy")});
+    m_tokenDtype->setMaximumWidth(170);
+    m_fields.insert(m_tokenDtype->objectName(), m_tokenDtype);
+    connect(m_tokenDtype, &QComboBox::currentTextChanged, this, &RunConfigForm::onEdited);
+    df->addRow(tr("Token dtype"), m_tokenDtype);
+    df->addRow(tr("Lengths"), addCombo(QStringLiteral("data.lengths"), enumNames({LengthDistribution::Fixed, LengthDistribution::Uniform, LengthDistribution::FromFile})));
+    df->addRow(tr("Min length"), addSpin(QStringLiteral("data.min_length"), 0));
+    m_lengthsFileRow = addPath(QStringLiteral("data.lengths_file"), tr("one length per line"), false);
+    df->addRow(tr("Lengths file"), m_lengthsFileRow);
+    df->addRow(QString(), addCheck(QStringLiteral("data.longest_first"), tr("Longest batch first")));
+    df->addRow(QString(), addCheck(QStringLiteral("data.learnable"), tr("Learnable synthetic sequence")));
+    df->addRow(tr("Synthetic samples"), addSpin(QStringLiteral("data.synthetic_samples"), 0));
+    auto *heldOut = addSpin(QStringLiteral("data.validation_per_mille"), 0);
+    heldOut->setSuffix(QStringLiteral(" ‰"));
+    df->addRow(tr("Held out for validation"), heldOut);
+
+    // Same two columns as above, so the panel lines up under the model and training groups.
+    auto *moreColumns = new QHBoxLayout(m_more);
+    moreColumns->setContentsMargins(0, 0, 0, 0);
+    auto *left = new QVBoxLayout;
+    left->addWidget(schedule);
+    left->addWidget(runs);
+    left->addWidget(job);
+    left->addStretch(1);
+    auto *right = new QVBoxLayout;
+    right->addWidget(data);
+    right->addStretch(1);
+    moreColumns->addLayout(left, 1);
+    moreColumns->addLayout(right, 1);
+    outer->addWidget(m_more);
+    m_more->setVisible(false);
+    connect(m_moreToggle, &QToolButton::toggled, this, [this](bool on) {
+        m_more->setVisible(on);
+        m_moreToggle->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
+    });
     m_issueLabel = new QLabel(this);
     m_issueLabel->setObjectName(QStringLiteral("issueLabel"));
     m_issueLabel->setWordWrap(true);
@@ -134,9 +261,64 @@ QComboBox *RunConfigForm::addCombo(const QString &field, const QStringList &name
     return combo;
 }
 
+QCheckBox *RunConfigForm::addCheck(const QString &field, const QString &text)
+{
+    auto *check = new QCheckBox(text, this);
+    check->setObjectName(field);
+    m_fields.insert(field, check);
+    connect(check, &QCheckBox::toggled, this, &RunConfigForm::onEdited);
+    return check;
+}
+
+QLineEdit *RunConfigForm::addNumber(const QString &field, const QString &placeholder)
+{
+    auto *edit = new QLineEdit(this);
+    edit->setObjectName(field);
+    edit->setPlaceholderText(placeholder);
+    edit->setMaximumWidth(170);
+    m_fields.insert(field, edit);
+    connect(edit, &QLineEdit::textChanged, this, &RunConfigForm::onEdited);
+    return edit;
+}
+
+QWidget *RunConfigForm::addPath(const QString &field, const QString &placeholder, bool directory)
+{
+    auto *row = new QWidget(this);
+    auto *layout = new QHBoxLayout(row);
+    layout->setContentsMargins(0, 0, 0, 0);
+    auto *edit = new QLineEdit(row);
+    edit->setObjectName(field);
+    edit->setPlaceholderText(placeholder);
+    m_fields.insert(field, edit);
+    connect(edit, &QLineEdit::textChanged, this, &RunConfigForm::onEdited);
+    auto *browse = new QToolButton(row);
+    browse->setText(QStringLiteral("…"));
+    browse->setToolTip(directory ? tr("Choose a folder") : tr("Choose a file"));
+    connect(browse, &QToolButton::clicked, this, [this, edit, directory] {
+        const QString start = edit->text().isEmpty() ? QString() : QFileInfo(edit->text()).absolutePath();
+        const QString path = directory ? QFileDialog::getExistingDirectory(this, tr("Choose a folder"), edit->text())
+                                       : QFileDialog::getOpenFileName(this, tr("Choose a file"), start);
+        if (!path.isEmpty())
+            edit->setText(path);
+    });
+    layout->addWidget(edit, 1);
+    layout->addWidget(browse);
+    return row;
+}
+
 QWidget *RunConfigForm::fieldWidget(const QString &field) const
 {
     return m_fields.value(field, nullptr);
+}
+
+bool RunConfigForm::isExpanded() const
+{
+    return m_moreToggle->isChecked();
+}
+
+void RunConfigForm::setExpanded(bool expanded)
+{
+    m_moreToggle->setChecked(expanded);
 }
 
 void RunConfigForm::setConfig(const RunConfig &config)
@@ -174,6 +356,33 @@ void RunConfigForm::setConfig(const RunConfig &config)
     m_recompute->setChecked(t.recompute);
     combo("train.attention", toString(t.attention));
     m_seed->setText(QString::number(config.seed));
+
+    auto text = [this](const char *field, const QString &v) { static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(field)))->setText(v); };
+    auto check = [this](const char *field, bool v) { static_cast<QCheckBox *>(m_fields.value(QString::fromLatin1(field)))->setChecked(v); };
+    combo("train.schedule.kind", toString(t.schedule.kind));
+    spin("train.schedule.warmup_steps", t.schedule.warmupSteps);
+    spin("train.schedule.total_steps", t.schedule.totalSteps);
+    m_minLrRatio->setValue(t.schedule.minLrRatio);
+    spin("validation.every_steps", config.validation.everySteps);
+    spin("validation.batches", config.validation.batches);
+    spin("checkpoint.every_steps", config.checkpoint.everySteps);
+    text("checkpoint.dir", QString::fromStdString(config.checkpoint.dir));
+    const DataConfig &d = config.data;
+    combo("data.kind", toString(d.kind));
+    text("data.path", QString::fromStdString(d.path));
+    m_tokenDtype->setCurrentText(QString::fromStdString(d.tokenDtype));
+    combo("data.lengths", toString(d.lengths));
+    spin("data.min_length", d.minLength);
+    text("data.lengths_file", QString::fromStdString(d.lengthsFile));
+    check("data.longest_first", d.longestFirst);
+    check("data.learnable", d.learnable);
+    spin("data.synthetic_samples", d.syntheticSamples);
+    spin("data.validation_per_mille", d.validationFraction);
+    const JobConfig &j = config.job;
+    combo("job.unit", toString(j.unit));
+    text("job.amount", formatNumber(j.amount));
+    text("job.dataset_tokens", formatNumber(j.datasetTokens));
+    text("job.deadline_hours", j.deadlineHours ? formatNumber(*j.deadlineHours) : QString());
     m_loading = false;
     onEdited();
 }
@@ -214,6 +423,43 @@ RunConfig RunConfigForm::config() const
     const qulonglong seed = m_seed->text().trimmed().toULongLong(&ok);
     if (ok)
         c.seed = seed;
+
+    auto text = [this](const char *field) { return static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(field)))->text(); };
+    auto check = [this](const char *field) { return static_cast<QCheckBox *>(m_fields.value(QString::fromLatin1(field)))->isChecked(); };
+    ScheduleConfig &s = c.train.schedule;
+    if (auto v = parseEnum<ScheduleKind>(combo("train.schedule.kind")))
+        s.kind = *v;
+    s.warmupSteps = spin("train.schedule.warmup_steps");
+    s.totalSteps = spin("train.schedule.total_steps");
+    s.minLrRatio = spinValue(m_minLrRatio, m_base.train.schedule.minLrRatio);
+    c.validation.everySteps = spin("validation.every_steps");
+    c.validation.batches = spin("validation.batches");
+    c.checkpoint.everySteps = spin("checkpoint.every_steps");
+    c.checkpoint.dir = text("checkpoint.dir").toStdString();
+    DataConfig &d = c.data;
+    if (auto v = parseEnum<DataKind>(combo("data.kind")))
+        d.kind = *v;
+    d.path = text("data.path").toStdString();
+    d.tokenDtype = m_tokenDtype->currentText().toStdString();
+    if (auto v = parseEnum<LengthDistribution>(combo("data.lengths")))
+        d.lengths = *v;
+    d.minLength = spin("data.min_length");
+    d.lengthsFile = text("data.lengths_file").toStdString();
+    d.longestFirst = check("data.longest_first");
+    d.learnable = check("data.learnable");
+    d.syntheticSamples = spin("data.synthetic_samples");
+    d.validationFraction = spin("data.validation_per_mille");
+    if (auto v = parseEnum<JobUnit>(combo("job.unit")))
+        c.job.unit = *v;
+    if (auto v = parseNumber(text("job.amount")))
+        c.job.amount = *v;
+    if (auto v = parseNumber(text("job.dataset_tokens")))
+        c.job.datasetTokens = *v;
+    const QString deadline = text("job.deadline_hours");
+    if (deadline.trimmed().isEmpty())
+        c.job.deadlineHours.reset();
+    else if (auto v = parseNumber(deadline))
+        c.job.deadlineHours = *v;
     return c;
 }
 
@@ -225,6 +471,21 @@ void RunConfigForm::onEdited()
     m_fields.value(QStringLiteral("train.lora.rank"))->setEnabled(lora);
     m_alpha->setEnabled(lora);
     m_targets->setEnabled(lora);
+
+    // Fields the current kinds ignore are greyed out, as the LoRA fields are outside LoRA mode.
+    // job.dataset_tokens stays open: the validator checks it under either unit, and a greyed field
+    // in red could not be put right.
+    auto combo = [this](const char *field) { return static_cast<QComboBox *>(m_fields.value(QString::fromLatin1(field)))->currentText().toStdString(); };
+    auto field = [this](const char *name) { return m_fields.value(QString::fromLatin1(name)); };
+    const auto kind = parseEnum<DataKind>(combo("data.kind"));
+    const auto lengths = parseEnum<LengthDistribution>(combo("data.lengths"));
+    m_dataPathRow->setEnabled(kind != DataKind::Synthetic);
+    m_tokenDtype->setEnabled(kind == DataKind::TokenFile);
+    field("data.learnable")->setEnabled(kind == DataKind::Synthetic);
+    field("data.synthetic_samples")->setEnabled(kind == DataKind::Synthetic);
+    field("data.min_length")->setEnabled(lengths == LengthDistribution::Uniform);
+    m_lengthsFileRow->setEnabled(lengths == LengthDistribution::FromFile);
+    field("validation.batches")->setEnabled(static_cast<QSpinBox *>(field("validation.every_steps"))->value() > 0);
     validate();
     Q_EMIT changed();
 }
@@ -236,6 +497,14 @@ void RunConfigForm::validate()
     m_seed->text().trimmed().toULongLong(&seedOk);
     if (!seedOk)
         m_issues.push_back({"seed", "must be a whole number from 0 to 18446744073709551615"});
+    auto number = [this](const char *field, bool optional, const char *message) {
+        const QString text = static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(field)))->text();
+        if (!(optional && text.trimmed().isEmpty()) && !parseNumber(text))
+            m_issues.push_back({field, message});
+    };
+    number("job.amount", false, "must be a number, like 1e9 or 1000000000");
+    number("job.dataset_tokens", false, "must be a number of tokens, like 2.5e8 (0 when the job counts tokens)");
+    number("job.deadline_hours", true, "must be a number of hours, or empty for no deadline");
     for (auto &issue : validateRunConfig(config()))
         m_issues.push_back(std::move(issue));
 
@@ -258,6 +527,10 @@ void RunConfigForm::validate()
         w->setStyleSheet(bad ? QStringLiteral("background-color: #ffd0d0; color: #800000;") : QString());
         w->setToolTip(bad ? messages.value(w).join(QLatin1Char('\n')) : QString());
     }
+    // A problem inside the folded panel must not stay out of sight.
+    for (auto it = messages.cbegin(); it != messages.cend(); ++it)
+        if (m_more->isAncestorOf(it.key()))
+            setExpanded(true);
     m_issueLabel->setText(lines.join(QLatin1Char('\n')));
     m_issueLabel->setVisible(!lines.isEmpty());
 }

@@ -1,6 +1,8 @@
 #pragma once
-// A form over the fields of RunConfig an engineer changes most (model shape, the train block,
-// seed). Fields the form does not show are carried through unchanged from the config it was given.
+// A form over the fields of RunConfig an engineer changes: model shape, the train block and seed
+// in view; schedule, validation, checkpoints, data and job in a panel folded away below them, so
+// the form still fits a laptop screen. Fields the form does not show are carried through unchanged
+// from the config it was given.
 // Every change is validated at once: the field turns red and carries the rule as its tooltip, and
 // the list of problems sits under the form.
 #include "config/RunConfig.h"
@@ -17,6 +19,7 @@ class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
+class QToolButton;
 
 namespace pb::ui {
 
@@ -27,13 +30,17 @@ public:
     explicit RunConfigForm(QWidget *parent = nullptr);
     void setConfig(const RunConfig &config);
     // The base config with the form's values written over it. Values the form cannot parse (the
-    // seed) keep the base value; they are listed in issues() all the same.
+    // seed, the job's numbers) keep the base value; they are listed in issues() all the same.
     RunConfig config() const;
     // Every problem: the form's own parse errors first, then validateRunConfig's.
     const std::vector<ValidationIssue> &issues() const { return m_issues; }
     bool isValid() const { return m_issues.empty(); }
     // The widget showing `field` (a JSON path like "train.seq_len"), or nullptr.
     QWidget *fieldWidget(const QString &field) const;
+    // Whether the panel of schedule, validation, checkpoint, data and job fields is open. It opens
+    // by itself when one of its fields has a problem.
+    bool isExpanded() const;
+    void setExpanded(bool expanded);
 
 Q_SIGNALS:
     void changed();
@@ -41,6 +48,9 @@ Q_SIGNALS:
 private:
     QSpinBox *addSpin(const QString &field, int minimum);
     QComboBox *addCombo(const QString &field, const QStringList &names);
+    QCheckBox *addCheck(const QString &field, const QString &text);
+    QLineEdit *addNumber(const QString &field, const QString &placeholder);
+    QWidget *addPath(const QString &field, const QString &placeholder, bool directory);
     void onEdited();
     void validate();
 
@@ -54,6 +64,12 @@ private:
     QDoubleSpinBox *m_alpha = nullptr;
     QCheckBox *m_tie = nullptr;
     QCheckBox *m_recompute = nullptr;
+    QDoubleSpinBox *m_minLrRatio = nullptr;
+    QComboBox *m_tokenDtype = nullptr;
+    QWidget *m_dataPathRow = nullptr;
+    QWidget *m_lengthsFileRow = nullptr;
+    QToolButton *m_moreToggle = nullptr;
+    QWidget *m_more = nullptr;
 };
 
 } // namespace pb::ui

@@ -2,11 +2,13 @@
 
 #include "history/HistoryStore.h"
 
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QFrame>
 #include <QGridLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QVBoxLayout>
 
 #include <exception>
@@ -23,8 +25,7 @@ StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kS
     auto *grid = new QGridLayout;
     grid->setHorizontalSpacing(14);
     grid->setVerticalSpacing(10);
-    const QString cli[] {QString(), tr("Runs on the rented machine: `pilotbench-cli scale --config FILE --gpus N`; the run shows here once recorded."),
-                         QString(), QString()};
+    const QString cli[] {QString(), QString(), QString(), QString()};
     for (int i = 0; i < kStageCount; ++i) {
         const StageSpec &spec = checklistStages()[static_cast<size_t>(i)];
         auto *badge = new QLabel(this);
@@ -50,6 +51,42 @@ StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kS
             m_restoreButton->setToolTip(tr("4 steps, checkpoint, restore in a fresh pilotbench-cli process, 4 more steps; compared with 8 uninterrupted steps"));
             connect(m_restoreButton, &QPushButton::clicked, this, &StagedPilotView::restoreCheckRequested);
             grid->addWidget(m_restoreButton, i * 2, 2, Qt::AlignTop);
+        } else if (i == 1) {
+            auto *box = new QWidget(this);
+            auto *col = new QVBoxLayout(box);
+            col->setContentsMargins(0, 0, 0, 0);
+            auto *opts = new QHBoxLayout;
+            m_scaleGpus = new QSpinBox(box);
+            m_scaleGpus->setObjectName(QStringLiteral("scaleGpus"));
+            m_scaleGpus->setRange(2, 64);
+            m_scaleGpus->setValue(2);
+            m_scaleGpus->setSuffix(tr(" ranks"));
+            m_scaleStrategy = new QComboBox(box);
+            m_scaleStrategy->setObjectName(QStringLiteral("scaleStrategy"));
+            for (const auto st : {ParallelStrategy::Ddp, ParallelStrategy::Zero2, ParallelStrategy::Fsdp})
+                m_scaleStrategy->addItem(QString::fromLatin1(toString(st)), static_cast<int>(st));
+            opts->addWidget(m_scaleGpus);
+            opts->addWidget(m_scaleStrategy);
+            col->addLayout(opts);
+            m_scaleButton = new QPushButton(tr("Run scaling step"), box);
+            m_scaleButton->setObjectName(QStringLiteral("scaleStepButton"));
+            m_scaleButton->setToolTip(tr("A one-process baseline at the ranks' effective batch, then N ranks (GPUs on a CUDA host, CPU shares otherwise) "
+                                         "in a pilotbench-cli worker process; recorded as a scale run. On the rented machine: "
+                                         "pilotbench-cli scale --config FILE --gpus N."));
+            connect(m_scaleButton, &QPushButton::clicked, this, [this] {
+                if (m_scaleRunning)
+                    Q_EMIT scaleCancelRequested();
+                else
+                    Q_EMIT scaleStepRequested(m_scaleGpus->value(), static_cast<ParallelStrategy>(m_scaleStrategy->currentData().toInt()));
+            });
+            col->addWidget(m_scaleButton);
+            m_scaleProgress = new QLabel(box);
+            m_scaleProgress->setObjectName(QStringLiteral("scaleProgressLabel"));
+            m_scaleProgress->setWordWrap(true);
+            m_scaleProgress->setMaximumWidth(260);
+            m_scaleProgress->setStyleSheet(QStringLiteral("color: gray;"));
+            col->addWidget(m_scaleProgress);
+            grid->addWidget(box, i * 2, 2, 2, 1, Qt::AlignTop);
         } else if (i == 0) {
             auto *budget = new QPushButton(tr("Show budget"), this);
             connect(budget, &QPushButton::clicked, this, &StagedPilotView::showBudgetRequested);
@@ -85,6 +122,21 @@ void StagedPilotView::setRestoreCheckRunning(bool running)
     m_restoreRunning = running;
     m_restoreButton->setEnabled(!running);
     m_restoreButton->setText(running ? tr("Restore check running…") : tr("Run restore check"));
+}
+
+void StagedPilotView::setScaleStepRunning(bool running)
+{
+    m_scaleRunning = running;
+    m_scaleButton->setText(running ? tr("Cancel scaling step") : tr("Run scaling step"));
+    m_scaleGpus->setEnabled(!running);
+    m_scaleStrategy->setEnabled(!running);
+    if (!running)
+        m_scaleProgress->clear();
+}
+
+void StagedPilotView::setScaleProgress(int done, int total, const QString &text)
+{
+    m_scaleProgress->setText(tr("%1/%2 %3").arg(done).arg(total).arg(text));
 }
 
 void StagedPilotView::setStore(HistoryStore *store)

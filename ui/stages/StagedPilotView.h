@@ -3,6 +3,7 @@
 // decision. Each stage shows its newest evidence from the history for the current config (the
 // rules are core/workflow/Checklist), turns green only when that evidence passes, and offers what
 // runs it.
+#include "estimate/MemoryEstimate.h"
 #include "workflow/Checklist.h"
 
 #include <QString>
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+class QComboBox;
 class QLabel;
 class QPushButton;
+class QSpinBox;
 
 namespace pb {
 class HistoryStore;
@@ -39,6 +42,9 @@ public:
     const StageStatus &stage(int index) const { return m_status[static_cast<size_t>(index)]; }
     // While the restoration proof runs its button is disabled and the stage says so.
     void setRestoreCheckRunning(bool running);
+    // While the scaling step runs its button cancels it.
+    void setScaleStepRunning(bool running);
+    void setScaleProgress(int done, int total, const QString &text);
 
 public Q_SLOTS:
     void refresh();
@@ -49,6 +55,8 @@ Q_SIGNALS:
     void showBudgetRequested();
     void runPilotRequested();
     void restoreCheckRequested();
+    void scaleStepRequested(int gpus, pb::ParallelStrategy strategy);
+    void scaleCancelRequested();
     void compareRequested();
 
 protected:
@@ -63,6 +71,11 @@ private:
     std::vector<QLabel *> m_badges, m_evidence;
     std::vector<StageStatus> m_status;
     QPushButton *m_restoreButton = nullptr;
+    QPushButton *m_scaleButton = nullptr;
+    QSpinBox *m_scaleGpus = nullptr;
+    QComboBox *m_scaleStrategy = nullptr;
+    QLabel *m_scaleProgress = nullptr;
+    bool m_scaleRunning = false;
     bool m_restoreRunning = false;
 };
 

@@ -184,7 +184,7 @@ private Q_SLOTS:
             const QString message = QString::fromUtf8(e.what());
             QVERIFY2(message.contains(path), e.what());
             QVERIFY2(message.contains(QStringLiteral("schema version %1").arg(version)), e.what());
-            QVERIFY2(message.contains(QStringLiteral("up to 3")), e.what());
+            QVERIFY2(message.contains(QStringLiteral("up to 4")), e.what());
             QCOMPARE(e.code(), ExitCode::InvalidInput);
         }
         QVERIFY_THROWS_EXCEPTION(InvalidInputError, HistoryWriter writer(path));

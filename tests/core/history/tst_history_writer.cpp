@@ -201,6 +201,7 @@ private Q_SLOTS:
                     committed = words[1].toLongLong();
             }
         }
+        const qint64 childPid = child.processId();
         child.kill(); // SIGKILL: no destructor, no checkpoint, WAL left behind
         QVERIFY(child.waitForFinished());
         QCOMPARE(child.exitStatus(), QProcess::CrashExit);
@@ -208,7 +209,11 @@ private Q_SLOTS:
 
         HistoryStore store(path);
         const RunRecord run = store.run(runId);
-        QCOMPARE(run.status, QStringLiteral("running"));
+        // Its process is gone, so opening the history finds it interrupted, with the samples it
+        // committed kept.
+        QCOMPARE(run.status, QStringLiteral("interrupted"));
+        QCOMPARE(run.verdict, QStringLiteral("interrupted"));
+        QVERIFY(run.summary.value(QStringLiteral("message")).toString().contains(QStringLiteral("process %1 ").arg(childPid)));
         QVERIFY(run.sampleCount >= committed);
         const auto samples = store.sampleList(runId);
         for (size_t i = 0; i < samples.size(); ++i)

@@ -1,0 +1,365 @@
+// The run-config form's schedule, validation, checkpoint, data and job fields: each widget writes
+// its own field (checked through the JSON names, so a widget wired to the wrong member shows), a
+// config loaded into the form comes back unchanged, and a bad value turns the field's own widget
+// red and unfolds the panel it sits in.
+#include "config/Presets.h"
+#include "config/RunConfigForm.h"
+#include "config/RunConfigJson.h"
+
+#include <QAbstractButton>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QJsonDocument>
+#include <QLineEdit>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QtTest>
+
+#include <algorithm>
+#include <optional>
+
+using namespace pb;
+using namespace pb::ui;
+
+Q_DECLARE_METATYPE(pb::RunConfig)
+
+namespace {
+
+QJsonValue jsonAt(const QJsonObject &root, const QString &path)
+{
+    QJsonValue v = root;
+    for (const QString &key : path.split(QLatin1Char('.')))
+        v = v.toObject().value(key);
+    return v;
+}
+
+QJsonObject withJsonAt(QJsonObject root, QStringList path, const QJsonValue &value)
+{
+    const QString key = path.takeFirst();
+    root.insert(key, path.isEmpty() ? value : QJsonValue(withJsonAt(root.value(key).toObject(), path, value)));
+    return root;
+}
+
+QByteArray compact(const QJsonObject &o)
+{
+    return QJsonDocument(o).toJson(QJsonDocument::Compact);
+}
+
+// Puts `value` into whichever widget shows the field. Programmatic, so it reaches greyed-out
+// fields too: config() must carry every field whatever the kinds around it.
+void setField(RunConfigForm &form, const QString &field, const QString &value)
+{
+    QWidget *w = form.fieldWidget(field);
+    QVERIFY2(w, qPrintable(QStringLiteral("no widget for ") + field));
+    if (auto *spin = qobject_cast<QSpinBox *>(w)) {
+        spin->setValue(value.toInt());
+    } else if (auto *dspin = qobject_cast<QDoubleSpinBox *>(w)) {
+        dspin->setValue(value.toDouble());
+    } else if (auto *combo = qobject_cast<QComboBox *>(w)) {
+        if (combo->isEditable()) {
+            combo->setCurrentText(value);
+        } else {
+            const int index = combo->findText(value);
+            QVERIFY2(index >= 0, qPrintable(field + QStringLiteral(" does not offer ") + value));
+            combo->setCurrentIndex(index);
+        }
+    } else if (auto *check = qobject_cast<QCheckBox *>(w)) {
+        check->setChecked(value == QLatin1String("true"));
+    } else if (auto *edit = qobject_cast<QLineEdit *>(w)) {
+        edit->setText(value);
+    } else {
+        QFAIL(qPrintable(field + QStringLiteral(": unexpected widget type ") + QString::fromLatin1(w->metaObject()->className())));
+    }
+}
+
+void applyEdits(RunConfigForm &form, const QStringList &edits)
+{
+    for (const QString &edit : edits) {
+        const qsizetype eq = edit.indexOf(QLatin1Char('='));
+        QVERIFY(eq > 0);
+        setField(form, edit.left(eq), edit.mid(eq + 1));
+        if (QTest::currentTestFailed())
+            return;
+    }
+}
+
+QStringList flaggedWidgets(const RunConfigForm &form)
+{
+    QStringList names;
+    for (const QWidget *w : form.findChildren<QWidget *>())
+        if (w->property("invalidField").toBool())
+            names << w->objectName();
+    names.sort();
+    return names;
+}
+
+QString issueText(const RunConfigForm &form)
+{
+    QStringList lines;
+    for (const auto &issue : form.issues())
+        lines << QString::fromStdString(issue.field + ": " + issue.message);
+    return lines.join(QLatin1Char('\n'));
+}
+
+RunConfig everyFieldSet()
+{
+    RunConfig c = presetConfig(QStringLiteral("tiny"));
+    c.train.schedule.kind = ScheduleKind::Linear;
+    c.train.schedule.warmupSteps = 30;
+    c.train.schedule.totalSteps = 777;
+    c.train.schedule.minLrRatio = 0.0123456789; // finer than the spin box shows
+    c.validation.everySteps = 25;
+    c.validation.batches = 3;
+    c.checkpoint.everySteps = 40;
+    c.checkpoint.dir = "/tmp/pilot checkpoints";
+    c.data.kind = DataKind::TokenFile;
+    c.data.path = "/data/train.u32";
+    c.data.tokenDtype = "uint32";
+    c.data.lengths = LengthDistribution::FromFile;
+    c.data.minLength = 8;
+    c.data.lengthsFile = "/data/lengths.txt";
+    c.data.longestFirst = false;
+    c.data.learnable = false;
+    c.data.syntheticSamples = 999;
+    c.data.validationFraction = 25;
+    c.job.unit = JobUnit::Epochs;
+    c.job.amount = 2.75;
+    c.job.datasetTokens = 3.3e11;
+    c.job.deadlineHours = 36.5;
+    return c;
+}
+
+RunConfig noDeadlineHugeJob()
+{
+    RunConfig c = presetConfig(QStringLiteral("tiny"));
+    c.train.schedule.kind = ScheduleKind::Cosine;
+    c.train.schedule.totalSteps = 1;
+    c.train.schedule.minLrRatio = 0;
+    c.data.kind = DataKind::Jsonl;
+    c.data.path = "/data/chat.jsonl";
+    c.data.tokenDtype = "npy";
+    c.data.lengths = LengthDistribution::Uniform;
+    c.data.minLength = 16;
+    c.job.unit = JobUnit::Tokens;
+    c.job.amount = 1.2345678901234567e13;
+    c.job.datasetTokens = 0;
+    c.job.deadlineHours.reset();
+    return c;
+}
+
+} // namespace
+
+class TestRunConfigForm final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase() { QCoreApplication::setOrganizationName(QStringLiteral("pilotbench-tests")); }
+
+    void editWritesItsField_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QJsonValue>("expected");
+        // From tiny: constant schedule 0/200/1, no validation or checkpoints, 512 fixed-length
+        // synthetic samples, a job of 1e6 tokens without deadline.
+        QTest::newRow("schedule kind") << QStringLiteral("train.schedule.kind") << QStringLiteral("cosine") << QJsonValue(QStringLiteral("cosine"));
+        QTest::newRow("warmup steps") << QStringLiteral("train.schedule.warmup_steps") << QStringLiteral("20") << QJsonValue(20.0);
+        QTest::newRow("total steps") << QStringLiteral("train.schedule.total_steps") << QStringLiteral("500") << QJsonValue(500.0);
+        QTest::newRow("min lr ratio") << QStringLiteral("train.schedule.min_lr_ratio") << QStringLiteral("0.05") << QJsonValue(0.05);
+        QTest::newRow("validation every") << QStringLiteral("validation.every_steps") << QStringLiteral("50") << QJsonValue(50.0);
+        QTest::newRow("validation batches") << QStringLiteral("validation.batches") << QStringLiteral("4") << QJsonValue(4.0);
+        QTest::newRow("checkpoint every") << QStringLiteral("checkpoint.every_steps") << QStringLiteral("100") << QJsonValue(100.0);
+        QTest::newRow("checkpoint dir") << QStringLiteral("checkpoint.dir") << QStringLiteral("/tmp/ckpt") << QJsonValue(QStringLiteral("/tmp/ckpt"));
+        QTest::newRow("data kind tokens") << QStringLiteral("data.kind") << QStringLiteral("tokens") << QJsonValue(QStringLiteral("tokens"));
+        QTest::newRow("data kind jsonl") << QStringLiteral("data.kind") << QStringLiteral("jsonl") << QJsonValue(QStringLiteral("jsonl"));
+        QTest::newRow("data path") << QStringLiteral("data.path") << QStringLiteral("/data/train.bin") << QJsonValue(QStringLiteral("/data/train.bin"));
+        QTest::newRow("token dtype") << QStringLiteral("data.token_dtype") << QStringLiteral("uint32") << QJsonValue(QStringLiteral("uint32"));
+        QTest::newRow("lengths uniform") << QStringLiteral("data.lengths") << QStringLiteral("uniform") << QJsonValue(QStringLiteral("uniform"));
+        QTest::newRow("lengths file") << QStringLiteral("data.lengths") << QStringLiteral("file") << QJsonValue(QStringLiteral("file"));
+        QTest::newRow("min length") << QStringLiteral("data.min_length") << QStringLiteral("16") << QJsonValue(16.0);
+        QTest::newRow("lengths file path") << QStringLiteral("data.lengths_file") << QStringLiteral("/data/lengths.txt") << QJsonValue(QStringLiteral("/data/lengths.txt"));
+        QTest::newRow("longest first") << QStringLiteral("data.longest_first") << QStringLiteral("false") << QJsonValue(false);
+        QTest::newRow("learnable") << QStringLiteral("data.learnable") << QStringLiteral("false") << QJsonValue(false);
+        QTest::newRow("synthetic samples") << QStringLiteral("data.synthetic_samples") << QStringLiteral("2048") << QJsonValue(2048.0);
+        QTest::newRow("validation per mille") << QStringLiteral("data.validation_per_mille") << QStringLiteral("50") << QJsonValue(50.0);
+        QTest::newRow("job unit") << QStringLiteral("job.unit") << QStringLiteral("epochs") << QJsonValue(QStringLiteral("epochs"));
+        QTest::newRow("job amount 1e13") << QStringLiteral("job.amount") << QStringLiteral("1e13") << QJsonValue(1e13);
+        QTest::newRow("job amount in digits") << QStringLiteral("job.amount") << QStringLiteral("2_500_000_000_000") << QJsonValue(2.5e12);
+        QTest::newRow("dataset tokens") << QStringLiteral("job.dataset_tokens") << QStringLiteral("250000000") << QJsonValue(2.5e8);
+        QTest::newRow("deadline") << QStringLiteral("job.deadline_hours") << QStringLiteral("36.5") << QJsonValue(36.5);
+    }
+    void editWritesItsField()
+    {
+        QFETCH(QString, field);
+        QFETCH(QString, value);
+        QFETCH(QJsonValue, expected);
+        RunConfigForm form;
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        QVERIFY(form.fieldWidget(field));
+        QCOMPARE(form.fieldWidget(field)->objectName(), field);
+        const QJsonObject before = toJson(form.config());
+        QVERIFY2(jsonAt(before, field) != expected, "the row must change the field");
+
+        QSignalSpy changed(&form, &RunConfigForm::changed);
+        setField(form, field, value);
+        if (QTest::currentTestFailed())
+            return;
+        QVERIFY(changed.count() > 0);
+        const QJsonObject after = toJson(form.config());
+        QVERIFY2(jsonAt(after, field) == expected, compact(after).constData());
+        // The widget writes its own field and no other.
+        const QJsonObject wanted = withJsonAt(before, field.split(QLatin1Char('.')), expected);
+        QVERIFY2(after == wanted, (compact(after) + "\n != \n" + compact(wanted)).constData());
+    }
+
+    void roundTrip_data()
+    {
+        QTest::addColumn<RunConfig>("config");
+        QTest::newRow("every field set") << everyFieldSet();
+        QTest::newRow("no deadline, huge job") << noDeadlineHugeJob();
+    }
+    void roundTrip()
+    {
+        QFETCH(RunConfig, config);
+        RunConfigForm form;
+        // Another config first, so a widget that setConfig forgets keeps a value that shows.
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        form.setConfig(config);
+        const QJsonObject back = toJson(form.config());
+        QVERIFY2(back == toJson(config), (compact(back) + "\n != \n" + compact(toJson(config))).constData());
+        QCOMPARE(configHash(form.config()), configHash(config));
+        QCOMPARE(form.config().job.deadlineHours.has_value(), config.job.deadlineHours.has_value());
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        QVERIFY2(!form.isExpanded(), "a valid config leaves the panel folded");
+    }
+
+    void badValueMarksItsWidget_data()
+    {
+        QTest::addColumn<QStringList>("edits");
+        QTest::addColumn<QString>("flagged");
+        QTest::addColumn<QStringList>("fix");
+        const auto row = [](const char *name, QStringList edits, const char *flagged, QStringList fix) {
+            QTest::newRow(name) << edits << QString::fromLatin1(flagged) << fix;
+        };
+        row("validation without batches", {QStringLiteral("validation.every_steps=10")}, "validation.batches", {QStringLiteral("validation.batches=2")});
+        row("zero total steps", {QStringLiteral("train.schedule.total_steps=0")}, "train.schedule.total_steps", {QStringLiteral("train.schedule.total_steps=10")});
+        row("min lr ratio above 1", {QStringLiteral("train.schedule.min_lr_ratio=1.5")}, "train.schedule.min_lr_ratio", {QStringLiteral("train.schedule.min_lr_ratio=0.5")});
+        row("token file without path", {QStringLiteral("data.kind=tokens")}, "data.path", {QStringLiteral("data.path=/data/train.bin")});
+        row("unknown token dtype", {QStringLiteral("data.kind=tokens"), QStringLiteral("data.path=/x.bin"), QStringLiteral("data.token_dtype=int8")}, "data.token_dtype",
+            {QStringLiteral("data.token_dtype=npy")});
+        row("lengths file missing", {QStringLiteral("data.lengths=file")}, "data.lengths_file", {QStringLiteral("data.lengths_file=/data/lengths.txt")});
+        row("min length over seq len", {QStringLiteral("data.lengths=uniform"), QStringLiteral("data.min_length=100")}, "data.min_length", {QStringLiteral("data.min_length=32")});
+        row("no synthetic samples", {QStringLiteral("data.synthetic_samples=0")}, "data.synthetic_samples", {QStringLiteral("data.synthetic_samples=64")});
+        row("validation per mille 1000", {QStringLiteral("data.validation_per_mille=1000")}, "data.validation_per_mille", {QStringLiteral("data.validation_per_mille=999")});
+        row("zero amount", {QStringLiteral("job.amount=0")}, "job.amount", {QStringLiteral("job.amount=1e13")});
+        row("amount not a number", {QStringLiteral("job.amount=lots")}, "job.amount", {QStringLiteral("job.amount=5e9")});
+        row("epochs without dataset tokens", {QStringLiteral("job.unit=epochs")}, "job.dataset_tokens", {QStringLiteral("job.dataset_tokens=1e9")});
+        row("negative dataset tokens", {QStringLiteral("job.dataset_tokens=-1")}, "job.dataset_tokens", {QStringLiteral("job.dataset_tokens=0")});
+        row("negative deadline", {QStringLiteral("job.deadline_hours=-2")}, "job.deadline_hours", {QStringLiteral("job.deadline_hours=")});
+        row("zero deadline", {QStringLiteral("job.deadline_hours=0")}, "job.deadline_hours", {QStringLiteral("job.deadline_hours=12")});
+        row("deadline not a number", {QStringLiteral("job.deadline_hours=soon")}, "job.deadline_hours", {QStringLiteral("job.deadline_hours= ")});
+    }
+    void badValueMarksItsWidget()
+    {
+        QFETCH(QStringList, edits);
+        QFETCH(QString, flagged);
+        QFETCH(QStringList, fix);
+        RunConfigForm form;
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        QVERIFY(!form.isExpanded());
+        QWidget *w = form.fieldWidget(flagged);
+        QVERIFY(w);
+        QVERIFY(!w->isVisibleTo(&form));
+
+        applyEdits(form, edits);
+        if (QTest::currentTestFailed())
+            return;
+        QVERIFY(!form.isValid());
+        QCOMPARE(flaggedWidgets(form), QStringList {flagged});
+        QVERIFY2(!w->toolTip().isEmpty(), "the rule is the field's tooltip");
+        QVERIFY(w->styleSheet().contains(QStringLiteral("background-color")));
+        QVERIFY(std::any_of(form.issues().begin(), form.issues().end(), [&](const ValidationIssue &i) { return QString::fromStdString(i.field) == flagged; }));
+        QVERIFY2(form.isExpanded() && w->isVisibleTo(&form), "a problem in the folded panel unfolds it");
+        QVERIFY2(w->isEnabled(), "a red field can be put right");
+
+        applyEdits(form, fix);
+        if (QTest::currentTestFailed())
+            return;
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        QVERIFY(!w->property("invalidField").toBool());
+        QVERIFY(w->toolTip().isEmpty());
+    }
+
+    void deadlineTypedByKeyboard()
+    {
+        RunConfigForm form;
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        form.setExpanded(true);
+        auto *deadline = qobject_cast<QLineEdit *>(form.fieldWidget(QStringLiteral("job.deadline_hours")));
+        QVERIFY(deadline);
+        QVERIFY(!form.config().job.deadlineHours);
+        QTest::keyClicks(deadline, QStringLiteral("-3"));
+        QVERIFY(deadline->property("invalidField").toBool());
+        QTest::keyClick(deadline, Qt::Key_Home);
+        QTest::keyClick(deadline, Qt::Key_Delete);
+        QVERIFY(form.isValid());
+        QVERIFY(form.config().job.deadlineHours == 3.0);
+        QTest::keyClick(deadline, Qt::Key_End);
+        QTest::keyClick(deadline, Qt::Key_Backspace);
+        QVERIFY(!form.config().job.deadlineHours);
+    }
+
+    void kindsEnableTheirFields()
+    {
+        RunConfigForm form;
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        const auto enabled = [&](const char *field) { return form.fieldWidget(QString::fromLatin1(field))->isEnabled(); };
+        QVERIFY(!enabled("data.path"));
+        QVERIFY(!enabled("data.token_dtype"));
+        QVERIFY(enabled("data.synthetic_samples"));
+        QVERIFY(enabled("data.learnable"));
+        QVERIFY(!enabled("data.min_length"));
+        QVERIFY(!enabled("data.lengths_file"));
+        QVERIFY(!enabled("validation.batches"));
+
+        setField(form, QStringLiteral("data.kind"), QStringLiteral("tokens"));
+        QVERIFY(enabled("data.path"));
+        QVERIFY(enabled("data.token_dtype"));
+        QVERIFY(!enabled("data.synthetic_samples"));
+        QVERIFY(!enabled("data.learnable"));
+        setField(form, QStringLiteral("data.kind"), QStringLiteral("jsonl"));
+        QVERIFY(enabled("data.path"));
+        QVERIFY(!enabled("data.token_dtype"));
+        setField(form, QStringLiteral("data.lengths"), QStringLiteral("uniform"));
+        QVERIFY(enabled("data.min_length"));
+        QVERIFY(!enabled("data.lengths_file"));
+        setField(form, QStringLiteral("data.lengths"), QStringLiteral("file"));
+        QVERIFY(!enabled("data.min_length"));
+        QVERIFY(enabled("data.lengths_file"));
+        setField(form, QStringLiteral("validation.every_steps"), QStringLiteral("5"));
+        QVERIFY(enabled("validation.batches"));
+    }
+
+    void panelFoldsAndUnfolds()
+    {
+        RunConfigForm form;
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        QWidget *schedule = form.fieldWidget(QStringLiteral("train.schedule.kind"));
+        QVERIFY(schedule);
+        QVERIFY(!form.isExpanded());
+        QVERIFY(!schedule->isVisibleTo(&form));
+        QVERIFY(form.fieldWidget(QStringLiteral("train.seq_len"))->isVisibleTo(&form));
+        auto *toggle = form.findChild<QAbstractButton *>(QStringLiteral("moreSettingsToggle"));
+        QVERIFY(toggle);
+        toggle->click();
+        QVERIFY(form.isExpanded());
+        QVERIFY(schedule->isVisibleTo(&form));
+        toggle->click();
+        QVERIFY(!form.isExpanded());
+        QVERIFY(!schedule->isVisibleTo(&form));
+    }
+};
+
+QTEST_MAIN(TestRunConfigForm)
+#include "tst_run_config_form.moc"

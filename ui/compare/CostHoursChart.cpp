@@ -1,0 +1,207 @@
+#include "compare/CostHoursChart.h"
+
+#include "report/ReportCostChart.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QCursor>
+#include <QGraphicsLayout>
+#include <QLegend>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <QValueAxis>
+
+#include <cmath>
+
+namespace pb::ui {
+namespace {
+
+QString qs(const std::string &s) { return QString::fromStdString(s); }
+
+QString duration(double hours)
+{
+    const double seconds = hours * 3600;
+    if (seconds < 1)
+        return QString::number(seconds * 1000, 'f', 1) + QStringLiteral(" ms");
+    if (seconds < 120)
+        return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
+    if (seconds < 7200)
+        return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
+    return QString::number(hours, 'f', 1) + QStringLiteral(" h");
+}
+
+void styleAxis(QAbstractAxis *axis, const QString &title)
+{
+    axis->setTitleText(title);
+    // As the run charts: a little smaller than the labels so the y title fits a short chart.
+    QFont font = axis->titleFont();
+    font.setPointSizeF(font.pointSizeF() * 0.85);
+    axis->setTitleFont(font);
+}
+
+QAbstractAxis *makeAxis(const CostHoursAxis &a)
+{
+    if (a.log) {
+        auto *axis = new QLogValueAxis;
+        axis->setBase(10);
+        axis->setLabelFormat(QStringLiteral("%g"));
+        axis->setMinorTickCount(8); // 2 to 9 times each decade
+        axis->setMinorGridLinePen(QPen(QColor(235, 235, 235), 0.5));
+        axis->setRange(a.min, a.max);
+        styleAxis(axis, a.title);
+        return axis;
+    }
+    auto *axis = new QValueAxis;
+    axis->setLabelFormat(QStringLiteral("%.6g"));
+    axis->setRange(a.min, a.max);
+    axis->setTickCount(static_cast<int>(std::lround((a.max - a.min) / a.step)) + 1);
+    styleAxis(axis, a.title);
+    return axis;
+}
+
+} // namespace
+
+CostHoursChart::CostHoursChart(QWidget *parent) : QWidget(parent)
+{
+    auto *chart = new QChart;
+    chart->setTitle(tr("Cost per million useful tokens against job hours"));
+    chart->setAnimationOptions(QChart::NoAnimation);
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    chart->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries); // the ring reads as a ring, the deadline as a line
+    chart->layout()->setContentsMargins(0, 0, 0, 0);
+    chart->setMargins(QMargins(4, 2, 4, 2));
+    QFont titleFont = chart->titleFont();
+    titleFont.setBold(true);
+    chart->setTitleFont(titleFont);
+    m_view = new QChartView(chart, this);
+    m_view->setObjectName(QStringLiteral("costHoursChart"));
+    m_view->setRenderHint(QPainter::Antialiasing);
+    m_view->setMinimumSize(320, 240);
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_view);
+}
+
+QChart *CostHoursChart::chart() const { return m_view->chart(); }
+
+void CostHoursChart::clear()
+{
+    QChart *c = chart();
+    c->removeAllSeries();
+    for (QAbstractAxis *axis : c->axes()) {
+        // Its drawn items go only with the next pass of the event loop (deleteLater), and the title
+        // and labels are not children of the hidden axis item: hidden here, they cannot linger
+        // under the next axis in a grab() taken before that pass.
+        axis->setVisible(false);
+        c->removeAxis(axis); // hands the axis back to us
+        delete axis;
+    }
+}
+
+QString CostHoursChart::pointToolTip(const ComparisonRow &row, const std::string &currency)
+{
+    const QString money = qs(currency);
+    QString text = tr("%1 \u00d7%2").arg(qs(row.cardName.empty() ? row.cardId : row.cardName)).arg(row.gpus);
+    text += row.strategy == ParallelStrategy::None ? tr("\nsingle GPU") : tr("\nstrategy: %1").arg(QString::fromLatin1(toString(row.strategy)));
+    text += tr("\njob: %1, rental window: %2").arg(duration(row.cost.jobHours), duration(row.cost.windowHours));
+    text += tr("\ntotal: %1 %2").arg(row.cost.totalCost, 0, 'f', 2).arg(money);
+    text += tr("\nper M useful tokens: %1 %2").arg(row.cost.costPerMillionTokens, 0, 'f', 2).arg(money);
+    if (row.recommended)
+        text += tr("\nrecommended");
+    else if (!row.meetsDeadline)
+        text += tr("\nmisses the deadline");
+    return text;
+}
+
+void CostHoursChart::setComparison(const Comparison &comparison)
+{
+    clear();
+    const CostHoursPlot plot = costHoursPlot(comparison);
+    QChart *c = chart();
+    QAbstractAxis *x = makeAxis(plot.x);
+    QAbstractAxis *y = makeAxis(plot.y);
+    c->addAxis(x, Qt::AlignBottom);
+    c->addAxis(y, Qt::AlignLeft);
+
+    // Each point's tooltip, in the series' point order; the hovered point is found by position.
+    auto addHover = [this](QScatterSeries *series, const QStringList &tips) {
+        connect(series, &QScatterSeries::hovered, this, [this, series, tips](const QPointF &point, bool state) {
+            if (!state) {
+                QToolTip::hideText();
+                return;
+            }
+            const QList<QPointF> points = series->points();
+            int nearest = -1;
+            double best = HUGE_VAL;
+            for (int i = 0; i < points.size() && i < tips.size(); ++i) {
+                const QPointF d = points[i] - point;
+                const double distance = d.x() * d.x() + d.y() * d.y();
+                if (distance < best) {
+                    best = distance;
+                    nearest = i;
+                }
+            }
+            if (nearest >= 0)
+                QToolTip::showText(QCursor::pos(), tips[nearest], m_view);
+        });
+    };
+    auto attach = [&](QAbstractSeries *series) {
+        c->addSeries(series);
+        series->attachAxis(x);
+        series->attachAxis(y);
+    };
+
+    for (const CostHoursCard &card : plot.cards) {
+        auto *series = new QScatterSeries;
+        series->setObjectName(QStringLiteral("card:") + card.cardId);
+        series->setName(card.name);
+        series->setMarkerShape(QScatterSeries::MarkerShapeCircle);
+        series->setMarkerSize(9);
+        series->setColor(card.color);
+        series->setBorderColor(card.color.darker(140));
+        QStringList tips;
+        for (const CostHoursPoint &p : card.points) {
+            series->append(p.jobHours, p.costPerMillionTokens);
+            tips << pointToolTip(comparison.rows[static_cast<size_t>(p.row)], comparison.currency);
+        }
+        attach(series);
+        addHover(series, tips);
+    }
+
+    // Added after the cards so the ring draws over its card's marker; hollow, so that marker shows.
+    if (const CostHoursPoint *best = plot.recommendedPoint()) {
+        auto *ring = new QScatterSeries;
+        ring->setObjectName(QStringLiteral("recommended"));
+        ring->setName(tr("recommended"));
+        ring->setMarkerShape(QScatterSeries::MarkerShapeCircle);
+        ring->setMarkerSize(22);
+        ring->setBrush(Qt::NoBrush);
+        ring->setPen(QPen(costHoursRecommendedColor(), 2.5));
+        ring->append(best->jobHours, best->costPerMillionTokens);
+        // Only this one point is labelled, so the format needs no @xPoint placeholders.
+        ring->setPointLabelsFormat(tr("recommended: %1").arg(best->label));
+        ring->setPointLabelsColor(costHoursRecommendedColor());
+        QFont font = ring->pointLabelsFont();
+        font.setBold(true);
+        ring->setPointLabelsFont(font);
+        ring->setPointLabelsClipping(false);
+        ring->setPointLabelsVisible(true);
+        attach(ring);
+        addHover(ring, {pointToolTip(comparison.rows[static_cast<size_t>(best->row)], comparison.currency)});
+    }
+
+    if (plot.deadlineHours) {
+        auto *line = new QLineSeries;
+        line->setObjectName(QStringLiteral("deadline"));
+        line->setName(tr("deadline (%1)").arg(duration(*plot.deadlineHours)));
+        line->setPen(QPen(costHoursDeadlineColor(), 1.5, Qt::DashLine));
+        line->append(*plot.deadlineHours, plot.y.min);
+        line->append(*plot.deadlineHours, plot.y.max);
+        attach(line);
+    }
+}
+
+} // namespace pb::ui

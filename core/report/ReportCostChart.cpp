@@ -83,6 +83,8 @@ QString tickText(const CostHoursAxis &a, double v)
 {
     if (a.log)
         return v >= 1 ? QString::number(v, 'f', 0) : QString::number(v, 'g', 2);
+    if (a.step < 1e-3) // a job of seconds: fixed decimals would all read 0.0000
+        return QString::number(v, 'g', 3);
     const int decimals = a.step >= 1 ? 0 : std::min(4, static_cast<int>(std::ceil(-std::log10(a.step))));
     return QString::number(v, 'f', decimals);
 }

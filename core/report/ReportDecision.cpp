@@ -127,12 +127,13 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
     c.paragraph(QStringLiteral("Term decision"), 10, true);
     if (d.decision) {
         const QJsonObject &s = d.decision->summary;
-        c.paragraph(QStringLiteral("Recorded decision (run %1, %2): %3 x%4 with %5, %6; %7 %8 in total, %9 %8 per million useful tokens, over a %10 rental window "
+        const int gpus = s.value(QStringLiteral("gpus")).toInt();
+        c.paragraph(QStringLiteral("Recorded decision (run %1, %2): %3 x%4%5, %6; %7 %8 in total, %9 %8 per million useful tokens, over a %10 rental window "
                                    "(catalog %11 of %12). Evidence: pilot %13.")
                         .arg(d.decision->id)
                         .arg(d.decision->startedAt.toUTC().toString(QStringLiteral("yyyy-MM-dd HH:mm")), s.value(QStringLiteral("card_name")).toString())
-                        .arg(s.value(QStringLiteral("gpus")).toInt())
-                        .arg(s.value(QStringLiteral("strategy")).toString(), s.value(QStringLiteral("billing")).toString())
+                        .arg(gpus)
+                        .arg(gpus > 1 ? QStringLiteral(" with ") + s.value(QStringLiteral("strategy")).toString() : QString(), s.value(QStringLiteral("billing")).toString())
                         .arg(s.value(QStringLiteral("total_cost")).toDouble(), 0, 'f', 2)
                         .arg(s.value(QStringLiteral("currency")).toString())
                         .arg(s.value(QStringLiteral("cost_per_million_tokens")).toDouble(), 0, 'f', 2)

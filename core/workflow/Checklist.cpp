@@ -74,14 +74,18 @@ StageStatus evaluateStage(const HistoryStore &store, int index, const QString &m
     const QJsonObject &s = newest->summary;
     QString detail;
     if (newest->kind == QLatin1String("decision")) {
-        detail = tr(", %1 x%2 %3, %4 %5 %6 per M tokens")
+        const int gpus = s.value(QStringLiteral("gpus")).toInt();
+        detail = tr(", %1 x%2%3, %4, %5 %6 per M tokens")
                      .arg(s.value(QStringLiteral("card_name")).toString())
-                     .arg(s.value(QStringLiteral("gpus")).toInt())
-                     .arg(s.value(QStringLiteral("strategy")).toString(), s.value(QStringLiteral("billing")).toString())
+                     .arg(gpus)
+                     .arg(gpus > 1 ? QStringLiteral(" ") + s.value(QStringLiteral("strategy")).toString() : QString(), s.value(QStringLiteral("billing")).toString())
                      .arg(s.value(QStringLiteral("cost_per_million_tokens")).toDouble(), 0, 'f', 2)
                      .arg(s.value(QStringLiteral("currency")).toString());
     } else if (s.value(QStringLiteral("scaling_efficiency")).isDouble()) {
-        detail = tr(", %1 GPUs at efficiency %2").arg(s.value(QStringLiteral("gpus")).toInt()).arg(s.value(QStringLiteral("scaling_efficiency")).toDouble(), 0, 'f', 3);
+        detail = tr(", %1 %2 ranks at scaling efficiency %3")
+                     .arg(s.value(QStringLiteral("gpus")).toInt())
+                     .arg(s.value(QStringLiteral("strategy")).toString())
+                     .arg(s.value(QStringLiteral("scaling_efficiency")).toDouble(), 0, 'f', 3);
     } else if (s.value(QStringLiteral("step_time_p50_ms")).isDouble()) {
         detail = tr(", p50 %1 ms, peak %2 MiB")
                      .arg(s.value(QStringLiteral("step_time_p50_ms")).toDouble(), 0, 'f', 1)

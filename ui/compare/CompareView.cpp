@@ -294,10 +294,11 @@ void CompareView::rebuildTiles(const Comparison &c)
         v->addWidget(specs);
         QString verdict = tr("does not fit at any count shown");
         if (best) {
-            verdict = tr("best: x%1, %2 (%3)\nwindow %4, %5 %6\n%7 %6 per M tokens%8")
+            verdict = tr("best: x%1%9, %2 (%3)\nwindow %4, %5 %6\n%7 %6 per M tokens%8")
                           .arg(best->gpus).arg(stepTime(best->stepTimeMs), QString::fromLatin1(toString(best->stepTimeBasis)))
                           .arg(duration(best->cost.windowHours)).arg(best->cost.totalCost, 0, 'f', 2).arg(qs(c.currency))
-                          .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr("\nRECOMMENDED") : QString());
+                          .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr("\nRECOMMENDED") : QString())
+                          .arg(best->gpus > 1 ? QStringLiteral(" ") + QString::fromLatin1(toString(best->strategy)) : QString());
         }
         auto *result = new QLabel(verdict, tile);
         result->setWordWrap(true);

@@ -157,7 +157,7 @@ void CostHoursChart::setComparison(const Comparison &comparison)
     for (const CostHoursCard &card : plot.cards) {
         auto *series = new QScatterSeries;
         series->setObjectName(QStringLiteral("card:") + card.cardId);
-        series->setName(card.name);
+        series->setName(shortCardName(card.name)); // the legend shares the width with the plot
         series->setMarkerShape(QScatterSeries::MarkerShapeCircle);
         series->setMarkerSize(9);
         series->setColor(card.color);

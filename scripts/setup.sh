@@ -5,7 +5,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 PB_PACKAGES="cmake ninja-build g++ ccache pkg-config git qt6-base-dev qt6-charts-dev libqt6opengl6-dev libxkbcommon-dev
   libqt6sql6-sqlite libtorch-dev libgloo-dev libspdlog-dev libsqlite3-dev libssl-dev
-  xvfb xauth poppler-utils fonts-dejavu-core dpkg-dev file"
+  xvfb xauth poppler-utils fonts-dejavu-core dpkg-dev file python3 python3-torch"
 
 pb_install_packages() {
   local missing=()

@@ -62,8 +62,11 @@ int runScaleWorker(CliContext &ctx)
         {QStringLiteral("no-overlap"), QStringLiteral("ddp: all-reduce after the backward pass instead of during it.")},
         {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},
         {QStringLiteral("timeout"), QStringLiteral("Rendezvous and collective timeout in seconds (default 600)."), QStringLiteral("s"), QStringLiteral("600")},
+        {QStringLiteral("baseline-run"), QStringLiteral("Under torchrun/srun: the recorded one-process pilot of this config at the ranks' effective batch, for the scaling efficiency."),
+         QStringLiteral("id")},
     });
-    if (!parseArgs(parser, ctx, QStringLiteral("One rank of a data-parallel pilot. Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK.")))
+    if (!parseArgs(parser, ctx, QStringLiteral("One rank of a data-parallel pilot. Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK.\n"
+                                               "Under torchrun or srun rank 0 records the step in the history (--db) as a scale run.")))
         return parser.isSet(QStringLiteral("help")) ? 0 : 2;
     if (parser.isSet(QStringLiteral("cpus"))) // before LibTorch starts its threads, which inherit it
         bindToCpus(parseCpuList(parser.value(QStringLiteral("cpus")).toStdString(), "--cpus"));
@@ -82,7 +85,13 @@ int runScaleWorker(CliContext &ctx)
     installInterruptHandler();
     options.cancel = &interruptFlag();
 
-    const DistributedPilotResult result = runDistributedPilot(config, options, dist);
+    // Started by `scale`, the launcher records; under torchrun or srun, rank 0 does.
+    const bool launchedByScale = !qEnvironmentVariable(kScaleLauncherPidVariable).isEmpty();
+    std::optional<int64_t> baselineRun;
+    if (parser.isSet(QStringLiteral("baseline-run")))
+        baselineRun = scaleIntOption(parser, QStringLiteral("baseline-run"), 1);
+    const DistributedPilotResult result = launchedByScale ? runDistributedPilot(config, options, dist)
+                                                          : runLaunchedRank(config, options, dist, databaseFrom(parser), baselineRun);
     const QJsonObject json = toJson(result);
     if (parser.isSet(QStringLiteral("result")))
         writeJsonFile(parser.value(QStringLiteral("result")), json);

@@ -17,15 +17,6 @@
 
 namespace pb {
 
-double percentile(std::vector<double> values, double p)
-{
-    if (values.empty())
-        return 0;
-    std::sort(values.begin(), values.end());
-    const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
-    return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
-}
-
 double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t seqLen)
 {
     const auto counts = countParameters(config);

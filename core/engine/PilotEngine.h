@@ -5,7 +5,8 @@
 // directly) and reports through PilotObserver. No torch in this header.
 #include "config/RunConfig.h"
 #include "engine/Environment.h"
-#include "result/PilotTypes.h"
+#include "result/PilotObserver.h"
+#include "result/StepStatistics.h"
 
 #include <atomic>
 #include <map>
@@ -34,15 +35,6 @@ struct PilotOptions {
     DistributedHooks *distributed = nullptr;   // null: single process; else this rank's data shard and gradient sync
 };
 
-class PilotObserver {
-public:
-    virtual ~PilotObserver() = default;
-    virtual void phaseStarted(Phase /*phase*/, int64_t /*step*/) {}
-    virtual void phaseFinished(const PhaseMark & /*mark*/) {}
-    virtual void stepFinished(const StepSample & /*sample*/) {}
-    virtual void validationFinished(const ValidationResult & /*result*/) {}
-    virtual void checkpointWritten(const CheckpointWrite & /*write*/) {}
-};
 
 struct PilotRun {
     PilotSummary summary;
@@ -80,7 +72,5 @@ public:
 // 12·layers·hidden·seq per token for attention; frozen weights cost 4·N instead of 6·N).
 double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t seqLen);
 
-// Nearest-rank percentile of an unsorted sample (p in [0, 100]).
-double percentile(std::vector<double> values, double p);
 
 } // namespace pb

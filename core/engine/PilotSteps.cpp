@@ -1,4 +1,5 @@
 #include "engine/PilotSteps.h"
+#include "result/StepStatistics.h"
 
 #include "checkpoint/Checkpoint.h"
 #include "engine/DistributedHooks.h"
@@ -396,7 +397,6 @@ void StepRunner::release()
 void StepRunner::finishSummary()
 {
     auto &s = m_run.summary;
-    s.measuredSteps = static_cast<int64_t>(m_measured.size());
     s.peakAllocatedBytes = m_peakAllocated;
     s.peakReservedBytes = m_peakReserved;
     s.peakDeviceUsedBytes = m_peakDeviceUsed;
@@ -405,25 +405,7 @@ void StepRunner::finishSummary()
         s.finalLoss = m_run.losses.back();
     if (m_measured.empty())
         return;
-    std::vector<double> times;
-    double stepSum = 0, waitSum = 0, tokenSum = 0;
-    for (const auto &m : m_measured) {
-        times.push_back(m.stepTimeMs);
-        stepSum += m.stepTimeMs;
-        waitSum += m.dataWaitMs;
-        tokenSum += static_cast<double>(m.tokens);
-    }
-    const double n = static_cast<double>(times.size());
-    s.stepTimeMeanMs = stepSum / n;
-    double var = 0;
-    for (double t : times)
-        var += (t - s.stepTimeMeanMs) * (t - s.stepTimeMeanMs);
-    s.stepTimeCv = times.size() > 1 ? std::sqrt(var / (n - 1)) / s.stepTimeMeanMs : 0;
-    s.stepTimeP50Ms = percentile(times, 50);
-    s.stepTimeP90Ms = percentile(times, 90);
-    s.stepTimeP99Ms = percentile(times, 99);
-    s.tokensPerSecond = tokenSum / (stepSum / 1000.0);
-    s.dataStallFraction = stepSum > 0 ? waitSum / stepSum : 0;
+    summarizeSteps(m_measured, s);
     const int64_t tokensPerStep = m_config.train.microBatch * m_config.train.gradAccum * m_config.train.seqLen;
     s.flopsPerStep = modelFlopsPerStep(m_config, tokensPerStep, m_config.train.seqLen);
     if (m_options.devicePeakFlops && *m_options.devicePeakFlops > 0)

@@ -109,7 +109,7 @@ namespace pb {
 const QStringList &historyRunKinds()
 {
     static const QStringList kinds {QStringLiteral("pilot"), QStringLiteral("estimate"), QStringLiteral("restore-check"),
-                                    QStringLiteral("scale"), QStringLiteral("compare"), QStringLiteral("decision")};
+                                    QStringLiteral("scale"), QStringLiteral("compare"), QStringLiteral("decision"), QStringLiteral("watch")};
     return kinds;
 }
 

@@ -80,7 +80,7 @@ ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalo
     try {
         // This run when it is a finished pilot; otherwise (a restore check, a scaling step, a pilot
         // that did not fit) the newest pilot of the same config that did.
-        const bool fittingPilot = d.run.kind == QLatin1String("pilot") && d.run.verdict == QLatin1String("fits");
+        const bool fittingPilot = (d.run.kind == QLatin1String("pilot") || d.run.kind == QLatin1String("watch")) && d.run.verdict == QLatin1String("fits");
         const auto pilot = findPilotEvidence(store, *d.config, catalog, fittingPilot ? std::optional<int64_t>(d.run.id) : std::nullopt);
         d.comparison = compareConfigurations(*d.config, catalog, ComparisonRequest {}, pilot);
         if (d.comparison->recommendedIndex >= 0) {

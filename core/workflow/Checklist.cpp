@@ -27,8 +27,8 @@ const std::vector<StageSpec> &checklistStages()
 {
     static const std::vector<StageSpec> specs {
         {QT_TRANSLATE_NOOP("Checklist", "1. Memory budget"),
-         QT_TRANSLATE_NOOP("Checklist", "A measured pilot of the config ran its steps without running out of memory (verdict fits)."),
-         {QStringLiteral("pilot")}},
+         QT_TRANSLATE_NOOP("Checklist", "A measured pilot of the config, ours or your own watched command, ran its steps without running out of memory (verdict fits)."),
+         {QStringLiteral("pilot"), QStringLiteral("watch")}},
         {QT_TRANSLATE_NOOP("Checklist", "2. One scaling step"),
          QT_TRANSLATE_NOOP("Checklist", "The same job on the next device count measured, with its scaling efficiency (run kind scale, verdict fits)."),
          {QStringLiteral("scale")}},

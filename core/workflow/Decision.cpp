@@ -165,21 +165,28 @@ double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &confi
 
 std::optional<RunRecord> newestMatchingPilot(const HistoryStore &store, const std::string &configHash)
 {
-    RunFilter filter;
-    filter.kind = QStringLiteral("pilot");
-    for (const auto &run : store.listRuns(filter)) {
-        if (run.configHash == configHash && run.status == QLatin1String("done") && run.verdict == QLatin1String("fits")
-            && run.summary.value(QStringLiteral("step_time_mean_ms")).toDouble() > 0)
-            return run;
+    // Our own pilot or the user's watched command: whichever measured this config last.
+    std::optional<RunRecord> newest;
+    for (const char *kind : {"pilot", "watch"}) {
+        RunFilter filter;
+        filter.kind = QLatin1String(kind);
+        for (auto &run : store.listRuns(filter)) {
+            if (run.configHash == configHash && run.status == QLatin1String("done") && run.verdict == QLatin1String("fits")
+                && run.summary.value(QStringLiteral("step_time_mean_ms")).toDouble() > 0 && run.summary.value(QStringLiteral("flops_per_step")).toDouble() > 0) {
+                if (!newest || run.startedAt > newest->startedAt || (run.startedAt == newest->startedAt && run.id > newest->id))
+                    newest = std::move(run);
+                break; // newest first
+            }
+        }
     }
-    return std::nullopt;
+    return newest;
 }
 
 PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, const Catalog &catalog)
 {
     const std::string where = "--run";
-    if (run.kind != QLatin1String("pilot"))
-        throw InvalidInputError(where, "run " + std::to_string(run.id) + " is a " + run.kind.toStdString() + " run, not a pilot");
+    if (run.kind != QLatin1String("pilot") && run.kind != QLatin1String("watch"))
+        throw InvalidInputError(where, "run " + std::to_string(run.id) + " is a " + run.kind.toStdString() + " run, not a pilot or a watched command");
     const QJsonObject &s = run.summary;
     PilotEvidence e;
     e.runId = run.id;
@@ -211,7 +218,10 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
     const QJsonObject env = s.value(QStringLiteral("environment")).toObject(run.environment);
     const QString device = env.value(QStringLiteral("device")).toString(run.device);
     e.deviceLabel = device.startsWith(QLatin1String("cuda")) ? env.value(QStringLiteral("device_name")).toString().toStdString()
-                                                             : "cpu (" + env.value(QStringLiteral("cpu")).toString().toStdString() + ")";
+                    : env.contains(QStringLiteral("cpu"))     ? "cpu (" + env.value(QStringLiteral("cpu")).toString().toStdString() + ")"
+                                                              : std::string("cpu");
+    if (run.kind == QLatin1String("watch"))
+        e.deviceLabel += " (watched command)";
     if (device.startsWith(QLatin1String("cuda"))) {
         DetectedDevice detected;
         detected.name = env.value(QStringLiteral("device_name")).toString().toStdString();

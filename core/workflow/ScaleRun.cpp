@@ -6,6 +6,7 @@
 #include "dist/Rendezvous.h"
 #include "dist/Topology.h"
 #include "dist/WorkerLauncher.h"
+#include "catalog/StepProjection.h"
 #include "estimate/MemoryEstimator.h"
 #include "history/HistoryStore.h"
 #include "history/HistoryWriter.h"
@@ -361,6 +362,47 @@ ScaleRunResult runScaleStep(ScaleRunSetup setup, ScaleRunObserver &observer)
 {
     ScaleRun run(std::move(setup), observer);
     return run.run();
+}
+
+DistributedPilotResult runLaunchedRank(const RunConfig &config, const PilotOptions &options, const DistributedPilotOptions &dist,
+                                       const QString &database, std::optional<int64_t> baselineRun)
+{
+    if (dist.rendezvous.rank != 0)
+        return runDistributedPilot(config, options, dist);
+    double baselineTokensPerSecond = 0;
+    if (baselineRun) {
+        const HistoryStore store(database);
+        const auto record = store.findRun(*baselineRun);
+        if (!record || record->verdict != QLatin1String("fits"))
+            throw InvalidInputError("--baseline-run", "run " + std::to_string(*baselineRun) + " is not a finished pilot in " + database.toStdString());
+        if (record->configHash != configHash(baselineConfigFor(config, dist.rendezvous.worldSize)))
+            throw InvalidInputError("--baseline-run", "run " + std::to_string(*baselineRun) + " used another config; the baseline is this config at train.grad_accum x "
+                                                          + std::to_string(dist.rendezvous.worldSize));
+        baselineTokensPerSecond = record->summary.value(QStringLiteral("tokens_per_s")).toDouble();
+    }
+    HistoryWriter writer(database);
+    std::atomic<bool> stop {false};
+    PilotRecorder recorder(writer, nullptr, &stop);
+    PilotOptions scaleOptions = options;
+    const int64_t runId = recorder.begin(config, scaleOptions, QStringLiteral("scale"), baselineRun);
+    const DistributedPilotResult result = guardRun(writer, runId, [&] { return runDistributedPilot(config, options, dist, &recorder); });
+    // Every rank runs in step with the slowest, so rank 0's rate times the ranks is the job's.
+    const PilotSummary &s = result.run.summary;
+    const int world = dist.rendezvous.worldSize;
+    QJsonObject json = toJson(result);
+    json.remove(QStringLiteral("steps"));
+    json.insert(QStringLiteral("gpus"), world);
+    json.insert(QStringLiteral("launcher"), QStringLiteral("external (torchrun, srun or another launcher)"));
+    json.insert(QStringLiteral("tokens_per_s"), s.tokensPerSecond * world);
+    if (baselineTokensPerSecond > 0 && s.verdict == Verdict::Fits) {
+        json.insert(QStringLiteral("baseline_tokens_per_s"), baselineTokensPerSecond);
+        json.insert(QStringLiteral("scaling_efficiency"), scalingEfficiency(baselineTokensPerSecond, s.tokensPerSecond * world, world));
+    }
+    PilotSummary record = s;
+    record.tokensPerSecond = s.tokensPerSecond * world;
+    if (!writer.finishRun(runId, record, json) || !writer.flush())
+        spdlog::error("rank 0 could not record the scaling step: {}", writer.lastError());
+    return result;
 }
 
 } // namespace pb

@@ -5,6 +5,7 @@
 // c10d, compared into useful throughput, scaling efficiency, communication time and per-rank peak
 // memory. Both runs go to the history, linked; a run that was begun always ends with a verdict.
 #include "config/RunConfig.h"
+#include "dist/DistributedPilot.h"
 #include "dist/ScaleStep.h"
 #include "engine/PilotEngine.h"
 
@@ -63,5 +64,12 @@ struct ScaleRunResult {
 // Throws InvalidInputError for bad input before anything is recorded; afterwards every outcome is
 // a verdict in the result (and in the history).
 ScaleRunResult runScaleStep(ScaleRunSetup setup, ScaleRunObserver &observer);
+
+// One rank of a data-parallel pilot started by torchrun, srun or any launcher other than `scale`:
+// rank 0 records the step in `database` as a run of kind "scale" (its samples live, the world size
+// and strategy, and the scaling efficiency against `baselineRun` when one is named: a recorded
+// pilot of this config at the ranks' effective batch); the other ranks record nothing.
+DistributedPilotResult runLaunchedRank(const RunConfig &config, const PilotOptions &options, const DistributedPilotOptions &dist,
+                                       const QString &database, std::optional<int64_t> baselineRun);
 
 } // namespace pb

@@ -13,6 +13,8 @@
 #include <QtTest>
 
 #include <csignal>
+#include <memory>
+#include <vector>
 
 namespace {
 
@@ -201,6 +203,54 @@ private Q_SLOTS:
         QCOMPARE(rec.value(QStringLiteral("status")).toString(), QStringLiteral("interrupted"));
         QCOMPARE(rec.value(QStringLiteral("verdict")).toString(), QStringLiteral("interrupted"));
         QVERIFY(rec.value(QStringLiteral("summary")).toObject().value(QStringLiteral("message")).toString().contains(QString::number(pid)));
+    }
+
+    // Two ranks started the way torchrun starts them (environment only, no `scale` launcher): rank 0
+    // records the step, with the efficiency against a named baseline pilot.
+    void scaleWorkersUnderAnotherLauncherRecord()
+    {
+        const Cli run = cli();
+        const QString db = path("torchrun.sqlite");
+        Result r = run({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--set"), QStringLiteral("train.grad_accum=2"),
+                        QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--db"), db});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const int port = 20000 + static_cast<int>(QCoreApplication::applicationPid() % 20000);
+        std::vector<std::unique_ptr<QProcess>> ranks;
+        for (int rank = 0; rank < 2; ++rank) {
+            auto p = std::make_unique<QProcess>();
+            QProcessEnvironment env = run.environment();
+            env.insert(QStringLiteral("MASTER_ADDR"), QStringLiteral("127.0.0.1"));
+            env.insert(QStringLiteral("MASTER_PORT"), QString::number(port));
+            env.insert(QStringLiteral("RANK"), QString::number(rank));
+            env.insert(QStringLiteral("LOCAL_RANK"), QString::number(rank));
+            env.insert(QStringLiteral("WORLD_SIZE"), QStringLiteral("2"));
+            env.insert(QStringLiteral("OMP_NUM_THREADS"), QStringLiteral("1"));
+            p->setProcessEnvironment(env);
+            p->start(QStringLiteral(PB_CLI_PATH), {QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("scale-worker"), QStringLiteral("--config"),
+                                                   QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--warmup"),
+                                                   QStringLiteral("1"), QStringLiteral("--threads"), QStringLiteral("1"), QStringLiteral("--db"), db,
+                                                   QStringLiteral("--baseline-run"), QStringLiteral("1"), QStringLiteral("--result"),
+                                                   path("rank%1.json").arg(rank)});
+            ranks.push_back(std::move(p));
+        }
+        for (auto &p : ranks) {
+            QVERIFY(p->waitForFinished(180000));
+            QVERIFY2(p->exitCode() == 0, p->readAllStandardError().constData());
+        }
+        const QJsonArray list = runs(run, db);
+        QCOMPARE(list.size(), 2); // the baseline pilot and rank 0's scaling step
+        const QJsonObject scale = list[0].toObject();
+        QCOMPARE(scale.value(QStringLiteral("kind")).toString(), QStringLiteral("scale"));
+        QCOMPARE(scale.value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
+        QCOMPARE(scale.value(QStringLiteral("sample_count")).toInt(), 4);
+        const QJsonObject summary = scale.value(QStringLiteral("summary")).toObject();
+        QCOMPARE(summary.value(QStringLiteral("gpus")).toInt(), 2);
+        // Efficiency is the job's rate over twice the named baseline's (no timing bound: CI is loaded).
+        const double baseline = list[1].toObject().value(QStringLiteral("summary")).toObject().value(QStringLiteral("tokens_per_s")).toDouble();
+        QVERIFY(baseline > 0);
+        QCOMPARE(summary.value(QStringLiteral("baseline_tokens_per_s")).toDouble(), baseline);
+        const double efficiency = summary.value(QStringLiteral("scaling_efficiency")).toDouble();
+        QVERIFY(qFuzzyCompare(efficiency, summary.value(QStringLiteral("tokens_per_s")).toDouble() / (2 * baseline)));
     }
 
     // DDP alone fits no NVIDIA card for a full AdamW fine-tune of an 8B model; with the strategy left

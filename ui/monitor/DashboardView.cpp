@@ -7,6 +7,8 @@
 #include "estimate/MemoryEstimator.h"
 #include "monitor/PilotController.h"
 #include "monitor/SampleBuffer.h"
+#include "monitor/WatchController.h"
+#include "monitor/WatchPanel.h"
 
 #include <QComboBox>
 #include <QGridLayout>
@@ -17,6 +19,8 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QStackedWidget>
+#include <QTabBar>
 #include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -57,7 +61,23 @@ DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
 {
     setObjectName(QStringLiteral("dashboardView"));
     m_controller = new PilotController(*m_buffer, this);
+    m_watch = new WatchController(*m_buffer, this);
     auto *outer = new QVBoxLayout(this);
+
+    m_modes = new QTabBar(this);
+    m_modes->setObjectName(QStringLiteral("dashboardModes"));
+    m_modes->addTab(tr("Our pilot"));
+    m_modes->setTabToolTip(0, tr("Measure a pilot of the Configuration tab's run with PilotBench's own engine"));
+    m_modes->addTab(tr("Your command"));
+    m_modes->setTabToolTip(1, tr("Run your own training command and measure it the same way"));
+    m_modes->setExpanding(false);
+    outer->addWidget(m_modes);
+    m_modeStack = new QStackedWidget(this);
+    m_modeStack->setObjectName(QStringLiteral("dashboardModeStack"));
+    auto *pilotPage = new QWidget(m_modeStack);
+    pilotPage->setObjectName(QStringLiteral("pilotPage"));
+    auto *pilotLayout = new QVBoxLayout(pilotPage);
+    pilotLayout->setContentsMargins(0, 0, 0, 0);
 
     auto *bar = new QHBoxLayout;
     m_configLabel = new QLabel(this);
@@ -90,7 +110,7 @@ DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
     m_cancel->setToolTip(tr("Esc: stops within one micro-batch; what was measured is kept"));
     bar->addWidget(m_start);
     bar->addWidget(m_cancel);
-    outer->addLayout(bar);
+    pilotLayout->addLayout(bar);
 
     auto *figures = new QGroupBox(this);
     auto *grid = new QGridLayout(figures);
@@ -112,7 +132,22 @@ DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
     grid->addWidget(m_verdict, 2, 0, 1, 10);
     for (int c = 1; c < 10; c += 2)
         grid->setColumnStretch(c, 1);
-    outer->addWidget(figures);
+    pilotLayout->addWidget(figures);
+
+    m_watchPanel = new WatchPanel(m_modeStack);
+    m_modeStack->addWidget(pilotPage);
+    m_modeStack->addWidget(m_watchPanel);
+    outer->addWidget(m_modeStack);
+    auto showMode = [this](int index) {
+        // A hidden page's size is ignored, so the pilot's short controls do not take the height of
+        // the command's output view from the charts.
+        for (int i = 0; i < m_modeStack->count(); ++i)
+            m_modeStack->widget(i)->setSizePolicy(i == index ? QSizePolicy::Preferred : QSizePolicy::Ignored,
+                                                  i == index ? QSizePolicy::Preferred : QSizePolicy::Ignored);
+        m_modeStack->setCurrentIndex(index);
+    };
+    showMode(0);
+    connect(m_modes, &QTabBar::currentChanged, this, showMode);
 
     m_charts = new RunCharts(this);
     m_charts->setAntialiasing(false);
@@ -126,7 +161,16 @@ DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
     connect(m_controller, &PilotController::runStarted, this, &DashboardView::runStarted);
     connect(m_controller, &PilotController::runFinished, this, &DashboardView::onFinished);
     connect(m_controller, &PilotController::runFailed, this, &DashboardView::onFailed);
-    setRunningUi(false);
+
+    connect(m_watchPanel, &WatchPanel::startRequested, this, &DashboardView::startWatch);
+    connect(m_watchPanel, &WatchPanel::cancelRequested, this, &DashboardView::cancelPilot);
+    connect(m_watch, &WatchController::output, m_watchPanel, &WatchPanel::appendOutput);
+    connect(m_watch, &WatchController::notice, m_watchPanel, &WatchPanel::showNotice);
+    connect(m_watch, &WatchController::processStarted, m_watchPanel, &WatchPanel::showProcessStarted);
+    connect(m_watch, &WatchController::runStarted, this, &DashboardView::runStarted);
+    connect(m_watch, &WatchController::runFinished, this, &DashboardView::onWatchFinished);
+    connect(m_watch, &WatchController::runFailed, this, &DashboardView::onWatchFailed);
+    updateRunningUi();
 }
 
 DashboardView::~DashboardView()
@@ -135,6 +179,8 @@ DashboardView::~DashboardView()
     // before the buffer does (children would otherwise outlive the members).
     delete m_controller;
     m_controller = nullptr;
+    delete m_watch;
+    m_watch = nullptr;
 }
 
 void DashboardView::setConfig(const RunConfig &config, bool valid)
@@ -151,6 +197,7 @@ void DashboardView::setConfig(const RunConfig &config, bool valid)
                                  : tr("The config has problems: fix them on the Configuration tab."));
     if (!isRunning())
         m_start->setEnabled(valid);
+    m_watchPanel->setConfig(config, valid);
 }
 
 void DashboardView::setSteps(int measuredSteps, int warmupSteps)
@@ -161,13 +208,25 @@ void DashboardView::setSteps(int measuredSteps, int warmupSteps)
 
 bool DashboardView::isRunning() const
 {
-    return m_controller && m_controller->isRunning();
+    return (m_controller && m_controller->isRunning()) || (m_watch && m_watch->isRunning());
+}
+
+DashboardView::Mode DashboardView::mode() const
+{
+    return static_cast<Mode>(m_modes->currentIndex());
+}
+
+void DashboardView::setMode(Mode mode)
+{
+    m_modes->setCurrentIndex(static_cast<int>(mode));
 }
 
 bool DashboardView::startPilot()
 {
     if (!m_configValid || isRunning())
         return false;
+    setMode(Mode::Pilot);
+    m_draining = Mode::Pilot;
     PilotOptions options;
     options.device = m_device->currentText().toStdString();
     options.steps = m_steps->value();
@@ -201,27 +260,63 @@ bool DashboardView::startPilot()
     if (!m_controller->start(m_config, options, m_databasePath))
         return false;
     m_elapsed.start();
-    setRunningUi(true);
+    updateRunningUi();
     m_frame->start();
     Q_EMIT statusMessage(tr("Pilot started: %1 warm-up + %2 measured steps on %3").arg(options.warmupSteps).arg(options.steps).arg(QString::fromStdString(options.device)));
     return true;
 }
 
+bool DashboardView::startWatch()
+{
+    if (isRunning())
+        return false;
+    QString why;
+    std::optional<WatchRunRequest> request = m_watchPanel->request(&why);
+    if (!request) {
+        Q_EMIT statusMessage(tr("Your command cannot start: %1").arg(why));
+        return false;
+    }
+    request->database = m_databasePath;
+    setMode(Mode::Command);
+    m_draining = Mode::Command;
+    m_charts->clear();
+    m_charts->setEstimateBytes(std::nullopt); // the command's device is not known before it runs
+    m_charts->setPlannedLastStep(request->options.maxSteps.value_or(0));
+    m_longestFrameMs = 0;
+    const QString command = request->options.command.join(QLatin1Char(' '));
+    if (!m_watch->start(std::move(*request)))
+        return false;
+    m_watchPanel->runStarting();
+    m_elapsed.start();
+    updateRunningUi();
+    m_frame->start();
+    Q_EMIT statusMessage(tr("Watching your command: %1").arg(command));
+    return true;
+}
+
 void DashboardView::cancelPilot()
 {
+    if (m_watch->isRunning()) {
+        m_watch->cancel();
+        m_watchPanel->showCancelling();
+        return;
+    }
     if (!isRunning())
         return;
     m_controller->cancel();
     m_verdict->setText(tr("Cancelling: the engine stops after the current micro-batch…"));
 }
 
-void DashboardView::setRunningUi(bool running)
+void DashboardView::updateRunningUi()
 {
-    m_start->setEnabled(!running && m_configValid);
-    m_cancel->setEnabled(running);
-    m_steps->setEnabled(!running);
-    m_warmup->setEnabled(!running);
-    m_device->setEnabled(!running);
+    // One run at a time: the two kinds share the sample buffer and the charts.
+    const bool pilot = m_controller->isRunning();
+    m_start->setEnabled(!isRunning() && m_configValid);
+    m_cancel->setEnabled(pilot);
+    m_steps->setEnabled(!pilot);
+    m_warmup->setEnabled(!pilot);
+    m_device->setEnabled(!pilot);
+    m_watchPanel->setBusy(isRunning());
 }
 
 void DashboardView::drain()
@@ -229,6 +324,15 @@ void DashboardView::drain()
     QElapsedTimer frame;
     frame.start();
     SampleDrain d = m_buffer->drain();
+    if (m_draining == Mode::Command) {
+        m_watch->drainOutput();
+        m_charts->appendSamples(d.samples);
+        m_charts->refresh(++m_frameCount % 6 == 0);
+        m_watchPanel->addSamples(d.samples);
+        m_watchPanel->setLiveSources(m_watch->peakMemoryBytes(), m_watch->deviceSource(), m_watch->stepSource());
+        m_longestFrameMs = std::max(m_longestFrameMs, frame.nsecsElapsed() / 1e6);
+        return;
+    }
     m_currentPhase = d.currentPhase;
     for (const StepSample &s : d.samples) {
         m_lastStep = std::max(m_lastStep, s.step);
@@ -278,7 +382,7 @@ void DashboardView::onFinished(qint64 runId, const PilotSummary &summary, const 
     drain();
     m_charts->refresh(true);
     m_frame->stop();
-    setRunningUi(false);
+    updateRunningUi();
     m_lastRunId = runId;
     m_lastVerdict = QString::fromLatin1(toString(summary.verdict));
     if (summary.measuredSteps > 0) {
@@ -311,7 +415,7 @@ void DashboardView::onFailed(const QString &message)
     drain();
     m_charts->refresh(true);
     m_frame->stop();
-    setRunningUi(false);
+    updateRunningUi();
     m_lastVerdict = QStringLiteral("error");
     m_lastRunId = m_controller->currentRunId();
     m_verdict->setText(tr("The pilot stopped with an error: %1").arg(message));
@@ -323,6 +427,30 @@ void DashboardView::onFailed(const QString &message)
     Q_EMIT statusMessage(tr("Pilot failed: %1").arg(message));
     if (m_lastRunId > 0)
         Q_EMIT runFinished(m_lastRunId);
+}
+
+void DashboardView::onWatchFinished(qint64 runId, const PilotSummary &summary, const QString &stepSource, const QString &deviceSource)
+{
+    drain();
+    m_charts->refresh(true);
+    m_frame->stop();
+    m_lastRunId = runId;
+    m_lastVerdict = QString::fromLatin1(toString(summary.verdict));
+    m_watchPanel->showFinished(runId, summary, stepSource, deviceSource, m_watch->logPath());
+    updateRunningUi();
+    Q_EMIT statusMessage(tr("Your command, run %1: %2 (steps from %3)").arg(runId).arg(m_lastVerdict, stepSource));
+    Q_EMIT runFinished(runId);
+}
+
+void DashboardView::onWatchFailed(const QString &message)
+{
+    drain();
+    m_frame->stop();
+    m_lastVerdict = QStringLiteral("error");
+    m_lastRunId = 0;
+    m_watchPanel->showFailed(message);
+    updateRunningUi();
+    Q_EMIT statusMessage(tr("Your command was not watched: %1").arg(message));
 }
 
 } // namespace pb::ui

@@ -1,7 +1,8 @@
 #pragma once
-// The live monitoring dashboard: Start and Cancel, a progress bar with ETA, the figures an engineer
-// watches (step time, tokens/s, data stall, MFU, peak memory) and the run's charts, fed by a frame
-// timer (<= 30 Hz) that drains the engine's sample buffer.
+// The live monitoring dashboard in two modes: "Our pilot" (Start and Cancel, a progress bar with
+// ETA, the figures an engineer watches: step time, tokens/s, data stall, MFU, peak memory) and "Your
+// command" (the user's own training command, WatchPanel). Both feed the same charts through one
+// sample buffer drained by a frame timer (<= 30 Hz); one run at a time, either kind.
 #include "config/RunConfig.h"
 #include "result/PilotTypes.h"
 
@@ -17,6 +18,8 @@ class QLabel;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QStackedWidget;
+class QTabBar;
 class QTimer;
 
 namespace pb::ui {
@@ -24,19 +27,27 @@ namespace pb::ui {
 class PilotController;
 class RunCharts;
 class SampleBuffer;
+class WatchController;
+class WatchPanel;
 
 class DashboardView final : public QWidget {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(DashboardView)
 public:
     static constexpr int kFrameIntervalMs = 33; // <= 30 redraws a second
+    enum class Mode { Pilot = 0, Command = 1 };
 
     DashboardView(const QString &databasePath, QWidget *parent = nullptr);
     ~DashboardView() override;
     void setConfig(const RunConfig &config, bool valid);
     void setSteps(int measuredSteps, int warmupSteps);
+    // Our pilot or the user's command.
     bool isRunning() const;
+    Mode mode() const;
+    void setMode(Mode mode);
     RunCharts *charts() const { return m_charts; }
+    WatchPanel *watchPanel() const { return m_watchPanel; }
+    WatchController *watchController() const { return m_watch; }
     // The verdict of the last finished run ("" before any, "error" when it threw).
     const QString &lastVerdict() const { return m_lastVerdict; }
     int64_t lastRunId() const { return m_lastRunId; }
@@ -45,9 +56,14 @@ public:
 
 public Q_SLOTS:
     bool startPilot();
+    // Cancels whichever run is going, ours or the user's command.
     void cancelPilot();
+    // Runs the command of the "Your command" mode; false when its fields have a problem or a run
+    // is going. A missing program is reported later, by runFailed on the controller.
+    bool startWatch();
 
 Q_SIGNALS:
+    // A watched command's run id is known only when it ends: it starts with 0.
     void runStarted(qint64 runId);
     void runFinished(qint64 runId);
     void statusMessage(const QString &message);
@@ -57,13 +73,21 @@ private:
     void updateFigures();
     void onFinished(qint64 runId, const PilotSummary &summary, const QString &historyError);
     void onFailed(const QString &message);
-    void setRunningUi(bool running);
+    void onWatchFinished(qint64 runId, const PilotSummary &summary, const QString &stepSource, const QString &deviceSource);
+    void onWatchFailed(const QString &message);
+    void updateRunningUi();
 
     QString m_databasePath;
     RunConfig m_config;
     bool m_configValid = false;
     std::unique_ptr<SampleBuffer> m_buffer;
     PilotController *m_controller = nullptr;
+    WatchController *m_watch = nullptr;
+    // Which run the buffer is being drained for: its figures are the ones updated.
+    Mode m_draining = Mode::Pilot;
+    QTabBar *m_modes = nullptr;
+    QStackedWidget *m_modeStack = nullptr;
+    WatchPanel *m_watchPanel = nullptr;
     RunCharts *m_charts = nullptr;
     QTimer *m_frame = nullptr;
     QElapsedTimer m_elapsed;

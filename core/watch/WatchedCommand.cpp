@@ -1,0 +1,555 @@
+#include "watch/WatchedCommand.h"
+
+#include "result/ResultJson.h"
+#include "result/StepStatistics.h"
+#include "util/Errors.h"
+#include "watch/LogRecognizer.h"
+#include "watch/ProbeEvents.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QProcess>
+#include <QStandardPaths>
+#include <QThread>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <set>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+namespace pb::watch {
+namespace {
+
+// The kernel's count of OOM kills in our cgroup (cgroup v2); -1 where it cannot be read. A rise
+// while the command ran, with the command killed by SIGKILL, is the OOM killer's work.
+int64_t cgroupOomKills()
+{
+    QFile cgroup(QStringLiteral("/proc/self/cgroup"));
+    if (!cgroup.open(QIODevice::ReadOnly))
+        return -1;
+    for (const QByteArray &line : cgroup.readAll().split('\n')) {
+        if (!line.startsWith("0::"))
+            continue;
+        QFile events(QStringLiteral("/sys/fs/cgroup") + QString::fromUtf8(line.mid(3)) + QStringLiteral("/memory.events"));
+        if (!events.open(QIODevice::ReadOnly))
+            return -1;
+        for (const QByteArray &e : events.readAll().split('\n'))
+            if (e.startsWith("oom_kill "))
+                return e.mid(9).trimmed().toLongLong();
+    }
+    return -1;
+}
+
+// Signals the command's process group and every descendant that left it (setsid, a launcher's
+// own groups): together they are the whole tree.
+void signalTree(qint64 pid, const std::set<int64_t> &known, int signal)
+{
+    if (pid <= 0)
+        return;
+    ::kill(-static_cast<pid_t>(pid), signal);
+    std::set<int64_t> all = known;
+    for (int64_t p : processTree(pid))
+        all.insert(p);
+    for (int64_t p : all)
+        ::kill(static_cast<pid_t>(p), signal);
+}
+
+bool groupAlive(qint64 pgid) { return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
+
+struct RankSteps {
+    std::vector<StepSample> steps;
+    int64_t peakAllocated = 0, peakReserved = 0;
+};
+
+// Turns the command's output and the probe's events into steps, for one run.
+class StepCollector {
+public:
+    StepCollector(const WatchOptions &options, WatchObserver &observer) : m_options(options), m_observer(observer) {}
+
+    void probeLine(const QByteArray &line, double nowMs)
+    {
+        const auto event = parseProbeLine(line);
+        if (!event)
+            return;
+        m_lastEventMs = nowMs;
+        switch (event->kind) {
+        case ProbeEvent::Kind::Hello:
+            if (event->rank == 0 || m_hello.isEmpty())
+                m_hello = event->fields;
+            m_worldSize = std::max(m_worldSize, event->fields.value(QStringLiteral("world_size")).toInt(1));
+            break;
+        case ProbeEvent::Kind::Step: {
+            if (m_source != "probe") {
+                m_source = "probe";
+                m_observer.notice(QStringLiteral("steps from the probe's events"));
+            }
+            StepSample s = stepSampleFromProbe(event->fields);
+            RankSteps &rank = m_ranks[event->rank];
+            if (s.step <= 0)
+                s.step = static_cast<int64_t>(rank.steps.size()) + 1;
+            rank.peakAllocated = std::max(rank.peakAllocated, s.peakAllocatedBytes);
+            rank.peakReserved = std::max(rank.peakReserved, s.reservedBytes);
+            if (event->rank == 0)
+                addRankZeroStep(s, nowMs);
+            rank.steps.push_back(s);
+            break;
+        }
+        case ProbeEvent::Kind::Validation:
+            if (event->rank == 0) {
+                m_validations.push_back(validationFromProbe(event->fields));
+                m_observer.validationFinished(m_validations.back());
+            }
+            break;
+        case ProbeEvent::Kind::Checkpoint:
+            if (event->rank == 0) {
+                m_checkpoints.push_back(checkpointFromProbe(event->fields));
+                m_observer.checkpointWritten(m_checkpoints.back());
+            }
+            break;
+        default:
+            break;
+        }
+    }
+
+    // A line of the command's own output: log-line steps (only while the probe says nothing) and
+    // out-of-memory reports.
+    void outputLine(const QByteArray &bytes, double nowMs)
+    {
+        const QString line = QString::fromUtf8(bytes);
+        if (m_oomLine.empty() && isOutOfMemoryLine(line)) {
+            m_oomLine = line.trimmed().left(400).toStdString();
+            m_observer.notice(QStringLiteral("out of memory reported at step %1: %2").arg(stepsSeen()).arg(QString::fromStdString(m_oomLine)));
+        }
+        if (m_source == "probe")
+            return;
+        const auto r = recognizeLogLine(line);
+        if (!r)
+            return;
+        if (m_source != "log-lines") {
+            m_source = "log-lines";
+            m_observer.notice(QStringLiteral("no probe events: steps from the command's log lines (%1)")
+                                  .arg(r->kind == RecognizedLine::Kind::TqdmProgress ? QStringLiteral("progress bar") : QStringLiteral("Trainer logs")));
+        }
+        if (r->loss)
+            m_lastLoss = *r->loss;
+        if (r->learningRate)
+            m_lastLr = *r->learningRate;
+        if (r->kind != RecognizedLine::Kind::TqdmProgress || !r->step)
+            return;
+        // Only the training bar counts steps: not a validation, evaluation, loading or prediction bar.
+        // The Trainer's evaluation bar has no description, so the first bar's total names the training one.
+        static const QStringList others {QStringLiteral("valid"), QStringLiteral("eval"), QStringLiteral("load"), QStringLiteral("predict"),
+                                         QStringLiteral("sanity"), QStringLiteral("test"), QStringLiteral("download"), QStringLiteral("map")};
+        for (const QString &word : others)
+            if (r->description.contains(word, Qt::CaseInsensitive))
+                return;
+        if (r->total) {
+            if (m_trainTotal < 0)
+                m_trainTotal = *r->total;
+            else if (*r->total != m_trainTotal)
+                return;
+        }
+        // A counter that moved from a to b: b - a steps in the wall time since it last moved.
+        const long long counter = *r->step;
+        if (m_lastCounter < 0 || counter < m_lastCounter) {
+            m_lastCounter = counter;
+            m_lastCounterMs = nowMs;
+            return;
+        }
+        if (counter == m_lastCounter)
+            return;
+        const double perStep = (nowMs - m_lastCounterMs) / static_cast<double>(counter - m_lastCounter);
+        for (long long k = m_lastCounter + 1; k <= counter; ++k) {
+            StepSample s;
+            s.step = k;
+            s.stepTimeMs = perStep;
+            s.loss = m_lastLoss;
+            s.learningRate = m_lastLr;
+            addRankZeroStep(s, nowMs);
+            m_ranks[0].steps.push_back(s);
+        }
+        m_lastCounter = counter;
+        m_lastCounterMs = nowMs;
+    }
+
+    void deviceReading(const SamplerReading &r)
+    {
+        int64_t used = -1;
+        for (const auto &d : r.devices)
+            used = std::max(used, d.memoryUsedBytes);
+        if (used < 0)
+            used = r.treeRssBytes;
+        m_deviceSinceStep = std::max(m_deviceSinceStep, used);
+    }
+
+    int64_t stepsSeen() const { return m_ranks.count(0) ? static_cast<int64_t>(m_ranks.at(0).steps.size()) : 0; }
+    double firstStepMs() const { return m_firstStepMs; }
+    const std::string &source() const { return m_source; }
+    const std::string &oomLine() const { return m_oomLine; }
+    const std::vector<StepSample> &samples() const { return m_samples; }
+    const std::map<int, RankSteps> &ranks() const { return m_ranks; }
+    const std::vector<ValidationResult> &validations() const { return m_validations; }
+    const std::vector<CheckpointWrite> &checkpoints() const { return m_checkpoints; }
+    const QJsonObject &hello() const { return m_hello; }
+    int worldSize() const { return m_worldSize; }
+
+private:
+    void addRankZeroStep(StepSample s, double nowMs)
+    {
+        if (m_firstStepMs < 0)
+            m_firstStepMs = nowMs;
+        s.phase = static_cast<int64_t>(m_samples.size()) < m_options.warmupSteps ? Phase::Warmup : Phase::Train;
+        if (m_deviceSinceStep >= 0)
+            s.deviceUsedBytes = m_deviceSinceStep;
+        m_deviceSinceStep = -1;
+        m_samples.push_back(s);
+        m_observer.stepFinished(s);
+    }
+
+    const WatchOptions &m_options;
+    WatchObserver &m_observer;
+    std::string m_source = "none";
+    std::string m_oomLine;
+    std::map<int, RankSteps> m_ranks;
+    std::vector<StepSample> m_samples;
+    std::vector<ValidationResult> m_validations;
+    std::vector<CheckpointWrite> m_checkpoints;
+    QJsonObject m_hello;
+    int m_worldSize = 1;
+    double m_firstStepMs = -1, m_lastEventMs = -1;
+    long long m_lastCounter = -1;
+    long long m_trainTotal = -1;
+    double m_lastCounterMs = 0;
+    double m_lastLoss = 0, m_lastLr = 0;
+    int64_t m_deviceSinceStep = -1;
+};
+
+double mean(const std::vector<double> &v)
+{
+    double sum = 0;
+    for (double x : v)
+        sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+} // namespace
+
+QString resolveProgram(const QString &program, const QStringList &environment)
+{
+    if (program.isEmpty())
+        throw InvalidInputError("COMMAND", "no command given: put it after --, e.g. watch -- python3 train.py");
+    if (program.contains(QLatin1Char('/'))) {
+        const QFileInfo info(program);
+        if (!info.exists())
+            throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' does not exist");
+        if (!info.isFile() || !info.isExecutable())
+            throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' is not an executable file");
+        return info.absoluteFilePath();
+    }
+    QStringList paths;
+    for (const QString &e : environment)
+        if (e.startsWith(QLatin1String("PATH=")))
+            paths = e.mid(5).split(QLatin1Char(':'), Qt::SkipEmptyParts);
+    const QString found = QStandardPaths::findExecutable(program, paths);
+    if (found.isEmpty())
+        throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' is not a program on PATH");
+    return found;
+}
+
+QJsonObject WatchResult::toJson() const
+{
+    QJsonObject o = pb::toJson(summary);
+    o.insert(QStringLiteral("step_source"), QString::fromStdString(stepSource));
+    o.insert(QStringLiteral("device_source"), QString::fromStdString(deviceSource));
+    o.insert(QStringLiteral("command_exit_code"), commandExitCode);
+    o.insert(QStringLiteral("command_signal"), commandSignal);
+    o.insert(QStringLiteral("stopped_on_purpose"), stoppedOnPurpose);
+    o.insert(QStringLiteral("world_size"), worldSize);
+    o.insert(QStringLiteral("probe_hello"), hello);
+    o.insert(QStringLiteral("peak_process_tree_device_bytes"), static_cast<double>(peakProcessTreeDeviceBytes));
+    o.insert(QStringLiteral("peak_tree_rss_bytes"), static_cast<double>(peakTreeRssBytes));
+    o.insert(QStringLiteral("device_samples"), static_cast<double>(samplesTaken));
+    o.insert(QStringLiteral("log_path"), logPath);
+    o.insert(QStringLiteral("probe_path"), probePath);
+    if (!outOfMemoryLine.empty())
+        o.insert(QStringLiteral("out_of_memory_line"), QString::fromStdString(outOfMemoryLine));
+    QJsonArray rankList;
+    double slowest = 0;
+    for (const auto &[rank, f] : ranks) {
+        slowest = std::max(slowest, f.stepTimeMeanMs);
+        rankList.append(QJsonObject {{QStringLiteral("rank"), rank}, {QStringLiteral("steps"), static_cast<double>(f.steps)},
+                                     {QStringLiteral("step_time_mean_ms"), f.stepTimeMeanMs}, {QStringLiteral("tokens_per_s"), f.tokensPerSecond},
+                                     {QStringLiteral("peak_allocated_bytes"), static_cast<double>(f.peakAllocatedBytes)},
+                                     {QStringLiteral("peak_reserved_bytes"), static_cast<double>(f.peakReservedBytes)},
+                                     {QStringLiteral("final_loss"), f.finalLoss}});
+    }
+    o.insert(QStringLiteral("ranks"), rankList);
+    o.insert(QStringLiteral("slowest_rank_step_time_ms"), slowest);
+    QJsonArray deviceList;
+    for (const auto &d : devices)
+        deviceList.append(QJsonObject {{QStringLiteral("index"), d.index}, {QStringLiteral("name"), QString::fromStdString(d.name)},
+                                       {QStringLiteral("source"), QString::fromStdString(d.source)},
+                                       {QStringLiteral("memory_total_bytes"), static_cast<double>(d.memoryTotalBytes)}});
+    o.insert(QStringLiteral("devices"), deviceList);
+    return o;
+}
+
+WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
+{
+    if (options.command.isEmpty())
+        throw InvalidInputError("COMMAND", "no command given: put it after --, e.g. watch -- python3 train.py");
+    const QString program = resolveProgram(options.command.first(), options.environment);
+    const QString runDir = options.runDir.isEmpty() ? QDir::tempPath() : options.runDir;
+    if (!QDir().mkpath(runDir))
+        throw PilotBenchError(ExitCode::Failure, "cannot create the run folder " + runDir.toStdString());
+
+    WatchResult result;
+    result.logPath = QDir(runDir).filePath(QStringLiteral("command.log"));
+    result.probePath = QDir(runDir).filePath(QStringLiteral("probe.jsonl"));
+    QFile::remove(result.probePath);
+    QFile log(result.logPath);
+    if (!log.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        throw PilotBenchError(ExitCode::Failure, "cannot write the command's log " + result.logPath.toStdString() + ": " + log.errorString().toStdString());
+
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    for (const QString &e : options.environment) {
+        const qsizetype eq = e.indexOf(QLatin1Char('='));
+        if (eq <= 0)
+            throw InvalidInputError("--env", "'" + e.toStdString() + "' must be NAME=VALUE");
+        env.insert(e.left(eq), e.mid(eq + 1));
+    }
+    env.insert(QLatin1String(kProbeVariable), result.probePath);
+    // Python buffers a pipe's output in blocks; the log lines are read as they come.
+    if (!env.contains(QStringLiteral("PYTHONUNBUFFERED")))
+        env.insert(QStringLiteral("PYTHONUNBUFFERED"), QStringLiteral("1"));
+    if (!options.probeModuleDir.isEmpty()) {
+        const QString old = env.value(QStringLiteral("PYTHONPATH"));
+        env.insert(QStringLiteral("PYTHONPATH"), old.isEmpty() ? options.probeModuleDir : options.probeModuleDir + QLatin1Char(':') + old);
+    }
+
+    std::string why;
+    std::unique_ptr<DeviceBackend> backend;
+    if (options.sampleDevices)
+        backend = options.nvmlLibrary.isEmpty() ? openAnyDeviceBackend(&why) : openNvml(options.nvmlLibrary, &why);
+    result.deviceSource = backend ? backend->source() : "proc";
+    if (!backend && options.sampleDevices)
+        spdlog::info("watch: no accelerator library ({}); the process tree's memory comes from /proc", why);
+
+    const int64_t oomKillsBefore = cgroupOomKills();
+    QProcess process;
+    process.setProgram(program);
+    process.setArguments(options.command.mid(1));
+    process.setProcessEnvironment(env);
+    if (!options.workingDir.isEmpty())
+        process.setWorkingDirectory(options.workingDir);
+    process.setChildProcessModifier([] {
+        ::setpgid(0, 0);                     // its own group: the whole tree can be signalled
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // and it ends if watch itself dies
+    });
+    process.start();
+    if (!process.waitForStarted(30000))
+        throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' could not be started: " + process.errorString().toStdString());
+    const qint64 pid = process.processId();
+    spdlog::info("watch: started {} (pid {}), devices from {}", program.toStdString(), pid, result.deviceSource);
+    observer.started(pid, QString::fromStdString(result.deviceSource));
+
+    DeviceSampler sampler(std::move(backend), pid, options.sampleIntervalMs);
+    sampler.start();
+    StepCollector steps(options, observer);
+    LineSplitter outLines, errLines, probeLines;
+    QFile probe(result.probePath);
+    qint64 probeOffset = 0;
+    std::set<int64_t> seenPids;
+    QElapsedTimer clock;
+    clock.start();
+    double stopAskedMs = -1;
+    bool killed = false, cancelled = false;
+
+    auto readProbe = [&] {
+        if (!probe.isOpen() && QFileInfo::exists(result.probePath))
+            probe.open(QIODevice::ReadOnly);
+        if (!probe.isOpen())
+            return;
+        probe.seek(probeOffset);
+        const QByteArray bytes = probe.readAll();
+        probeOffset += bytes.size();
+        const double now = static_cast<double>(clock.elapsed());
+        probeLines.feed(bytes, [&](const QByteArray &line) { steps.probeLine(line, now); });
+    };
+    auto readOutput = [&] {
+        const double now = static_cast<double>(clock.elapsed());
+        const QByteArray out = process.readAllStandardOutput();
+        const QByteArray err = process.readAllStandardError();
+        if (!out.isEmpty()) {
+            observer.output(false, out);
+            log.write(out);
+            outLines.feed(out, [&](const QByteArray &line) { steps.outputLine(line, now); });
+        }
+        if (!err.isEmpty()) {
+            observer.output(true, err);
+            log.write(err);
+            errLines.feed(err, [&](const QByteArray &line) { steps.outputLine(line, now); });
+        }
+    };
+    auto askStop = [&](const QString &why) {
+        if (stopAskedMs >= 0)
+            return;
+        stopAskedMs = static_cast<double>(clock.elapsed());
+        observer.notice(why);
+        for (int64_t p : processTree(pid))
+            seenPids.insert(p);
+        signalTree(pid, seenPids, SIGTERM);
+    };
+
+    while (process.state() != QProcess::NotRunning) {
+        QElapsedTimer tick;
+        tick.start();
+        process.waitForReadyRead(25);
+        readOutput();
+        readProbe();
+        for (const SamplerReading &r : sampler.drain()) {
+            steps.deviceReading(r);
+            observer.devices(r);
+        }
+        if (seenPids.size() < 4096)
+            for (int64_t p : processTree(pid))
+                seenPids.insert(p);
+        const double now = static_cast<double>(clock.elapsed());
+        if (options.cancel && options.cancel->load() && !cancelled) {
+            cancelled = true;
+            askStop(QStringLiteral("cancelled: stopping the command's process tree"));
+        }
+        if (options.maxSteps && steps.stepsSeen() >= *options.maxSteps && stopAskedMs < 0) {
+            result.stoppedOnPurpose = true;
+            askStop(QStringLiteral("%1 steps measured as asked: stopping the command").arg(steps.stepsSeen()));
+        }
+        if (options.maxSeconds && now >= *options.maxSeconds * 1000.0 && stopAskedMs < 0) {
+            result.stoppedOnPurpose = true;
+            askStop(QStringLiteral("%1 s measured as asked: stopping the command").arg(*options.maxSeconds));
+        }
+        if (stopAskedMs >= 0 && !killed && now - stopAskedMs > options.graceMs) {
+            killed = true;
+            observer.notice(QStringLiteral("the command did not stop within %1 s of SIGTERM: SIGKILL").arg(options.graceMs / 1000.0));
+            signalTree(pid, seenPids, SIGKILL);
+        }
+        if (tick.elapsed() < 5)
+            QThread::msleep(20); // its pipes are closed but it has not exited: do not spin
+        process.waitForFinished(0);
+    }
+    process.waitForFinished(1000);
+    readOutput();
+    // Whatever it left behind in its group (a daemonised worker, a data loader) goes too.
+    if (groupAlive(pid)) {
+        signalTree(pid, seenPids, SIGTERM);
+        for (int i = 0; i < 50 && groupAlive(pid); ++i)
+            QThread::msleep(40);
+        if (groupAlive(pid))
+            ::kill(-static_cast<pid_t>(pid), SIGKILL);
+    }
+    sampler.stop();
+    for (const SamplerReading &r : sampler.drain()) {
+        steps.deviceReading(r);
+        observer.devices(r);
+        if (!r.devices.empty())
+            result.devices = r.devices;
+    }
+    readProbe();
+    probeLines.flush([&](const QByteArray &line) { steps.probeLine(line, static_cast<double>(clock.elapsed())); });
+    outLines.flush([&](const QByteArray &line) { steps.outputLine(line, static_cast<double>(clock.elapsed())); });
+    errLines.flush([&](const QByteArray &line) { steps.outputLine(line, static_cast<double>(clock.elapsed())); });
+    log.close();
+
+    const bool crashed = process.exitStatus() == QProcess::CrashExit;
+    result.commandExitCode = crashed ? -1 : process.exitCode();
+    result.commandSignal = crashed ? process.exitCode() : 0;
+    result.stepSource = steps.source();
+    result.hello = steps.hello();
+    result.worldSize = steps.worldSize();
+    result.outOfMemoryLine = steps.oomLine();
+    result.samples = steps.samples();
+    result.peakProcessTreeDeviceBytes = sampler.peakProcessTreeDeviceBytes();
+    result.peakTreeRssBytes = sampler.peakTreeRssBytes();
+    result.samplesTaken = sampler.samplesTaken();
+
+    PilotSummary &s = result.summary;
+    std::vector<StepSample> measured;
+    for (const StepSample &sample : result.samples)
+        if (sample.phase == Phase::Train)
+            measured.push_back(sample);
+    summarizeSteps(measured, s);
+    for (const auto &[rank, r] : steps.ranks()) {
+        std::vector<StepSample> m(r.steps.begin() + std::min<size_t>(r.steps.size(), static_cast<size_t>(std::max(0, options.warmupSteps))), r.steps.end());
+        PilotSummary rs;
+        summarizeSteps(m, rs);
+        RankFigures f;
+        f.steps = static_cast<int64_t>(r.steps.size());
+        f.stepTimeMeanMs = rs.stepTimeMeanMs;
+        f.tokensPerSecond = rs.tokensPerSecond;
+        f.peakAllocatedBytes = r.peakAllocated;
+        f.peakReservedBytes = r.peakReserved;
+        f.finalLoss = r.steps.empty() ? 0 : r.steps.back().loss;
+        result.ranks[rank] = f;
+        s.peakAllocatedBytes = std::max(s.peakAllocatedBytes, r.peakAllocated);
+        s.peakReservedBytes = std::max(s.peakReservedBytes, r.peakReserved);
+    }
+    // The job's throughput is every rank's tokens; its step time is the slowest rank's.
+    if (result.ranks.size() > 1) {
+        double tokens = 0, slowest = 0;
+        for (const auto &[rank, f] : result.ranks) {
+            tokens += f.tokensPerSecond;
+            slowest = std::max(slowest, f.stepTimeMeanMs);
+        }
+        s.tokensPerSecond = tokens;
+        s.stepTimeMeanMs = slowest;
+    }
+    s.peakDeviceUsedBytes = std::max<int64_t>(0, result.deviceSource == "proc" ? sampler.peakTreeRssBytes() : sampler.peakDeviceUsedBytes());
+    std::vector<double> validation, checkpoint;
+    for (const auto &v : steps.validations())
+        validation.push_back(v.durationMs);
+    for (const auto &c : steps.checkpoints()) {
+        checkpoint.push_back(c.writeMs);
+        s.checkpointBytes = std::max(s.checkpointBytes, c.bytes);
+    }
+    s.validationMs = mean(validation);
+    s.checkpointWriteMs = mean(checkpoint);
+    s.setupMs = steps.firstStepMs() >= 0 ? steps.firstStepMs() : 0;
+    s.totalMs = static_cast<double>(clock.elapsed());
+    if (!result.samples.empty())
+        s.finalLoss = result.samples.back().loss;
+
+    const int64_t oomKillsAfter = cgroupOomKills();
+    const bool oomKilled = crashed && result.commandSignal == SIGKILL && !killed && oomKillsBefore >= 0 && oomKillsAfter > oomKillsBefore;
+    if (cancelled) {
+        s.verdict = Verdict::Cancelled;
+        s.message = "cancelled after " + std::to_string(steps.stepsSeen()) + " steps";
+    } else if (!result.outOfMemoryLine.empty() || oomKilled) {
+        s.verdict = Verdict::DoesNotFit;
+        s.failedStep = steps.stepsSeen() + 1;
+        s.failedPhase = "train";
+        s.message = (oomKilled ? std::string("killed by the kernel's OOM killer") : "out of memory: " + result.outOfMemoryLine) + " (at step "
+                    + std::to_string(s.failedStep) + ", peak device use seen " + std::to_string(s.peakDeviceUsedBytes) + " bytes)";
+    } else if (result.stoppedOnPurpose) {
+        s.verdict = Verdict::Fits;
+        s.message = "stopped on purpose after " + std::to_string(steps.stepsSeen()) + " steps";
+    } else if (!crashed && result.commandExitCode == 0) {
+        s.verdict = Verdict::Fits;
+        s.message = steps.stepsSeen() > 0 ? std::string() : "the command ended without a step we could see (no probe events and no recognised log lines)";
+    } else {
+        s.verdict = Verdict::Failed;
+        s.message = crashed ? "the command was killed by signal " + std::to_string(result.commandSignal)
+                            : "the command exited with code " + std::to_string(result.commandExitCode);
+        s.failedStep = steps.stepsSeen() + 1;
+    }
+    spdlog::info("watch: {} ({} steps from {}, {} device samples)", s.message.empty() ? toString(s.verdict) : s.message, steps.stepsSeen(),
+                 result.stepSource, result.samplesTaken);
+    return result;
+}
+
+} // namespace pb::watch

@@ -1,0 +1,242 @@
+// `pilotbench-cli watch -- COMMAND` as a user runs it, on real small PyTorch training scripts
+// (tests/data/watch, Debian's python3-torch on the CPU): with the probe, with log lines only, out of
+// memory, a crash, a missing program, a stop after N steps, a cancel that leaves no process behind;
+// the run recorded in the history and used by compare.
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <csignal>
+
+namespace {
+
+const QString kPython = QStringLiteral("/usr/bin/python3");
+
+QString script(const char *name) { return QStringLiteral(PB_SOURCE_DIR "/tests/data/watch/") + QLatin1String(name); }
+
+struct Result {
+    int code = -1;
+    QByteArray out;
+    QString err;
+};
+
+Result cli(const QStringList &args, const QStringList &env = {}, int timeoutMs = 240000)
+{
+    QProcess p;
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    for (const QString &kv : env)
+        e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
+    Result r;
+    if (!p.waitForFinished(timeoutMs)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = QStringLiteral("<timed out>");
+        return r;
+    }
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = p.readAllStandardOutput();
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+QJsonObject eventOf(const QByteArray &jsonl, const QString &name)
+{
+    for (const QByteArray &line : jsonl.split('\n')) {
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        if (o.value(QStringLiteral("event")).toString() == name)
+            return o;
+    }
+    return {};
+}
+
+int countEvents(const QByteArray &jsonl, const QString &name)
+{
+    int n = 0;
+    for (const QByteArray &line : jsonl.split('\n'))
+        n += QJsonDocument::fromJson(line).object().value(QStringLiteral("event")).toString() == name ? 1 : 0;
+    return n;
+}
+
+QJsonArray runs(const QString &db)
+{
+    const Result r = cli({QStringLiteral("history"), QStringLiteral("--db"), db, QStringLiteral("--json")});
+    return QJsonDocument::fromJson(r.out).object().value(QStringLiteral("runs")).toArray();
+}
+
+bool torchAvailable()
+{
+    QProcess p;
+    p.start(kPython, {QStringLiteral("-c"), QStringLiteral("import torch")});
+    return p.waitForFinished(60000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
+} // namespace
+
+class TestCliWatch : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_dir;
+    QString path(const QString &name) const { return m_dir.filePath(name); }
+    QStringList base(const QString &db) const
+    {
+        return {QStringLiteral("watch"), QStringLiteral("--db"), db, QStringLiteral("--jsonl"), QStringLiteral("--no-devices"), QStringLiteral("--grace"), QStringLiteral("3")};
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        QVERIFY2(torchAvailable(), "/usr/bin/python3 cannot import torch: scripts/setup.sh installs python3-torch");
+    }
+
+    // The probe reports every step with tokens, loss, lr and time, a validation and a checkpoint;
+    // the run carries them, and compare takes its measured step time for the declared config.
+    void probeEventsAreTheSteps()
+    {
+        const QString db = path(QStringLiteral("probe.sqlite"));
+        const Result r = cli(base(db) + QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--"), kPython, script("train_probe.py")},
+                             {QStringLiteral("STEPS=12")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const QJsonObject summary = eventOf(r.out, QStringLiteral("summary"));
+        QCOMPARE(summary.value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
+        QCOMPARE(summary.value(QStringLiteral("step_source")).toString(), QStringLiteral("probe"));
+        QCOMPARE(summary.value(QStringLiteral("measured_steps")).toInt(), 10); // 12 less 2 warm-up
+        QCOMPARE(countEvents(r.out, QStringLiteral("step")), 12);
+        QVERIFY(summary.value(QStringLiteral("step_time_mean_ms")).toDouble() > 0);
+        QVERIFY(summary.value(QStringLiteral("tokens_per_s")).toDouble() > 0);
+        QVERIFY(summary.value(QStringLiteral("flops_per_step")).toDouble() > 0);
+        QVERIFY(std::isfinite(summary.value(QStringLiteral("final_loss")).toDouble()));
+        QVERIFY(!summary.value(QStringLiteral("probe_hello")).toObject().value(QStringLiteral("torch_version")).toString().isEmpty());
+        QCOMPARE(summary.value(QStringLiteral("device_source")).toString(), QStringLiteral("proc"));
+        QVERIFY(summary.value(QStringLiteral("peak_device_used_bytes")).toDouble() > 1e6); // the python process's RSS
+        QVERIFY(QFile::exists(summary.value(QStringLiteral("log_path")).toString()));
+        QCOMPARE(countEvents(r.out, QStringLiteral("validation")), 1);
+        QCOMPARE(countEvents(r.out, QStringLiteral("checkpoint")), 1);
+
+        const QJsonArray list = runs(db);
+        QCOMPARE(list.size(), 1);
+        const QJsonObject run = list[0].toObject();
+        QCOMPARE(run.value(QStringLiteral("kind")).toString(), QStringLiteral("watch"));
+        QCOMPARE(run.value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
+        QCOMPARE(run.value(QStringLiteral("sample_count")).toInt(), 12);
+
+        const Result cmp = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db, QStringLiteral("--json")});
+        QVERIFY2(cmp.code == 0, qPrintable(cmp.err));
+        const QJsonObject c = QJsonDocument::fromJson(cmp.out).object();
+        QCOMPARE(c.value(QStringLiteral("pilot_run_id")).toInt(), run.value(QStringLiteral("id")).toInt());
+        QVERIFY(c.value(QStringLiteral("pilot_device")).toString().contains(QStringLiteral("watched command")));
+    }
+
+    // Without the probe: the Trainer's logged dicts and tqdm's counter give the steps and the loss.
+    void logLinesGiveTheSteps()
+    {
+        const QString db = path(QStringLiteral("logs.sqlite"));
+        const Result r = cli(base(db) + QStringList {QStringLiteral("--"), kPython, script("train_trainer_logs.py")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const QJsonObject summary = eventOf(r.out, QStringLiteral("summary"));
+        QCOMPARE(summary.value(QStringLiteral("step_source")).toString(), QStringLiteral("log-lines"));
+        QVERIFY(countEvents(r.out, QStringLiteral("step")) >= 5);
+        QVERIFY(summary.value(QStringLiteral("step_time_mean_ms")).toDouble() > 0);
+        QVERIFY(summary.value(QStringLiteral("final_loss")).toDouble() > 0);
+        QVERIFY(r.err.contains(QStringLiteral("it/s"))); // the command's own output passed through
+    }
+
+    void outcomes_data()
+    {
+        QTest::addColumn<QString>("scriptName");
+        QTest::addColumn<int>("exitCode");
+        QTest::addColumn<QString>("verdict");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("out of memory") << QStringLiteral("oom.py") << 3 << QStringLiteral("does-not-fit") << QStringLiteral("out of memory");
+        QTest::newRow("crash") << QStringLiteral("crash.py") << 1 << QStringLiteral("failed") << QStringLiteral("exited with code 1");
+    }
+    void outcomes()
+    {
+        QFETCH(QString, scriptName);
+        QFETCH(int, exitCode);
+        QFETCH(QString, verdict);
+        QFETCH(QString, message);
+        const QString db = path(scriptName + QStringLiteral(".sqlite"));
+        const Result r = cli(base(db) + QStringList {QStringLiteral("--"), kPython, script(scriptName.toLatin1().constData())});
+        QCOMPARE(r.code, exitCode);
+        const QJsonObject summary = eventOf(r.out, QStringLiteral("summary"));
+        QCOMPARE(summary.value(QStringLiteral("verdict")).toString(), verdict);
+        QVERIFY2(summary.value(QStringLiteral("message")).toString().contains(message), qPrintable(summary.value(QStringLiteral("message")).toString()));
+        const QJsonArray list = runs(db);
+        QCOMPARE(list.size(), 1);
+        QCOMPARE(list[0].toObject().value(QStringLiteral("verdict")).toString(), verdict);
+        QCOMPARE(list[0].toObject().value(QStringLiteral("status")).toString(), QStringLiteral("done"));
+    }
+
+    void missingProgramIsInvalidInput()
+    {
+        const QString db = path(QStringLiteral("missing.sqlite"));
+        const Result r = cli(base(db) + QStringList {QStringLiteral("--"), QStringLiteral("no-such-trainer-xyz"), QStringLiteral("--epochs"), QStringLiteral("1")});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(QStringLiteral("no-such-trainer-xyz")), qPrintable(r.err));
+        QVERIFY(runs(db).isEmpty());
+        const Result none = cli(base(db));
+        QCOMPARE(none.code, 2);
+        QVERIFY(none.err.contains(QStringLiteral("COMMAND")));
+    }
+
+    void stopsOnPurposeAfterMaxSteps()
+    {
+        const QString db = path(QStringLiteral("max.sqlite"));
+        const Result r = cli(base(db) + QStringList {QStringLiteral("--max-steps"), QStringLiteral("5"), QStringLiteral("--"), kPython, script("long_with_child.py")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const QJsonObject summary = eventOf(r.out, QStringLiteral("summary"));
+        QCOMPARE(summary.value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
+        QVERIFY(summary.value(QStringLiteral("stopped_on_purpose")).toBool());
+        QVERIFY(countEvents(r.out, QStringLiteral("step")) >= 5);
+    }
+
+    // SIGTERM to watch (as Ctrl-C or a closed session would) stops the command and its child; the
+    // run is recorded cancelled and no process of the job is left.
+    void cancelLeavesNoProcess()
+    {
+        const QString db = path(QStringLiteral("cancel.sqlite"));
+        QTemporaryDir marker;
+        QProcess p;
+        QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("WATCH_TEST_MARKER"), marker.path());
+        p.setProcessEnvironment(e);
+        p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + base(db)
+                                                 + QStringList {QStringLiteral("--"), kPython, script("long_with_child.py"), marker.path()});
+        QVERIFY(p.waitForStarted());
+        QByteArray out;
+        for (int i = 0; i < 600 && countEvents(out, QStringLiteral("step")) < 3; ++i) {
+            p.waitForReadyRead(100);
+            out += p.readAllStandardOutput();
+        }
+        QVERIFY2(countEvents(out, QStringLiteral("step")) >= 3, p.readAllStandardError().constData());
+        ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+        QVERIFY(p.waitForFinished(60000));
+        out += p.readAllStandardOutput();
+        QCOMPARE(p.exitCode(), 4);
+        QCOMPARE(eventOf(out, QStringLiteral("summary")).value(QStringLiteral("verdict")).toString(), QStringLiteral("cancelled"));
+        QCOMPARE(runs(db)[0].toObject().value(QStringLiteral("verdict")).toString(), QStringLiteral("cancelled"));
+        // No process of the job remains: none has the marker folder on its command line.
+        QTRY_VERIFY_WITH_TIMEOUT(
+            [&] {
+                for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+                    QFile cmd(QStringLiteral("/proc/") + pid + QStringLiteral("/cmdline"));
+                    if (pid.toInt() > 0 && cmd.open(QIODevice::ReadOnly) && cmd.readAll().contains(marker.path().toUtf8()))
+                        return false;
+                }
+                return true;
+            }(),
+            10000);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCliWatch)
+#include "tst_cli_watch.moc"

@@ -114,6 +114,14 @@ public:
             }
             break;
         default:
+            // The probe's "error" event: an exception left the job; an out-of-memory one is the verdict.
+            if (event->fields.value(QStringLiteral("event")).toString() == QLatin1String("error") && event->fields.value(QStringLiteral("oom")).toBool()
+                && m_oomLine.empty()) {
+                m_oomLine = (event->fields.value(QStringLiteral("type")).toString() + QStringLiteral(": ") + event->fields.value(QStringLiteral("message")).toString())
+                                .left(400)
+                                .toStdString();
+                m_observer.notice(QStringLiteral("out of memory reported by the probe at step %1").arg(stepsSeen() + 1));
+            }
             break;
         }
     }

@@ -372,9 +372,19 @@ def start_group(extra):
                             cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     pids = [int(proc.stdout.readline().split()[-1]) for _ in range(2)]
     deadline = time.time() + 10
-    while time.time() < deadline and len({e["rank"] for e in of(events(path), "step")} if os.path.exists(path) else ()) < 2:
+    while time.time() < deadline and len(step_ranks(path)) < 2:
         time.sleep(0.05)
     return proc, pids
+
+
+def step_ranks(path):
+    """Ranks with a step event so far, in a file still being written (complete lines only)."""
+    try:
+        with open(path, "rb") as fh:
+            lines = fh.read().split(b"\n")[:-1]
+    except OSError:
+        return set()
+    return {e["rank"] for e in map(json.loads, lines) if e["event"] == "step"}
 
 
 def alive(pid):

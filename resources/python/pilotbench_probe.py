@@ -54,10 +54,10 @@ Every line is a JSON object with "event", "t" (time.time()), "rank" (int(RANK), 
 * "step": step (1-based count of completed optimizer steps in this process, or what the job passed),
   tokens (tokens this process consumed in the step; null when unknown), loss, lr, step_time_ms;
   when known: forward_ms, backward_ms, optimizer_ms, data_wait_ms (other phase names give
-  "<name>_ms"), grad_norm; on a GPU: peak_allocated_bytes and peak_reserved_bytes of the step
-  (torch.cuda.max_memory_allocated()/max_memory_reserved(), then reset_peak_memory_stats(); the
-  ROCm build answers the same calls), allocated_bytes (memory_allocated() at the step's end),
-  device; plus any field the job adds.
+  "<name>_ms"), grad_norm; on a GPU: peak_allocated_bytes and peak_reserved_bytes so far
+  (torch.cuda.max_memory_allocated()/max_memory_reserved(); the ROCm build answers the same calls;
+  peak_scope "run", or "step" with PILOTBENCH_PROBE_STEP_PEAKS=1, which resets them each step),
+  allocated_bytes (memory_allocated() at the step's end), device; plus any field the job adds.
 * "validation": step, loss, duration_ms (batches when known).
 * "checkpoint": step, duration_ms, path (optional), bytes (optional).
 * "log": the fields given to log(**fields) (and the Trainer's non-step logs, source "hf").
@@ -469,8 +469,17 @@ def _amd_driver():
 # Memory
 # --------------------------------------------------------------------------------------------
 
-def _read_peaks(record, reset=True):
-    """Adds the step's peak memory to record (GPU only) and resets the peaks."""
+# Resetting the allocator's peak counters each step would change what the job itself reads from
+# torch.cuda.max_memory_allocated() (measured on the H200: a Trainer job saw 13.9 GiB instead of its
+# 71.5 GiB peak), so by default the probe leaves them alone and reports the peak so far
+# ("peak_scope": "run"); PILOTBENCH_PROBE_STEP_PEAKS=1 asks for per-step peaks ("step").
+_STEP_PEAKS = os.environ.get("PILOTBENCH_PROBE_STEP_PEAKS", "") == "1"
+
+
+def _read_peaks(record, reset=None):
+    """Adds the peak memory to record (GPU only); resets the peaks only when asked for."""
+    if reset is None:
+        reset = _STEP_PEAKS
     torch = _torch()
     if not _cuda_ready(torch):
         return
@@ -492,6 +501,7 @@ def _read_peaks(record, reset=True):
         if reset:
             cuda.reset_peak_memory_stats(d)
     best = max(peaks)
+    record["peak_scope"] = "step" if reset else "run"
     record["peak_allocated_bytes"] = int(best[0])
     record["peak_reserved_bytes"] = int(max(p[1] for p in peaks))
     record["allocated_bytes"] = int(best[2])

@@ -3,7 +3,9 @@
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
 #include "checkpoint/CheckpointManifest.h"
+#include "history/HistoryStore.h"
 #include "workflow/RestoreCheckRun.h"
+#include "workflow/WatchedEvidence.h"
 #include "config/RunConfigJson.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
@@ -14,6 +16,35 @@
 
 namespace pb::cli {
 namespace {
+
+// The proof from the user's own job: two watched runs already in the history.
+int watchedRestoreCheck(CliContext &ctx, const QCommandLineParser &parser)
+{
+    auto id = [&](const QString &name) {
+        bool ok = false;
+        const qlonglong v = parser.value(name).toLongLong(&ok);
+        if (!parser.isSet(name) || !ok || v < 1)
+            throw InvalidInputError("--" + name.toStdString(), "needs a run id (both --uninterrupted-run and --resumed-run; see 'history --kind watch')");
+        return static_cast<int64_t>(v);
+    };
+    bool ok = false;
+    const double tolerance = parser.value(QStringLiteral("loss-tolerance")).toDouble(&ok);
+    if (!ok)
+        throw InvalidInputError("--loss-tolerance", "must be a number >= 0");
+    const QString database = databaseFrom(parser);
+    const WatchedRestore w = compareWatchedRestore(HistoryStore(database), id(QStringLiteral("uninterrupted-run")), id(QStringLiteral("resumed-run")), tolerance);
+    const int64_t runId = recordWatchedRestore(database, w);
+    QJsonObject json = w.toJson();
+    json.insert(QStringLiteral("run_id"), static_cast<double>(runId));
+    if (parser.isSet(QStringLiteral("jsonl"))) {
+        json.insert(QStringLiteral("event"), QStringLiteral("summary"));
+        printJson(ctx, json, true);
+    } else {
+        ctx.out << "restore check (watched runs): " << (w.pass ? "PASS" : "FAIL") << " (" << QString::fromStdString(w.message) << ")\nrecorded as run " << runId
+                << " in " << database << '\n';
+    }
+    return w.pass ? 0 : static_cast<int>(ExitCode::Failure);
+}
 
 int runRestoreCheckCommand(CliContext &ctx)
 {
@@ -28,9 +59,14 @@ int runRestoreCheckCommand(CliContext &ctx)
         {QStringLiteral("db"), QStringLiteral("History database."), QStringLiteral("file")},
         {QStringLiteral("jsonl"), QStringLiteral("Print the summary event as one JSON line.")},
         {QStringLiteral("drop-state"), QStringLiteral("Proof of the proof: the fresh process leaves this piece unrestored."), QStringLiteral("piece")},
+        {QStringLiteral("uninterrupted-run"), QStringLiteral("Your own job instead: a watched run that ran uninterrupted..."), QStringLiteral("id")},
+        {QStringLiteral("resumed-run"), QStringLiteral("...and a watched run of it that resumed from its own checkpoint; their losses are compared."), QStringLiteral("id")},
+        {QStringLiteral("loss-tolerance"), QStringLiteral("With the watched runs: the largest |loss difference| that passes (default 0: bitwise)."), QStringLiteral("x"), QStringLiteral("0")},
     });
     if (!parseArgs(parser, ctx, QStringLiteral("Prove that a checkpoint restores exactly in a fresh process.")))
         return parser.isSet(QStringLiteral("help")) ? 0 : 2;
+    if (parser.isSet(QStringLiteral("uninterrupted-run")) || parser.isSet(QStringLiteral("resumed-run")))
+        return watchedRestoreCheck(ctx, parser);
     const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
     RestoreCheckOptions options;
     options.device = parser.value(QStringLiteral("device")).toStdString();

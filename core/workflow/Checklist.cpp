@@ -1,6 +1,7 @@
 #include "workflow/Checklist.h"
 
 #include "history/HistoryStore.h"
+#include "workflow/WatchedEvidence.h"
 
 #include <QCoreApplication>
 
@@ -30,10 +31,10 @@ const std::vector<StageSpec> &checklistStages()
          QT_TRANSLATE_NOOP("Checklist", "A measured pilot of the config, ours or your own watched command, ran its steps without running out of memory (verdict fits)."),
          {QStringLiteral("pilot"), QStringLiteral("watch")}},
         {QT_TRANSLATE_NOOP("Checklist", "2. One scaling step"),
-         QT_TRANSLATE_NOOP("Checklist", "The same job on the next device count measured, with its scaling efficiency (run kind scale, verdict fits)."),
+         QT_TRANSLATE_NOOP("Checklist", "The same job on the next device count measured, with its scaling efficiency (run kind scale, or two watched runs on 1 and N devices)."),
          {QStringLiteral("scale")}},
         {QT_TRANSLATE_NOOP("Checklist", "3. Restoration proof"),
-         QT_TRANSLATE_NOOP("Checklist", "A checkpoint restored in a fresh process continued exactly like the uninterrupted run (run kind restore-check, verdict fits)."),
+         QT_TRANSLATE_NOOP("Checklist", "A checkpoint restored in a fresh process continued exactly like the uninterrupted run (run kind restore-check: ours, or your resumed job against its uninterrupted run)."),
          {QStringLiteral("restore-check")}},
         {QT_TRANSLATE_NOOP("Checklist", "4. Term decision"),
          QT_TRANSLATE_NOOP("Checklist", "Cards compared on cost per useful output and a configuration and term chosen and recorded (run kind decision, verdict fits)."),
@@ -62,6 +63,21 @@ StageStatus evaluateStage(const HistoryStore &store, int index, const QString &m
         }
     }
     const QString kinds = spec.kinds.join(QStringLiteral(" or "));
+    // Two watched runs of the config, on one device and over N ranks, are a scaling step too.
+    if (!newest && index == 1) {
+        if (const auto w = watchedScaling(store, configHash)) {
+            status.state = StageState::Passed;
+            status.runId = w->scaledRunId;
+            status.evidence = tr("Watched runs %1 (one device, %2 tokens/s) and %3 (%4 ranks, %5 tokens/s): scaling efficiency %6")
+                                  .arg(w->singleRunId)
+                                  .arg(w->tokensPerSecondOne, 0, 'f', 0)
+                                  .arg(w->scaledRunId)
+                                  .arg(w->gpus)
+                                  .arg(w->tokensPerSecondN, 0, 'f', 0)
+                                  .arg(w->efficiency, 0, 'f', 3);
+            return status;
+        }
+    }
     if (!newest) {
         status.evidence = exactConfig ? tr("No %1 run of this exact config recorded yet.").arg(kinds)
                                       : tr("No %1 run recorded for %2 yet.").arg(kinds, model.isEmpty() ? tr("any model") : model);

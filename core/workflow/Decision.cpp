@@ -1,5 +1,6 @@
 #include "workflow/Decision.h"
 #include "workflow/CatalogSource.h"
+#include "workflow/WatchedEvidence.h"
 #include "util/FixedText.h"
 
 #include "catalog/DeviceMatch.h"
@@ -247,6 +248,12 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
             e.scalingStrategyByGpus[gpus] = parseStrategy(r.summary.value(QStringLiteral("strategy")).toString().toStdString()).value_or(ParallelStrategy::Ddp);
             e.scaleRunIds.push_back(r.id);
         }
+    }
+    // Watched runs of the user's own job on one device and on N are a scaling step too.
+    if (const auto w = watchedScaling(store, run.configHash); w && !e.scalingEfficiencyByGpus.count(w->gpus) && run.device.startsWith(QLatin1String("cuda"))) {
+        e.scalingEfficiencyByGpus[w->gpus] = w->efficiency;
+        e.scalingStrategyByGpus[w->gpus] = ParallelStrategy::Ddp;
+        e.scaleRunIds.push_back(w->scaledRunId);
     }
     return e;
 }

@@ -143,7 +143,7 @@ RecordedWatch runRecordedWatch(WatchRunRequest request, watch::WatchObserver &ob
     out.json.insert(QStringLiteral("command"), QJsonArray::fromStringList(o.command));
     out.json.insert(QStringLiteral("run_dir"), o.runDir);
     out.json.insert(QStringLiteral("catalog_match"), catalogMatch(out.result));
-    QJsonObject environment {{QStringLiteral("device"), start.device}};
+    QJsonObject environment {{QStringLiteral("device"), start.device}, {QStringLiteral("cpu"), QSysInfo::currentCpuArchitecture()}};
     if (!out.result.devices.empty()) {
         environment.insert(QStringLiteral("device_name"), QString::fromStdString(out.result.devices.front().name));
         environment.insert(QStringLiteral("device_memory_bytes"), static_cast<double>(out.result.devices.front().memoryTotalBytes));

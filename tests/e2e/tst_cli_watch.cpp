@@ -133,6 +133,15 @@ private Q_SLOTS:
         const QJsonObject c = QJsonDocument::fromJson(cmp.out).object();
         QCOMPARE(c.value(QStringLiteral("pilot_run_id")).toInt(), run.value(QStringLiteral("id")).toInt());
         QVERIFY(c.value(QStringLiteral("pilot_device")).toString().contains(QStringLiteral("watched command")));
+
+        const QString pdf = path(QStringLiteral("watch.pdf"));
+        const Result rep = cli({QStringLiteral("report"), QStringLiteral("--run"), QString::number(run.value(QStringLiteral("id")).toInt()), QStringLiteral("--db"), db,
+                                QStringLiteral("--out"), pdf});
+        QVERIFY2(rep.code == 0, qPrintable(rep.err));
+        QProcess text;
+        text.start(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")});
+        QVERIFY(text.waitForFinished(60000));
+        QVERIFY(QString::fromUtf8(text.readAllStandardOutput()).contains(QStringLiteral("(watch)")));
     }
 
     // Without the probe: the Trainer's logged dicts and tqdm's counter give the steps and the loss.
@@ -197,6 +206,47 @@ private Q_SLOTS:
         QCOMPARE(summary.value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
         QVERIFY(summary.value(QStringLiteral("stopped_on_purpose")).toBool());
         QVERIFY(countEvents(r.out, QStringLiteral("step")) >= 5);
+    }
+
+    // The user's own job proves restoration (an uninterrupted watched run and one resumed from its
+    // checkpoint, losses compared step by step) and scaling (watched on one rank and on two): the
+    // checklist's stages 2 and 3 pass on them.
+    void watchedRunsAreRestoreAndScalingEvidence()
+    {
+        const QString db = path(QStringLiteral("evidence.sqlite"));
+        QTemporaryDir ckpt;
+        const QStringList config {QStringLiteral("--config"), QStringLiteral("preset:tiny")};
+        auto idOf = [](const Result &r) { return eventOf(r.out, QStringLiteral("summary")).value(QStringLiteral("run_id")).toInt(); };
+        const Result a = cli(base(db) + config + QStringList {QStringLiteral("--env"), QStringLiteral("CHECKPOINT_DIR=") + ckpt.path(), QStringLiteral("--env"),
+                                                             QStringLiteral("STEPS=8"), QStringLiteral("--"), kPython, script("train_probe.py")});
+        QVERIFY2(a.code == 0, qPrintable(a.err));
+        const Result b = cli(base(db) + config + QStringList {QStringLiteral("--env"), QStringLiteral("RESUME_FROM=") + ckpt.filePath(QStringLiteral("step-4.pt")),
+                                                             QStringLiteral("--env"), QStringLiteral("STEPS=8"), QStringLiteral("--"), kPython, script("train_probe.py")});
+        QVERIFY2(b.code == 0, qPrintable(b.err));
+        Result r = cli({QStringLiteral("restore-check"), QStringLiteral("--db"), db, QStringLiteral("--jsonl"), QStringLiteral("--uninterrupted-run"),
+                        QString::number(idOf(a)), QStringLiteral("--resumed-run"), QString::number(idOf(b))});
+        QVERIFY2(r.code == 0, r.out.constData());
+        QJsonObject proof = eventOf(r.out, QStringLiteral("summary"));
+        QVERIFY(proof.value(QStringLiteral("pass")).toBool());
+        QCOMPARE(proof.value(QStringLiteral("first_resumed_step")).toInt(), 5);
+        QCOMPARE(proof.value(QStringLiteral("compared_steps")).toInt(), 4);
+        QCOMPARE(proof.value(QStringLiteral("max_abs_loss_diff")).toDouble(), 0.0);
+        // A run that did not resume is no proof, and says why.
+        r = cli({QStringLiteral("restore-check"), QStringLiteral("--db"), db, QStringLiteral("--uninterrupted-run"), QString::number(idOf(b)),
+                 QStringLiteral("--resumed-run"), QString::number(idOf(a))});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(QStringLiteral("did not resume")), qPrintable(r.err));
+
+        const Result ddp = cli(base(db) + config + QStringList {QStringLiteral("--"), kPython, script("ddp_two_ranks.py"), QStringLiteral("6")});
+        QVERIFY2(ddp.code == 0, qPrintable(ddp.err));
+        QCOMPARE(eventOf(ddp.out, QStringLiteral("summary")).value(QStringLiteral("world_size")).toInt(), 2);
+        r = cli(QStringList {QStringLiteral("checklist"), QStringLiteral("--db"), db, QStringLiteral("--json")} + config);
+        const QJsonArray stages = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("stages")).toArray();
+        QCOMPARE(stages.size(), 4);
+        for (int i = 0; i < 3; ++i)
+            QVERIFY2(stages[i].toObject().value(QStringLiteral("state")).toString() == QLatin1String("passed"),
+                     qPrintable(stages[i].toObject().value(QStringLiteral("evidence")).toString()));
+        QVERIFY(stages[1].toObject().value(QStringLiteral("evidence")).toString().contains(QStringLiteral("Watched runs")));
     }
 
     // SIGTERM to watch (as Ctrl-C or a closed session would) stops the command and its child; the

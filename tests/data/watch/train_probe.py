@@ -8,6 +8,9 @@ variable PILOTBENCH_PROBE_MODULE_DIR when it is set, else ../../../resources/pyt
 Usage: train_probe.py [STEPS]   (or env STEPS; default 20)
 Env:   STEP_SLEEP_MS  extra sleep inside each step (default 0), to make steps slower.
        DEVICE         torch device (default cpu; "cuda" adds the probe's peak-memory fields).
+       CHECKPOINT_DIR keep the mid-run checkpoint there (default: a temporary folder, removed).
+       RESUME_FROM    a checkpoint this script wrote: continue from its step with its model,
+                      optimizer, schedule and data generator, numbering steps on from it.
 Writes per step a "step" event (tokens, loss, lr, forward/backward/optimizer/data-wait split), one
 "validation" and one "checkpoint" (torch.save into a temporary folder) at step STEPS // 2 (at
 least 1), one "log" event, and prints "done N" last. Deterministic: fixed seeds, one thread.
@@ -57,12 +60,21 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0 - 0.5 * i / max(1, steps))
     loss_fn = torch.nn.CrossEntropyLoss()
-    checkpoint_dir = tempfile.mkdtemp(prefix="pilotbench-watch-")
+    keep = bool(os.environ.get("CHECKPOINT_DIR"))
+    checkpoint_dir = os.environ.get("CHECKPOINT_DIR") or tempfile.mkdtemp(prefix="pilotbench-watch-")
     half = max(1, steps // 2)
-    for i in range(1, steps + 1):
+    first = 1
+    if os.environ.get("RESUME_FROM"):
+        state = torch.load(os.environ["RESUME_FROM"])
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["schedule"])
+        generator.set_state(state["generator"])
+        first = state["step"] + 1
+    for i in range(first, steps + 1):
         with pilotbench_probe.phase("data"):
             x, y = batch(generator, device)
-        with pilotbench_probe.step(tokens=x.numel()) as s:
+        with pilotbench_probe.step(tokens=x.numel(), step=i) as s:
             with s.phase("forward"):
                 loss = loss_fn(model(x).reshape(-1, VOCAB), y.reshape(-1))
             with s.phase("backward"):
@@ -77,7 +89,7 @@ def main():
             s.grad_norm = grad_norm
             if sleep_s:
                 time.sleep(sleep_s)
-        if i == half:
+        if i == half and first == 1:
             with pilotbench_probe.timed_validation() as v:
                 with torch.no_grad():
                     vx, vy = batch(torch.Generator().manual_seed(99), device)
@@ -85,11 +97,13 @@ def main():
                     v.batches = 1
             path = os.path.join(checkpoint_dir, "step-%d.pt" % i)
             with pilotbench_probe.timed_checkpoint(path=path):
-                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": i}, path)
+                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "schedule": sched.state_dict(),
+                            "generator": generator.get_state(), "step": i}, path)
     pilotbench_probe.log(message="training finished", parameters=sum(p.numel() for p in model.parameters()))
-    for name in os.listdir(checkpoint_dir):
-        os.remove(os.path.join(checkpoint_dir, name))
-    os.rmdir(checkpoint_dir)
+    if not keep:
+        for name in os.listdir(checkpoint_dir):
+            os.remove(os.path.join(checkpoint_dir, name))
+        os.rmdir(checkpoint_dir)
     print("done %d" % steps, flush=True)
 
 

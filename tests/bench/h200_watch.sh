@@ -31,8 +31,13 @@ run() { # name, then the command
 run plain1 "${job[@]}"
 run watched_eager $CLI watch --config /tmp/l1b.json --jsonl --db /tmp/w.db --warmup 3 -- "${job[@]}"
 run plain2 "${job[@]}"
-run watched_compile $CLI watch --config /tmp/l1b.json --jsonl --db /tmp/w.db --warmup 3 -- "${job[@]}" --compile
-run pilot $CLI pilot --config /tmp/l1b.json --device cuda:0 --steps 10 --warmup 3 --jsonl --db /tmp/w.db
+if [ "${MODE:-all}" = all ]; then
+  run watched_compile $CLI watch --config /tmp/l1b.json --jsonl --db /tmp/w.db --warmup 3 -- "${job[@]}" --compile
+  run pilot $CLI pilot --config /tmp/l1b.json --device cuda:0 --steps 10 --warmup 3 --jsonl --db /tmp/w.db
+fi
+# A real CUDA out-of-memory: the verdict does-not-fit, exit 3.
+run oom $CLI watch --jsonl --db /tmp/w.db -- python3 -c "import torch; torch.ones(1, device='cuda'); x = torch.empty(400 * 2**30, dtype=torch.uint8, device='cuda')"
+grep -h '"event":"summary"' "$OUT/oom.out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("oom:", d["verdict"], "-", d["message"][:200])'
 
 python3 - "$OUT" <<'PY'
 import json, sys, os
@@ -52,6 +57,8 @@ def last_json(path, event=None):
 g = 2 ** 30
 p1, p2 = last_json(f"{out}/plain1.out"), last_json(f"{out}/plain2.out")
 for name in ("watched_eager", "watched_compile"):
+    if not os.path.exists(f"{out}/{name}.out"):
+        continue
     w = last_json(f"{out}/{name}.out", "summary")
     own = last_json(f"{out}/{name}.err")  # the job's own line went to stderr under --jsonl
     print(f"{name}: watch {w.get('step_time_mean_ms', 0):.1f} ms/step, {w.get('tokens_per_s', 0):.0f} tok/s, "
@@ -63,7 +70,7 @@ for name in ("watched_eager", "watched_compile"):
         plain = (p1["step_ms"] + p2["step_ms"]) / 2
         print(f"cost of watching: job step {own.get('step_ms', 0):.2f} ms watched / {plain:.2f} ms plain "
               f"(plain runs {p1['step_ms']:.2f} and {p2['step_ms']:.2f}) = ratio {own.get('step_ms', 0) / plain:.4f}")
-p = last_json(f"{out}/pilot.out", "summary")
-print(f"pilotbench pilot: {p.get('step_time_mean_ms', 0):.1f} ms/step, {p.get('tokens_per_s', 0):.0f} tok/s, "
+p = last_json(f"{out}/pilot.out", "summary") if os.path.exists(f"{out}/pilot.out") else {}
+if p: print(f"pilotbench pilot: {p.get('step_time_mean_ms', 0):.1f} ms/step, {p.get('tokens_per_s', 0):.0f} tok/s, "
       f"peak alloc {p.get('peak_allocated_bytes', 0)/g:.2f} GiB, device used {p.get('peak_device_used_bytes', 0)/g:.2f} GiB")
 PY

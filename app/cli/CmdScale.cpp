@@ -110,10 +110,11 @@ int runScale(CliContext &ctx)
     // Before anything runs, so a Ctrl-C or SIGTERM at any moment is recorded as cancelled.
     installInterruptHandler();
     setup.run.options.cancel = &interruptFlag();
+    // A history write failure stops the step too (the baseline then records it as failed).
     setup.run.stop = &interruptFlag();
     ScalePrinter printer(ctx, setup.jsonl, setup.run.options.warmupSteps + setup.run.options.steps);
     const ScaleRunResult r = runScaleStep(setup.run, printer);
-    if (r.verdict != Verdict::Fits)
+    if (r.verdict != Verdict::Fits && r.summary.gpus == 0)
         return exitCodeFor(r.verdict);
     if (setup.jsonl) {
         printer.note(QStringLiteral("summary"), r.json, {});

@@ -27,6 +27,8 @@ void installInterruptHandler()
 {
     std::signal(SIGINT, onInterrupt);
     std::signal(SIGTERM, onInterrupt);
+    // A closed terminal stops a run like Ctrl-C: recorded as cancelled, a watched job's tree stopped.
+    std::signal(SIGHUP, onInterrupt);
 }
 
 int exitCodeFor(Verdict verdict)

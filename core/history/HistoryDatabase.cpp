@@ -236,7 +236,7 @@ bool processAlive(qint64 pid)
 
 int markInterruptedRuns(const Connection &c)
 {
-    QSqlQuery q = c.exec(QStringLiteral("SELECT id, pid, host, summary_json FROM runs WHERE status = 'running'"));
+    QSqlQuery q = c.exec(QStringLiteral("SELECT id, pid, host, summary_json, origin_host FROM runs WHERE status = 'running'"));
     struct Gone { qlonglong id; QString message; QJsonObject summary; };
     std::vector<Gone> gone;
     const QString host = thisHost();
@@ -244,7 +244,9 @@ int markInterruptedRuns(const Connection &c)
         const QVariant pid = q.value(1);
         const QString runHost = q.value(2).toString();
         QString message;
-        if (pid.isNull() || runHost.isEmpty())
+        if (!q.value(4).toString().isEmpty())
+            message = QStringLiteral("interrupted: imported from %1 while it was still running there").arg(q.value(4).toString());
+        else if (pid.isNull() || runHost.isEmpty())
             message = QStringLiteral("interrupted: recorded before runs kept their process, and never finished");
         else if (runHost == host && !processAlive(pid.toLongLong()))
             message = QStringLiteral("interrupted: process %1 on %2 ended without recording a result").arg(pid.toLongLong()).arg(runHost);

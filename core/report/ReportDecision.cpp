@@ -2,6 +2,7 @@
 // comparison with the term decision, and the assumptions with the catalog's date and notice.
 #include "report/ReportCanvas.h"
 #include "report/ReportCostChart.h"
+#include "workflow/CatalogSource.h"
 #include "report/ReportData.h"
 #include "report/ReportSections.h"
 
@@ -164,7 +165,7 @@ void paintAssumptions(ReportCanvas &c, const ReportData &d)
 {
     c.section(reportSectionTitles()[10]);
     c.keyValues({
-        {QStringLiteral("Catalog"), QStringLiteral("modelled on %1 (%2)").arg(qs(d.catalog.modelledOn), qs(d.catalog.source))},
+        {QStringLiteral("Catalog"), QStringLiteral("modelled on %1 (%2)").arg(qs(d.catalog.modelledOn), qs(catalogSourceLabel(d.catalog)))},
         {QStringLiteral("Notice"), qs(d.catalog.notice)},
         {QStringLiteral("Price basis"), qs(d.catalog.priceBasis)},
     });

@@ -3,11 +3,20 @@
 #include <QJsonDocument>
 #include <QJsonParseError>
 
+#include <limits>
+
 namespace pb::watch {
 namespace {
 
 int64_t whole(const QJsonObject &o, const char *key) { return static_cast<int64_t>(o.value(QLatin1String(key)).toDouble()); }
 double number(const QJsonObject &o, const char *key) { return o.value(QLatin1String(key)).toDouble(); }
+// A loss, learning rate or norm the job did not report (null or absent) is NaN, not 0: a resumed
+// job's losses are compared only where both runs reported one.
+double reported(const QJsonObject &o, const char *key)
+{
+    const QJsonValue v = o.value(QLatin1String(key));
+    return v.isDouble() ? v.toDouble() : std::numeric_limits<double>::quiet_NaN();
+}
 
 } // namespace
 
@@ -50,9 +59,12 @@ StepSample stepSampleFromProbe(const QJsonObject &o)
     s.reservedBytes = whole(o, "peak_reserved_bytes");
     s.allocatedBytes = whole(o, "allocated_bytes");
     s.tokens = whole(o, "tokens");
-    s.loss = number(o, "loss");
-    s.learningRate = number(o, "lr");
-    s.gradNorm = number(o, "grad_norm");
+    s.loss = reported(o, "loss");
+    s.learningRate = reported(o, "lr");
+    s.gradNorm = reported(o, "grad_norm");
+    // The Trainer and Lightning callbacks time forward and backward together.
+    if (s.forwardMs == 0 && s.backwardMs == 0)
+        s.forwardMs = number(o, "forward_backward_ms");
     return s;
 }
 

@@ -28,7 +28,8 @@ struct ProbeEvent {
 std::optional<ProbeEvent> parseProbeLine(const QByteArray &line);
 
 // A step event as a pilot's sample: step, times, tokens, loss, learning rate, the step's peaks.
-// Missing figures stay 0; `phase` is Train.
+// A loss, learning rate or gradient norm not reported is NaN; other missing figures stay 0. The
+// callbacks' forward_backward_ms goes into forwardMs (backwardMs 0). `phase` is Train.
 StepSample stepSampleFromProbe(const QJsonObject &fields);
 ValidationResult validationFromProbe(const QJsonObject &fields);
 CheckpointWrite checkpointFromProbe(const QJsonObject &fields);

@@ -18,9 +18,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cerrno>
 #include <csignal>
-#include <set>
+#include <map>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -47,18 +49,51 @@ int64_t cgroupOomKills()
     return -1;
 }
 
-// Signals the command's process group and every descendant that left it (setsid, a launcher's
-// own groups): together they are the whole tree.
-void signalTree(qint64 pid, const std::set<int64_t> &known, int signal)
+// A process's start time (clock ticks since boot, field 22 of /proc/PID/stat); 0 when it is gone.
+// With the PID it names one process: a PID reused after the job's process ended is someone else's.
+quint64 startTime(int64_t pid)
+{
+    QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+    if (!stat.open(QIODevice::ReadOnly))
+        return 0;
+    const QByteArray text = stat.readAll();
+    const qsizetype close = text.lastIndexOf(')'); // the command name may hold spaces
+    if (close < 0)
+        return 0;
+    const QList<QByteArray> fields = text.mid(close + 2).split(' ');
+    return fields.size() > 19 ? fields[19].toULongLong() : 0; // field 22 counted from "state" (field 3)
+}
+
+// Every process seen in the command's tree, by PID and start time.
+using SeenProcesses = std::map<int64_t, quint64>;
+
+void remember(SeenProcesses &seen, qint64 root)
+{
+    for (int64_t p : processTree(root))
+        if (!seen.count(p))
+            if (const quint64 t = startTime(p))
+                seen[p] = t;
+}
+
+// Signals the command's process group and every process of its tree seen so far that is still the
+// same process (some leave the group: setsid, a launcher's own groups); returns how many were alive.
+int signalTree(qint64 pid, SeenProcesses &seen, int signal)
 {
     if (pid <= 0)
-        return;
+        return 0;
+    remember(seen, pid);
     ::kill(-static_cast<pid_t>(pid), signal);
-    std::set<int64_t> all = known;
-    for (int64_t p : processTree(pid))
-        all.insert(p);
-    for (int64_t p : all)
-        ::kill(static_cast<pid_t>(p), signal);
+    int alive = 0;
+    for (auto it = seen.begin(); it != seen.end();) {
+        if (startTime(it->first) != it->second) {
+            it = seen.erase(it); // gone, or its PID now belongs to another process
+            continue;
+        }
+        ::kill(static_cast<pid_t>(it->first), signal);
+        ++alive;
+        ++it;
+    }
+    return alive;
 }
 
 bool groupAlive(qint64 pgid) { return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
@@ -173,7 +208,15 @@ public:
         }
         if (counter == m_lastCounter)
             return;
-        const double perStep = (nowMs - m_lastCounterMs) / static_cast<double>(counter - m_lastCounter);
+        // The job's own rate where tqdm prints one; our clock only moves once per read of the
+        // output, so several updates read together would otherwise get 0 ms and the rest.
+        double perStep = 0;
+        if (r->secondsPerStep && *r->secondsPerStep > 0)
+            perStep = *r->secondsPerStep * 1000.0;
+        else if (nowMs > m_lastCounterMs)
+            perStep = (nowMs - m_lastCounterMs) / static_cast<double>(counter - m_lastCounter);
+        else
+            return; // timed by the next update that comes later
         for (long long k = m_lastCounter + 1; k <= counter; ++k) {
             StepSample s;
             s.step = k;
@@ -189,13 +232,11 @@ public:
 
     void deviceReading(const SamplerReading &r)
     {
-        int64_t used = -1;
-        for (const auto &d : r.devices)
-            used = std::max(used, d.memoryUsedBytes);
-        if (used < 0)
-            used = r.treeRssBytes;
+        const int64_t used = watchedMemoryBytes(r);
         m_deviceSinceStep = std::max(m_deviceSinceStep, used);
+        m_peak = std::max(m_peak, used);
     }
+    int64_t peak() const { return m_peak; }
 
     int64_t stepsSeen() const { return m_ranks.count(0) ? static_cast<int64_t>(m_ranks.at(0).steps.size()) : 0; }
     double firstStepMs() const { return m_firstStepMs; }
@@ -214,8 +255,11 @@ private:
         if (m_firstStepMs < 0)
             m_firstStepMs = nowMs;
         s.phase = static_cast<int64_t>(m_samples.size()) < m_options.warmupSteps ? Phase::Warmup : Phase::Train;
+        // Steps closer together than the sampling interval keep the last reading.
         if (m_deviceSinceStep >= 0)
-            s.deviceUsedBytes = m_deviceSinceStep;
+            m_lastDevice = m_deviceSinceStep;
+        if (m_lastDevice >= 0)
+            s.deviceUsedBytes = m_lastDevice;
         m_deviceSinceStep = -1;
         m_samples.push_back(s);
         m_observer.stepFinished(s);
@@ -235,8 +279,8 @@ private:
     long long m_lastCounter = -1;
     long long m_trainTotal = -1;
     double m_lastCounterMs = 0;
-    double m_lastLoss = 0, m_lastLr = 0;
-    int64_t m_deviceSinceStep = -1;
+    double m_lastLoss = std::numeric_limits<double>::quiet_NaN(), m_lastLr = std::numeric_limits<double>::quiet_NaN();
+    int64_t m_deviceSinceStep = -1, m_lastDevice = -1, m_peak = -1;
 };
 
 double mean(const std::vector<double> &v)
@@ -249,12 +293,14 @@ double mean(const std::vector<double> &v)
 
 } // namespace
 
-QString resolveProgram(const QString &program, const QStringList &environment)
+QString resolveProgram(const QString &program, const QStringList &environment, const QString &workingDir)
 {
     if (program.isEmpty())
         throw InvalidInputError("COMMAND", "no command given: put it after --, e.g. watch -- python3 train.py");
     if (program.contains(QLatin1Char('/'))) {
-        const QFileInfo info(program);
+        const QFileInfo info(workingDir.isEmpty() ? QDir::current() : QDir(workingDir), program); // ./train.sh is the command's folder's
+        if (QFileInfo(program).isRelative() && !workingDir.isEmpty() && !info.exists())
+            throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' does not exist in " + workingDir.toStdString());
         if (!info.exists())
             throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' does not exist");
         if (!info.isFile() || !info.isExecutable())
@@ -269,6 +315,30 @@ QString resolveProgram(const QString &program, const QStringList &environment)
     if (found.isEmpty())
         throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' is not a program on PATH");
     return found;
+}
+
+int64_t watchedMemoryBytes(const SamplerReading &r)
+{
+    int64_t ours = -1, all = -1;
+    bool listed = false;
+    for (const auto &d : r.devices) {
+        all = std::max(all, d.memoryUsedBytes);
+        listed = listed || d.processTreeBytes >= 0;
+        if (d.processTreeBytes > 0)
+            ours = std::max(ours, d.memoryUsedBytes);
+    }
+    if (ours >= 0)
+        return ours;
+    if (!r.devices.empty() && !listed)
+        return all;
+    return r.treeRssBytes; // no accelerator, or none of ours on any: the job's memory is host memory
+}
+
+void checkEnvironmentAdditions(const QStringList &environment)
+{
+    for (const QString &e : environment)
+        if (e.indexOf(QLatin1Char('=')) <= 0)
+            throw InvalidInputError("--env", "'" + e.toStdString() + "' must be NAME=VALUE");
 }
 
 QJsonObject WatchResult::toJson() const
@@ -309,11 +379,21 @@ QJsonObject WatchResult::toJson() const
     return o;
 }
 
-WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
+std::unique_ptr<DeviceBackend> openWatchBackend(const WatchOptions &options, std::string *why)
+{
+    if (!options.sampleDevices) {
+        if (why)
+            *why = "device sampling is off";
+        return nullptr;
+    }
+    return options.nvmlLibrary.isEmpty() ? openAnyDeviceBackend(why) : openNvml(options.nvmlLibrary, why);
+}
+
+WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, std::unique_ptr<DeviceBackend> backend)
 {
     if (options.command.isEmpty())
         throw InvalidInputError("COMMAND", "no command given: put it after --, e.g. watch -- python3 train.py");
-    const QString program = resolveProgram(options.command.first(), options.environment);
+    const QString program = resolveProgram(options.command.first(), options.environment, options.workingDir);
     const QString runDir = options.runDir.isEmpty() ? QDir::tempPath() : options.runDir;
     if (!QDir().mkpath(runDir))
         throw PilotBenchError(ExitCode::Failure, "cannot create the run folder " + runDir.toStdString());
@@ -326,11 +406,10 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
     if (!log.open(QIODevice::WriteOnly | QIODevice::Truncate))
         throw PilotBenchError(ExitCode::Failure, "cannot write the command's log " + result.logPath.toStdString() + ": " + log.errorString().toStdString());
 
+    checkEnvironmentAdditions(options.environment);
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     for (const QString &e : options.environment) {
         const qsizetype eq = e.indexOf(QLatin1Char('='));
-        if (eq <= 0)
-            throw InvalidInputError("--env", "'" + e.toStdString() + "' must be NAME=VALUE");
         env.insert(e.left(eq), e.mid(eq + 1));
     }
     env.insert(QLatin1String(kProbeVariable), result.probePath);
@@ -342,19 +421,16 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
         env.insert(QStringLiteral("PYTHONPATH"), old.isEmpty() ? options.probeModuleDir : options.probeModuleDir + QLatin1Char(':') + old);
     }
 
-    std::string why;
-    std::unique_ptr<DeviceBackend> backend;
-    if (options.sampleDevices)
-        backend = options.nvmlLibrary.isEmpty() ? openAnyDeviceBackend(&why) : openNvml(options.nvmlLibrary, &why);
     result.deviceSource = backend ? backend->source() : "proc";
-    if (!backend && options.sampleDevices)
-        spdlog::info("watch: no accelerator library ({}); the process tree's memory comes from /proc", why);
+    if (!backend)
+        spdlog::info("watch: no accelerator library: the process tree's memory comes from /proc");
 
     const int64_t oomKillsBefore = cgroupOomKills();
     QProcess process;
     process.setProgram(program);
     process.setArguments(options.command.mid(1));
     process.setProcessEnvironment(env);
+    process.setStandardInputFile(QProcess::nullDevice()); // a job that prompts gets end of file, not a hang
     if (!options.workingDir.isEmpty())
         process.setWorkingDirectory(options.workingDir);
     process.setChildProcessModifier([] {
@@ -374,12 +450,23 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
     LineSplitter outLines, errLines, probeLines;
     QFile probe(result.probePath);
     qint64 probeOffset = 0;
-    std::set<int64_t> seenPids;
+    SeenProcesses seen;
     QElapsedTimer clock;
     clock.start();
     double stopAskedMs = -1;
+    QElapsedTimer sinceScan;
     bool killed = false, cancelled = false;
 
+    // Each device as last read, with the most memory the job's processes held on it over the run
+    // (its processes are gone by the last reading).
+    std::map<int, DeviceReading> devices;
+    auto keepDevices = [&](const SamplerReading &r) {
+        for (const DeviceReading &d : r.devices) {
+            const int64_t most = devices.count(d.index) ? std::max(devices[d.index].processTreeBytes, d.processTreeBytes) : d.processTreeBytes;
+            devices[d.index] = d;
+            devices[d.index].processTreeBytes = most;
+        }
+    };
     auto readProbe = [&] {
         if (!probe.isOpen() && QFileInfo::exists(result.probePath))
             probe.open(QIODevice::ReadOnly);
@@ -411,24 +498,25 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
             return;
         stopAskedMs = static_cast<double>(clock.elapsed());
         observer.notice(why);
-        for (int64_t p : processTree(pid))
-            seenPids.insert(p);
-        signalTree(pid, seenPids, SIGTERM);
+        signalTree(pid, seen, SIGTERM);
     };
 
     while (process.state() != QProcess::NotRunning) {
         QElapsedTimer tick;
         tick.start();
-        process.waitForReadyRead(25);
+        const bool ready = process.waitForReadyRead(25);
         readOutput();
         readProbe();
         for (const SamplerReading &r : sampler.drain()) {
             steps.deviceReading(r);
             observer.devices(r);
+            keepDevices(r);
         }
-        if (seenPids.size() < 4096)
-            for (int64_t p : processTree(pid))
-                seenPids.insert(p);
+        // The tree is a scan of /proc (a millisecond on a busy host): five times a second is enough.
+        if (seen.size() < 4096 && (sinceScan.elapsed() > 200 || !sinceScan.isValid())) {
+            remember(seen, pid);
+            sinceScan.start();
+        }
         const double now = static_cast<double>(clock.elapsed());
         if (options.cancel && options.cancel->load() && !cancelled) {
             cancelled = true;
@@ -445,29 +533,41 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
         if (stopAskedMs >= 0 && !killed && now - stopAskedMs > options.graceMs) {
             killed = true;
             observer.notice(QStringLiteral("the command did not stop within %1 s of SIGTERM: SIGKILL").arg(options.graceMs / 1000.0));
-            signalTree(pid, seenPids, SIGKILL);
+            signalTree(pid, seen, SIGKILL);
         }
-        if (tick.elapsed() < 5)
+        if (!ready && tick.elapsed() < 5)
             QThread::msleep(20); // its pipes are closed but it has not exited: do not spin
         process.waitForFinished(0);
     }
     process.waitForFinished(1000);
     readOutput();
-    // Whatever it left behind in its group (a daemonised worker, a data loader) goes too.
-    if (groupAlive(pid)) {
-        signalTree(pid, seenPids, SIGTERM);
-        for (int i = 0; i < 50 && groupAlive(pid); ++i)
+    // Whatever it left behind (a daemonised worker, a data loader, a process that left the group)
+    // goes too: SIGTERM, then SIGKILL after the grace period.
+    auto leftovers = [&] {
+        int alive = groupAlive(pid) ? 1 : 0;
+        for (const auto &[p, t] : seen)
+            alive += startTime(p) == t ? 1 : 0;
+        return alive;
+    };
+    if (leftovers() > 0) {
+        signalTree(pid, seen, SIGTERM);
+        QElapsedTimer grace;
+        grace.start();
+        while (leftovers() > 0 && grace.elapsed() < options.graceMs)
             QThread::msleep(40);
-        if (groupAlive(pid))
-            ::kill(-static_cast<pid_t>(pid), SIGKILL);
+        if (leftovers() > 0) {
+            observer.notice(QStringLiteral("processes the command left behind did not stop on SIGTERM: SIGKILL"));
+            signalTree(pid, seen, SIGKILL);
+        }
     }
     sampler.stop();
     for (const SamplerReading &r : sampler.drain()) {
         steps.deviceReading(r);
         observer.devices(r);
-        if (!r.devices.empty())
-            result.devices = r.devices;
+        keepDevices(r);
     }
+    for (const auto &[index, d] : devices)
+        result.devices.push_back(d);
     readProbe();
     probeLines.flush([&](const QByteArray &line) { steps.probeLine(line, static_cast<double>(clock.elapsed())); });
     outLines.flush([&](const QByteArray &line) { steps.outputLine(line, static_cast<double>(clock.elapsed())); });
@@ -517,7 +617,7 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
         s.tokensPerSecond = tokens;
         s.stepTimeMeanMs = slowest;
     }
-    s.peakDeviceUsedBytes = std::max<int64_t>(0, result.deviceSource == "proc" ? sampler.peakTreeRssBytes() : sampler.peakDeviceUsedBytes());
+    s.peakDeviceUsedBytes = std::max<int64_t>(0, steps.peak());
     std::vector<double> validation, checkpoint;
     for (const auto &v : steps.validations())
         validation.push_back(v.durationMs);
@@ -529,8 +629,12 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
     s.checkpointWriteMs = mean(checkpoint);
     s.setupMs = steps.firstStepMs() >= 0 ? steps.firstStepMs() : 0;
     s.totalMs = static_cast<double>(clock.elapsed());
-    if (!result.samples.empty())
-        s.finalLoss = result.samples.back().loss;
+    for (auto it = result.samples.rbegin(); it != result.samples.rend(); ++it) {
+        if (std::isfinite(it->loss)) {
+            s.finalLoss = it->loss;
+            break;
+        }
+    }
 
     const int64_t oomKillsAfter = cgroupOomKills();
     const bool oomKilled = crashed && result.commandSignal == SIGKILL && !killed && oomKillsBefore >= 0 && oomKillsAfter > oomKillsBefore;
@@ -543,12 +647,16 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer)
         s.failedPhase = "train";
         s.message = (oomKilled ? std::string("killed by the kernel's OOM killer") : "out of memory: " + result.outOfMemoryLine) + " (at step "
                     + std::to_string(s.failedStep) + ", peak device use seen " + std::to_string(s.peakDeviceUsedBytes) + " bytes)";
+    } else if (steps.stepsSeen() == 0 && (result.stoppedOnPurpose || (!crashed && result.commandExitCode == 0))) {
+        // Evidence of nothing: it may have run fine, but no step was seen to run.
+        s.verdict = Verdict::Failed;
+        s.message = result.stoppedOnPurpose ? "stopped as asked before any step was seen"
+                                            : "the command ended without a step we could see (no probe events and no recognised log lines)";
     } else if (result.stoppedOnPurpose) {
         s.verdict = Verdict::Fits;
         s.message = "stopped on purpose after " + std::to_string(steps.stepsSeen()) + " steps";
     } else if (!crashed && result.commandExitCode == 0) {
         s.verdict = Verdict::Fits;
-        s.message = steps.stepsSeen() > 0 ? std::string() : "the command ended without a step we could see (no probe events and no recognised log lines)";
     } else {
         s.verdict = Verdict::Failed;
         s.message = crashed ? "the command was killed by signal " + std::to_string(result.commandSignal)

@@ -78,12 +78,25 @@ struct WatchResult {
     QJsonObject toJson() const;
 };
 
+// The memory one reading says the watched job uses: the whole-device use of the devices its
+// processes are on (NVML / ROCm SMI list them; other users' devices on a shared host do not count),
+// of every device when the library cannot list processes, else the process tree's RSS.
+int64_t watchedMemoryBytes(const SamplerReading &reading);
+
 // Where `program` runs from: a path as given, else the first match on PATH (with `environment`'s
 // PATH when it sets one). Throws InvalidInputError("COMMAND", ...) naming it when there is none.
-QString resolveProgram(const QString &program, const QStringList &environment = {});
+// A relative path with a slash (./train.sh) is the working folder's.
+QString resolveProgram(const QString &program, const QStringList &environment = {}, const QString &workingDir = {});
+// Throws InvalidInputError("--env", ...) for an addition that is not NAME=VALUE.
+void checkEnvironmentAdditions(const QStringList &environment);
 
-// Runs the command to its end (or to a stop) and returns what it measured. Throws
-// InvalidInputError("COMMAND", ...) when the program does not exist or cannot be started.
-WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer);
+// The device library `options` asks for (NVML, else ROCm SMI; a named fake in tests); nullptr with
+// `why` when there is none or sampleDevices is off.
+std::unique_ptr<DeviceBackend> openWatchBackend(const WatchOptions &options, std::string *why);
+
+// Runs the command to its end (or to a stop) and returns what it measured, sampling `backend`
+// (nullptr: /proc only). Throws InvalidInputError("COMMAND", ...) when the program does not exist
+// or cannot be started.
+WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, std::unique_ptr<DeviceBackend> backend);
 
 } // namespace pb::watch

@@ -22,7 +22,7 @@ void adoptLegacyCatalog(const QString &path)
     if (QFileInfo::exists(path) || !QFileInfo::exists(legacy) || legacy == path)
         return;
     QDir().mkpath(QFileInfo(path).absolutePath());
-    if (QFile::copy(legacy, path))
+    if (QFile::rename(legacy, path) || (QFile::copy(legacy, path) && QFile::remove(legacy)))
         spdlog::info("catalog: moved the edited catalog from {} to the configuration folder {}", legacy.toStdString(), path.toStdString());
 }
 

@@ -87,6 +87,19 @@ StageStatus evaluateStage(const HistoryStore &store, int index, const QString &m
     }
     status.runId = newest->id;
     status.state = newest->verdict == QLatin1String("fits") ? StageState::Passed : StageState::Failed;
+    // A scaling step proves something only over several ranks with an efficiency measured against
+    // a baseline; a watched job needs steps it was seen to take.
+    if (status.state == StageState::Passed && index == 1
+        && (newest->summary.value(QStringLiteral("gpus")).toInt() < 2 || newest->summary.value(QStringLiteral("scaling_efficiency")).toDouble() <= 0)) {
+        status.state = StageState::Failed;
+        status.evidence = tr("Run %1 (scale) measured no scaling efficiency against a one-process baseline (name --baseline-run under torchrun or srun).").arg(newest->id);
+        return status;
+    }
+    if (status.state == StageState::Passed && index == 0 && newest->summary.value(QStringLiteral("measured_steps")).toDouble() < 1) {
+        status.state = StageState::Failed;
+        status.evidence = tr("Run %1 (%2) measured no step.").arg(newest->id).arg(newest->kind);
+        return status;
+    }
     const QJsonObject &s = newest->summary;
     QString detail;
     if (newest->kind == QLatin1String("decision")) {

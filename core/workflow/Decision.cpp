@@ -172,7 +172,9 @@ std::optional<RunRecord> newestMatchingPilot(const HistoryStore &store, const st
         RunFilter filter;
         filter.kind = QLatin1String(kind);
         for (auto &run : store.listRuns(filter)) {
-            if (run.configHash == configHash && run.status == QLatin1String("done") && run.verdict == QLatin1String("fits")
+            // A watched job over several ranks is scaling evidence, not one card's step.
+            const bool oneRank = run.summary.value(QStringLiteral("world_size")).toInt(1) <= 1;
+            if (run.configHash == configHash && run.status == QLatin1String("done") && run.verdict == QLatin1String("fits") && oneRank
                 && run.summary.value(QStringLiteral("step_time_mean_ms")).toDouble() > 0 && run.summary.value(QStringLiteral("flops_per_step")).toDouble() > 0) {
                 if (!newest || run.startedAt > newest->startedAt || (run.startedAt == newest->startedAt && run.id > newest->id))
                     newest = std::move(run);
@@ -188,6 +190,9 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
     const std::string where = "--run";
     if (run.kind != QLatin1String("pilot") && run.kind != QLatin1String("watch"))
         throw InvalidInputError(where, "run " + std::to_string(run.id) + " is a " + run.kind.toStdString() + " run, not a pilot or a watched command");
+    if (run.kind == QLatin1String("watch") && run.summary.value(QStringLiteral("world_size")).toInt(1) > 1)
+        throw InvalidInputError(where, "run " + std::to_string(run.id) + " watched " + std::to_string(run.summary.value(QStringLiteral("world_size")).toInt())
+                                           + " ranks: it is scaling evidence, not one card's step (name a single-rank run)");
     const QJsonObject &s = run.summary;
     PilotEvidence e;
     e.runId = run.id;
@@ -218,13 +223,15 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
 
     const QJsonObject env = s.value(QStringLiteral("environment")).toObject(run.environment);
     const QString device = env.value(QStringLiteral("device")).toString(run.device);
-    e.deviceLabel = device.startsWith(QLatin1String("cuda")) ? env.value(QStringLiteral("device_name")).toString().toStdString()
+    const bool accelerator = device.startsWith(QLatin1String("cuda")) || device.startsWith(QLatin1String("rocm"));
+    e.deviceLabel = accelerator ? env.value(QStringLiteral("device_name")).toString().toStdString()
                     : env.contains(QStringLiteral("cpu"))     ? "cpu (" + env.value(QStringLiteral("cpu")).toString().toStdString() + ")"
                                                               : std::string("cpu");
     if (run.kind == QLatin1String("watch"))
         e.deviceLabel += " (watched command)";
-    if (device.startsWith(QLatin1String("cuda"))) {
+    if (accelerator) {
         DetectedDevice detected;
+        detected.backend = device.startsWith(QLatin1String("rocm")) ? SoftwareStack::Rocm : SoftwareStack::Cuda;
         detected.name = env.value(QStringLiteral("device_name")).toString().toStdString();
         detected.memoryBytes = static_cast<int64_t>(env.value(QStringLiteral("device_memory_bytes")).toDouble());
         detected.computeCapability = env.value(QStringLiteral("compute_capability")).toString().toStdString();

@@ -167,8 +167,8 @@ ScaleRunResult ScaleRun::fail(int64_t runId, Verdict verdict, const std::string 
     QJsonObject json = details;
     json.insert(QStringLiteral("verdict"), QString::fromLatin1(toString(verdict)));
     json.insert(QStringLiteral("message"), QString::fromStdString(message));
-    m_writer->finishRun(runId, summary, json);
-    m_writer->flush();
+    if (!m_writer->finishRun(runId, summary, json) || !m_writer->flush())
+        throw PilotBenchError(ExitCode::Failure, "the scaling step ended (" + message + ") but could not be recorded: " + m_writer->lastError());
     json.insert(QStringLiteral("run_id"), static_cast<double>(runId));
     note(QStringLiteral("error"), json, QStringLiteral("scale %1: %2").arg(QString::fromLatin1(toString(verdict)), QString::fromStdString(message)));
     m_result.verdict = verdict;
@@ -194,8 +194,13 @@ ScaleRun::Baseline ScaleRun::runBaseline(const RunConfig &baselineConfig)
     const DistributedPilotResult result = guardRun(*m_writer, b.runId, [&] { return runDistributedPilot(baselineConfig, m_s.options, local, &recorder); });
     if (!m_rankCpus.empty() && !m_rankCpus.front().empty() && !allowed.empty())
         bindToCpus(allowed);
-    recorder.finish(result.run);
-    b.summary = result.run.summary;
+    PilotRun run = result.run;
+    if (!recorder.historyError().empty()) { // the history stopped the baseline: a failure, not a cancel
+        run.summary.verdict = Verdict::Failed;
+        run.summary.message = recorder.historyError();
+    }
+    recorder.finish(run);
+    b.summary = run.summary;
     b.parameterSum = result.parameterSum;
     return b;
 }
@@ -327,7 +332,9 @@ ScaleRunResult ScaleRun::measure(const RunConfig &baselineConfig, const Baseline
     if (!summary.parametersAgree)
         spdlog::warn("the ranks ended with different parameters: gradient synchronisation is broken");
     PilotSummary record; // what the history lists for the scaled run: all ranks together
-    record.verdict = Verdict::Fits;
+    record.verdict = summary.parametersAgree ? Verdict::Fits : Verdict::Failed;
+    if (!summary.parametersAgree)
+        record.message = "the ranks ended with different parameters: gradient synchronisation is broken";
     record.measuredSteps = m_s.options.steps;
     record.tokensPerSecond = summary.tokensPerSecond;
     record.stepTimeMeanMs = summary.stepTimeMs;
@@ -337,18 +344,20 @@ ScaleRunResult ScaleRun::measure(const RunConfig &baselineConfig, const Baseline
     for (auto it = details.begin(); it != details.end(); ++it)
         json.insert(it.key(), it.value());
     json.insert(QStringLiteral("ranks"), ranks);
-    json.insert(QStringLiteral("verdict"), QStringLiteral("fits"));
+    json.insert(QStringLiteral("verdict"), QString::fromLatin1(toString(record.verdict)));
+    json.insert(QStringLiteral("message"), QString::fromStdString(record.message));
     json.insert(QStringLiteral("predicted_per_rank_peak_allocated_bytes"), predictedPeak(m_s.config, m_s.device, m_s.gpus, m_s.strategy));
     json.insert(QStringLiteral("predicted_baseline_peak_allocated_bytes"), predictedPeak(baselineConfig, m_s.device, 1, "none"));
     json.insert(QStringLiteral("baseline_peak_allocated_bytes"), static_cast<double>(bs.peakAllocatedBytes));
-    m_writer->finishRun(runId, record, json);
-    m_writer->flush();
+    if (!m_writer->finishRun(runId, record, json) || !m_writer->flush())
+        throw PilotBenchError(ExitCode::Failure, "the scaling step ran but could not be recorded: " + m_writer->lastError());
 
     json.remove(QStringLiteral("ranks"));
     json.remove(QStringLiteral("topology"));
     json.insert(QStringLiteral("run_id"), static_cast<double>(runId));
     json.insert(QStringLiteral("database"), m_s.database);
-    m_result.verdict = Verdict::Fits;
+    m_result.verdict = record.verdict;
+    m_result.message = record.message;
     m_result.runId = runId;
     m_result.summary = summary;
     m_result.parametersAgree = summary.parametersAgree;

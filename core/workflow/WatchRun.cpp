@@ -56,13 +56,22 @@ QJsonObject catalogMatch(const watch::WatchResult &r)
 {
     if (r.devices.empty())
         return {};
-    const watch::DeviceReading &d = r.devices.front();
+    const watch::DeviceReading *used = &r.devices.front();
+    for (const auto &d : r.devices)
+        if (d.processTreeBytes > 0) {
+            used = &d;
+            break;
+        }
+    const watch::DeviceReading &d = *used;
     DetectedDevice detected;
     detected.name = d.name;
     detected.memoryBytes = d.memoryTotalBytes > 0 ? d.memoryTotalBytes : 0;
     detected.backend = d.source == "rocm-smi" ? SoftwareStack::Rocm : SoftwareStack::Cuda;
-    if (r.hello.value(QStringLiteral("cuda_version")).isString())
-        detected.runtimeVersion = r.hello.value(QStringLiteral("cuda_version")).toString().toStdString();
+    const char *runtime = detected.backend == SoftwareStack::Rocm ? "hip_version" : "cuda_version";
+    if (r.hello.value(QLatin1String(runtime)).isString())
+        detected.runtimeVersion = r.hello.value(QLatin1String(runtime)).toString().toStdString();
+    if (r.hello.value(QStringLiteral("driver")).isString())
+        detected.driverVersion = r.hello.value(QStringLiteral("driver")).toString().toStdString();
     try {
         const Catalog catalog = activeCatalogOrBuiltIn(nullptr);
         const DeviceMatch m = matchDevice(detected, catalog);
@@ -93,7 +102,9 @@ QString probeModuleDir()
 RecordedWatch runRecordedWatch(WatchRunRequest request, watch::WatchObserver &observer)
 {
     watch::WatchOptions &o = request.options;
-    const QString program = watch::resolveProgram(o.command.value(0), o.environment); // refused before anything is recorded
+    // Refused before anything is recorded.
+    const QString program = watch::resolveProgram(o.command.value(0), o.environment, o.workingDir);
+    watch::checkEnvironmentAdditions(o.environment);
     if (o.runDir.isEmpty())
         o.runDir = appDataDir() + QStringLiteral("/watch/") + QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
     if (o.probeModuleDir.isEmpty())
@@ -112,8 +123,9 @@ RecordedWatch runRecordedWatch(WatchRunRequest request, watch::WatchObserver &ob
         start.notes = QLatin1String("");
     }
     std::string why;
-    const auto probe = o.sampleDevices ? (o.nvmlLibrary.isEmpty() ? watch::openAnyDeviceBackend(&why) : watch::openNvml(o.nvmlLibrary, &why)) : nullptr;
-    start.device = !probe ? QStringLiteral("cpu") : probe->source() == "rocm-smi" ? QStringLiteral("rocm") : QStringLiteral("cuda");
+    auto backend = watch::openWatchBackend(o, &why);
+    // What the host has; the summary says what the job used (the devices its processes were on).
+    start.device = !backend ? QStringLiteral("cpu") : backend->source() == "rocm-smi" ? QStringLiteral("rocm") : QStringLiteral("cuda");
     start.environmentJson = QJsonObject {
         {QStringLiteral("command"), QJsonArray::fromStringList(o.command)},
         {QStringLiteral("program"), program},
@@ -126,7 +138,7 @@ RecordedWatch runRecordedWatch(WatchRunRequest request, watch::WatchObserver &ob
     RecordedWatch out;
     out.runId = writer.beginRun(start);
     RecordingObserver recording(writer, out.runId, observer);
-    out.result = guardRun(writer, out.runId, [&] { return watch::watchCommand(o, recording); });
+    out.result = guardRun(writer, out.runId, [&] { return watch::watchCommand(o, recording, std::move(backend)); });
 
     PilotSummary &s = out.result.summary;
     if (request.config) {
@@ -143,14 +155,31 @@ RecordedWatch runRecordedWatch(WatchRunRequest request, watch::WatchObserver &ob
     out.json.insert(QStringLiteral("command"), QJsonArray::fromStringList(o.command));
     out.json.insert(QStringLiteral("run_dir"), o.runDir);
     out.json.insert(QStringLiteral("catalog_match"), catalogMatch(out.result));
-    QJsonObject environment {{QStringLiteral("device"), start.device}, {QStringLiteral("cpu"), QSysInfo::currentCpuArchitecture()}};
-    if (!out.result.devices.empty()) {
-        environment.insert(QStringLiteral("device_name"), QString::fromStdString(out.result.devices.front().name));
-        environment.insert(QStringLiteral("device_memory_bytes"), static_cast<double>(out.result.devices.front().memoryTotalBytes));
+    // The device the job ran on: one its processes used (the library lists them), else the CPU.
+    // The keys are the pilot's environment's (engine/Environment.cpp), so the catalog match and
+    // the comparison read a watched run like a pilot.
+    const watch::DeviceReading *used = nullptr;
+    for (const auto &d : out.result.devices)
+        if (d.processTreeBytes > 0 && !used)
+            used = &d;
+    if (!used && !out.result.devices.empty() && out.result.devices.front().processTreeBytes < 0)
+        used = &out.result.devices.front(); // the library cannot list processes: take the first device
+    const QString device = !used ? QStringLiteral("cpu") : used->source == "rocm-smi" ? QStringLiteral("rocm") : QStringLiteral("cuda");
+    QJsonObject environment {{QStringLiteral("device"), device}, {QStringLiteral("cpu"), QSysInfo::currentCpuArchitecture()}};
+    if (used) {
+        environment.insert(QStringLiteral("device_name"), QString::fromStdString(used->name));
+        environment.insert(QStringLiteral("device_memory_bytes"), static_cast<double>(used->memoryTotalBytes));
     }
-    for (const char *key : {"torch_version", "cuda_version", "hip_version", "nccl_version", "driver"})
-        if (out.result.hello.contains(QLatin1String(key)))
-            environment.insert(QLatin1String(key), out.result.hello.value(QLatin1String(key)));
+    const QJsonObject &hello = out.result.hello;
+    auto copy = [&](const char *from, const char *to) {
+        if (hello.value(QLatin1String(from)).isString())
+            environment.insert(QLatin1String(to), hello.value(QLatin1String(from)));
+    };
+    copy("torch_version", "torch_version");
+    copy("cuda_version", "cuda_runtime");
+    copy("hip_version", "hip_runtime");
+    copy("nccl_version", "nccl_version");
+    copy("driver", "driver_version");
     out.json.insert(QStringLiteral("environment"), environment);
     if (request.config && s.verdict == Verdict::Fits) {
         try {

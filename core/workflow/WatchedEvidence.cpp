@@ -93,14 +93,15 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
     bool finite = true;
     for (const StepSample &s : resumed) {
         const auto it = lossA.find(s.step);
-        if (it == lossA.end())
-            continue;
+        if (it == lossA.end() || std::isnan(s.loss) || std::isnan(it->second))
+            continue; // a step either run did not report a loss for
         ++w.comparedSteps;
         finite = finite && std::isfinite(s.loss) && std::isfinite(it->second);
         w.maxAbsLossDiff = std::max(w.maxAbsLossDiff, std::abs(s.loss - it->second));
     }
     if (w.comparedSteps == 0) {
-        w.message = "the runs share no step after the resume: run the uninterrupted job past step " + std::to_string(w.firstResumedStep);
+        w.message = "the runs share no step with a reported loss after the resume (run the uninterrupted job past step " + std::to_string(w.firstResumedStep)
+                    + ", and log the loss every step)";
     } else if (!finite) {
         w.message = "a compared loss is not finite";
     } else {

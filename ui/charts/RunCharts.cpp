@@ -209,6 +209,7 @@ void RunCharts::clear()
         v->clear();
     m_spans.clear();
     m_maxMemoryMiB = m_maxStepMs = m_minLoss = m_maxLoss = 0;
+    m_lossKnown = false;
     m_plannedLastStep = 0;
     m_dirty = true;
     refresh();
@@ -223,6 +224,21 @@ void RunCharts::addSpan(Phase phase, double step)
     m_spans.push_back({phase, step, step});
 }
 
+// A step without a reported loss (NaN: a watched job logs every k steps) keeps the last one, so
+// the line neither drops to 0 nor breaks; the axis spans only reported losses.
+double RunCharts::chartLoss(double loss)
+{
+    if (!std::isfinite(loss))
+        return m_lossValues.empty() ? (m_lossKnown ? m_maxLoss : 0.0) : m_lossValues.back();
+    if (!m_lossKnown) {
+        m_minLoss = m_maxLoss = loss;
+        m_lossKnown = true;
+    }
+    m_minLoss = std::min(m_minLoss, loss);
+    m_maxLoss = std::max(m_maxLoss, loss);
+    return loss;
+}
+
 void RunCharts::appendSamples(const std::vector<StepSample> &samples)
 {
     for (const StepSample &s : samples) {
@@ -232,12 +248,7 @@ void RunCharts::appendSamples(const std::vector<StepSample> &samples)
         m_allocMiB.push_back(static_cast<double>(s.allocatedBytes) / kMiB);
         m_reservedMiB.push_back(static_cast<double>(s.reservedBytes) / kMiB);
         m_deviceMiB.push_back(static_cast<double>(s.deviceUsedBytes) / kMiB);
-        if (m_lossValues.empty()) {
-            m_minLoss = m_maxLoss = s.loss;
-        }
-        m_minLoss = std::min(m_minLoss, s.loss);
-        m_maxLoss = std::max(m_maxLoss, s.loss);
-        m_lossValues.push_back(s.loss);
+        m_lossValues.push_back(chartLoss(s.loss));
         if (s.phase == Phase::Train)
             m_measuredMs.push_back(s.stepTimeMs);
         m_maxStepMs = std::max(m_maxStepMs, s.stepTimeMs);
@@ -266,25 +277,26 @@ void RunCharts::setRun(const SampleSeries &series, const std::vector<PhaseMark> 
         v->clear();
     m_spans.clear();
     m_plannedLastStep = 0;
+    m_minLoss = m_maxLoss = 0;
     const size_t n = series.size();
     m_step = series.step;
     m_stepMs = series.stepTimeMs;
-    m_lossValues = series.loss;
+    m_lossValues.clear();
+    m_lossKnown = false;
+    for (double loss : series.loss)
+        m_lossValues.push_back(chartLoss(loss));
     m_allocMiB.resize(n);
     m_reservedMiB.resize(n);
     m_deviceMiB.resize(n);
     m_measuredMs.reserve(n);
     m_maxMemoryMiB = m_maxStepMs = 0;
-    m_minLoss = n ? series.loss[0] : 0;
-    m_maxLoss = m_minLoss;
+
     for (size_t i = 0; i < n; ++i) {
         m_allocMiB[i] = series.allocatedBytes[i] / kMiB;
         m_reservedMiB[i] = series.reservedBytes[i] / kMiB;
         m_deviceMiB[i] = series.deviceUsedBytes[i] / kMiB;
         m_maxMemoryMiB = std::max({m_maxMemoryMiB, m_allocMiB[i], m_reservedMiB[i], m_deviceMiB[i]});
         m_maxStepMs = std::max(m_maxStepMs, m_stepMs[i]);
-        m_minLoss = std::min(m_minLoss, m_lossValues[i]);
-        m_maxLoss = std::max(m_maxLoss, m_lossValues[i]);
         const Phase phase = i < series.phase.size() ? series.phase[i] : Phase::Train;
         if (phase == Phase::Train)
             m_measuredMs.push_back(m_stepMs[i]);
@@ -329,7 +341,7 @@ void RunCharts::refresh(bool everything)
         return;
     setStepRange(m_lossX, x0, x1);
     const double pad = std::max(1e-3, (m_maxLoss - m_minLoss) * 0.05);
-    setNiceRange(m_lossY, m_lossValues.empty() ? 0 : m_minLoss - pad, m_lossValues.empty() ? 1 : m_maxLoss + pad);
+    setNiceRange(m_lossY, m_lossKnown ? m_minLoss - pad : 0, m_lossKnown ? m_maxLoss + pad : 1);
     m_loss->replace(downsample(m_step, m_lossValues));
 
     refreshHistogram();

@@ -69,7 +69,9 @@ private:
     void refreshHistogram();
     void refreshPhases(double yMax);
 
+    double chartLoss(double loss);
     std::vector<double> m_step, m_stepMs, m_allocMiB, m_reservedMiB, m_deviceMiB, m_lossValues;
+    bool m_lossKnown = false;
     std::vector<double> m_measuredMs; // train-phase steps only: the statistics' population
     std::vector<PhaseSpan> m_spans;
     double m_maxMemoryMiB = 0, m_maxStepMs = 0, m_minLoss = 0, m_maxLoss = 0;

@@ -26,6 +26,7 @@ namespace {
 
 struct Outcome {
     std::optional<Comparison> comparison;
+    RunConfig config;                    // the config compared: a decision is recorded under it
     QString error;
 };
 
@@ -54,6 +55,7 @@ Outcome compute(const RunConfig &config, const Catalog &catalog, const Compariso
 {
     Outcome out;
     try {
+        out.config = config;
         out.comparison = decide(config, catalog, request, historyPath); // this thread's own connection
     } catch (const std::exception &e) {
         out.error = QString::fromUtf8(e.what());
@@ -206,11 +208,14 @@ void CompareView::refresh()
             return; // superseded by a newer request
         m_running = false;
         const Outcome outcome = watcher->result();
+        m_comparedConfig = outcome.config;
         if (outcome.comparison)
             showComparison(*outcome.comparison);
         else
             showError(outcome.error);
     });
+    // Until the new comparison is shown, the old one cannot be recorded under the new config.
+    m_record->setEnabled(false);
     watcher->setFuture(QtConcurrent::run(compute, *m_config, m_catalog, request, m_historyPath));
 }
 
@@ -218,19 +223,20 @@ void CompareView::setComparison(const Comparison &comparison)
 {
     ++m_generation; // a running computation no longer applies
     m_running = false;
+    m_comparedConfig.reset(); // computed elsewhere: shown, not recorded from here
     showComparison(comparison);
 }
 
 int64_t CompareView::recordDecision(int row)
 {
-    if (!m_comparison || !m_config)
+    if (!m_comparison || !m_comparedConfig || m_running)
         return 0;
     if (row < 0) {
         const auto selected = m_table->selectionModel() ? m_table->selectionModel()->selectedRows() : QModelIndexList {};
         row = selected.isEmpty() ? m_comparison->recommendedIndex : selected.first().row();
     }
     try {
-        const int64_t runId = pb::recordDecision(m_historyPath, *m_config, *m_comparison, row);
+        const int64_t runId = pb::recordDecision(m_historyPath, *m_comparedConfig, *m_comparison, row);
         const auto &r = m_comparison->rows[static_cast<size_t>(row)];
         m_decisionLabel->setText(tr("Decision recorded as run %1: %2 x%3 (%4), %5 %6.")
                                      .arg(runId).arg(qs(r.cardName)).arg(r.gpus).arg(QString::fromLatin1(toString(r.strategy)))
@@ -313,7 +319,7 @@ void CompareView::showComparison(const Comparison &c)
     m_error.clear();
     m_comparison = c;
     m_costChart->setComparison(c);
-    m_record->setEnabled(!m_historyPath.isEmpty() && std::any_of(c.rows.begin(), c.rows.end(), [](const ComparisonRow &r) { return r.fits; }));
+    m_record->setEnabled(m_comparedConfig && !m_historyPath.isEmpty() && std::any_of(c.rows.begin(), c.rows.end(), [](const ComparisonRow &r) { return r.fits; }));
     m_decisionLabel->clear();
     rebuildTiles(c);
     const QStringList headers {tr("Card"), tr("GPUs"), tr("Strategy"), tr("Fits"), tr("Headroom"), tr("Max micro-batch"), tr("Step time"), tr("Basis"),

@@ -70,6 +70,7 @@ private:
 
     Catalog m_catalog;
     std::optional<RunConfig> m_config;
+    std::optional<RunConfig> m_comparedConfig;       // the config of the comparison shown
     QString m_historyPath;
     std::optional<Comparison> m_comparison;
     QString m_error;

@@ -450,7 +450,7 @@ void DashboardView::onWatchFailed(const QString &message)
     m_lastRunId = 0;
     m_watchPanel->showFailed(message);
     updateRunningUi();
-    Q_EMIT statusMessage(tr("Your command was not watched: %1").arg(message));
+    Q_EMIT statusMessage(tr("Watching your command stopped: %1 (once it had started, the run is in the history as failed)").arg(message));
 }
 
 } // namespace pb::ui

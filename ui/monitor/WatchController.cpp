@@ -45,11 +45,7 @@ public:
     void output(bool isStderr, const QByteArray &bytes) override { m_controller.appendOutput(isStderr, bytes); }
     void devices(const watch::SamplerReading &r) override
     {
-        // The same figure the core's verdict reports: device used where a library answers, else RSS.
-        int64_t used = -1;
-        for (const auto &d : r.devices)
-            used = std::max(used, d.memoryUsedBytes);
-        m_controller.notePeak(r.devices.empty() ? r.treeRssBytes : used);
+        m_controller.notePeak(watch::watchedMemoryBytes(r)); // the figure the core's verdict reports
     }
     void notice(const QString &text) override
     {

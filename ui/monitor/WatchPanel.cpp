@@ -480,7 +480,7 @@ void WatchPanel::showFailed(const QString &message)
 {
     m_running = false;
     updateButtons();
-    m_verdict->setText(tr("The command was not watched: %1").arg(message));
+    m_verdict->setText(tr("Watching stopped: %1 (once it had started, the run is in the history as failed)").arg(message));
     m_verdict->setStyleSheet(QStringLiteral("color: #b02020;"));
 }
 

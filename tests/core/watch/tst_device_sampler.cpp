@@ -228,10 +228,9 @@ private Q_SLOTS:
         DeviceSampler sampler(std::move(nvml), ::getpid(), 20);
         QCOMPARE(sampler.source(), std::string("nvml"));
         sampler.start();
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        const auto readings = sampler.drain();
-        QVERIFY2(readings.size() >= 10, QByteArray::number(qulonglong(readings.size())).constData());
-        QVERIFY(readings.front().tMs < 100);
+        // Several readings, whatever the load on the machine (no timing is asserted here).
+        std::vector<SamplerReading> readings;
+        QTRY_VERIFY_WITH_TIMEOUT((readings.size() >= 5 || [&] { for (auto &r : sampler.drain()) readings.push_back(r); return readings.size() >= 5; }()), 20000);
         for (size_t i = 1; i < readings.size(); ++i)
             QVERIFY(readings[i].tMs > readings[i - 1].tMs);
         for (const SamplerReading &r : readings) {
@@ -241,10 +240,7 @@ private Q_SLOTS:
         QCOMPARE(sampler.peakDeviceUsedBytes(), 2 * kGiB);
         QCOMPARE(sampler.peakProcessTreeDeviceBytes(), 123 * kMiB);
         QVERIFY(sampler.peakTreeRssBytes() > 0);
-        QElapsedTimer stopping;
-        stopping.start();
         sampler.stop();
-        QVERIFY(stopping.elapsed() < 200);
         const auto rest = sampler.drain();
         QCOMPARE(sampler.samplesTaken(), int64_t(readings.size() + rest.size()));
         sampler.stop();
@@ -255,13 +251,10 @@ private Q_SLOTS:
         DeviceSampler sampler(nullptr, ::getpid(), 20);
         QCOMPARE(sampler.source(), std::string("proc"));
         sampler.start();
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        QElapsedTimer stopping;
-        stopping.start();
+        QTRY_VERIFY_WITH_TIMEOUT(sampler.samplesTaken() >= 5, 20000);
         sampler.stop();
-        QVERIFY(stopping.elapsed() < 200);
         const auto readings = sampler.drain();
-        QVERIFY2(readings.size() >= 10, QByteArray::number(qulonglong(readings.size())).constData());
+        QVERIFY2(readings.size() >= 5, QByteArray::number(qulonglong(readings.size())).constData());
         for (size_t i = 1; i < readings.size(); ++i)
             QVERIFY(readings[i].tMs > readings[i - 1].tMs);
         for (const SamplerReading &r : readings) {
@@ -282,7 +275,8 @@ private Q_SLOTS:
         QElapsedTimer stopping;
         stopping.start();
         sampler.stop();
-        QVERIFY2(stopping.elapsed() < 200, QByteArray::number(stopping.elapsed()).constData());
+        // Woken, not waiting out the 5 s interval (a bound far from both: no timing is measured).
+        QVERIFY2(stopping.elapsed() < 2500, QByteArray::number(stopping.elapsed()).constData());
         // The first reading comes at once, not after the first interval.
         QCOMPARE(sampler.samplesTaken(), int64_t(1));
         DeviceSampler neverStarted(nullptr, ::getpid(), 20);

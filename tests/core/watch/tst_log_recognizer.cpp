@@ -291,7 +291,8 @@ private Q_SLOTS:
         const std::optional<RecognizedLine> r = recognizeLogLine(line);
         const bool isOom = isOutOfMemoryLine(line);
         const qint64 ms = timer.elapsed();
-        QVERIFY2(ms < 1000, qPrintable(QStringLiteral("took %1 ms").arg(ms)));
+        // Catastrophic backtracking on 100 kB takes minutes; this bound is far from any real time.
+        QVERIFY2(ms < 10000, qPrintable(QStringLiteral("took %1 ms").arg(ms)));
         QCOMPARE(kindName(r), kind);
         QCOMPARE(isOom, oom);
     }

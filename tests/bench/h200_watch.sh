@@ -28,9 +28,20 @@ run() { # name, then the command
 }
 # The job alone, then watched (the probe is inert without PILOTBENCH_PROBE), then alone again so an
 # order effect shows; the ratio uses the mean of the two plain runs.
-run plain1 "${job[@]}"
+[ "${MODE:-all}" = verify ] || run plain1 "${job[@]}"
 run watched_eager $CLI watch --config /tmp/l1b.json --jsonl --db /tmp/w.db --warmup 3 -- "${job[@]}"
-run plain2 "${job[@]}"
+[ "${MODE:-all}" = verify ] || run plain2 "${job[@]}"
+if [ "${MODE:-all}" = verify ]; then
+  # The watched run as evidence: compare takes its measured step on the H200 it matched.
+  $CLI compare --config /tmp/l1b.json --db /tmp/w.db --stack cuda --json > "$OUT/compare.json" 2> "$OUT/compare.err"
+  python3 - "$OUT/compare.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+rows = [r for r in c["rows"] if r["card"].startswith("h200") and r["gpus"] == 1]
+print("compare: pilot run", c["pilot_run_id"], "on", c["pilot_device"], "| h200 x1:", rows[0]["step_time_ms"], "ms", rows[0]["step_time_basis"])
+PY
+  $CLI history --db /tmp/w.db --json | python3 -c 'import json,sys; r=json.load(sys.stdin)["runs"][0]; s=r["summary"]; print("watch run env:", s.get("environment"), "| catalog match:", s.get("catalog_match", {}).get("message"), "| predicted peak", s.get("predicted_peak_allocated_bytes"), "measured", s.get("peak_allocated_bytes"))'
+fi
 if [ "${MODE:-all}" = all ]; then
   run watched_compile $CLI watch --config /tmp/l1b.json --jsonl --db /tmp/w.db --warmup 3 -- "${job[@]}" --compile
   run pilot $CLI pilot --config /tmp/l1b.json --device cuda:0 --steps 10 --warmup 3 --jsonl --db /tmp/w.db

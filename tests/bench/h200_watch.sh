@@ -66,7 +66,7 @@ def last_json(path, event=None):
         rows = [r for r in rows if r.get("event") == event]
     return rows[-1] if rows else {}
 g = 2 ** 30
-p1, p2 = last_json(f"{out}/plain1.out"), last_json(f"{out}/plain2.out")
+p1, p2 = [last_json(f"{out}/{n}.out") if os.path.exists(f"{out}/{n}.out") else {} for n in ("plain1", "plain2")]
 for name in ("watched_eager", "watched_compile"):
     if not os.path.exists(f"{out}/{name}.out"):
         continue

@@ -48,7 +48,7 @@ int runExport(CliContext &ctx)
     parser.addOptions({
         {QStringLiteral("run"), QStringLiteral("The run to export."), QStringLiteral("id")},
         {QStringLiteral("to"), QStringLiteral("Destination folder (a mounted backup or network disk)."), QStringLiteral("dir")},
-        {QStringLiteral("command"), QStringLiteral("Then run this, with {dir} replaced by the exported folder (e.g. \"rsync -a {dir} host:/backup/\")."), QStringLiteral("cmd")},
+        {QStringLiteral("command"), QStringLiteral("Then run this with /bin/sh, {dir} standing for the exported folder (passed safely as \"$1\"; do not quote it), e.g. \"rsync -a {dir} host:/backup/\"."), QStringLiteral("cmd")},
         {QStringLiteral("db"), QStringLiteral("History database."), QStringLiteral("file")},
         {QStringLiteral("json"), QStringLiteral("Print JSON.")},
     });
@@ -95,12 +95,14 @@ int runExport(CliContext &ctx)
     QString commandResult;
     double commandMs = 0;
     if (parser.isSet(QStringLiteral("command"))) {
+        // The folder reaches the shell as its first positional parameter, never as command text, so
+        // no character in a destination's name ($(...), backquotes, ;) can run anything.
         QString command = parser.value(QStringLiteral("command"));
-        command.replace(QStringLiteral("{dir}"), folder);
+        command.replace(QStringLiteral("{dir}"), QStringLiteral("\"$1\""));
         QElapsedTimer commandTimer;
         commandTimer.start();
         QProcess process;
-        process.start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), command});
+        process.start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), command, QStringLiteral("pilotbench-export"), folder});
         process.waitForFinished(-1);
         commandMs = static_cast<double>(commandTimer.nsecsElapsed()) / 1e6;
         if (process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0)

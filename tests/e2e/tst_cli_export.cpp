@@ -48,6 +48,29 @@ private Q_SLOTS:
         QVERIFY2(r.out.contains("exported to"), r.out.constData());
     }
 
+    // A destination whose name holds shell syntax is a name, never a command.
+    void destinationNamesRunNothing_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::newRow("command substitution") << QStringLiteral("a$(touch INJECTED)b");
+        QTest::newRow("backquotes") << QStringLiteral("a`touch INJECTED`b");
+        QTest::newRow("separator and comment") << QStringLiteral("a;touch INJECTED;#b");
+        QTest::newRow("quotes and spaces") << QStringLiteral("it's a \"dir\" $HOME");
+    }
+    void destinationNamesRunNothing()
+    {
+        QFETCH(QString, name);
+        const QString db = m_dir.filePath(QStringLiteral("h.db"));
+        QTemporaryDir work;
+        const QString dest = work.filePath(name);
+        const auto r = cli({QStringLiteral("export"), QStringLiteral("--run"), QStringLiteral("1"), QStringLiteral("--to"), dest, QStringLiteral("--db"), db,
+                            QStringLiteral("--command"), QStringLiteral("cd ") + work.path() + QStringLiteral(" && touch {dir}/uploaded")});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY(QFileInfo::exists(dest + QStringLiteral("/pilotbench-run-1/uploaded")));
+        QVERIFY(!QFileInfo::exists(work.filePath(QStringLiteral("INJECTED"))));
+        QVERIFY(!QFileInfo::exists(QStringLiteral("INJECTED")));
+    }
+
     void badInputExitsTwo()
     {
         const QString db = m_dir.filePath(QStringLiteral("h.db"));

@@ -1,9 +1,9 @@
 // `pilotbench-cli checklist`: the four stages of the staged pilot for one config, from the evidence
 // recorded in the history (the same rules as the GUI's checklist, core/workflow/Checklist).
 #include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
 #include "config/RunConfigJson.h"
 #include "history/HistoryStore.h"
-#include "util/AppPaths.h"
 #include "util/Errors.h"
 #include "workflow/Checklist.h"
 
@@ -36,7 +36,7 @@ int runChecklist(CliContext &ctx)
     if (!parser.isSet(QStringLiteral("config")))
         throw InvalidInputError("--config", "is required (a JSON file or preset:NAME)");
     const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
-    const QString database = parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : defaultDatabasePath();
+    const QString database = databaseFrom(parser);
     if (!QFileInfo::exists(database))
         throw InvalidInputError("--db", "no history database at '" + database.toStdString() + "': run a pilot first");
     const HistoryStore store(database);

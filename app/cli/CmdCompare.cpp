@@ -2,11 +2,11 @@
 // largest micro-batch, step time (measured or modelled), job and rental-window hours, term cost
 // and cost per million useful tokens, with the cheapest fitting configuration recommended.
 #include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
 #include "catalog/Catalog.h"
 #include "workflow/CatalogSource.h"
 #include "workflow/DecisionRun.h"
 #include "config/RunConfigJson.h"
-#include "util/AppPaths.h"
 #include "util/Errors.h"
 
 #include <QJsonObject>
@@ -122,7 +122,7 @@ int runCompare(CliContext &ctx)
     request.options.egressTb = nonNegative(parser, QStringLiteral("egress-tb"));
     request.options.support = parser.isSet(QStringLiteral("support"));
 
-    const QString database = parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : defaultDatabasePath();
+    const QString database = databaseFrom(parser);
     std::optional<int64_t> runId;
     if (parser.isSet(QStringLiteral("run"))) {
         bool ok = false;

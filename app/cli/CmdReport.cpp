@@ -1,9 +1,9 @@
 // `pilotbench-cli report --run ID --out FILE.pdf`: the PDF report of one run from the history.
 // main.cpp runs this command (only) under a QGuiApplication, offscreen when there is no display.
 #include "app/cli/CliSupport.h"
+#include "app/cli/PilotCommon.h"
 #include "report/ReportWriter.h"
 #include "workflow/CatalogSource.h"
-#include "util/AppPaths.h"
 #include "util/Errors.h"
 
 #include <QGuiApplication>
@@ -34,7 +34,7 @@ int runReport(CliContext &ctx)
         throw InvalidInputError("--out", "is required: the PDF file to write");
     if (!qobject_cast<QGuiApplication *>(QCoreApplication::instance()))
         throw PilotBenchError(ExitCode::Failure, "the report needs a QGuiApplication (a build defect in main.cpp)");
-    const QString database = parser.isSet(QStringLiteral("db")) ? parser.value(QStringLiteral("db")) : defaultDatabasePath();
+    const QString database = databaseFrom(parser);
     const int pages = report::writeRunReport(database, runId, out, activeCatalog(parser.value(QStringLiteral("catalog"))));
     ctx.out << "report of run " << runId << " written to " << out << " (" << pages << " pages)\n";
     return static_cast<int>(ExitCode::Ok);

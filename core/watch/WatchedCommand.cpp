@@ -123,6 +123,7 @@ public:
         case ProbeEvent::Kind::Step: {
             if (m_source != "probe") {
                 m_source = "probe";
+                m_observer.stepSource(m_source);
                 m_observer.notice(QStringLiteral("steps from the probe's events"));
             }
             StepSample s = stepSampleFromProbe(event->fields);
@@ -177,6 +178,7 @@ public:
             return;
         if (m_source != "log-lines") {
             m_source = "log-lines";
+            m_observer.stepSource(m_source);
             m_observer.notice(QStringLiteral("no probe events: steps from the command's log lines (%1)")
                                   .arg(r->kind == RecognizedLine::Kind::TqdmProgress ? QStringLiteral("progress bar") : QStringLiteral("Trainer logs")));
         }

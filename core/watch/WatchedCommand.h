@@ -44,6 +44,8 @@ public:
     virtual void started(qint64 /*pid*/, const QString & /*deviceSource*/) {}
     virtual void output(bool /*isStderr*/, const QByteArray & /*bytes*/) {}
     virtual void devices(const SamplerReading & /*reading*/) {}
+    // Where the steps come from, when that is first known or changes: "probe" or "log-lines".
+    virtual void stepSource(const std::string & /*source*/) {}
     // One line a person reads: where the steps come from, a stop asked for, an OOM seen.
     virtual void notice(const QString & /*text*/) {}
 };

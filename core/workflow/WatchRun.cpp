@@ -30,6 +30,7 @@ public:
     void output(bool isStderr, const QByteArray &bytes) override { m_next.output(isStderr, bytes); }
     void devices(const watch::SamplerReading &r) override { m_next.devices(r); }
     void notice(const QString &text) override { m_next.notice(text); }
+    void stepSource(const std::string &source) override { m_next.stepSource(source); }
     void stepFinished(const StepSample &s) override
     {
         m_writer.appendSample(m_runId, s);

@@ -11,6 +11,15 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
+def llama_config(m):
+    """The Transformers config of a PilotBench run config's "model" block (random weights)."""
+    return LlamaConfig(vocab_size=m["vocab_size"], hidden_size=m["hidden_size"], intermediate_size=m["intermediate_size"],
+                       num_hidden_layers=m["layers"], num_attention_heads=m["attention_heads"],
+                       num_key_value_heads=m["kv_heads"], head_dim=m.get("head_dim") or m["hidden_size"] // m["attention_heads"],
+                       max_position_embeddings=m["max_positions"], rms_norm_eps=m["norm_eps"], rope_theta=m["rope_theta"],
+                       tie_word_embeddings=m["tie_embeddings"], attention_bias=m["attention_bias"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True, help="a PilotBench run config (JSON)")
@@ -21,11 +30,7 @@ def main():
     args = ap.parse_args()
     cfg = json.load(open(args.config))
     m, t = cfg["model"], cfg["train"]
-    hf = LlamaConfig(vocab_size=m["vocab_size"], hidden_size=m["hidden_size"], intermediate_size=m["intermediate_size"],
-                     num_hidden_layers=m["layers"], num_attention_heads=m["attention_heads"],
-                     num_key_value_heads=m["kv_heads"], head_dim=m.get("head_dim") or m["hidden_size"] // m["attention_heads"],
-                     max_position_embeddings=m["max_positions"], rms_norm_eps=m["norm_eps"], rope_theta=m["rope_theta"],
-                     tie_word_embeddings=m["tie_embeddings"], attention_bias=m["attention_bias"])
+    hf = llama_config(m)
     hf._attn_implementation = "sdpa"
     torch.manual_seed(cfg.get("seed", 0))
     model = LlamaForCausalLM(hf).cuda().train()

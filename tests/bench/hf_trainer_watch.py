@@ -11,7 +11,9 @@ import argparse, json, statistics, time
 
 import torch
 from torch.utils.data import Dataset
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
+from transformers import LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+from hf_reference import llama_config  # beside this script: the same model from the same run config
 
 
 class Tokens(Dataset):
@@ -52,11 +54,7 @@ def main():
     args = ap.parse_args()
     cfg = json.load(open(args.config))
     m, t = cfg["model"], cfg["train"]
-    hf = LlamaConfig(vocab_size=m["vocab_size"], hidden_size=m["hidden_size"], intermediate_size=m["intermediate_size"],
-                     num_hidden_layers=m["layers"], num_attention_heads=m["attention_heads"],
-                     num_key_value_heads=m["kv_heads"], head_dim=m.get("head_dim") or m["hidden_size"] // m["attention_heads"],
-                     max_position_embeddings=m["max_positions"], rms_norm_eps=m["norm_eps"], rope_theta=m["rope_theta"],
-                     tie_word_embeddings=m["tie_embeddings"], attention_bias=m["attention_bias"])
+    hf = llama_config(m)
     torch.manual_seed(cfg.get("seed", 0))
     model = LlamaForCausalLM(hf)
     b, s = t["micro_batch"], t["seq_len"]

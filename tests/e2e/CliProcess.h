@@ -20,9 +20,12 @@ struct CliBytes {
     QByteArray out, err;
 };
 
-inline CliBytes runCliBytes(const QStringList &args, int timeoutMs = 300000)
+// `environment` empty: this process's own.
+inline CliBytes runCliBytes(const QStringList &args, int timeoutMs = 300000, const QProcessEnvironment &environment = {})
 {
     QProcess p;
+    if (!environment.isEmpty())
+        p.setProcessEnvironment(environment);
     p.start(QStringLiteral(PB_CLI_PATH), args);
     CliBytes r;
     if (!p.waitForFinished(timeoutMs)) {

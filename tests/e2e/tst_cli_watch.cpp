@@ -2,6 +2,8 @@
 // (tests/data/watch, Debian's python3-torch on the CPU): with the probe, with log lines only, out of
 // memory, a crash, a missing program, a stop after N steps, a cancel that leaves no process behind;
 // the run recorded in the history and used by compare.
+#include "e2e/CliProcess.h"
+
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -28,23 +30,11 @@ struct Result {
 
 Result cli(const QStringList &args, const QStringList &env = {}, int timeoutMs = 240000)
 {
-    QProcess p;
     QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
     for (const QString &kv : env)
         e.insert(kv.section(QLatin1Char('='), 0, 0), kv.section(QLatin1Char('='), 1));
-    p.setProcessEnvironment(e);
-    p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
-    Result r;
-    if (!p.waitForFinished(timeoutMs)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = QStringLiteral("<timed out>");
-        return r;
-    }
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = p.readAllStandardOutput();
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
+    const pbtest::CliBytes r = pbtest::runCliBytes(QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args, timeoutMs, e);
+    return {r.exitCode, r.out, QString::fromUtf8(r.err)};
 }
 
 QJsonObject eventOf(const QByteArray &jsonl, const QString &name)

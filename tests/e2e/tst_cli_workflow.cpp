@@ -3,6 +3,8 @@
 // after they began are recorded failed; a run whose process died is found interrupted; the edited
 // catalog in the configuration folder prices `compare` and `report`; the 8B full fine-tune is
 // placed on NVIDIA cards once a sharded strategy may be chosen.
+#include "e2e/CliProcess.h"
+
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -29,20 +31,8 @@ public:
     explicit Cli(const QString &configHome) : m_configHome(configHome) {}
     Result operator()(const QStringList &args, int timeoutMs = 240000) const
     {
-        QProcess p;
-        p.setProcessEnvironment(environment());
-        p.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
-        Result r;
-        if (!p.waitForFinished(timeoutMs)) {
-            p.kill();
-            p.waitForFinished();
-            r.err = QStringLiteral("<timed out>");
-            return r;
-        }
-        r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-        r.out = p.readAllStandardOutput();
-        r.err = QString::fromUtf8(p.readAllStandardError());
-        return r;
+        const pbtest::CliBytes r = pbtest::runCliBytes(QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args, timeoutMs, environment());
+        return {r.exitCode, r.out, QString::fromUtf8(r.err)};
     }
     // The edited catalog's place for this test's own configuration folder (parallel tests must not
     // see it): $XDG_CONFIG_HOME/<organisation>/<application>/catalog.json.

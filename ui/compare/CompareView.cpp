@@ -1,6 +1,7 @@
 #include "compare/CompareView.h"
 
 #include "compare/CostHoursChart.h"
+#include "compare/HoursText.h"
 #include "config/RunConfigJson.h"
 #include "workflow/DecisionRun.h"
 
@@ -31,18 +32,6 @@ struct Outcome {
 };
 
 QString qs(const std::string &s) { return QString::fromStdString(s); }
-
-QString duration(double hours)
-{
-    const double seconds = hours * 3600;
-    if (seconds < 1)
-        return QString::number(seconds * 1000, 'f', 1) + QStringLiteral(" ms");
-    if (seconds < 120)
-        return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
-    if (seconds < 7200)
-        return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
-    return QString::number(hours, 'f', 1) + QStringLiteral(" h");
-}
 
 QString stepTime(double ms)
 {
@@ -302,7 +291,7 @@ void CompareView::rebuildTiles(const Comparison &c)
         if (best) {
             verdict = tr("best: x%1%9, %2 (%3)\nwindow %4, %5 %6\n%7 %6 per M tokens%8")
                           .arg(best->gpus).arg(stepTime(best->stepTimeMs), QString::fromLatin1(toString(best->stepTimeBasis)))
-                          .arg(duration(best->cost.windowHours)).arg(best->cost.totalCost, 0, 'f', 2).arg(qs(c.currency))
+                          .arg(hoursText(best->cost.windowHours)).arg(best->cost.totalCost, 0, 'f', 2).arg(qs(c.currency))
                           .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr("\nRECOMMENDED") : QString())
                           .arg(best->gpus > 1 ? QStringLiteral(" ") + QString::fromLatin1(toString(best->strategy)) : QString());
         }
@@ -332,7 +321,7 @@ void CompareView::showComparison(const Comparison &c)
         const auto &r = c.rows[static_cast<size_t>(i)];
         const QStringList cells {qs(r.cardId), QString::number(r.gpus), QString::fromLatin1(toString(r.strategy)), r.fits ? tr("yes") : tr("no"),
                                  gib(r.headroomBytes), QString::number(r.maxMicroBatch), stepTime(r.stepTimeMs), QString::fromLatin1(toString(r.stepTimeBasis)),
-                                 QString::number(r.tokensPerSecond, 'f', 0), duration(r.cost.jobHours), duration(r.cost.windowHours),
+                                 QString::number(r.tokensPerSecond, 'f', 0), hoursText(r.cost.jobHours), hoursText(r.cost.windowHours),
                                  qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2), QString::number(r.cost.costPerMillionTokens, 'f', 2),
                                  r.meetsDeadline ? tr("meets") : tr("misses")};
         QString tip;

@@ -1,5 +1,6 @@
 #include "compare/CostHoursChart.h"
 
+#include "compare/HoursText.h"
 #include "report/ReportCostChart.h"
 
 #include <QChart>
@@ -20,18 +21,6 @@ namespace pb::ui {
 namespace {
 
 QString qs(const std::string &s) { return QString::fromStdString(s); }
-
-QString duration(double hours)
-{
-    const double seconds = hours * 3600;
-    if (seconds < 1)
-        return QString::number(seconds * 1000, 'f', 1) + QStringLiteral(" ms");
-    if (seconds < 120)
-        return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
-    if (seconds < 7200)
-        return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
-    return QString::number(hours, 'f', 1) + QStringLiteral(" h");
-}
 
 void styleAxis(QAbstractAxis *axis, const QString &title)
 {
@@ -106,7 +95,7 @@ QString CostHoursChart::pointToolTip(const ComparisonRow &row, const std::string
     const QString money = qs(currency);
     QString text = tr("%1 \u00d7%2").arg(qs(row.cardName.empty() ? row.cardId : row.cardName)).arg(row.gpus);
     text += row.strategy == ParallelStrategy::None ? tr("\nsingle GPU") : tr("\nstrategy: %1").arg(QString::fromLatin1(toString(row.strategy)));
-    text += tr("\njob: %1, rental window: %2").arg(duration(row.cost.jobHours), duration(row.cost.windowHours));
+    text += tr("\njob: %1, rental window: %2").arg(hoursText(row.cost.jobHours), hoursText(row.cost.windowHours));
     text += tr("\ntotal: %1 %2").arg(row.cost.totalCost, 0, 'f', 2).arg(money);
     text += tr("\nper M useful tokens: %1 %2").arg(row.cost.costPerMillionTokens, 0, 'f', 2).arg(money);
     if (row.recommended)
@@ -196,7 +185,7 @@ void CostHoursChart::setComparison(const Comparison &comparison)
     if (plot.deadlineHours) {
         auto *line = new QLineSeries;
         line->setObjectName(QStringLiteral("deadline"));
-        line->setName(tr("deadline (%1)").arg(duration(*plot.deadlineHours)));
+        line->setName(tr("deadline (%1)").arg(hoursText(*plot.deadlineHours)));
         line->setPen(QPen(costHoursDeadlineColor(), 1.5, Qt::DashLine));
         line->append(*plot.deadlineHours, plot.y.min);
         line->append(*plot.deadlineHours, plot.y.max);

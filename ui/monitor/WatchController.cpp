@@ -13,19 +13,6 @@
 #include <utility>
 
 namespace pb::ui {
-namespace {
-
-// The core names the live step source only in its notices; the result names it at the end.
-QString stepSourceOfNotice(const QString &text)
-{
-    if (text.startsWith(QLatin1String("steps from the probe")))
-        return QStringLiteral("probe");
-    if (text.startsWith(QLatin1String("no probe events")))
-        return QStringLiteral("log-lines");
-    return {};
-}
-
-} // namespace
 
 // Runs on the worker thread: steps and bytes go into the buffers, the rare events (started, a
 // notice) as queued calls. Nothing here touches a GUI-thread object directly.
@@ -49,12 +36,11 @@ public:
     }
     void notice(const QString &text) override
     {
-        const QString source = stepSourceOfNotice(text);
-        m_post([text, source](WatchController &c) {
-            if (!source.isEmpty())
-                c.m_stepSource = source;
-            Q_EMIT c.notice(text);
-        });
+        m_post([text](WatchController &c) { Q_EMIT c.notice(text); });
+    }
+    void stepSource(const std::string &source) override
+    {
+        m_post([source = QString::fromStdString(source)](WatchController &c) { c.m_stepSource = source; });
     }
     void stepFinished(const StepSample &sample) override { m_controller.m_buffer.appendSample(sample); }
 

@@ -1,11 +1,12 @@
-# Sourced by scripts/run, scripts/test and scripts/bench: installs the Debian 12 packages PilotBench
-# needs (only those missing; as root or through sudo), then configures and builds into $BUILD_DIR.
+# Sourced by scripts/run, scripts/test, scripts/bench and scripts/fuzz: installs the Debian 12
+# packages PilotBench needs (only those missing; as root or through sudo), then configures and builds
+# into $BUILD_DIR.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 PB_PACKAGES="cmake ninja-build g++ ccache pkg-config git qt6-base-dev qt6-charts-dev libqt6opengl6-dev libxkbcommon-dev
-  libqt6sql6-sqlite libtorch-dev libgloo-dev libspdlog-dev libsqlite3-dev libssl-dev
-  xvfb xauth poppler-utils fonts-dejavu-core dpkg-dev file python3 python3-torch"
+  libqt6sql6-sqlite libtorch-dev libgloo-dev libspdlog-dev libssl-dev
+  xvfb xauth poppler-utils fonts-dejavu-core dpkg-dev file python3 python3-torch clang libclang-rt-14-dev"
 
 pb_install_packages() {
   local missing=()

@@ -26,7 +26,6 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QSaveFile>
 #include <QSettings>
 #include <QShortcut>
 #include <QStatusBar>

@@ -14,6 +14,7 @@ struct CliContext {
     QStringList args;            // arguments after the command name
     QTextStream &out;            // stdout: results (JSON or human text)
     QTextStream &err;            // stderr: errors
+    QString command;             // as typed, with the subcommand once one is taken: "config show"
 };
 
 struct CliCommand {

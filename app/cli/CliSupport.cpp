@@ -3,6 +3,7 @@
 #include "config/RunConfigJson.h"
 #include "util/Errors.h"
 
+#include <QCoreApplication>
 #include <QJsonDocument>
 #include <QRegularExpression>
 
@@ -10,20 +11,37 @@
 
 namespace pb::cli {
 
+namespace {
+
+// QCommandLineParser's usage line starts with the program's argv[0] and knows nothing of commands:
+// "Usage: /path/to/pilotbench-cli [options]". Ours names the program and the command.
+QString helpFor(const QCommandLineParser &parser, const QString &command)
+{
+    QString text = parser.helpText();
+    const QString program = QCoreApplication::instance() ? QCoreApplication::arguments().constFirst() : QStringLiteral("<executable_name>");
+    const QString prefix = QStringLiteral("Usage: ") + program;
+    if (text.startsWith(prefix))
+        text.replace(0, prefix.size(), QStringLiteral("Usage: pilotbench-cli") + (command.isEmpty() ? QString() : QLatin1Char(' ') + command));
+    return text;
+}
+
+} // namespace
+
 bool parseArgs(QCommandLineParser &parser, CliContext &ctx, const QString &usage)
 {
     parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
-    parser.addHelpOption();
+    // Not addHelpOption(): it also lists --help-all (Qt's own options), which only process() acts
+    // on. --help-all is kept as another name of --help, so every command's isSet("help") sees it.
+    parser.addOption(QCommandLineOption({QStringLiteral("h"), QStringLiteral("help"), QStringLiteral("help-all")}, QStringLiteral("Display this help.")));
     if (!usage.isEmpty())
         parser.setApplicationDescription(usage);
-    QStringList argv {QStringLiteral("pilotbench-cli")};
-    argv += ctx.args;
-    if (!parser.parse(argv)) {
+    // parse() skips the first element as the program name.
+    if (!parser.parse(QStringList {QStringLiteral("pilotbench-cli")} + ctx.args)) {
         ctx.err << "error: " << parser.errorText() << '\n';
         return false;
     }
     if (parser.isSet(QStringLiteral("help"))) {
-        ctx.out << parser.helpText();
+        ctx.out << helpFor(parser, ctx.command);
         return false;
     }
     return true;
@@ -46,16 +64,19 @@ void printJson(CliContext &ctx, const QJsonObject &object, bool compact)
 
 int64_t parseByteSize(const QString &text, const QString &option)
 {
-    static const QRegularExpression re(QStringLiteral("^\\s*([0-9]+(?:\\.[0-9]+)?)\\s*([kKmMgGtT]?)(i?[bB])?\\s*$"));
+    // coreutils' reading (df, du, sort -S): a bare or "iB" suffix is binary, "B" alone decimal.
+    static const QRegularExpression re(QStringLiteral("^\\s*([0-9]+(?:\\.[0-9]+)?)\\s*(?:([kmgt])(ib|b)?|(b))?\\s*$"),
+                                       QRegularExpression::CaseInsensitiveOption);
     const auto match = re.match(text);
     if (!match.hasMatch())
-        throw InvalidInputError(option.toStdString(), "'" + text.toStdString() + "' is not a size (examples: 512M, 2GiB, 1000000)");
-    double value = match.captured(1).toDouble();
-    const QString unit = match.captured(2).toUpper();
-    const double scale = unit == QLatin1String("K") ? 1024.0 : unit == QLatin1String("M") ? 1024.0 * 1024 : unit == QLatin1String("G") ? 1024.0 * 1024 * 1024 : unit == QLatin1String("T") ? 1024.0 * 1024 * 1024 * 1024 : 1.0;
-    value *= scale;
-    if (!std::isfinite(value) || value <= 0 || value > 9.0e18)
-        throw InvalidInputError(option.toStdString(), "size '" + text.toStdString() + "' must be positive and below 8 EiB");
+        throw InvalidInputError(option.toStdString(), "'" + text.toStdString() + "' is not a size: a number of bytes, or one with K, M, G, T (or KiB, MiB, GiB, TiB: "
+                                                      "powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g. 512M, 2GiB, 1.5GB, 1000000");
+    const QString prefix = match.captured(2).toLower();
+    const bool decimal = match.captured(3).compare(QLatin1String("b"), Qt::CaseInsensitive) == 0;
+    const int power = prefix.isEmpty() ? 0 : static_cast<int>(QStringLiteral("kmgt").indexOf(prefix)) + 1;
+    const double value = match.captured(1).toDouble() * std::pow(decimal ? 1000.0 : 1024.0, power);
+    if (!std::isfinite(value) || value < 1 || value > 9.0e18)
+        throw InvalidInputError(option.toStdString(), "size '" + text.toStdString() + "' must be at least 1 byte and below 8 EiB");
     return static_cast<int64_t>(value);
 }
 

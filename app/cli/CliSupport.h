@@ -9,12 +9,16 @@
 
 namespace pb::cli {
 
-// Parses ctx.args ("prog" is prepended). On error prints it to ctx.err and returns false.
+// Parses ctx.args. On an error prints it to ctx.err and returns false; on -h, --help or
+// --help-all prints the help, whose usage line names ctx.command, and returns false with
+// parser.isSet("help") true.
 bool parseArgs(QCommandLineParser &parser, CliContext &ctx, const QString &usage);
 // Loads `spec` (file or preset:NAME) with every --set PATH=VALUE of the parser (option "set").
 RunConfig loadConfigArg(const QCommandLineParser &parser, const QString &spec);
 void printJson(CliContext &ctx, const QJsonObject &object, bool compact = false);
-// Parses sizes like "512M", "2GiB", "1.5G", "1000000" into bytes; throws InvalidInputError naming `option`.
+// Parses sizes like "512M", "2GiB", "1.5GB", "1000000" into bytes, as coreutils does: K, M, G, T
+// and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000; case does not matter.
+// Throws InvalidInputError naming `option`.
 int64_t parseByteSize(const QString &text, const QString &option);
 
 } // namespace pb::cli

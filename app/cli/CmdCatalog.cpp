@@ -265,6 +265,7 @@ int runCatalog(CliContext &ctx)
     if (ctx.args.isEmpty() || ctx.args.first().startsWith(QLatin1Char('-')))
         return runList(ctx);
     const QString sub = ctx.args.takeFirst();
+    ctx.command += QLatin1Char(' ') + sub;
     if (sub == QLatin1String("list"))
         return runList(ctx);
     if (sub == QLatin1String("show"))

@@ -37,8 +37,7 @@ int watchedRestoreCheck(CliContext &ctx, const QCommandLineParser &parser)
     QJsonObject json = w.toJson();
     json.insert(QStringLiteral("run_id"), static_cast<double>(runId));
     if (parser.isSet(QStringLiteral("jsonl"))) {
-        json.insert(QStringLiteral("event"), QStringLiteral("summary"));
-        printJson(ctx, json, true);
+        printEvent(ctx.out, QStringLiteral("summary"), json);
     } else {
         ctx.out << "restore check (watched runs): " << (w.pass ? "PASS" : "FAIL") << " (" << QString::fromStdString(w.message) << ")\nrecorded as run " << runId
                 << " in " << database << '\n';
@@ -81,6 +80,7 @@ int runRestoreCheckCommand(CliContext &ctx)
                                                                             : appDataDir() + QStringLiteral("/checkpoints");
     options.cliPath = QCoreApplication::applicationFilePath();
     options.dropState = parser.value(QStringLiteral("drop-state")).toStdString();
+    checkRestoreCheckOptions(options);
     installInterruptHandler();
     options.cancel = &interruptFlag();
 
@@ -91,14 +91,13 @@ int runRestoreCheckCommand(CliContext &ctx)
     QJsonObject json = recorded.json;
 
     if (parser.isSet(QStringLiteral("jsonl"))) {
-        json.insert(QStringLiteral("event"), QStringLiteral("summary"));
-        printJson(ctx, json, true);
+        printEvent(ctx.out, QStringLiteral("summary"), json);
     } else {
         ctx.out << "restore check: " << (result.pass ? "PASS" : "FAIL") << " (" << QString::fromStdString(result.message) << ")\n"
                 << "checked: ";
         for (size_t i = 0; i < result.checked.size(); ++i)
             ctx.out << (i ? ", " : "") << QString::fromStdString(result.checked[i]);
-        ctx.out << "\nmax |loss difference|: " << result.maxAbsLossDiff << "\ncheckpoint: " << formatBytes(static_cast<double>(result.checkpointBytes))
+        ctx.out << "\nmax |loss difference|: " << result.maxAbsLossDiff << "\ncheckpoint: " << formatBytes(result.checkpointBytes)
                 << ", write " << QString::number(result.checkpointWriteMs, 'f', 1) << " ms, verify " << QString::number(result.verifyMs, 'f', 1)
                 << " ms, restore " << QString::number(result.restoreMs, 'f', 1) << " ms, fresh process " << QString::number(result.freshProcessMs, 'f', 0)
                 << " ms\nrecorded as run " << runId << " in " << database << '\n';
@@ -126,7 +125,7 @@ int runCheckpointCommand(CliContext &ctx)
                                     {QStringLiteral("valid"), true}, {QStringLiteral("total_bytes"), static_cast<double>(info.totalBytes)},
                                     {QStringLiteral("verify_ms"), info.verifyMs}, {QStringLiteral("files"), files}});
     } else {
-        ctx.out << "valid: " << info.path << " (step " << info.step << ", " << info.files.size() << " files, " << formatBytes(static_cast<double>(info.totalBytes))
+        ctx.out << "valid: " << info.path << " (step " << info.step << ", " << info.files.size() << " files, " << formatBytes(info.totalBytes)
                 << ", verified in " << QString::number(info.verifyMs, 'f', 1) << " ms)\n";
     }
     return 0;

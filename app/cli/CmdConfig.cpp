@@ -4,8 +4,12 @@
 #include "config/RunConfigJson.h"
 #include "config/RunConfigParse.h"
 #include "config/RunConfigValidation.h"
+#include "util/AppPaths.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QLocale>
 
@@ -38,11 +42,13 @@ std::optional<int> parse(QCommandLineParser &parser, CliContext &ctx, const QStr
     return std::nullopt;
 }
 
-// Writes to --out when given, stdout otherwise.
-void emit(CliContext &ctx, const QCommandLineParser &parser, const RunConfig &config)
+// Writes to --out when given (never over `inputs` or the default history database), stdout otherwise.
+void emit(CliContext &ctx, const QCommandLineParser &parser, const RunConfig &config, QList<ProtectedPath> inputs = {})
 {
     if (parser.isSet(QStringLiteral("out"))) {
         const QString out = parser.value(QStringLiteral("out"));
+        inputs += databasePaths(defaultDatabasePath());
+        checkOutputPath(out, inputs, "--out");
         saveRunConfig(config, out);
         ctx.err << "wrote " << out << " (config hash " << QString::fromStdString(configHash(config)) << ")\n";
         return;
@@ -104,7 +110,13 @@ int runImportHf(CliContext &ctx)
     parser.addPositionalArgument(QStringLiteral("PATH"), QStringLiteral("Model folder with config.json, or the config.json file"));
     if (const auto code = parse(parser, ctx, QStringLiteral("Import a Hugging Face config.json as a RunConfig."), 1))
         return *code;
-    RunConfig config = importHfConfig(parser.positionalArguments().first());
+    const QString input = parser.positionalArguments().first();
+    // Checked before reading: an import must never replace the config.json it reads.
+    if (parser.isSet(QStringLiteral("out"))) {
+        const QString hfConfig = QFileInfo(input).isDir() ? QDir(input).filePath(QStringLiteral("config.json")) : input;
+        checkOutputPath(parser.value(QStringLiteral("out")), {{input, QStringLiteral("the imported file")}, {hfConfig, QStringLiteral("the imported config.json")}}, "--out");
+    }
+    RunConfig config = importHfConfig(input);
     const QStringList sets = parser.values(QStringLiteral("set"));
     if (!sets.isEmpty()) {
         QJsonObject json = toJson(config);
@@ -112,7 +124,7 @@ int runImportHf(CliContext &ctx)
             applyOverride(json, s);
         config = runConfigFromJson(json);
     }
-    emit(ctx, parser, config);
+    emit(ctx, parser, config, {{input, QStringLiteral("the imported file")}});
     return 0;
 }
 
@@ -175,6 +187,7 @@ int runConfig(CliContext &ctx)
         return ctx.args.isEmpty() ? kInvalid : 0;
     }
     const QString sub = ctx.args.takeFirst();
+    ctx.command += QLatin1Char(' ') + sub;
     if (sub == QLatin1String("new"))
         return runNew(ctx);
     if (sub == QLatin1String("validate"))

@@ -11,6 +11,7 @@
 #include "estimate/MemoryEstimator.h"
 #include "estimate/ReferenceEstimators.h"
 #include "util/Errors.h"
+#include "util/Units.h"
 
 #include <QJsonArray>
 
@@ -27,10 +28,9 @@ const QString kUsage = QStringLiteral(
     "backend and LibTorch version for --device) scales the tensor peak; their median framework\n"
     "bytes replace the table's. Both the raw and the calibrated figures are printed;\n"
     "--no-calibration ignores the stored residuals.\n\n"
-    "Exit codes: 0 the estimate was made (whether it fits is in the output: 'fits'),\n"
-    "2 invalid input (config, card, strategy, headroom, device).\n");
-
-double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+    "Exit codes: 0 it fits on at least one card estimated (or on a device of unknown capacity),\n"
+    "3 it fits on none of them (the estimates are still printed), 2 invalid input (config, card,\n"
+    "strategy, headroom, device): the same as 'compare'.\n");
 
 QJsonObject breakdownJson(const MemoryBreakdown &b)
 {
@@ -87,21 +87,19 @@ QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
 void printText(CliContext &ctx, const MemoryEstimate &e)
 {
     const auto &b = e.breakdown;
-    ctx.out << QStringLiteral("%1 x%2 %3: %4 GiB peak (%5), %6\n")
-                   .arg(QString::fromStdString(e.card)).arg(e.gpus).arg(QString::fromLatin1(toString(e.strategy)))
-                   .arg(gib(e.totalBytes), 0, 'f', 2).arg(QString::fromStdString(e.peakPhase))
-                   .arg(e.capacityBytes > 0 ? (e.fits ? QStringLiteral("fits %1 GiB usable, max micro-batch %2").arg(gib(e.usableBytes), 0, 'f', 1).arg(e.maxMicroBatch)
-                                                      : QStringLiteral("does NOT fit %1 GiB usable").arg(gib(e.usableBytes), 0, 'f', 1))
+    ctx.out << QStringLiteral("%1 x%2 %3: %4 peak (%5), %6\n")
+                   .arg(QString::fromStdString(e.card)).arg(e.gpus).arg(QString::fromLatin1(toString(e.strategy)), formatBytes(e.totalBytes), QString::fromStdString(e.peakPhase),
+                        e.capacityBytes > 0 ? (e.fits ? QStringLiteral("fits %1 usable, max micro-batch %2").arg(formatBytes(e.usableBytes, 1)).arg(e.maxMicroBatch)
+                                                      : QStringLiteral("does NOT fit %1 usable").arg(formatBytes(e.usableBytes, 1)))
                                             : QStringLiteral("capacity unknown"));
-    ctx.out << QStringLiteral("  weights %1 (frozen %2)  gradients %3  optimizer %4  activations %5  logits %6  workspace %7  framework %8 GiB\n")
-                   .arg(gib(b.weights()), 0, 'f', 2).arg(gib(b.frozenWeights), 0, 'f', 2).arg(gib(b.gradients), 0, 'f', 2)
-                   .arg(gib(b.optimizer), 0, 'f', 2).arg(gib(b.activations), 0, 'f', 2).arg(gib(b.logits), 0, 'f', 2)
-                   .arg(gib(b.workspace), 0, 'f', 2).arg(gib(b.framework), 0, 'f', 2);
-    ctx.out << QStringLiteral("  tensor peak %1 GiB raw").arg(gib(e.peakAllocatedBytes), 0, 'f', 3);
+    ctx.out << QStringLiteral("  weights %1 (frozen %2)  gradients %3  optimizer %4  activations %5  logits %6  workspace %7  framework %8\n")
+                   .arg(formatBytes(b.weights()), formatBytes(b.frozenWeights), formatBytes(b.gradients), formatBytes(b.optimizer), formatBytes(b.activations),
+                        formatBytes(b.logits), formatBytes(b.workspace), formatBytes(b.framework));
+    ctx.out << QStringLiteral("  tensor peak %1 raw").arg(formatBytes(e.peakAllocatedBytes, 3));
     if (e.calibratedTotalBytes)
-        ctx.out << QStringLiteral("; calibrated x%1 from %2 pilot(s): tensor peak %3 GiB, total %4 GiB (raw total %5 GiB)\n")
-                       .arg(e.calibrationRatio, 0, 'f', 4).arg(e.calibrationSamples).arg(gib(*e.calibratedPeakAllocatedBytes), 0, 'f', 3)
-                       .arg(gib(*e.calibratedTotalBytes), 0, 'f', 2).arg(gib(e.totalBytes), 0, 'f', 2);
+        ctx.out << QStringLiteral("; calibrated x%1 from %2 pilot(s): tensor peak %3, total %4 (raw total %5)\n")
+                       .arg(e.calibrationRatio, 0, 'f', 4).arg(e.calibrationSamples)
+                       .arg(formatBytes(*e.calibratedPeakAllocatedBytes, 3), formatBytes(*e.calibratedTotalBytes), formatBytes(e.totalBytes));
     else
         ctx.out << QStringLiteral("; not calibrated (no stored pilot residual matches)\n");
     ctx.out << QStringLiteral("  %1 TFLOP per step\n").arg(e.flopsPerStep / 1e12, 0, 'f', 2);
@@ -166,6 +164,7 @@ int runEstimate(CliContext &ctx)
     const std::vector<CalibrationResidual> residuals =
         parser.isSet(QStringLiteral("no-calibration")) ? std::vector<CalibrationResidual> {} : storedResiduals(databaseFrom(parser));
     QJsonArray entries;
+    bool anyFits = false;
     for (const auto &card : cards) {
         EstimateOptions o = options;
         o.card = card;
@@ -174,6 +173,7 @@ int runEstimate(CliContext &ctx)
         MemoryEstimate e = estimateMemory(config, o);
         if (card.empty())
             e.card = parser.value(QStringLiteral("device")).toStdString();
+        anyFits = anyFits || e.fits;
         if (parser.isSet(QStringLiteral("json")))
             entries.append(entryJson(e, config));
         else
@@ -181,7 +181,8 @@ int runEstimate(CliContext &ctx)
     }
     if (parser.isSet(QStringLiteral("json")))
         printJson(ctx, QJsonObject {{QStringLiteral("estimates"), entries}});
-    return static_cast<int>(ExitCode::Ok);
+    // A script reads the verdict from the exit code, as with compare and pilot.
+    return static_cast<int>(anyFits ? ExitCode::Ok : ExitCode::DoesNotFit);
 }
 
 CliRegistration registration({QStringLiteral("estimate"), QStringLiteral("Per-device memory budget, fit and max micro-batch per card"), &runEstimate});

@@ -11,10 +11,10 @@
 #include "report/ReportWriter.h"
 #include "workflow/CatalogSource.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QDateTime>
 #include <QDir>
-#include <QDirIterator>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
@@ -24,21 +24,27 @@
 namespace pb::cli {
 namespace {
 
-int64_t copyFolder(const QString &from, const QString &to)
+// Copies exactly the files the verified source manifest lists, manifest last: nothing else in the
+// folder (a stray file, a link planted beside the checkpoint) travels with it.
+int64_t copyCheckpoint(const CheckpointInfo &source, const QString &to)
 {
     int64_t bytes = 0;
-    QDir().mkpath(to);
-    QDirIterator it(from, QDir::Files, QDirIterator::Subdirectories);
-    while (it.hasNext()) {
-        const QString source = it.next();
-        const QString target = QDir(to).filePath(QDir(from).relativeFilePath(source));
-        QDir().mkpath(QFileInfo(target).absolutePath());
+    if (!QDir().mkpath(to))
+        throw PilotBenchError(ExitCode::Failure, to.toStdString() + ": cannot be created");
+    std::vector<std::string> names;
+    for (const ManifestEntry &e : source.files)
+        names.push_back(e.file);
+    names.push_back("manifest.json");
+    for (const std::string &name : names) {
+        const QString from = QDir(source.path).filePath(QString::fromStdString(name));
+        const QString target = QDir(to).filePath(QString::fromStdString(name));
         QFile::remove(target);
-        if (!QFile::copy(source, target))
+        if (!QFile::copy(from, target))
             throw PilotBenchError(ExitCode::Failure, target.toStdString() + ": the copy failed (disk full or not writable?)");
         fsyncFile(target);
         bytes += QFileInfo(target).size();
     }
+    fsyncDirectory(to);
     return bytes;
 }
 
@@ -79,15 +85,18 @@ int runExport(CliContext &ctx)
             continue;
         }
         const QString target = QDir(folder).filePath(QStringLiteral("checkpoints/") + QFileInfo(source).fileName());
-        bytes += copyFolder(source, target);
+        bytes += copyCheckpoint(verifyCheckpoint(source), target);
         const CheckpointInfo info = verifyCheckpoint(target); // the copy, not the original
         checkpoints.append(QJsonObject {{QStringLiteral("path"), target}, {QStringLiteral("status"), QStringLiteral("verified")},
                                         {QStringLiteral("bytes"), static_cast<double>(info.totalBytes)}});
     }
     const QString historyFile = QDir(folder).filePath(QStringLiteral("history.json"));
-    writeRunsJson(store, {runId}, historyFile);
-    writeSamplesCsv(store, {runId}, QDir(folder).filePath(QStringLiteral("samples.csv")));
+    const QString samplesFile = QDir(folder).filePath(QStringLiteral("samples.csv"));
     const QString reportFile = QDir(folder).filePath(QStringLiteral("report.pdf"));
+    for (const QString &file : {historyFile, samplesFile, reportFile})
+        checkOutputPath(file, databasePaths(database), "--to");
+    writeRunsJson(store, {runId}, historyFile);
+    writeSamplesCsv(store, {runId}, samplesFile);
     report::writeRunReport(database, runId, reportFile, activeCatalog());
     bytes += QFileInfo(historyFile).size() + QFileInfo(reportFile).size();
     const double copyMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;

@@ -5,6 +5,7 @@
 #include "history/HistoryStore.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -206,6 +207,7 @@ int runHistory(CliContext &ctx)
             throw InvalidInputError("--format", "must be csv or json");
         if (out.isEmpty())
             throw InvalidInputError("--out", "an export needs an output file");
+        checkOutputPath(out, databasePaths(store.path()), "--out");
         std::vector<int64_t> ids;
         for (qsizetype i = 1; i < args.size(); ++i)
             ids.push_back(store.run(runId(args[i])).id);

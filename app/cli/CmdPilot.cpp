@@ -2,6 +2,8 @@
 #include "app/cli/CliSupport.h"
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
+#include "checkpoint/CheckpointManifest.h"
+#include "config/RunConfigJson.h"
 #include "workflow/PilotRecorder.h"
 #include "workflow/RunRecording.h"
 
@@ -16,6 +18,10 @@ int runPilot(CliContext &ctx)
         return parser.isSet(QStringLiteral("help")) ? 0 : 2;
     const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
     PilotOptions options = pilotOptionsFrom(parser);
+    if (!options.resumeFrom.empty()) { // a bad checkpoint is bad input, refused before a run is recorded
+        options.resumeFrom = verifyResumePoint(QString::fromStdString(options.resumeFrom), configHash(config)).path.toStdString();
+        options.resumeVerified = true;
+    }
     const QString database = databaseFrom(parser);
     const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
 
@@ -26,6 +32,7 @@ int runPilot(CliContext &ctx)
     PilotRecorder recorder(writer, &printer, &interruptFlag());
     recorder.setRecordsCalibration(true);
     const int64_t runId = recorder.begin(config, options);
+    printer.setRunId(runId);
     PilotEngine engine;
     PilotRun run = guardRun(writer, runId, [&] { return engine.run(config, options, &recorder); });
     if (!recorder.historyError().empty()) {

@@ -5,6 +5,7 @@
 #include "report/ReportWriter.h"
 #include "workflow/CatalogSource.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QGuiApplication>
 
@@ -35,6 +36,10 @@ int runReport(CliContext &ctx)
     if (!qobject_cast<QGuiApplication *>(QCoreApplication::instance()))
         throw PilotBenchError(ExitCode::Failure, "the report needs a QGuiApplication (a build defect in main.cpp)");
     const QString database = databaseFrom(parser);
+    auto keep = databasePaths(database);
+    if (parser.isSet(QStringLiteral("catalog")))
+        keep.append({parser.value(QStringLiteral("catalog")), QStringLiteral("the catalog file")});
+    checkOutputPath(out, keep, "--out");
     const int pages = report::writeRunReport(database, runId, out, activeCatalog(parser.value(QStringLiteral("catalog"))));
     ctx.out << "report of run " << runId << " written to " << out << " (" << pages << " pages)\n";
     return static_cast<int>(ExitCode::Ok);

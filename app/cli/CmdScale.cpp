@@ -74,6 +74,7 @@ public:
             m_ctx.err << text << '\n';
     }
     PilotObserver *baselineObserver() override { return &m_printer; }
+    void runBegun(int64_t runId) override { m_printer.setRunId(runId); }
 
 private:
     CliContext &m_ctx;
@@ -85,7 +86,7 @@ QString formatPeaks(const std::vector<int64_t> &peaks)
 {
     QString out;
     for (int64_t p : peaks)
-        out += (out.isEmpty() ? QString() : QStringLiteral(", ")) + formatBytes(static_cast<double>(p));
+        out += (out.isEmpty() ? QString() : QStringLiteral(", ")) + formatBytes(p);
     return out;
 }
 

@@ -10,9 +10,9 @@
 #include "dist/CpuBinding.h"
 #include "dist/DistributedPilot.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include <sys/prctl.h>
 #include <csignal>
@@ -45,9 +45,7 @@ void bindLifetimeToLauncher()
 
 void writeJsonFile(const QString &path, const QJsonObject &json)
 {
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(json).toJson(QJsonDocument::Indented)) < 0 || !file.commit())
-        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
+    writeFileAtomically(path, QJsonDocument(json).toJson(QJsonDocument::Indented));
 }
 
 int runScaleWorker(CliContext &ctx)
@@ -66,7 +64,8 @@ int runScaleWorker(CliContext &ctx)
          QStringLiteral("id")},
     });
     if (!parseArgs(parser, ctx, QStringLiteral("One rank of a data-parallel pilot. Reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK.\n"
-                                               "Under torchrun or srun rank 0 records the step in the history (--db) as a scale run.")))
+                                               "Under torchrun or srun rank 0 records the step in the history (--db) as a scale run.\n"
+                                               "Each rank logs to a file of its own beside the main log: pilotbench.rank<RANK>.log.")))
         return parser.isSet(QStringLiteral("help")) ? 0 : 2;
     if (parser.isSet(QStringLiteral("cpus"))) // before LibTorch starts its threads, which inherit it
         bindToCpus(parseCpuList(parser.value(QStringLiteral("cpus")).toStdString(), "--cpus"));

@@ -60,6 +60,7 @@ public:
     void validationFinished(const ValidationResult &v) override { m_printer.validationFinished(v); }
     void checkpointWritten(const CheckpointWrite &c) override { m_printer.checkpointWritten(c); }
     void summary(const QJsonObject &json) { m_printer.event(QStringLiteral("summary"), json); }
+    void setRunId(int64_t runId) { m_printer.setRunId(runId); }
 
 private:
     CliContext &m_ctx;
@@ -130,6 +131,7 @@ int runWatch(CliContext &ctx)
     o.cancel = &interruptFlag();
     const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
     WatchPrinter printer(ctx, jsonl);
+    request.runBegun = [&printer](int64_t runId) { printer.setRunId(runId); };
     const RecordedWatch recorded = runRecordedWatch(request, printer);
     const PilotSummary &s = recorded.result.summary;
     if (jsonl) {
@@ -142,8 +144,8 @@ int runWatch(CliContext &ctx)
             ctx.out << "step time: mean " << QString::number(s.stepTimeMeanMs, 'f', 1) << " ms, p50 " << QString::number(s.stepTimeP50Ms, 'f', 1) << " ms, p90 "
                     << QString::number(s.stepTimeP90Ms, 'f', 1) << " ms, cv " << QString::number(s.stepTimeCv, 'f', 3) << "\ntokens/s: "
                     << (s.tokensPerSecond > 0 ? QString::number(s.tokensPerSecond, 'f', 0) : QStringLiteral("unknown (no token counts and no --config)")) << '\n';
-        ctx.out << "memory: peak allocated " << (s.peakAllocatedBytes > 0 ? formatBytes(static_cast<double>(s.peakAllocatedBytes)) : QStringLiteral("not reported"))
-                << ", peak " << (recorded.result.deviceSource == "proc" ? "process tree RSS " : "device used ") << formatBytes(static_cast<double>(s.peakDeviceUsedBytes))
+        ctx.out << "memory: peak allocated " << (s.peakAllocatedBytes > 0 ? formatBytes(s.peakAllocatedBytes) : QStringLiteral("not reported"))
+                << ", peak " << (recorded.result.deviceSource == "proc" ? "process tree RSS " : "device used ") << formatBytes(s.peakDeviceUsedBytes)
                 << " (" << QString::fromStdString(recorded.result.deviceSource) << ")\nlog: " << recorded.result.logPath << "\nrecorded as run " << recorded.runId << " in "
                 << request.database << '\n';
     }

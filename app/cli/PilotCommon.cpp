@@ -18,7 +18,10 @@ void addPilotOptions(QCommandLineParser &parser)
         {QStringLiteral("device"), QStringLiteral("cpu or cuda:N (default cpu)."), QStringLiteral("device"), QStringLiteral("cpu")},
         {QStringLiteral("steps"), QStringLiteral("Measured steps (default 20)."), QStringLiteral("n"), QStringLiteral("20")},
         {QStringLiteral("warmup"), QStringLiteral("Warm-up steps, not counted (default 3)."), QStringLiteral("n"), QStringLiteral("3")},
-        {QStringLiteral("memory-limit"), QStringLiteral("CPU tensor memory budget, e.g. 512M (beyond it: does-not-fit)."), QStringLiteral("size")},
+        {QStringLiteral("memory-limit"),
+         QStringLiteral("CPU tensor memory budget, e.g. 512M or 2GB (beyond it: does-not-fit). K, M, G, T and KiB, MiB, GiB, TiB are powers of 1024; "
+                        "KB, MB, GB, TB powers of 1000."),
+         QStringLiteral("size")},
         {QStringLiteral("threads"), QStringLiteral("CPU threads for LibTorch (default: its own)."), QStringLiteral("n")},
         {QStringLiteral("checkpoint-dir"), QStringLiteral("Write checkpoints here on the config's schedule."), QStringLiteral("dir")},
         {QStringLiteral("db"), QStringLiteral("History database (default: the application data folder)."), QStringLiteral("file")},
@@ -63,6 +66,7 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
     options.parameterChecksum = parser.isSet(QStringLiteral("param-checksum"));
     options.dropStateOnResume = parser.value(QStringLiteral("drop-state")).toStdString();
     options.devicePeakFlops = catalogPeakFlops(options.device);
+    checkPilotOptions(options);
     return options;
 }
 

@@ -3,6 +3,7 @@
 #include "engine/PilotJson.h"
 #include "util/Errors.h"
 
+#include <QDateTime>
 #include <QJsonDocument>
 
 #include <csignal>
@@ -42,29 +43,26 @@ int exitCodeFor(Verdict verdict)
     return 1;
 }
 
-QString formatBytes(double bytes)
-{
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int unit = 0;
-    while (bytes >= 1024.0 && unit < 4) {
-        bytes /= 1024.0;
-        ++unit;
-    }
-    return QString::number(bytes, 'f', unit == 0 ? 0 : 2) + QLatin1Char(' ') + QLatin1String(units[unit]);
-}
-
 PilotPrinter::PilotPrinter(QTextStream &out, QTextStream &err, bool jsonl, int64_t totalSteps)
     : m_out(out), m_err(err), m_jsonl(jsonl), m_total(totalSteps)
 {
 }
 
+void printEvent(QTextStream &out, const QString &name, QJsonObject fields, int64_t runId)
+{
+    fields.insert(QStringLiteral("event"), name);
+    // When it happened, for lines read later or merged with other logs.
+    fields.insert(QStringLiteral("time"), QDateTime::currentDateTimeUtc().toString(Qt::ISODateWithMs));
+    if (runId > 0 && !fields.contains(QStringLiteral("run_id")))
+        fields.insert(QStringLiteral("run_id"), static_cast<double>(runId));
+    out << QJsonDocument(fields).toJson(QJsonDocument::Compact) << '\n';
+    out.flush();
+}
+
 void PilotPrinter::event(const QString &name, QJsonObject fields)
 {
-    if (!m_jsonl)
-        return;
-    fields.insert(QStringLiteral("event"), name);
-    m_out << QJsonDocument(fields).toJson(QJsonDocument::Compact) << '\n';
-    m_out.flush();
+    if (m_jsonl)
+        printEvent(m_out, name, std::move(fields), m_runId);
 }
 
 void PilotPrinter::phaseStarted(Phase phase, int64_t step)
@@ -83,7 +81,7 @@ void PilotPrinter::stepFinished(const StepSample &sample)
     const int filled = m_total > 0 ? static_cast<int>(width * m_done / m_total) : width;
     m_err << '\r' << '[' << QString(filled, QLatin1Char('#')) << QString(width - filled, QLatin1Char('.')) << "] " << m_done << '/' << m_total << ' '
           << toString(sample.phase) << "  " << QString::number(sample.stepTimeMs, 'f', 1) << " ms  loss " << QString::number(sample.loss, 'f', 4)
-          << "  peak " << formatBytes(static_cast<double>(sample.peakAllocatedBytes)) << "   ";
+          << "  peak " << formatBytes(sample.peakAllocatedBytes) << "   ";
     m_err.flush();
 }
 
@@ -120,8 +118,8 @@ void PilotPrinter::printSummary(const PilotRun &run, int64_t runId, const QStrin
           << "throughput: " << QString::number(s.tokensPerSecond, 'f', 0) << " tokens/s";
     if (s.mfu)
         m_out << ", MFU " << QString::number(*s.mfu * 100, 'f', 1) << '%';
-    m_out << "\npeak allocated: " << formatBytes(static_cast<double>(s.peakAllocatedBytes)) << ", peak reserved "
-          << formatBytes(static_cast<double>(s.peakReservedBytes)) << ", peak device use " << formatBytes(static_cast<double>(s.peakDeviceUsedBytes)) << '\n'
+    m_out << "\npeak allocated: " << formatBytes(s.peakAllocatedBytes) << ", peak reserved "
+          << formatBytes(s.peakReservedBytes) << ", peak device use " << formatBytes(s.peakDeviceUsedBytes) << '\n'
           << "data stalls: " << QString::number(s.dataStallFraction * 100, 'f', 2) << "% of step time; validation " << QString::number(s.validationMs, 'f', 1)
           << " ms; checkpoint writes " << QString::number(s.checkpointWriteMs, 'f', 1) << " ms\n"
           << "final loss: " << QString::number(s.finalLoss, 'f', 4) << '\n'

@@ -51,6 +51,17 @@ bool commandNeedsGui(int argc, char **argv)
     return false;
 }
 
+// A scale-worker is one of several processes running at once (one per rank, under `scale`,
+// torchrun or srun); its rank, from the launcher's RANK, gives it a log file of its own.
+int workerRank(const QStringList &args)
+{
+    if (args.isEmpty() || args.first() != QLatin1String("scale-worker"))
+        return -1;
+    bool ok = false;
+    const int rank = qEnvironmentVariableIntValue("RANK", &ok);
+    return ok && rank >= 0 ? rank : -1;
+}
+
 std::unique_ptr<QCoreApplication> makeApplication(int &argc, char **argv)
 {
     if (!commandNeedsGui(argc, argv))
@@ -88,6 +99,7 @@ int main(int argc, char **argv)
     pb::LoggingOptions logOptions;
     logOptions.appName = "pilotbench-cli";
     logOptions.level = level;
+    logOptions.rank = workerRank(args);
     if (!pb::initLogging(logOptions))
         return static_cast<int>(pb::ExitCode::InvalidInput);
 
@@ -105,7 +117,7 @@ int main(int argc, char **argv)
     for (const auto &command : pb::cli::commands()) {
         if (command.name != name)
             continue;
-        pb::cli::CliContext ctx {args, out, err};
+        pb::cli::CliContext ctx {args, out, err, name};
         try {
             const int code = command.run(ctx);
             out.flush();

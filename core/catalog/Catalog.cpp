@@ -2,6 +2,7 @@
 
 #include "catalog/CatalogJson.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QFile>
 #include <spdlog/spdlog.h>
@@ -96,12 +97,21 @@ bool Catalog::hasGpuCount(int gpus) const
     return false;
 }
 
+// A catalog lists a few dozen cards: a few KiB. 16 MiB is a generous bound that still refuses /dev/zero-like inputs.
+constexpr qint64 kMaxCatalogBytes = 16 * 1024 * 1024;
+
 Catalog loadCatalog(const QString &pathOrResource)
 {
-    QFile file(pathOrResource);
-    if (!file.open(QIODevice::ReadOnly))
-        throw InvalidInputError(pathOrResource.toStdString(), "cannot read the catalog: " + file.errorString().toStdString());
-    Catalog catalog = parseCatalog(file.readAll(), pathOrResource.toStdString());
+    QByteArray bytes;
+    if (pathOrResource.startsWith(QLatin1Char(':'))) { // the built-in one, a Qt resource
+        QFile file(pathOrResource);
+        if (!file.open(QIODevice::ReadOnly))
+            throw PilotBenchError(ExitCode::Failure, pathOrResource.toStdString() + ": the built-in catalog is missing from this build");
+        bytes = file.readAll();
+    } else {
+        bytes = readRegularFile(pathOrResource, kMaxCatalogBytes);
+    }
+    Catalog catalog = parseCatalog(bytes, pathOrResource.toStdString());
     spdlog::debug("catalog {}: {} cards, modelled on {}", catalog.source, catalog.cards.size(), catalog.modelledOn);
     return catalog;
 }

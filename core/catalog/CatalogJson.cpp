@@ -1,4 +1,5 @@
 #include "catalog/CatalogJson.h"
+#include "config/JsonText.h"
 
 #include "util/Errors.h"
 
@@ -313,6 +314,8 @@ Catalog parseCatalog(const QByteArray &json, const std::string &source)
 {
     QJsonParseError error {};
     const QJsonDocument doc = QJsonDocument::fromJson(json, &error);
+    if (error.error == QJsonParseError::NoError)
+        checkJsonText(json, source);
     if (error.error != QJsonParseError::NoError)
         throw InvalidInputError(source, "not valid JSON at offset " + std::to_string(error.offset) + ": " + error.errorString().toStdString());
     if (!doc.isObject())
@@ -321,9 +324,7 @@ Catalog parseCatalog(const QByteArray &json, const std::string &source)
         return catalogFromJson(doc.object(), source);
     } catch (const InvalidInputError &e) {
         // Keep the field as where(); say which file it is in.
-        const std::string what = e.what();
-        const std::string message = e.where().empty() ? what : what.substr(e.where().size() + 2);
-        throw InvalidInputError(e.where(), message + " (catalog " + source + ")");
+        throw InvalidInputError(e.where(), e.message() + " (catalog " + source + ")");
     }
 }
 

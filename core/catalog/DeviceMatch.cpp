@@ -1,11 +1,12 @@
 #include "catalog/DeviceMatch.h"
 
+#include "util/Units.h"
+
 #include <QRegularExpression>
 #include <QString>
 #include <QStringList>
 
 #include <cmath>
-#include <sstream>
 
 namespace pb {
 namespace {
@@ -16,14 +17,7 @@ bool matches(const std::string &pattern, const std::string &text)
     return re.match(QString::fromStdString(text)).hasMatch();
 }
 
-std::string gib(int64_t bytes)
-{
-    std::ostringstream s;
-    s.setf(std::ios::fixed);
-    s.precision(1);
-    s << static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB";
-    return s.str();
-}
+std::string sizeText(int64_t bytes) { return formatBytes(bytes, 1).toStdString(); }
 
 // ROCm reports "gfx942:sramecc+:xnack-"; the features after ':' do not change the architecture.
 std::string baseArch(const std::string &cc)
@@ -44,7 +38,7 @@ DeviceMatch compare(const DetectedDevice &device, const CardSpec &card)
     if (device.memoryBytes <= 0) {
         m.unchecked.push_back("memory: not reported");
     } else if (static_cast<double>(device.memoryBytes) < static_cast<double>(card.memoryBytes) * (1.0 - kMemoryMatchTolerance)) {
-        m.mismatches.push_back({MismatchKind::SmallerMemory, "the device has " + gib(device.memoryBytes) + ", the catalog entry " + card.id + " has " + gib(card.memoryBytes) + ": budgets against the entry would overstate the headroom"});
+        m.mismatches.push_back({MismatchKind::SmallerMemory, "the device has " + sizeText(device.memoryBytes) + ", the catalog entry " + card.id + " has " + sizeText(card.memoryBytes) + ": budgets against the entry would overstate the headroom"});
     }
     if (device.computeCapability.empty()) {
         m.unchecked.push_back("compute capability: not reported");

@@ -4,6 +4,7 @@
 #include "engine/LrSchedule.h"
 #include "engine/TorchCompat.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 #include "util/Sha256.h"
 
 #include <QDir>
@@ -14,7 +15,11 @@
 #include <QJsonObject>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+
+#include <unistd.h>
 
 namespace pb {
 namespace {
@@ -36,22 +41,46 @@ std::vector<c10::Device> generatorDevices(const torch::Device &device)
 
 std::string generatorKey(const c10::Device &d) { return d.is_cpu() ? "cpu" : "cuda_" + std::to_string(d.index()); }
 
+// Through a writer function, not save_to(filename): the file writer throws from its destructor when
+// the disk fills, which cannot be caught and aborts the process. Here the first error is kept, the
+// archive is let finish into nothing, and the failure is reported with the old file in place.
 void saveArchive(torch::serialize::OutputArchive &archive, const QString &path)
 {
     const QString temp = path + QStringLiteral(".tmp");
-    archive.save_to(temp.toStdString());
-    fsyncFile(temp);
-    QFile::remove(path);
-    if (!QFile::rename(temp, path))
-        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot be renamed into place");
+    QFile file(temp);
+    if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Unbuffered))
+        throw PilotBenchError(ExitCode::Failure, temp.toStdString() + ": cannot be created: " + file.errorString().toStdString());
+    QString error;
+    archive.save_to([&](const void *data, size_t n) -> size_t {
+        if (error.isEmpty() && file.write(static_cast<const char *>(data), static_cast<qint64>(n)) != static_cast<qint64>(n))
+            error = file.errorString();
+        return n;
+    });
+    if (error.isEmpty() && ::fsync(file.handle()) != 0)
+        error = QString::fromLocal8Bit(std::strerror(errno));
+    file.close();
+    if (!error.isEmpty()) {
+        QFile::remove(temp);
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot be written (" + error.toStdString() + "); no checkpoint was completed");
+    }
+    // rename(2) replaces atomically: there is no moment without a file at `path`.
+    if (::rename(QFile::encodeName(temp).constData(), QFile::encodeName(path).constData()) != 0)
+        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot be renamed into place: " + std::strerror(errno));
 }
 
-torch::Tensor readTensor(torch::serialize::InputArchive &archive, const std::string &key, const QString &file)
+// The stored tensor, checked against the one it will be copied into: a checkpoint of another shape
+// is refused by name instead of failing inside copy_.
+torch::Tensor readTensor(torch::serialize::InputArchive &archive, const std::string &key, const QString &file, const torch::Tensor &into)
 {
     c10::IValue value;
     if (!archive.try_read(key, value) || !value.isTensor())
         throw InvalidInputError(file.toStdString(), "has no entry '" + key + "' (written by a different model or config)");
-    return value.toTensor();
+    torch::Tensor stored = value.toTensor();
+    if (into.defined() && (stored.sizes() != into.sizes() || stored.scalar_type() != into.scalar_type()))
+        throw InvalidInputError(file.toStdString(), "entry '" + key + "' is " + c10::toString(stored.scalar_type()) + " " + c10::str(stored.sizes())
+                                                        + ", this run's is " + c10::toString(into.scalar_type()) + " " + c10::str(into.sizes())
+                                                        + " (written by a different model shape)");
+    return stored;
 }
 
 void loadArchive(torch::serialize::InputArchive &archive, const QString &path, const torch::Device &device)
@@ -150,6 +179,7 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
                                 {QStringLiteral("files"), files}};
     // The manifest is written last: its presence is what marks the checkpoint complete.
     writeFileAtomically(dir.filePath(QStringLiteral("manifest.json")), QJsonDocument(manifest).toJson());
+    fsyncDirectory(folder);
 
     CheckpointWrite write;
     write.step = session.step;
@@ -179,18 +209,16 @@ std::map<std::string, std::string> stateDigest(TrainingSession &session)
     return digest;
 }
 
-void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip)
+void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip, ContentHashes hashes)
 {
     const QString folder = resolveCheckpointFolder(QString::fromStdString(path));
-    const CheckpointInfo info = verifyCheckpoint(folder);
+    const CheckpointInfo info = verifyCheckpoint(folder, hashes);
     const QDir dir(folder);
     const std::string expectedHash = configHash(session.config);
     if (info.configHash != expectedHash)
         throw InvalidInputError(dir.filePath(kConfigFile).toStdString(), "was written for another run configuration (hash " + info.configHash +
                                                                             ", this run is " + expectedHash + ")");
-    QFile stateFile(dir.filePath(kStateFile));
-    stateFile.open(QIODevice::ReadOnly);
-    const auto state = QJsonDocument::fromJson(stateFile.readAll()).object();
+    const CheckpointState &state = info.state;
 
     torch::NoGradGuard noGrad;
     {
@@ -199,17 +227,17 @@ void restoreCheckpoint(TrainingSession &session, const std::string &path, const 
         for (auto &item : session.model->named_parameters()) {
             if (skip == "model")
                 break;
-            item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile)));
+            item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile), item.value()));
         }
         for (auto &item : session.model->named_buffers())
-            item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile)));
+            item.value().copy_(readTensor(archive, item.key(), dir.filePath(kModelFile), item.value()));
     }
     {
         torch::serialize::InputArchive archive;
         loadArchive(archive, dir.filePath(kOptimizerFile), session.device);
         std::map<std::string, torch::Tensor> optimizerState;
         for (const auto &key : archive.keys())
-            optimizerState[key] = readTensor(archive, key, dir.filePath(kOptimizerFile));
+            optimizerState[key] = readTensor(archive, key, dir.filePath(kOptimizerFile), {});
         try {
             if (skip != "optimizer")
                 session.optimizer->restoreState(optimizerState);
@@ -224,22 +252,20 @@ void restoreCheckpoint(TrainingSession &session, const std::string &path, const 
             if (skip == "rng")
                 break;
             at::Generator generator = at::globalContext().defaultGenerator(device); // a handle to the global one
-            generator.set_state(readTensor(archive, generatorKey(device), dir.filePath(kRngFile)));
+            generator.set_state(readTensor(archive, generatorKey(device), dir.filePath(kRngFile), {}));
         }
     }
     if (skip != "schedule")
-        session.step = state.value(QStringLiteral("step")).toInteger();
-    const auto position = state.value(QStringLiteral("data_position")).toObject();
+        session.step = state.step;
     if (skip != "data_position") {
-        session.consumed.epoch = position.value(QStringLiteral("epoch")).toInteger();
-        session.consumed.index = position.value(QStringLiteral("index")).toInteger();
-        session.consumed.shuffleSeed = position.value(QStringLiteral("shuffle_seed")).toString().toULongLong();
+        session.consumed.epoch = state.epoch;
+        session.consumed.index = state.index;
+        session.consumed.shuffleSeed = state.shuffleSeed;
     }
-    const auto scaler = state.value(QStringLiteral("loss_scale")).toObject();
     if (skip == "loss_scale")
         return;
-    session.scaler.scale = scaler.value(QStringLiteral("scale")).toDouble(session.scaler.scale);
-    session.scaler.goodSteps = scaler.value(QStringLiteral("good_steps")).toInteger();
+    session.scaler.scale = state.lossScale;
+    session.scaler.goodSteps = state.goodSteps;
 }
 
 } // namespace pb

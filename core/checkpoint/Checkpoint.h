@@ -18,7 +18,7 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
 // `path` is a step folder or a root holding them (the newest complete one is taken). Throws
 // InvalidInputError naming the file for anything missing, truncated, altered or mismatched.
 // `skip` names one piece left unrestored (proof tests show the check catches it).
-void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip = {});
+void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip = {}, ContentHashes hashes = ContentHashes::Check);
 // SHA-256 (or plain text) of each piece of state: model, optimizer, schedule, rng, data_position,
 // loss_scale. Equal digests before a checkpoint and after its restore mean the restore was exact.
 std::map<std::string, std::string> stateDigest(TrainingSession &session);

@@ -1,6 +1,9 @@
 #pragma once
-// The checkpoint manifest, without torch: verification is also what `checkpoint verify` and the
-// export copy check use.
+// The checkpoint manifest and state, without torch: verification is also what `checkpoint verify`
+// and the export copy check use. A checkpoint is accepted only when its manifest lists exactly the
+// files of the format, each a regular file (never a link) of the listed size and SHA-256, and when
+// state.json and config.json agree with the manifest field by field.
+#include <QByteArray>
 #include <QString>
 
 #include <cstdint>
@@ -15,24 +18,56 @@ struct ManifestEntry {
     std::string sha256;
 };
 
+// manifest.json as written by writeCheckpoint (format "pilotbench-checkpoint", version 1).
+struct CheckpointManifest {
+    int64_t step = 0;
+    std::string configHash;
+    std::vector<ManifestEntry> files; // exactly checkpointFiles(), in that order
+};
+
+// state.json: what a restore sets besides tensors.
+struct CheckpointState {
+    int64_t step = 0;
+    int64_t epoch = 0;
+    int64_t index = 0;               // batches consumed in the epoch
+    uint64_t shuffleSeed = 0;
+    bool lossScaleEnabled = false;
+    double lossScale = 1.0;
+    int64_t goodSteps = 0;
+    std::string configHash;
+    std::string optimizer;
+    std::string torchVersion;
+};
+
 struct CheckpointInfo {
     QString path;                    // the step folder
     int64_t step = 0;
     std::string configHash;
     std::vector<ManifestEntry> files;
+    CheckpointState state;
     int64_t totalBytes = 0;
     double verifyMs = 0;
 };
 
+// The files of a checkpoint besides manifest.json, in the order the manifest lists them.
+const std::vector<std::string> &checkpointFiles();
+// Parse and check field by field; throw InvalidInputError naming `where` and the field.
+CheckpointManifest parseCheckpointManifest(const QByteArray &bytes, const std::string &where);
+CheckpointState parseCheckpointState(const QByteArray &bytes, const std::string &where);
+
 // Streams the file through SHA-256; throws InvalidInputError naming the file when unreadable.
 std::string sha256OfFile(const QString &path);
-// Writes `data` to `path` atomically: temporary name, fsync, rename (and fsync of the folder).
-void writeFileAtomically(const QString &path, const QByteArray &data);
 void fsyncFile(const QString &path);
 void fsyncDirectory(const QString &path);
-// Reads manifest.json and checks every listed file's presence, size and SHA-256. Throws
-// InvalidInputError naming the offending file (exit code 2 in the CLI).
-CheckpointInfo verifyCheckpoint(const QString &stepFolder);
+enum class ContentHashes { Check, AlreadyChecked };
+// Reads manifest.json, checks every listed file's kind, size and SHA-256 (unless a caller has just
+// done so), then state.json and config.json against it. Throws InvalidInputError naming the
+// offending file (exit code 2).
+CheckpointInfo verifyCheckpoint(const QString &stepFolder, ContentHashes hashes = ContentHashes::Check);
+// The checkpoint a run will resume from (a step folder or a root holding them), verified and
+// checked to be of the run configuration hashed `configHash`: what can be found wrong without torch
+// is found before the run is recorded.
+CheckpointInfo verifyResumePoint(const QString &path, const std::string &configHash);
 // `path` itself when it holds a manifest, else its newest step-* child with a manifest.
 QString resolveCheckpointFolder(const QString &path);
 

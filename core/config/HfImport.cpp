@@ -1,8 +1,11 @@
 #include "config/HfImport.h"
 
+#include "config/HfHubCache.h"
 #include "config/JsonReader.h"
 #include "config/RunConfigValidation.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
+#include "config/JsonText.h"
 
 #include <QDir>
 #include <QFile>
@@ -70,13 +73,68 @@ ActivationKind activationOf(const QJsonObject &json, const std::string &where)
     throw InvalidInputError(field(where, "hidden_act"), "unsupported activation '" + act.toStdString() + "' (supported: silu, gelu, gelu_new, gelu_pytorch_tanh)");
 }
 
+// One number of rope_scaling, required by its type.
+double ropeNumber(const QJsonObject &scaling, const std::string &where, const char *key)
+{
+    const std::string name = std::string("rope_scaling.") + key;
+    const QJsonValue v = scaling.value(QLatin1String(key));
+    if (v.isUndefined() || v.isNull())
+        throw InvalidInputError(field(where, name.c_str()), "required field is missing");
+    if (!v.isDouble() || !(v.toDouble() > 0))
+        throw InvalidInputError(field(where, name.c_str()), "expected a positive number, got " + jsonTypeName(v));
+    return v.toDouble();
+}
+
+// Transformers reads `rope_type`, or the older `type`, and fills the missing one from the other.
+// Types whose frequencies depend on the sequence length at run time (dynamic) or that also scale
+// attention (yarn, longrope) are refused rather than trained with the wrong positions.
+RopeScaling ropeScalingOf(const QJsonObject &json, const std::string &where)
+{
+    const QJsonValue v = json.value(QLatin1String("rope_scaling"));
+    if (v.isUndefined() || v.isNull())
+        return {};
+    if (!v.isObject())
+        throw InvalidInputError(field(where, "rope_scaling"), "expected an object with rope_type, or null, got " + jsonTypeName(v));
+    const QJsonObject o = v.toObject();
+    const char *typeKey = o.contains(QLatin1String("rope_type")) ? "rope_type" : "type";
+    const QJsonValue typeValue = o.value(QLatin1String(typeKey));
+    const std::string typeField = std::string("rope_scaling.") + typeKey;
+    if (typeValue.isUndefined())
+        throw InvalidInputError(field(where, "rope_scaling.rope_type"), "required field is missing (supported: default, linear, llama3)");
+    if (!typeValue.isString())
+        throw InvalidInputError(field(where, typeField.c_str()), "expected a string, got " + jsonTypeName(typeValue));
+    const std::string type = typeValue.toString().toStdString();
+
+    RopeScaling s;
+    if (type == "default")
+        return s;
+    if (type == "linear") {
+        s.type = RopeScalingType::Linear;
+        s.factor = ropeNumber(o, where, "factor");
+    } else if (type == "llama3") {
+        s.type = RopeScalingType::Llama3;
+        s.factor = ropeNumber(o, where, "factor");
+        s.lowFreqFactor = ropeNumber(o, where, "low_freq_factor");
+        s.highFreqFactor = ropeNumber(o, where, "high_freq_factor");
+        const double original = ropeNumber(o, where, "original_max_position_embeddings");
+        if (std::floor(original) != original || original > static_cast<double>(kMaxExactJsonInteger))
+            throw InvalidInputError(field(where, "rope_scaling.original_max_position_embeddings"), "expected a positive integer, got " + jsonTypeName(o.value(QLatin1String("original_max_position_embeddings"))));
+        s.originalMaxPositions = static_cast<int64_t>(original);
+    } else {
+        throw InvalidInputError(field(where, typeField.c_str()), "'" + type + "' is not supported (supported: default, linear, llama3); "
+                                "training without it would give the model other positions than it was trained with");
+    }
+    return s;
+}
+
 QJsonObject readConfigJson(const QString &file)
 {
-    QFile f(file);
-    if (!f.open(QIODevice::ReadOnly))
-        throw InvalidInputError(file.toStdString(), "cannot read: " + f.errorString().toStdString());
+    // A config.json is a few KiB; 16 MiB refuses /dev/zero and FIFOs without a hang.
     QJsonParseError error;
-    const QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &error);
+    const QByteArray text = readRegularFile(file, 16 * 1024 * 1024);
+    const QJsonDocument doc = QJsonDocument::fromJson(text, &error);
+    if (error.error == QJsonParseError::NoError)
+        checkJsonText(text, file.toStdString());
     if (error.error != QJsonParseError::NoError)
         throw InvalidInputError(file.toStdString(), "not valid JSON at offset " + std::to_string(error.offset) + ": " + error.errorString().toStdString());
     if (!doc.isObject())
@@ -115,6 +173,7 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     m.headDim = optionalInt(json, where, "head_dim", 0);
     m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", false);
     m.ropeTheta = optionalNumber(json, where, "rope_theta", 10000.0);
+    m.ropeScaling = ropeScalingOf(json, where);
     m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-6);
     m.activation = activationOf(json, where);
     m.norm = NormKind::RmsNorm;
@@ -152,8 +211,15 @@ std::string hfRevision(const QString &folder, const QJsonObject &json)
 RunConfig importHfConfig(const QString &path)
 {
     const QFileInfo info(path);
-    if (!info.exists())
-        throw InvalidInputError(path.toStdString(), "no such file or folder (expected a model folder with config.json)");
+    if (!info.exists()) {
+        if (const auto repo = parseHfRepoId(path)) {
+            const HfCachedSnapshot snapshot = findHfCachedSnapshot(*repo);
+            RunConfig c = importHfConfig(snapshot.folder);
+            c.model.revision = snapshot.commit;
+            return c;
+        }
+        throw InvalidInputError(path.toStdString(), "no such file or folder (expected a model folder with config.json, or a Hugging Face repository id OWNER/NAME[@REVISION] in the local cache)");
+    }
     const QString folder = info.isDir() ? info.absoluteFilePath() : info.absolutePath();
     const QString file = info.isDir() ? QDir(folder).filePath(QStringLiteral("config.json")) : info.absoluteFilePath();
     if (!QFileInfo::exists(file))

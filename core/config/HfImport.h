@@ -12,9 +12,10 @@
 
 namespace pb {
 
-// `path`: a model folder holding config.json, or the config.json file itself. The result is
-// validated; weightsPath is the folder when it holds *.safetensors. Throws InvalidInputError naming
-// the file and field.
+// `path`: a model folder holding config.json, the config.json file itself, or, when no such file
+// exists, a repository id `owner/name[@revision]` found in the local Hugging Face cache (HfHubCache.h;
+// the revision recorded is the commit it resolved to). The result is validated; weightsPath is the
+// folder when it holds *.safetensors. Throws InvalidInputError naming the file and field.
 RunConfig importHfConfig(const QString &path);
 // The model shape of a parsed config.json; `where` (the file) prefixes field names in errors.
 ModelShape hfModelShape(const QJsonObject &json, const std::string &where);

@@ -37,6 +37,7 @@ constexpr std::array<std::pair<ScheduleKind, const char *>, 3> kSchedules {{{Sch
 constexpr std::array<std::pair<DataKind, const char *>, 3> kDataKinds {{{DataKind::Synthetic, "synthetic"}, {DataKind::TokenFile, "tokens"}, {DataKind::Jsonl, "jsonl"}}};
 constexpr std::array<std::pair<LengthDistribution, const char *>, 3> kLengths {{{LengthDistribution::Fixed, "fixed"}, {LengthDistribution::Uniform, "uniform"}, {LengthDistribution::FromFile, "file"}}};
 constexpr std::array<std::pair<JobUnit, const char *>, 2> kJobUnits {{{JobUnit::Tokens, "tokens"}, {JobUnit::Epochs, "epochs"}}};
+constexpr std::array<std::pair<RopeScalingType, const char *>, 3> kRopeScalings {{{RopeScalingType::None, "none"}, {RopeScalingType::Llama3, "llama3"}, {RopeScalingType::Linear, "linear"}}};
 
 } // namespace
 
@@ -50,6 +51,7 @@ const char *toString(ScheduleKind v) { return nameOf(kSchedules, v); }
 const char *toString(DataKind v) { return nameOf(kDataKinds, v); }
 const char *toString(LengthDistribution v) { return nameOf(kLengths, v); }
 const char *toString(JobUnit v) { return nameOf(kJobUnits, v); }
+const char *toString(RopeScalingType v) { return nameOf(kRopeScalings, v); }
 
 template <> std::optional<TrainMode> parseEnum(const std::string &n) { return lookup(kTrainModes, n); }
 template <> std::optional<OptimizerKind> parseEnum(const std::string &n) { return lookup(kOptimizers, n); }
@@ -61,6 +63,7 @@ template <> std::optional<ScheduleKind> parseEnum(const std::string &n) { return
 template <> std::optional<DataKind> parseEnum(const std::string &n) { return lookup(kDataKinds, n); }
 template <> std::optional<LengthDistribution> parseEnum(const std::string &n) { return lookup(kLengths, n); }
 template <> std::optional<JobUnit> parseEnum(const std::string &n) { return lookup(kJobUnits, n); }
+template <> std::optional<RopeScalingType> parseEnum(const std::string &n) { return lookup(kRopeScalings, n); }
 
 ParamCounts countParameters(const RunConfig &config)
 {

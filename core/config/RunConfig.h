@@ -19,6 +19,18 @@ enum class ScheduleKind { Constant, Cosine, Linear };
 enum class DataKind { Synthetic, TokenFile, Jsonl };
 enum class LengthDistribution { Fixed, Uniform, FromFile };
 enum class JobUnit { Tokens, Epochs };
+enum class RopeScalingType { None, Llama3, Linear };
+
+// Transformers' `rope_scaling`: how a model stretches its rotary frequencies past the context it was
+// pre-trained at. It changes every position the model sees, so weights trained with it must run with
+// it. Fields the type does not use stay 0.
+struct RopeScaling {
+    RopeScalingType type = RopeScalingType::None;
+    double factor = 0;                 // llama3, linear
+    double lowFreqFactor = 0;          // llama3
+    double highFreqFactor = 0;         // llama3
+    int64_t originalMaxPositions = 0;  // llama3: the pre-training context length
+};
 
 struct ModelShape {
     std::string preset;              // preset name it came from, or "" / "custom" / "hf-import"
@@ -37,6 +49,7 @@ struct ModelShape {
     NormKind norm = NormKind::RmsNorm;
     ActivationKind activation = ActivationKind::SwiGlu;
     double ropeTheta = 10000.0;
+    RopeScaling ropeScaling;
     double normEps = 1e-5;
     std::string weightsPath;         // local folder of *.safetensors; empty: random initialisation
 
@@ -150,6 +163,7 @@ const char *toString(ScheduleKind v);
 const char *toString(DataKind v);
 const char *toString(LengthDistribution v);
 const char *toString(JobUnit v);
+const char *toString(RopeScalingType v);
 template <typename E> std::optional<E> parseEnum(const std::string &name);
 
 // Whether attention runs a fused scaled_dot_product_attention kernel, given whether the build has

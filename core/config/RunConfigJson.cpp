@@ -4,13 +4,13 @@
 #include "config/RunConfigParse.h"
 #include "config/RunConfigValidation.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QCryptographicHash>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include <algorithm>
 #include <cmath>
@@ -50,9 +50,32 @@ void readModel(JsonReader r, ModelShape &m)
     r.readEnum("norm", m.norm);
     r.readEnum("activation", m.activation);
     r.read("rope_theta", m.ropeTheta);
+    if (auto s = r.object("rope_scaling")) {
+        s->readEnum("type", m.ropeScaling.type);
+        s->read("factor", m.ropeScaling.factor);
+        s->read("low_freq_factor", m.ropeScaling.lowFreqFactor);
+        s->read("high_freq_factor", m.ropeScaling.highFreqFactor);
+        s->read("original_max_positions", m.ropeScaling.originalMaxPositions);
+        s->finish();
+    }
     r.read("norm_eps", m.normEps);
     r.read("weights_path", m.weightsPath);
     r.finish();
+}
+
+// Written only when the model has one, so every config without it keeps the hash it had before
+// rope scaling was part of the definition; only the fields its type uses.
+void writeRopeScaling(const RopeScaling &s, QJsonObject &model)
+{
+    if (s.type == RopeScalingType::None)
+        return;
+    QJsonObject o {{"type", toString(s.type)}, {"factor", s.factor}};
+    if (s.type == RopeScalingType::Llama3) {
+        o.insert(QStringLiteral("low_freq_factor"), s.lowFreqFactor);
+        o.insert(QStringLiteral("high_freq_factor"), s.highFreqFactor);
+        o.insert(QStringLiteral("original_max_positions"), integer(s.originalMaxPositions));
+    }
+    model.insert(QStringLiteral("rope_scaling"), o);
 }
 
 void readTrain(JsonReader r, TrainConfig &t)
@@ -174,6 +197,7 @@ QJsonObject toJson(const RunConfig &c)
         {"norm", toString(m.norm)}, {"activation", toString(m.activation)},
         {"rope_theta", m.ropeTheta}, {"norm_eps", m.normEps}, {"weights_path", str(m.weightsPath)},
     };
+    writeRopeScaling(m.ropeScaling, model);
     const TrainConfig &t = c.train;
     QJsonObject lora {{"rank", integer(t.lora.rank)}, {"alpha", t.lora.alpha}, {"dropout", t.lora.dropout}, {"targets", strings(t.lora.targets)}};
     QJsonObject schedule {
@@ -270,12 +294,7 @@ RunConfig loadRunConfig(const QString &spec, const QStringList &overrides)
 
 void saveRunConfig(const RunConfig &config, const QString &path)
 {
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly))
-        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
-    file.write(formatRunConfig(config));
-    if (!file.commit())
-        throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot write: " + file.errorString().toStdString());
+    writeFileAtomically(path, formatRunConfig(config));
 }
 
 std::string configHash(const RunConfig &config)

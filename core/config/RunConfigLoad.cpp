@@ -1,7 +1,9 @@
 // Reading a config named by a file path or `preset:NAME`, and the `--set PATH=VALUE` overrides.
 #include "config/RunConfigJson.h"
 #include "config/RunConfigParse.h"
+#include "config/JsonText.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QFile>
 #include <QFileInfo>
@@ -80,21 +82,15 @@ QJsonObject readRunConfigObject(const QString &spec)
     if (spec.startsWith(QLatin1String("preset:")))
         return presetJson(spec.mid(7));
     const std::string where = spec.toStdString();
-    const QFileInfo info(spec);
-    if (!info.exists())
+    if (!QFileInfo(spec).exists() && !QFileInfo(spec).isSymLink())
         throw InvalidInputError(where, "no such file (a config is a JSON file or preset:NAME)");
-    if (info.isDir())
-        throw InvalidInputError(where, "is a folder, not a config file");
-    if (info.size() > kMaxConfigFileBytes)
-        throw InvalidInputError(where, "larger than 16 MiB; this is not a run config");
-    QFile file(spec);
-    if (!file.open(QIODevice::ReadOnly))
-        throw InvalidInputError(where, "cannot read: " + file.errorString().toStdString());
-    const QByteArray text = file.readAll();
+    const QByteArray text = readRegularFile(spec, kMaxConfigFileBytes);
     if (text.trimmed().isEmpty())
         throw InvalidInputError(where, "the file is empty");
     QJsonParseError error;
     const QJsonDocument doc = QJsonDocument::fromJson(text, &error);
+    if (error.error == QJsonParseError::NoError)
+        checkJsonText(text, where);
     if (error.error != QJsonParseError::NoError) {
         const bool atEnd = error.offset >= text.trimmed().size() - 1 || error.error == QJsonParseError::UnterminatedObject || error.error == QJsonParseError::UnterminatedArray || error.error == QJsonParseError::UnterminatedString;
         throw InvalidInputError(where, "not valid JSON at " + lineColumn(text, error.offset) + ": " + error.errorString().toStdString() + (atEnd ? " (is the file truncated?)" : ""));
@@ -113,7 +109,12 @@ void applyOverride(QJsonObject &json, const QString &assignment)
     const QStringList parts = path.split(QLatin1Char('.'));
     if (parts.contains(QString()))
         throw InvalidInputError("--set " + path.toStdString(), "empty segment in the path");
-    static const QJsonObject schema = toJson(RunConfig {});
+    // Every path --set may name: the defaults, plus the optional sections they leave out.
+    static const QJsonObject schema = [] {
+        RunConfig full;
+        full.model.ropeScaling.type = RopeScalingType::Llama3;
+        return toJson(full);
+    }();
     setPath(json, schema, parts, 0, assignment.mid(eq + 1), path);
 }
 
@@ -125,7 +126,7 @@ RunConfig parseRunConfigSpec(const QString &spec, const QStringList &overrides)
     try {
         return parseRunConfigJson(json);
     } catch (const InvalidInputError &e) {
-        throw InvalidInputError(e.where(), std::string(e.what()).substr(e.where().empty() ? 0 : e.where().size() + 2) + " (in " + spec.toStdString() + ")");
+        throw InvalidInputError(e.where(), e.message() + " (in " + spec.toStdString() + ")");
     }
 }
 

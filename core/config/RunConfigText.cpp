@@ -16,7 +16,8 @@ const QStringList &keyOrder()
     static const QStringList order = QStringLiteral(
         "schema_version name seed deterministic model train validation checkpoint data job "
         "preset family revision layers hidden_size attention_heads kv_heads head_dim intermediate_size vocab_size max_positions "
-        "tie_embeddings attention_bias norm activation rope_theta norm_eps weights_path "
+        "tie_embeddings attention_bias norm activation rope_theta rope_scaling type factor low_freq_factor high_freq_factor "
+        "original_max_positions norm_eps weights_path "
         "mode lora rank alpha dropout targets trainable optimizer lr weight_decay beta1 beta2 eps momentum schedule kind "
         "warmup_steps total_steps min_lr_ratio precision seq_len micro_batch grad_accum recompute attention grad_clip loss_scale "
         "every_steps batches dir path token_dtype lengths min_length lengths_file longest_first learnable synthetic_samples "

@@ -33,6 +33,13 @@ std::optional<int64_t> add(std::optional<int64_t> a, std::optional<int64_t> b)
     return r;
 }
 
+std::string shortNumber(double d)
+{
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%g", d);
+    return buffer;
+}
+
 class Checker final {
 public:
     std::vector<ValidationIssue> issues;
@@ -54,12 +61,7 @@ public:
     void range(double v, double lo, bool loInclusive, double hi, bool hiInclusive, const std::string &field)
     {
         const bool ok = std::isfinite(v) && (loInclusive ? v >= lo : v > lo) && (hiInclusive ? v <= hi : v < hi);
-        const auto num = [](double d) {
-            char buffer[32];
-            std::snprintf(buffer, sizeof buffer, "%g", d);
-            return std::string(buffer);
-        };
-        require(ok, field, "must lie in " + std::string(loInclusive ? "[" : "(") + num(lo) + ", " + num(hi) + (hiInclusive ? "]" : ")") + ", got " + num(v));
+        require(ok, field, "must lie in " + std::string(loInclusive ? "[" : "(") + shortNumber(lo) + ", " + shortNumber(hi) + (hiInclusive ? "]" : ")") + ", got " + shortNumber(v));
     }
 };
 
@@ -107,6 +109,43 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     return total;
 }
 
+// Each field the type needs must be given and each it does not use left out, so a value that
+// would have no effect is reported instead of ignored.
+void checkRopeScaling(Checker &k, const RopeScaling &s)
+{
+    const std::string type = toString(s.type);
+    const auto field = [](const char *name) { return std::string("model.rope_scaling.") + name; };
+    const auto unused = [&](bool set, const char *name, const char *usedBy) {
+        k.require(!set, field(name), std::string("is only used by type ") + usedBy + ", not " + type + "; leave it out");
+    };
+    const auto needed = [&](bool set, const char *name) {
+        k.require(set, field(name), "is required by type " + type);
+        return set;
+    };
+    if (s.type == RopeScalingType::None)
+        unused(s.factor != 0, "factor", "llama3 or linear");
+    else if (needed(s.factor != 0, "factor"))
+        k.range(s.factor, 1, true, INFINITY, false, field("factor"));
+    if (s.type != RopeScalingType::Llama3) {
+        unused(s.lowFreqFactor != 0, "low_freq_factor", "llama3");
+        unused(s.highFreqFactor != 0, "high_freq_factor", "llama3");
+        unused(s.originalMaxPositions != 0, "original_max_positions", "llama3");
+        return;
+    }
+    const bool low = needed(s.lowFreqFactor != 0, "low_freq_factor");
+    const bool high = needed(s.highFreqFactor != 0, "high_freq_factor");
+    if (low)
+        k.range(s.lowFreqFactor, 0, false, INFINITY, false, field("low_freq_factor"));
+    if (high)
+        k.range(s.highFreqFactor, 0, false, INFINITY, false, field("high_freq_factor"));
+    // Equal factors would divide by zero in the smooth interpolation between the two wavelengths.
+    if (s.lowFreqFactor > 0 && s.highFreqFactor > 0)
+        k.require(s.highFreqFactor > s.lowFreqFactor, field("high_freq_factor"),
+                  "must exceed model.rope_scaling.low_freq_factor (" + shortNumber(s.highFreqFactor) + " <= " + shortNumber(s.lowFreqFactor) + ")");
+    if (needed(s.originalMaxPositions != 0, "original_max_positions"))
+        k.positive(s.originalMaxPositions, field("original_max_positions"));
+}
+
 void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
 {
     const ModelShape &m = c.model;
@@ -120,6 +159,18 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
     shapeOk &= k.positive(m.maxPositions, "model.max_positions");
     k.nonNegative(m.headDim, "model.head_dim");
     shapeOk &= m.headDim >= 0;
+    // Far beyond any published model, yet far below where sizes overflow or allocations explode.
+    const struct { int64_t value; int64_t limit; const char *field; } bounds[] {
+        {m.hiddenSize, int64_t(1) << 20, "model.hidden_size"}, {m.attentionHeads, int64_t(1) << 16, "model.attention_heads"},
+        {m.kvHeads, int64_t(1) << 16, "model.kv_heads"}, {m.intermediateSize, int64_t(1) << 22, "model.intermediate_size"},
+        {m.vocabSize, int64_t(1) << 24, "model.vocab_size"}, {m.maxPositions, int64_t(1) << 24, "model.max_positions"},
+        {m.headDim, int64_t(1) << 16, "model.head_dim"}};
+    for (const auto &b : bounds) {
+        if (b.value > b.limit) {
+            k.require(false, b.field, "at most " + std::to_string(b.limit) + " is supported, got " + std::to_string(b.value));
+            shapeOk = false;
+        }
+    }
     if (m.layers > kMaxLayers) {
         k.require(false, "model.layers", "at most " + std::to_string(kMaxLayers) + " layers are supported, got " + std::to_string(m.layers));
         shapeOk = false;
@@ -134,6 +185,7 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
     }
     k.require(!m.family.empty(), "model.family", "must not be empty (e.g. llama, mistral, qwen2)");
     k.range(m.ropeTheta, 0, false, INFINITY, false, "model.rope_theta");
+    checkRopeScaling(k, m.ropeScaling);
     k.range(m.normEps, 0, false, 1, false, "model.norm_eps");
 }
 

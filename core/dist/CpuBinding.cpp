@@ -4,7 +4,6 @@
 
 #include <QRegularExpression>
 #include <QString>
-#include <QStringList>
 
 #include <sched.h>
 
@@ -78,45 +77,6 @@ std::vector<std::vector<int>> splitCpus(const std::vector<int> &cpus, int parts,
     for (int p = 0; p < parts; ++p)
         slices.emplace_back(cpus.begin() + static_cast<std::ptrdiff_t>(p) * perPart, cpus.begin() + static_cast<std::ptrdiff_t>(p + 1) * perPart);
     return slices;
-}
-
-std::map<int, std::string> gpuCpuAffinity(const std::string &topoMatrix)
-{
-    std::map<int, std::string> affinity;
-    static const QRegularExpression escapes(QStringLiteral("\x1b\\[[0-9;]*m")); // nvidia-smi underlines its header
-    const QStringList lines = QString::fromStdString(topoMatrix).remove(escapes).split(QLatin1Char('\n'));
-    // The header names the columns; "CPU Affinity" is two words, so find its position by text.
-    int header = -1;
-    for (int i = 0; i < lines.size() && header < 0; ++i)
-        if (lines[i].contains(QStringLiteral("CPU Affinity")))
-            header = i;
-    if (header < 0)
-        return affinity;
-    static const QRegularExpression spaces(QStringLiteral("\\s+"));
-    QString head = lines[header];
-    head.replace(QStringLiteral("CPU Affinity"), QStringLiteral("CPU_Affinity"));
-    const QStringList columns = head.trimmed().split(spaces, Qt::SkipEmptyParts);
-    const auto column = columns.indexOf(QStringLiteral("CPU_Affinity"));
-    static const QRegularExpression gpuRow(QStringLiteral("^GPU(\\d+)$"));
-    for (int i = header + 1; i < lines.size(); ++i) {
-        const QStringList cells = lines[i].trimmed().split(spaces, Qt::SkipEmptyParts);
-        if (cells.isEmpty())
-            continue;
-        const auto match = gpuRow.match(cells.front());
-        // Rows start with their own name, so cell k+1 holds column k.
-        if (!match.hasMatch() || column + 1 >= cells.size())
-            continue;
-        const QString cpus = cells[column + 1];
-        if (cpus == QLatin1String("N/A"))
-            continue;
-        try {
-            parseCpuList(cpus.toStdString(), "nvidia-smi topo -m");
-            affinity[match.captured(1).toInt()] = cpus.toStdString();
-        } catch (const InvalidInputError &) {
-            // a layout this parser does not know: no binding rather than a wrong one
-        }
-    }
-    return affinity;
 }
 
 } // namespace pb

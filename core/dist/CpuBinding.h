@@ -1,8 +1,8 @@
 #pragma once
-// CPU lists ("0-3,8", as Linux and nvidia-smi write them) and binding a process to one: each rank
-// runs on its own cores (on CUDA hosts the cores of its GPU's NUMA node), so ranks do not steal
-// each other's cores and a measurement is repeatable. No torch in this header.
-#include <map>
+// CPU lists ("0-3,8", as Linux writes them in sysfs and taskset reads them) and binding a process
+// to one: each rank runs on its own cores (on CUDA hosts the cores local to its GPU, found by
+// GpuLocality.h), so ranks do not steal each other's cores and a measurement is repeatable. No
+// torch in this header.
 #include <string>
 #include <vector>
 
@@ -20,9 +20,5 @@ void bindToCpus(const std::vector<int> &cpus);
 
 // `cpus` cut into `parts` consecutive slices of `perPart` CPUs; empty when there are too few.
 std::vector<std::vector<int>> splitCpus(const std::vector<int> &cpus, int parts, int perPart);
-
-// GPU index -> its "CPU Affinity" column in `nvidia-smi topo -m` output (GPUs without one, or
-// with N/A, are left out).
-std::map<int, std::string> gpuCpuAffinity(const std::string &topoMatrix);
 
 } // namespace pb

@@ -6,6 +6,7 @@
 // the Gloo device helpers, TCPStore(host, TCPStoreOptions) and Work::wait are the same in both.
 #include "engine/TorchCompat.h"
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #if PB_TORCH_AT_LEAST(2, 0)

@@ -40,10 +40,15 @@ c10::intrusive_ptr<compat::CollectiveGroup> makeGroup(const Rendezvous &r, const
     storeOptions.timeout = timeout;
     c10::intrusive_ptr<c10d::Store> store;
     try {
-        store = c10::make_intrusive<c10d::TCPStore>(r.masterAddr, storeOptions);
+        if (!r.storeFile.empty()) {
+            store = c10::make_intrusive<c10d::FileStore>(r.storeFile, r.worldSize);
+            store->setTimeout(timeout);
+        } else {
+            store = c10::make_intrusive<c10d::TCPStore>(r.masterAddr, storeOptions);
+        }
     } catch (const std::exception &e) {
-        throw PilotBenchError(ExitCode::Failure, "rank " + std::to_string(r.rank) + ": TCPStore rendezvous at " + r.masterAddr + ":" + std::to_string(r.masterPort)
-                                                     + " failed: " + e.what());
+        const std::string where = r.storeFile.empty() ? "TCPStore rendezvous at " + r.masterAddr + ":" + std::to_string(r.masterPort) : "file rendezvous at " + r.storeFile;
+        throw PilotBenchError(ExitCode::Failure, "rank " + std::to_string(r.rank) + ": " + where + " failed: " + e.what());
     }
     collective = collectiveFor(device);
 #ifdef PB_HAVE_NCCL

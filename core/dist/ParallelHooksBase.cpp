@@ -47,7 +47,7 @@ void ParallelHooksBase::trainingFinished(const std::vector<torch::Tensor> &param
     torch::NoGradGuard noGrad;
     QSaveFile file(QString::fromStdString(m_dumpPath));
     const bool dump = !m_dumpPath.empty();
-    if (dump && !file.open(QIODevice::WriteOnly))
+    if (dump && !file.open(QIODevice::WriteOnly | QIODevice::Unbuffered)) // unbuffered: a full disk fails the write, not a silent commit
         throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
     for (const auto &p : params) {
         const auto values = p.detach().to(torch::kCPU, torch::kFloat).contiguous();

@@ -37,6 +37,7 @@ Rendezvous rendezvousFromEnvironment(const QProcessEnvironment &environment)
     r.worldSize = intVariable(environment, QStringLiteral("WORLD_SIZE"), 1, 1 << 20);
     r.rank = intVariable(environment, QStringLiteral("RANK"), 0, r.worldSize - 1);
     r.localRank = environment.contains(QStringLiteral("LOCAL_RANK")) ? intVariable(environment, QStringLiteral("LOCAL_RANK"), 0, r.worldSize - 1) : r.rank;
+    r.storeFile = environment.value(QStringLiteral("PB_RENDEZVOUS_FILE")).toStdString();
     return r;
 }
 
@@ -47,6 +48,10 @@ void applyRendezvous(const Rendezvous &rendezvous, QProcessEnvironment &environm
     environment.insert(QStringLiteral("RANK"), QString::number(rendezvous.rank));
     environment.insert(QStringLiteral("WORLD_SIZE"), QString::number(rendezvous.worldSize));
     environment.insert(QStringLiteral("LOCAL_RANK"), QString::number(rendezvous.localRank));
+    if (rendezvous.storeFile.empty())
+        environment.remove(QStringLiteral("PB_RENDEZVOUS_FILE"));
+    else
+        environment.insert(QStringLiteral("PB_RENDEZVOUS_FILE"), QString::fromStdString(rendezvous.storeFile));
 }
 
 int freeLocalPort()

@@ -14,9 +14,13 @@ struct Rendezvous {
     int rank = 0;
     int worldSize = 1;
     int localRank = 0;       // the GPU index on this host (cuda:LOCAL_RANK)
+    // PB_RENDEZVOUS_FILE: `scale` on one host meets its workers through a file in its private work
+    // folder instead of a TCPStore, which listens unauthenticated on every interface. Empty: TCPStore
+    // at MASTER_ADDR:MASTER_PORT (torchrun and multi-host launchers).
+    std::string storeFile;
 };
 
-// Reads the five variables; LOCAL_RANK defaults to RANK when absent (one host). Throws
+// Reads the five variables (and PB_RENDEZVOUS_FILE when set); LOCAL_RANK defaults to RANK when absent (one host). Throws
 // InvalidInputError naming the variable for a missing or malformed value, or a rank outside
 // 0..WORLD_SIZE-1.
 Rendezvous rendezvousFromEnvironment(const QProcessEnvironment &environment = QProcessEnvironment::systemEnvironment());

@@ -5,6 +5,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
 #include <QProcess>
 #include <QStandardPaths>
 #include <QThread>
@@ -35,6 +36,8 @@ Topology captureTopology(const std::string &device)
         if (list.open(QIODevice::ReadOnly))
             t.numaNodes.insert(name, QString::fromUtf8(list.readAll()).trimmed());
     }
+    if (device.rfind("cuda", 0) == 0)
+        t.gpus = gpuLocality(systemGpuLocalitySources());
     t.launcherCpuAffinity = cpuAffinityList();
     t.hostCpus = QThread::idealThreadCount();
     t.collective = collectiveFor(device);
@@ -45,7 +48,22 @@ Topology captureTopology(const std::string &device)
 
 QJsonObject toJson(const Topology &t)
 {
+    QJsonArray gpus;
+    for (const GpuLocality &g : t.gpus.gpus) {
+        QJsonObject gpu {{QStringLiteral("ordinal"), g.ordinal},
+                         {QStringLiteral("uuid"), QString::fromStdString(g.uuid)},
+                         {QStringLiteral("pci_bus_id"), QString::fromStdString(g.pciBusId)},
+                         {QStringLiteral("numa_node"), g.numaNode},
+                         {QStringLiteral("local_cpus"), QString::fromStdString(g.localCpus)},
+                         {QStringLiteral("bind_cpus"), QString::fromStdString(g.bindCpus)}};
+        if (!g.note.empty())
+            gpu.insert(QStringLiteral("note"), QString::fromStdString(g.note));
+        gpus.append(gpu);
+    }
     return QJsonObject {
+        {QStringLiteral("gpus"), gpus},
+        {QStringLiteral("gpus_source"), QString::fromStdString(t.gpus.source)},
+        {QStringLiteral("gpus_note"), QString::fromStdString(t.gpus.note)},
         {QStringLiteral("gpu_matrix"), QString::fromStdString(t.gpuMatrix)},
         {QStringLiteral("gpu_matrix_source"), QString::fromStdString(t.gpuMatrixSource)},
         {QStringLiteral("numa_nodes"), t.numaNodes},

@@ -1,7 +1,10 @@
 #pragma once
-// What the ranks run on, recorded before a scaling step: the GPU interconnect matrix
-// (`nvidia-smi topo -m` when the tool exists), the host's NUMA nodes and their CPUs, the
-// launcher's CPU binding, and the collective library. No torch in this header.
+// What the ranks run on, recorded before a scaling step: each CUDA device's GPU with its PCI
+// address and local CPUs (what the ranks bind to), the GPU interconnect matrix for people to read
+// (`nvidia-smi topo -m` when the tool exists; nothing parses it), the host's NUMA nodes and their
+// CPUs, the launcher's CPU binding, and the collective library. No torch in this header.
+#include "dist/GpuLocality.h"
+
 #include <QJsonObject>
 
 #include <string>
@@ -9,6 +12,7 @@
 namespace pb {
 
 struct Topology {
+    GpuLocalityReport gpus;          // CUDA devices only; empty for a CPU run
     std::string gpuMatrix;           // nvidia-smi topo -m, "" without the tool
     std::string gpuMatrixSource;     // "nvidia-smi topo -m", or why there is none
     QJsonObject numaNodes;           // node name -> its CPU list, from /sys

@@ -3,6 +3,7 @@
 #include "engine/TorchCompat.h"
 #include "util/Errors.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pb {
@@ -66,17 +67,6 @@ protected:
         return tensors;
     }
     virtual void onRestored() {}
-    // Calls update(i, p, g) for each parameter with a gradient, g with the weight decay folded in
-    // (L2, as SGD, Adagrad and RMSprop do, unlike AdamW).
-    template <typename Update>
-    void forEachCoupledGradient(Update update)
-    {
-        for (size_t i = 0; i < m_params.size(); ++i) {
-            auto &p = m_params[i];
-            if (p.grad().defined())
-                update(i, p, m_config.weightDecay != 0 ? p.grad().add(p, m_config.weightDecay) : p.grad());
-        }
-    }
 
     OptimizerConfig m_config;
     std::vector<std::string> m_slots;
@@ -159,68 +149,198 @@ private:
     std::vector<torch::Tensor> m_stepTensors;
 };
 
-class SgdOptimizer final : public StatefulOptimizer {
+// SGD, Adagrad and RMSprop are LibTorch's own torch::optim classes, each step's learning rate set
+// on their parameter group. They keep per-parameter state under the parameter's TensorImpl
+// (compat::optimizerStateKey), made when a step first sees its gradient (Adagrad's when it is
+// constructed, as in PyTorch); state() names it by the parameter's position instead,
+// "<field>.<index>" like AdamW's slots ("momentum_buffer.3", "step.3"), so a checkpoint restores
+// into a process whose tensors live elsewhere.
+class TorchOptimOptimizer : public TrainingOptimizer {
 public:
-    SgdOptimizer(const OptimizerConfig &config, std::vector<torch::Tensor> params) : StatefulOptimizer(config, std::move(params), {"momentum"}) {}
-    std::string path() const override { return "per-tensor"; }
+    using Fields = std::map<std::string, torch::Tensor>;  // one parameter's state by field name
+    using ParamState = torch::optim::OptimizerParamState;
+
+    explicit TorchOptimOptimizer(std::vector<torch::Tensor> params) { m_params = std::move(params); }
+
+    std::string path() const override { return "torch::optim"; }
+
     void step(double lr) override
     {
-        torch::NoGradGuard noGrad;
+        for (auto &group : m_optimizer->param_groups())
+            group.options().set_lr(lr);
+        m_optimizer->step();
         ++m_step;
-        auto *buffers = m_config.momentum > 0 ? &slot("momentum") : nullptr;
-        forEachCoupledGradient([&](size_t i, torch::Tensor &p, torch::Tensor g) {
-            if (buffers) {
-                // PyTorch's SGD: the first step copies the gradient into the buffer.
-                if (m_step == 1)
-                    (*buffers)[i].copy_(g);
-                else
-                    (*buffers)[i].mul_(m_config.momentum).add_(g);
-                g = (*buffers)[i];
-            }
-            p.add_(g, -lr);
-        });
+    }
+
+    std::map<std::string, torch::Tensor> state() override
+    {
+        std::map<std::string, torch::Tensor> out;
+        out["step"] = torch::tensor(m_step, torch::kLong);
+        const auto &states = m_optimizer->state();
+        for (size_t i = 0; i < m_params.size(); ++i) {
+            const auto it = states.find(compat::optimizerStateKey(states, m_params[i]));
+            if (it == states.end() || !it->second)
+                continue;
+            for (const auto &[field, tensor] : fieldsOf(*it->second))
+                if (tensor.defined())
+                    out[field + "." + std::to_string(i)] = tensor;
+        }
+        return out;
+    }
+
+    void restoreState(const std::map<std::string, torch::Tensor> &state) override
+    {
+        const auto stepIt = state.find("step");
+        TORCH_CHECK(stepIt != state.end(), "optimizer state has no step counter");
+        const int64_t steps = stepIt->second.item<int64_t>();
+        std::vector<Fields> byParameter(m_params.size());
+        for (const auto &[name, tensor] : state) {
+            if (name == "step")
+                continue;
+            const auto dot = name.rfind('.');
+            const std::string index = dot == std::string::npos ? std::string() : name.substr(dot + 1);
+            const bool isIndex = !index.empty() && index.size() < 10 && std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+            TORCH_CHECK(isIndex && std::stoul(index) < m_params.size(), "optimizer state ", name, " names none of this optimizer's ", m_params.size(), " parameters");
+            std::string field = name.substr(0, dot);
+            if (field == "momentum") // the hand-written SGD and RMSprop this replaced saved it so
+                field = "momentum_buffer";
+            byParameter[std::stoul(index)][field] = tensor;
+        }
+        // All parameters first, so a refused checkpoint leaves this optimizer as it was.
+        std::vector<std::unique_ptr<ParamState>> restored;
+        for (size_t i = 0; i < m_params.size(); ++i)
+            restored.push_back(byParameter[i].empty() ? initialState(m_params[i]) : stateFrom(byParameter[i], i, steps));
+        auto &states = m_optimizer->state();
+        states.clear();
+        for (size_t i = 0; i < m_params.size(); ++i)
+            if (restored[i])
+                states[compat::optimizerStateKey(states, m_params[i])] = std::move(restored[i]);
+        m_step = steps;
+    }
+
+protected:
+    virtual Fields fieldsOf(const ParamState &state) const = 0;
+    // `fields` as this optimizer's state for parameter `index`; a per-parameter step the checkpoint
+    // lacks (one from the hand-written optimizers) is `steps`, the steps taken.
+    virtual std::unique_ptr<ParamState> stateFrom(Fields fields, size_t index, int64_t steps) const = 0;
+    // The state of a parameter the checkpoint has none for: none (made at its first step), or
+    // Adagrad's initial one.
+    virtual std::unique_ptr<ParamState> initialState(const torch::Tensor &) const { return nullptr; }
+
+    // Removes `field` from `fields`, as a copy on the parameter's device; it must be there with the
+    // parameter's shape.
+    torch::Tensor take(Fields &fields, const std::string &field, size_t index) const
+    {
+        const auto it = fields.find(field);
+        TORCH_CHECK(it != fields.end(), "optimizer state lacks ", field, ".", index);
+        const torch::Tensor &p = m_params[index];
+        TORCH_CHECK(it->second.sizes() == p.sizes(), "optimizer state ", field, ".", index, " has the wrong shape");
+        torch::Tensor tensor = it->second.to(p.device(), p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+        fields.erase(it);
+        return tensor;
+    }
+    static int64_t takeStep(Fields &fields, int64_t otherwise)
+    {
+        const auto it = fields.find("step");
+        if (it == fields.end())
+            return otherwise;
+        const int64_t step = it->second.item<int64_t>();
+        fields.erase(it);
+        return step;
+    }
+    static void checkAllTaken(const Fields &fields, size_t index, const char *kind)
+    {
+        TORCH_CHECK(fields.empty(), "optimizer state ", fields.empty() ? "" : fields.begin()->first, ".", index, " is not state torch::optim::", kind, " keeps");
+    }
+    static torch::Tensor stepTensor(int64_t step) { return torch::tensor(step, torch::kLong); }
+
+    std::unique_ptr<torch::optim::Optimizer> m_optimizer;
+    int64_t m_step = 0;  // steps taken through this object
+};
+
+// Dampening 0 and no Nesterov, PyTorch's defaults; weight decay is L2 (added to the gradient).
+class SgdOptimizer final : public TorchOptimOptimizer {
+public:
+    SgdOptimizer(const OptimizerConfig &config, std::vector<torch::Tensor> params) : TorchOptimOptimizer(std::move(params))
+    {
+        m_optimizer = std::make_unique<torch::optim::SGD>(m_params, torch::optim::SGDOptions(config.lr).momentum(config.momentum).weight_decay(config.weightDecay));
+    }
+
+protected:
+    Fields fieldsOf(const ParamState &state) const override
+    {
+        return {{"momentum_buffer", static_cast<const torch::optim::SGDParamState &>(state).momentum_buffer()}};
+    }
+    std::unique_ptr<ParamState> stateFrom(Fields fields, size_t index, int64_t) const override
+    {
+        auto state = std::make_unique<torch::optim::SGDParamState>();
+        state->momentum_buffer(take(fields, "momentum_buffer", index));
+        checkAllTaken(fields, index, "SGD");
+        return state;
     }
 };
 
-class AdagradOptimizer final : public StatefulOptimizer {
+// No learning-rate decay, a zero initial accumulator (PyTorch's defaults); eps from the config
+// (PyTorch's own default is 1e-10).
+class AdagradOptimizer final : public TorchOptimOptimizer {
 public:
-    AdagradOptimizer(const OptimizerConfig &config, std::vector<torch::Tensor> params) : StatefulOptimizer(config, std::move(params), {"sum"}) {}
-    std::string path() const override { return "per-tensor"; }
-    void step(double lr) override
+    AdagradOptimizer(const OptimizerConfig &config, std::vector<torch::Tensor> params) : TorchOptimOptimizer(std::move(params))
     {
-        torch::NoGradGuard noGrad;
-        ++m_step;
-        auto &sums = slot("sum");
-        forEachCoupledGradient([&](size_t i, torch::Tensor &p, const torch::Tensor &g) {
-            sums[i].addcmul_(g, g, 1.0);
-            p.addcdiv_(g, sums[i].sqrt().add_(m_config.eps), -lr);
-        });
+        m_optimizer = std::make_unique<torch::optim::Adagrad>(m_params, torch::optim::AdagradOptions(config.lr).eps(config.eps).weight_decay(config.weightDecay));
+    }
+
+protected:
+    Fields fieldsOf(const ParamState &state) const override
+    {
+        const auto &s = static_cast<const torch::optim::AdagradParamState &>(state);
+        return {{"sum", s.sum()}, {"step", stepTensor(s.step())}};
+    }
+    std::unique_ptr<ParamState> stateFrom(Fields fields, size_t index, int64_t steps) const override
+    {
+        auto state = std::make_unique<torch::optim::AdagradParamState>();
+        state->sum(take(fields, "sum", index));
+        state->step(takeStep(fields, steps));
+        checkAllTaken(fields, index, "Adagrad");
+        return state;
+    }
+    std::unique_ptr<ParamState> initialState(const torch::Tensor &p) const override
+    {
+        // What torch::optim::Adagrad's constructor gives every parameter.
+        auto state = std::make_unique<torch::optim::AdagradParamState>();
+        state->step(0);
+        state->sum(torch::full_like(p.detach(), 0.0, at::MemoryFormat::Preserve));
+        return state;
     }
 };
 
-class RmsPropOptimizer final : public StatefulOptimizer {
+// alpha 0.99 (PyTorch's default smoothing constant), not centered; momentum and eps from the config.
+class RmsPropOptimizer final : public TorchOptimOptimizer {
 public:
-    RmsPropOptimizer(const OptimizerConfig &config, std::vector<torch::Tensor> params)
-        : StatefulOptimizer(config, std::move(params), config.momentum > 0 ? std::vector<std::string> {"square_avg", "momentum"} : std::vector<std::string> {"square_avg"}) {}
-    std::string path() const override { return "per-tensor"; }
-    void step(double lr) override
+    RmsPropOptimizer(const OptimizerConfig &config, std::vector<torch::Tensor> params) : TorchOptimOptimizer(std::move(params)), m_momentum(config.momentum > 0)
     {
-        torch::NoGradGuard noGrad;
-        ++m_step;
-        constexpr double alpha = 0.99; // PyTorch's RMSprop default smoothing constant
-        auto &squares = slot("square_avg");
-        auto *buffers = m_config.momentum > 0 ? &slot("momentum") : nullptr;
-        forEachCoupledGradient([&](size_t i, torch::Tensor &p, const torch::Tensor &g) {
-            squares[i].mul_(alpha).addcmul_(g, g, 1.0 - alpha);
-            auto avg = squares[i].sqrt().add_(m_config.eps);
-            if (buffers) {
-                (*buffers)[i].mul_(m_config.momentum).addcdiv_(g, avg);
-                p.add_((*buffers)[i], -lr);
-            } else {
-                p.addcdiv_(g, avg, -lr);
-            }
-        });
+        m_optimizer = std::make_unique<torch::optim::RMSprop>(
+            m_params, torch::optim::RMSpropOptions(config.lr).alpha(0.99).eps(config.eps).weight_decay(config.weightDecay).momentum(config.momentum));
     }
+
+protected:
+    Fields fieldsOf(const ParamState &state) const override
+    {
+        const auto &s = static_cast<const torch::optim::RMSpropParamState &>(state);
+        return {{"step", stepTensor(s.step())}, {"square_avg", s.square_avg()}, {"momentum_buffer", s.momentum_buffer()}, {"grad_avg", s.grad_avg()}};
+    }
+    std::unique_ptr<ParamState> stateFrom(Fields fields, size_t index, int64_t steps) const override
+    {
+        auto state = std::make_unique<torch::optim::RMSpropParamState>();
+        state->step(takeStep(fields, steps));
+        state->square_avg(take(fields, "square_avg", index));
+        if (m_momentum)
+            state->momentum_buffer(take(fields, "momentum_buffer", index));
+        checkAllTaken(fields, index, "RMSprop");
+        return state;
+    }
+
+private:
+    bool m_momentum;
 };
 
 } // namespace

@@ -19,8 +19,9 @@ public:
     virtual ~TrainingOptimizer() = default;
     virtual void step(double lr) = 0;
     void zeroGrad();
-    // Named state tensors ("exp_avg.3", "step", ...) for checkpoints; restoreState() requires
-    // every name and shape to match.
+    // Named state tensors ("exp_avg.3", "momentum_buffer.3", "step", ...) for checkpoints; the
+    // tensors are the live ones, not copies. restoreState() refuses a name this optimizer does not
+    // keep, a missing one it needs, and a shape that differs (c10::Error).
     virtual std::map<std::string, torch::Tensor> state() = 0;
     virtual void restoreState(const std::map<std::string, torch::Tensor> &state) = 0;
     virtual std::string path() const = 0;     // "fused", "per-tensor", "torch::optim" (reported)

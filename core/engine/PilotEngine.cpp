@@ -1,5 +1,7 @@
 #include "engine/PilotEngine.h"
 
+#include "checkpoint/Checkpoint.h"
+
 #include "config/ParameterTable.h"
 #include "config/RunConfigJson.h"
 #include "engine/LrSchedule.h"
@@ -8,12 +10,15 @@
 #include "engine/TorchCompat.h"
 #include "util/Errors.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 namespace pb {
 
@@ -69,12 +74,39 @@ std::string firstLine(const std::string &text)
 
 } // namespace
 
-PilotRun PilotEngine::run(const RunConfig &config, const PilotOptions &options, PilotObserver *observer)
+void checkPilotOptions(const PilotOptions &options)
 {
     if (options.steps < 1)
         throw InvalidInputError("--steps", "must be at least 1");
     if (options.warmupSteps < 0)
         throw InvalidInputError("--warmup", "must not be negative");
+    // More threads than cores only slows a step; tens of thousands never finish starting.
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    if (options.cpuThreads < 0 || options.cpuThreads > 4 * cores)
+        throw InvalidInputError("--threads", std::to_string(options.cpuThreads) + " is outside 1.." + std::to_string(4 * cores) + " (this machine has "
+                                                 + std::to_string(cores) + " cores)");
+    if (!options.dropStateOnResume.empty()) {
+        const auto &pieces = statePieces();
+        if (std::find(pieces.begin(), pieces.end(), options.dropStateOnResume) == pieces.end()) {
+            std::string list;
+            for (const auto &p : pieces)
+                list += (list.empty() ? "" : ", ") + p;
+            throw InvalidInputError("--drop-state", "'" + options.dropStateOnResume + "' is not a piece of training state (" + list + ")");
+        }
+    }
+    if (!options.checkpointDir.empty()) {
+        const QString dir = QString::fromStdString(options.checkpointDir);
+        const QFileInfo info(dir);
+        if (info.exists() && !info.isDir())
+            throw InvalidInputError("--checkpoint-dir", options.checkpointDir + " is a file, not a folder");
+        if (!QDir().mkpath(dir) || !QFileInfo(dir).isWritable())
+            throw InvalidInputError("--checkpoint-dir", options.checkpointDir + " cannot be created or written");
+    }
+}
+
+PilotRun PilotEngine::run(const RunConfig &config, const PilotOptions &options, PilotObserver *observer)
+{
+    checkPilotOptions(options);
     const torch::Device device = parseDevice(options.device);
     PilotObserver silent;
     PilotObserver &obs = observer ? *observer : silent;

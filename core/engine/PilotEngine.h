@@ -27,6 +27,7 @@ struct PilotOptions {
     std::string checkpointDir;           // write checkpoints here on the config's schedule
     bool checkpointAtEnd = false;        // also write one after the last step
     std::string resumeFrom;              // restore this checkpoint folder before training
+    bool resumeVerified = false;         // resumeFrom's content hashes were just checked (verifyResumePoint)
     std::optional<double> devicePeakFlops; // dense peak FLOP/s of the device, for MFU
     bool parameterChecksum = false;      // SHA-256 of every parameter at the end (restore proof)
     int cpuThreads = 0;                  // 0: LibTorch's default
@@ -35,6 +36,10 @@ struct PilotOptions {
     DistributedHooks *distributed = nullptr;   // null: single process; else this rank's data shard and gradient sync
 };
 
+// Checks what can be checked before a model is built: step counts, thread count, the piece named by
+// dropStateOnResume, and that checkpointDir is (or can be made) a folder. Throws InvalidInputError
+// naming the option, so a bad value never costs a training run.
+void checkPilotOptions(const PilotOptions &options);
 
 struct PilotRun {
     PilotSummary summary;

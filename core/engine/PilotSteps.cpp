@@ -163,7 +163,8 @@ void StepRunner::setup()
 
     if (!m_options.resumeFrom.empty()) {
         const auto restoreStart = std::chrono::steady_clock::now();
-        restoreCheckpoint(m_session, m_options.resumeFrom, m_options.dropStateOnResume);
+        restoreCheckpoint(m_session, m_options.resumeFrom, m_options.dropStateOnResume,
+                          m_options.resumeVerified ? ContentHashes::AlreadyChecked : ContentHashes::Check);
         m_session.trainBatches->seek(m_session.consumed);
         m_run.firstStep = m_session.step + 1;
         synchronize();

@@ -5,6 +5,10 @@
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
 
+#include <sstream>
+#include <string>
+#include <type_traits>
+
 #define PB_TORCH_AT_LEAST(major, minor) \
     (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
@@ -12,6 +16,22 @@ namespace pb::compat {
 
 inline bool hasScaledDotProductAttention() { return PB_TORCH_AT_LEAST(2, 0); }
 inline bool hasFusedAdamW() { return PB_TORCH_AT_LEAST(2, 1); }
+
+// The key torch::optim files a parameter's state under in Optimizer::state(): its TensorImpl's
+// address printed as text in 1.13 (c10::guts::to_string), the pointer itself in later 2.x releases
+// (pytorch#108480). Chosen by the map's key type rather than a version number, so every release
+// gets the one it uses.
+template <typename StateMap>
+typename StateMap::key_type optimizerStateKey(const StateMap &, const at::Tensor &parameter)
+{
+    if constexpr (std::is_same_v<typename StateMap::key_type, std::string>) {
+        std::ostringstream text;
+        text << parameter.unsafeGetTensorImpl();
+        return text.str();
+    } else {
+        return parameter.unsafeGetTensorImpl();
+    }
+}
 
 // Autocast for one device type. 2.4 replaced the per-device setters with ones taking a device type.
 inline void setAutocast(c10::DeviceType device, bool enabled, at::ScalarType dtype)

@@ -42,6 +42,14 @@ void inspectExisting(const QString &path)
     check.setForwardOnly(true);
     QStringList problems;
     if (!check.exec(QStringLiteral("PRAGMA quick_check"))) {
+        // Only SQLITE_CORRUPT (11) and SQLITE_NOTADB (26) say the file is damaged. A read-only
+        // folder, a full disk or a permission says nothing about the data: calling that corrupt would
+        // invite the user to throw good history away.
+        bool ok = false;
+        const int code = check.lastError().nativeErrorCode().toInt(&ok) & 0xff;
+        if (!ok || (code != 11 && code != 26))
+            throw PilotBenchError(ExitCode::Failure, "history database " + quoted(path) + " cannot be read here (" + check.lastError().databaseText().toStdString()
+                                                         + "): check the folder's permissions and free space; the file was not changed and is not known to be damaged");
         problems << check.lastError().databaseText();
     } else {
         while (check.next()) {

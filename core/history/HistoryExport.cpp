@@ -1,15 +1,18 @@
 #include "history/HistoryExport.h"
 
+#include "config/RunConfigParse.h"
+#include "config/JsonText.h"
+#include "config/RunConfigValidation.h"
 #include "history/HistoryDatabase.h"
 #include "history/HistoryJson.h"
 #include "history/HistoryStore.h"
 #include "history/SampleChunk.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QSaveFile>
 #include <QSysInfo>
 
 #include <cmath>
@@ -17,13 +20,6 @@
 
 namespace pb {
 namespace {
-
-void saveAtomically(const QString &file, const QByteArray &bytes)
-{
-    QSaveFile out(file);
-    if (!out.open(QIODevice::WriteOnly) || out.write(bytes) != bytes.size() || !out.commit())
-        throw PilotBenchError(ExitCode::Failure, "cannot write '" + file.toStdString() + "': " + out.errorString().toStdString());
-}
 
 QByteArray number(double v) { return QByteArray::number(v, 'g', QLocale::FloatingPointShortest); }
 
@@ -58,6 +54,14 @@ public:
         if (!v.isDouble() || !std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15)
             bad(field, "must be an integer");
         return v.toInteger();
+    }
+    // Steps, bytes, tokens and counts: never negative.
+    int64_t count(const QJsonValue &v, const QString &field) const
+    {
+        const int64_t n = integer(v, field);
+        if (n < 0)
+            bad(field, "must not be negative");
+        return n;
     }
     double real(const QJsonValue &v, const QString &field) const
     {
@@ -95,14 +99,6 @@ private:
     QString m_file;
 };
 
-struct ImportedRun {
-    RunRecord run;
-    std::vector<StepSample> samples;
-    std::vector<PhaseMark> phases;
-    std::vector<ValidationResult> validations;
-    std::vector<CheckpointWrite> checkpoints;
-};
-
 std::vector<StepSample> readSamples(const ExportReader &r, const QJsonObject &cols, const QString &field)
 {
     const QStringList &names = history::sampleColumnNames();
@@ -118,7 +114,7 @@ std::vector<StepSample> readSamples(const ExportReader &r, const QJsonObject &co
     for (qsizetype i = 0; i < n; ++i) {
         auto at = [&](int c) { return field + QLatin1Char('.') + names[c] + QStringLiteral("[%1]").arg(i); };
         StepSample &s = samples[size_t(i)];
-        s.step = r.integer(arrays[0][i], at(0));
+        s.step = r.count(arrays[0][i], at(0));
         const auto phase = history::phaseFromString(arrays[1][i].toString());
         if (!phase)
             r.bad(at(1), "must be one of setup, warmup, train, validation, checkpoint, done");
@@ -128,11 +124,11 @@ std::vector<StepSample> readSamples(const ExportReader &r, const QJsonObject &co
         s.backwardMs = r.real(arrays[4][i], at(4));
         s.optimizerMs = r.real(arrays[5][i], at(5));
         s.dataWaitMs = r.real(arrays[6][i], at(6));
-        s.allocatedBytes = r.integer(arrays[7][i], at(7));
-        s.reservedBytes = r.integer(arrays[8][i], at(8));
-        s.peakAllocatedBytes = r.integer(arrays[9][i], at(9));
-        s.deviceUsedBytes = r.integer(arrays[10][i], at(10));
-        s.tokens = r.integer(arrays[11][i], at(11));
+        s.allocatedBytes = r.count(arrays[7][i], at(7));
+        s.reservedBytes = r.count(arrays[8][i], at(8));
+        s.peakAllocatedBytes = r.count(arrays[9][i], at(9));
+        s.deviceUsedBytes = r.count(arrays[10][i], at(10));
+        s.tokens = r.count(arrays[11][i], at(11));
         s.loss = r.real(arrays[12][i], at(12));
         s.learningRate = r.real(arrays[13][i], at(13));
         s.gradNorm = r.real(arrays[14][i], at(14));
@@ -140,9 +136,9 @@ std::vector<StepSample> readSamples(const ExportReader &r, const QJsonObject &co
     return samples;
 }
 
-ImportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &field, const QString &host)
+ExportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &field, const QString &host)
 {
-    ImportedRun in;
+    ExportedRun in;
     RunRecord &run = in.run;
     run.uuid = r.text(o, field, "uuid");
     if (run.uuid.isEmpty())
@@ -164,6 +160,20 @@ ImportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &
     run.card = r.text(o, field, "card", false);
     run.configHash = r.text(o, field, "config_hash", false).toStdString();
     run.config = r.object(o, field, "config");
+    // A run whose definition this build would refuse cannot be compared, decided on or reported. A
+    // config without a model shape is a summary kept as given (schema v1's runs, watched commands).
+    if (run.config.value(QStringLiteral("model")).toObject().contains(QStringLiteral("layers"))) {
+        const QString configField = field + QStringLiteral(".config");
+        RunConfig config;
+        try {
+            config = parseRunConfigJson(run.config);
+        } catch (const InvalidInputError &e) {
+            r.bad(e.where().empty() ? configField : configField + QLatin1Char('.') + QString::fromStdString(e.where()), e.message());
+        }
+        const auto issues = validateRunConfig(config);
+        if (!issues.empty())
+            r.bad(configField + QLatin1Char('.') + QString::fromStdString(issues.front().field), issues.front().message);
+    }
     run.environment = r.object(o, field, "environment");
     run.summary = r.object(o, field, "summary");
     const QJsonArray tags = r.array(o, field, "tags");
@@ -189,7 +199,7 @@ ImportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &
         if (!phase)
             r.bad(f + QStringLiteral(".phase"), "is not a phase");
         m.phase = *phase;
-        m.step = r.integer(r.need(p, f, "step"), f + QStringLiteral(".step"));
+        m.step = r.count(r.need(p, f, "step"), f + QStringLiteral(".step"));
         m.startMs = r.real(r.need(p, f, "start_ms"), f + QStringLiteral(".start_ms"));
         m.durationMs = r.real(r.need(p, f, "duration_ms"), f + QStringLiteral(".duration_ms"));
         m.peakAllocatedBytes = r.integer(r.need(p, f, "peak_allocated_bytes"), f + QStringLiteral(".peak_allocated_bytes"));
@@ -200,7 +210,7 @@ ImportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &
     for (qsizetype i = 0; i < validations.size(); ++i) {
         const QString f = field + QStringLiteral(".validations[%1]").arg(i);
         const QJsonObject v = validations[i].toObject();
-        in.validations.push_back({r.integer(r.need(v, f, "step"), f + QStringLiteral(".step")), r.real(r.need(v, f, "loss"), f + QStringLiteral(".loss")),
+        in.validations.push_back({r.count(r.need(v, f, "step"), f + QStringLiteral(".step")), r.real(r.need(v, f, "loss"), f + QStringLiteral(".loss")),
                                   r.integer(r.need(v, f, "batches"), f + QStringLiteral(".batches")),
                                   r.real(r.need(v, f, "duration_ms"), f + QStringLiteral(".duration_ms"))});
     }
@@ -208,14 +218,14 @@ ImportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &
     for (qsizetype i = 0; i < checkpoints.size(); ++i) {
         const QString f = field + QStringLiteral(".checkpoints[%1]").arg(i);
         const QJsonObject c = checkpoints[i].toObject();
-        in.checkpoints.push_back({r.integer(r.need(c, f, "step"), f + QStringLiteral(".step")), r.text(c, f, "path").toStdString(),
-                                  r.integer(r.need(c, f, "bytes"), f + QStringLiteral(".bytes")),
+        in.checkpoints.push_back({r.count(r.need(c, f, "step"), f + QStringLiteral(".step")), r.text(c, f, "path").toStdString(),
+                                  r.count(r.need(c, f, "bytes"), f + QStringLiteral(".bytes")),
                                   r.real(r.need(c, f, "write_ms"), f + QStringLiteral(".write_ms"))});
     }
     return in;
 }
 
-int64_t insertRun(const history::Connection &c, const ImportedRun &in)
+int64_t insertRun(const history::Connection &c, const ExportedRun &in)
 {
     const RunRecord &r = in.run;
     auto opt = [](const std::optional<int64_t> &v) { return v ? QVariant(qlonglong(*v)) : QVariant(); };
@@ -284,7 +294,7 @@ QJsonObject exportRunsJson(const HistoryStore &store, const std::vector<int64_t>
 
 void writeRunsJson(const HistoryStore &store, const std::vector<int64_t> &runIds, const QString &file)
 {
-    saveAtomically(file, QJsonDocument(exportRunsJson(store, runIds)).toJson(QJsonDocument::Indented));
+    writeFileAtomically(file, QJsonDocument(exportRunsJson(store, runIds)).toJson(QJsonDocument::Indented));
 }
 
 void writeSamplesCsv(const HistoryStore &store, const std::vector<int64_t> &runIds, const QString &file)
@@ -301,16 +311,15 @@ void writeSamplesCsv(const HistoryStore &store, const std::vector<int64_t> &runI
                 + QByteArray::number(qlonglong(s.tokens)) + ',' + number(s.loss) + ',' + number(s.learningRate) + ',' + number(s.gradNorm) + '\n';
         }
     }
-    saveAtomically(file, csv);
+    writeFileAtomically(file, csv);
 }
 
-ImportResult importRunsJson(HistoryStore &store, const QString &file)
+std::vector<ExportedRun> parseRunsExport(const QByteArray &json, const QString &file)
 {
-    QFile in(file);
-    if (!in.open(QIODevice::ReadOnly))
-        throw InvalidInputError(file.toStdString(), "cannot read: " + in.errorString().toStdString());
     QJsonParseError parseError;
-    const QJsonDocument doc = QJsonDocument::fromJson(in.readAll(), &parseError);
+    const QJsonDocument doc = QJsonDocument::fromJson(json, &parseError);
+    if (parseError.error == QJsonParseError::NoError)
+        checkJsonText(json, file.toStdString());
     const ExportReader r(file);
     if (parseError.error != QJsonParseError::NoError)
         r.bad(QStringLiteral("offset %1").arg(parseError.offset), "not valid JSON (" + parseError.errorString().toStdString() + ")");
@@ -324,16 +333,22 @@ ImportResult importRunsJson(HistoryStore &store, const QString &file)
         r.bad(QStringLiteral("format_version"), "is " + std::to_string(version) + ", newer than this build reads (" + std::to_string(kHistoryExportFormatVersion) + ")");
     const QString host = r.text(root, QString(), "host", false);
     const QJsonArray runs = r.array(root, QString(), "runs", true);
-    std::vector<ImportedRun> parsed;
-    std::vector<int64_t> exportedIds;
+    std::vector<ExportedRun> parsed;
     for (qsizetype i = 0; i < runs.size(); ++i) {
         const QString field = QStringLiteral("runs[%1]").arg(i);
         if (!runs[i].isObject())
             r.bad(field, "must be an object");
         parsed.push_back(readRun(r, runs[i].toObject(), field, host));
         const QJsonValue id = runs[i].toObject().value(QStringLiteral("id"));
-        exportedIds.push_back(id.isDouble() ? id.toInteger() : -1);
+        parsed.back().exportedId = id.isDouble() ? id.toInteger() : -1;
     }
+    return parsed;
+}
+
+ImportResult importRunsJson(HistoryStore &store, const QString &file)
+{
+    // An export carries its samples; 1 GiB is far beyond any history and far below what breaks.
+    const std::vector<ExportedRun> parsed = parseRunsExport(readRegularFile(file, qint64(1) << 30), file);
 
     const history::Connection &c = store.connection();
     ImportResult result;
@@ -345,17 +360,17 @@ ImportResult importRunsJson(HistoryStore &store, const QString &file)
             const QVariant existing = c.scalar(QStringLiteral("SELECT id FROM runs WHERE run_uuid = ?"), {run.uuid});
             if (existing.isValid() && !existing.isNull()) {
                 result.skipped << QStringLiteral("run %1 (uuid %2) is already in this history as run %3; skipped")
-                                      .arg(exportedIds[i]).arg(run.uuid).arg(existing.toLongLong());
+                                      .arg(parsed[i].exportedId).arg(run.uuid).arg(existing.toLongLong());
                 continue;
             }
             const int64_t id = insertRun(c, parsed[i]);
-            localIdOf[exportedIds[i]] = id;
+            localIdOf[parsed[i].exportedId] = id;
             result.importedRunIds.push_back(id);
         }
         // Links survive only between runs of the same export; other machines' ids mean nothing here.
         for (size_t i = 0; i < parsed.size(); ++i) {
             const auto parent = parsed[i].run.parentRunId;
-            const auto self = localIdOf.find(exportedIds[i]);
+            const auto self = localIdOf.find(parsed[i].exportedId);
             if (!parent || self == localIdOf.end())
                 continue;
             const auto local = localIdOf.find(*parent);

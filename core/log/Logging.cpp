@@ -2,6 +2,7 @@
 
 #include "util/AppPaths.h"
 
+#include <QString>
 #include <QtGlobal>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/sinks/rotating_file_sink.h>
@@ -44,6 +45,18 @@ bool setLogLevel(const std::string &level)
     return true;
 }
 
+std::string logFilePath(const LoggingOptions &options)
+{
+    const QString path = options.filePath.empty() ? defaultLogPath() : QString::fromStdString(options.filePath);
+    if (options.rank < 0)
+        return path.toStdString();
+    const QString rank = QStringLiteral(".rank%1").arg(options.rank);
+    // Before the extension of the file name (not of a folder on the way to it).
+    const qsizetype slash = path.lastIndexOf(QLatin1Char('/'));
+    const qsizetype dot = path.lastIndexOf(QLatin1Char('.'));
+    return (dot > slash + 1 ? QString(path).insert(dot, rank) : path + rank).toStdString();
+}
+
 bool initLogging(const LoggingOptions &options)
 {
     std::vector<spdlog::sink_ptr> sinks;
@@ -53,7 +66,7 @@ bool initLogging(const LoggingOptions &options)
         sinks.push_back(console);
     }
     try {
-        const std::string path = options.filePath.empty() ? defaultLogPath().toStdString() : options.filePath;
+        const std::string path = logFilePath(options);
         sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(path, 5 * 1024 * 1024, 3));
     } catch (const spdlog::spdlog_ex &e) {
         std::fprintf(stderr, "pilotbench: cannot open the log file: %s\n", e.what());

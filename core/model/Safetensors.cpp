@@ -16,6 +16,56 @@ int64_t SafetensorsFolder::dtypeSize(const std::string &dtype)
     return it == sizes.end() ? 0 : it->second;
 }
 
+int64_t safetensorsHeaderLength(const QByteArray &first8, int64_t fileSize, const std::string &where)
+{
+    if (first8.size() < 8)
+        throw InvalidInputError(where, "is truncated: no header length");
+    uint64_t headerLength = 0;
+    for (int i = 7; i >= 0; --i)
+        headerLength = (headerLength << 8) | static_cast<uchar>(first8[i]);
+    if (headerLength == 0 || headerLength > 100u * 1024 * 1024 || static_cast<int64_t>(8 + headerLength) > fileSize)
+        throw InvalidInputError(where, "has an impossible header length (" + std::to_string(headerLength) + " bytes)");
+    return static_cast<int64_t>(headerLength);
+}
+
+std::vector<SafetensorEntry> parseSafetensorsHeader(const QByteArray &headerJson, int64_t dataBytes, const std::string &where)
+{
+    QJsonParseError error {};
+    const auto doc = QJsonDocument::fromJson(headerJson, &error);
+    if (!doc.isObject())
+        throw InvalidInputError(where, "header is not a JSON object: " + error.errorString().toStdString());
+    std::vector<SafetensorEntry> entries;
+    const QJsonObject header = doc.object();
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        if (it.key() == QLatin1String("__metadata__"))
+            continue;
+        const QJsonObject t = it.value().toObject();
+        SafetensorEntry e;
+        e.name = it.key().toStdString();
+        e.dtype = t.value(QStringLiteral("dtype")).toString().toStdString();
+        // Every dimension a count, and the size they need checked as it grows: a header is only text,
+        // and a product that wraps around could match a small byte range.
+        int64_t needBytes = SafetensorsFolder::dtypeSize(e.dtype);
+        bool shapeOk = needBytes > 0;
+        for (const auto &d : t.value(QStringLiteral("shape")).toArray()) {
+            e.shape.push_back(d.toInteger(-1));
+            shapeOk = shapeOk && e.shape.back() >= 0 && !__builtin_mul_overflow(needBytes, e.shape.back(), &needBytes);
+        }
+        const QJsonArray offsets = t.value(QStringLiteral("data_offsets")).toArray();
+        if (offsets.size() != 2 || !shapeOk)
+            throw InvalidInputError(where, "tensor '" + e.name + "' has a malformed entry (dtype '" + e.dtype + "')");
+        e.begin = offsets[0].toInteger(-1);
+        e.end = offsets[1].toInteger(-1);
+        if (e.begin < 0 || e.end < e.begin || e.end > dataBytes)
+            throw InvalidInputError(where, "tensor '" + e.name + "' lies outside the file (truncated?)");
+        if (e.end - e.begin != needBytes)
+            throw InvalidInputError(where, "tensor '" + e.name + "' has " + std::to_string(e.end - e.begin) + " bytes, its shape needs " +
+                                               std::to_string(needBytes));
+        entries.push_back(std::move(e));
+    }
+    return entries;
+}
+
 SafetensorsFolder::SafetensorsFolder(const QString &path) : m_path(path)
 {
     const QDir dir(path);
@@ -29,44 +79,10 @@ SafetensorsFolder::SafetensorsFolder(const QString &path) : m_path(path)
         if (!file->open(QIODevice::ReadOnly))
             throw InvalidInputError(where, "cannot be read: " + file->errorString().toStdString());
         const int64_t size = file->size();
-        QByteArray lengthBytes = file->read(8);
-        if (lengthBytes.size() != 8)
-            throw InvalidInputError(where, "is truncated: no header length");
-        uint64_t headerLength = 0;
-        for (int i = 7; i >= 0; --i)
-            headerLength = (headerLength << 8) | static_cast<uchar>(lengthBytes[i]);
-        if (headerLength == 0 || headerLength > 100u * 1024 * 1024 || static_cast<int64_t>(8 + headerLength) > size)
-            throw InvalidInputError(where, "has an impossible header length (" + std::to_string(headerLength) + " bytes)");
-        QJsonParseError error {};
-        const auto doc = QJsonDocument::fromJson(file->read(static_cast<qint64>(headerLength)), &error);
-        if (!doc.isObject())
-            throw InvalidInputError(where, "header is not a JSON object: " + error.errorString().toStdString());
-        const int64_t dataStart = 8 + static_cast<int64_t>(headerLength);
-        const int64_t dataBytes = size - dataStart;
-        const QJsonObject header = doc.object();
-        for (auto it = header.begin(); it != header.end(); ++it) {
-            if (it.key() == QLatin1String("__metadata__"))
-                continue;
-            const QJsonObject t = it.value().toObject();
-            SafetensorEntry e;
-            e.name = it.key().toStdString();
+        const int64_t headerLength = safetensorsHeaderLength(file->read(8), size, where);
+        const int64_t dataStart = 8 + headerLength;
+        for (SafetensorEntry &e : parseSafetensorsHeader(file->read(headerLength), size - dataStart, where)) {
             e.file = filePath;
-            e.dtype = t.value(QStringLiteral("dtype")).toString().toStdString();
-            int64_t numel = 1;
-            for (const auto &d : t.value(QStringLiteral("shape")).toArray()) {
-                e.shape.push_back(d.toInteger(-1));
-                numel *= e.shape.back();
-            }
-            const QJsonArray offsets = t.value(QStringLiteral("data_offsets")).toArray();
-            if (offsets.size() != 2 || dtypeSize(e.dtype) == 0 || numel < 0)
-                throw InvalidInputError(where, "tensor '" + e.name + "' has a malformed entry (dtype '" + e.dtype + "')");
-            e.begin = offsets[0].toInteger(-1);
-            e.end = offsets[1].toInteger(-1);
-            if (e.begin < 0 || e.end < e.begin || e.end > dataBytes)
-                throw InvalidInputError(where, "tensor '" + e.name + "' lies outside the file (truncated?)");
-            if (e.end - e.begin != numel * dtypeSize(e.dtype))
-                throw InvalidInputError(where, "tensor '" + e.name + "' has " + std::to_string(e.end - e.begin) + " bytes, its shape needs " +
-                                                   std::to_string(numel * dtypeSize(e.dtype)));
             m_entries[e.name] = e;
         }
         const uchar *mapped = file->map(0, size);

@@ -21,6 +21,15 @@ struct SafetensorEntry {
     QString file;
 };
 
+// One file's parts, split from SafetensorsFolder so they can be checked (and fuzzed) without files.
+// The 8-byte little-endian header length at the start of a file of `fileSize` bytes, checked against
+// the size; throws InvalidInputError naming `where`.
+int64_t safetensorsHeaderLength(const QByteArray &first8, int64_t fileSize, const std::string &where);
+// The tensors of one header (the JSON after the length; `dataBytes` follow it in the file), each
+// checked to lie inside the data with the size its dtype and shape need. `file` is left empty.
+// Throws InvalidInputError naming `where` and the tensor.
+std::vector<SafetensorEntry> parseSafetensorsHeader(const QByteArray &headerJson, int64_t dataBytes, const std::string &where);
+
 class SafetensorsFolder {
 public:
     // Reads every header; throws InvalidInputError naming the file for a malformed or truncated one

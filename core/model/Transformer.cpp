@@ -64,7 +64,36 @@ torch::Tensor rotateHalf(const torch::Tensor &x)
     return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
+// Transformers' _compute_llama3_parameters: wavelengths shorter than original/high_freq_factor keep
+// their frequency, those longer than original/low_freq_factor are divided by the factor, and those
+// between are interpolated smoothly.
+torch::Tensor llama3Frequencies(const torch::Tensor &invFreq, const RopeScaling &s)
+{
+    const double oldContext = static_cast<double>(s.originalMaxPositions);
+    const double lowFreqWavelen = oldContext / s.lowFreqFactor;
+    const double highFreqWavelen = oldContext / s.highFreqFactor;
+    constexpr double kPi = 3.14159265358979323846;
+    const auto wavelen = 2 * kPi / invFreq;
+    const auto scaled = torch::where(wavelen > lowFreqWavelen, invFreq / s.factor, invFreq);
+    const auto smooth = (oldContext / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+    const auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+    const auto medium = (wavelen >= highFreqWavelen).logical_and(wavelen <= lowFreqWavelen);
+    return torch::where(medium, smoothed, scaled);
+}
+
 } // namespace
+
+torch::Tensor rotaryInverseFrequencies(int64_t headDim, double theta, const RopeScaling &scaling, const torch::Device &device)
+{
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    const auto invFreq = 1.0 / torch::pow(theta, torch::arange(0, headDim, 2, f32) / static_cast<double>(headDim));
+    switch (scaling.type) {
+    case RopeScalingType::None: break;
+    case RopeScalingType::Linear: return invFreq / scaling.factor;
+    case RopeScalingType::Llama3: return llama3Frequencies(invFreq, scaling);
+    }
+    return invFreq;
+}
 
 LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool hasBias, int64_t loraRank, double alpha, double dropout, const torch::TensorOptions &options)
     : m_dropout(dropout)
@@ -177,7 +206,7 @@ DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &
 }
 
 DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device)
-    : m_runtime(runtime), m_headDim(config.model.effectiveHeadDim()), m_ropeTheta(config.model.ropeTheta)
+    : m_runtime(runtime), m_headDim(config.model.effectiveHeadDim()), m_ropeTheta(config.model.ropeTheta), m_ropeScaling(config.model.ropeScaling)
 {
     const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
     stack = register_module("model", DecoderStack(config, runtime, options));
@@ -237,8 +266,7 @@ std::vector<torch::Tensor> DecoderModelImpl::trainableParameters()
 void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device, at::ScalarType, torch::Tensor &cos, torch::Tensor &sin)
 {
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
-    auto invFreq = 1.0 / torch::pow(m_ropeTheta, torch::arange(0, m_headDim, 2, f32) / static_cast<double>(m_headDim));
-    auto freqs = torch::outer(torch::arange(seqLen, f32), invFreq);
+    auto freqs = torch::outer(torch::arange(seqLen, f32), rotaryInverseFrequencies(m_headDim, m_ropeTheta, m_ropeScaling, device));
     auto emb = torch::cat({freqs, freqs}, -1);
     cos = emb.cos();
     sin = emb.sin();

@@ -25,6 +25,11 @@ struct ModelRuntime {
     bool recompute = false;
 };
 
+// The rotary inverse frequencies (headDim / 2 of them, float32 on `device`) with the model's rope
+// scaling applied, computed with the operations of Transformers' ROPE_INIT_FUNCTIONS
+// (modeling_rope_utils.py), so the tables match its own.
+torch::Tensor rotaryInverseFrequencies(int64_t headDim, double theta, const RopeScaling &scaling, const torch::Device &device);
+
 // A module that only holds `weight` (embed_tokens, lm_head, lora_A, lora_B).
 class WeightHolderImpl : public torch::nn::Module {
 public:
@@ -119,6 +124,7 @@ private:
     ModelRuntime m_runtime;
     int64_t m_headDim;
     double m_ropeTheta;
+    RopeScaling m_ropeScaling;
     bool m_inputNeedsGrad = false;
     BlockHooks *m_blockHooks = nullptr;
 };

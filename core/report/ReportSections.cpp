@@ -4,6 +4,7 @@
 #include "report/ReportCanvas.h"
 #include "report/ReportCharts.h"
 #include "report/ReportData.h"
+#include "util/Units.h"
 
 #include <QDateTime>
 #include <QJsonArray>
@@ -18,6 +19,7 @@ namespace {
 QString qs(const std::string &s) { return QString::fromStdString(s); }
 QString str(const QJsonObject &o, const char *key) { return o.value(QLatin1String(key)).toString(); }
 double num(const QJsonObject &o, const char *key) { return o.value(QLatin1String(key)).toDouble(); }
+QString sizeText(double bytes) { return formatBytes(static_cast<int64_t>(bytes)); } // a JSON number of bytes
 QString orDash(const QString &s) { return s.isEmpty() ? QStringLiteral("-") : s; }
 QString percent(double fraction, int decimals = 2) { return QString::number(fraction * 100.0, 'f', decimals) + QStringLiteral(" %"); }
 
@@ -49,8 +51,8 @@ void paintVerdict(ReportCanvas &c, const ReportData &d)
         {QStringLiteral("Measured steps"), QString::number(static_cast<qint64>(num(s, "measured_steps")))},
         {QStringLiteral("Mean step time"), formatMs(num(s, "step_time_mean_ms"))},
         {QStringLiteral("Throughput"), QStringLiteral("%1 tokens/s").arg(num(s, "tokens_per_s"), 0, 'f', 0)},
-        {QStringLiteral("Peak allocated"), formatBytes(num(s, "peak_allocated_bytes"))},
-        {QStringLiteral("Peak device use"), formatBytes(num(s, "peak_device_used_bytes"))},
+        {QStringLiteral("Peak allocated"), sizeText(num(s, "peak_allocated_bytes"))},
+        {QStringLiteral("Peak device use"), sizeText(num(s, "peak_device_used_bytes"))},
         {QStringLiteral("MFU"), s.value(QStringLiteral("mfu")).isDouble() ? percent(num(s, "mfu")) : QStringLiteral("not known (device peak unknown)")},
         {QStringLiteral("Data stalls"), percent(num(s, "data_stall_fraction")) + QStringLiteral(" of step time")},
     };
@@ -109,7 +111,7 @@ void paintEnvironment(ReportCanvas &c, const ReportData &d)
         {QStringLiteral("HIP runtime"), orDash(str(env, "hip_runtime"))},
         {QStringLiteral("Driver"), orDash(str(env, "driver_version"))},
         {QStringLiteral("Device"), QStringLiteral("%1: %2, %3, compute capability %4, %5 device(s)")
-                                       .arg(str(env, "device"), str(env, "device_name"), num(env, "device_memory_bytes") > 0 ? formatBytes(num(env, "device_memory_bytes")) : QStringLiteral("memory not reported"),
+                                       .arg(str(env, "device"), str(env, "device_name"), num(env, "device_memory_bytes") > 0 ? sizeText(num(env, "device_memory_bytes")) : QStringLiteral("memory not reported"),
                                             orDash(str(env, "compute_capability")))
                                        .arg(static_cast<int>(num(env, "device_count")))},
         {QStringLiteral("CPU / OS"), QStringLiteral("%1, %2 threads; %3").arg(str(env, "cpu")).arg(static_cast<int>(num(env, "cpu_threads"))).arg(str(env, "os"))},
@@ -128,7 +130,7 @@ void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
     const double measured = num(d.run.summary, "peak_allocated_bytes");
     if (!d.estimate) {
         c.paragraph(QStringLiteral("No prediction: ") + qs(d.estimateError.empty() ? d.configError : d.estimateError));
-        c.keyValues({{QStringLiteral("Measured peak allocated"), formatBytes(measured)}});
+        c.keyValues({{QStringLiteral("Measured peak allocated"), sizeText(measured)}});
         return;
     }
     const MemoryEstimate &e = *d.estimate;
@@ -145,18 +147,18 @@ void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
                     QStringLiteral("memory (%1)").arg(unitName), bars);
     c.space(4);
     std::vector<std::pair<QString, QString>> kv {
-        {QStringLiteral("Predicted peak allocated"), QStringLiteral("%1 (phase %2)").arg(formatBytes(static_cast<double>(e.peakAllocatedBytes)), qs(e.peakPhase))},
-        {QStringLiteral("Measured peak allocated"), measured > 0 ? formatBytes(measured) : QStringLiteral("not measured in this run")},
+        {QStringLiteral("Predicted peak allocated"), QStringLiteral("%1 (phase %2)").arg(formatBytes(e.peakAllocatedBytes), qs(e.peakPhase))},
+        {QStringLiteral("Measured peak allocated"), measured > 0 ? sizeText(measured) : QStringLiteral("not measured in this run")},
         {QStringLiteral("Measured / predicted"), e.peakAllocatedBytes > 0 && measured > 0 ? QString::number(measured / static_cast<double>(e.peakAllocatedBytes), 'f', 3)
                                                                                            : QStringLiteral("-")},
         {QStringLiteral("Predicted device total"), QStringLiteral("%1 (adds workspace %2 and framework %3)")
-                                                       .arg(formatBytes(static_cast<double>(e.totalBytes)), formatBytes(static_cast<double>(b.workspace)), formatBytes(static_cast<double>(b.framework)))},
-        {QStringLiteral("Measured peak device use"), formatBytes(num(d.run.summary, "peak_device_used_bytes"))},
+                                                       .arg(formatBytes(e.totalBytes), formatBytes(b.workspace), formatBytes(b.framework))},
+        {QStringLiteral("Measured peak device use"), sizeText(num(d.run.summary, "peak_device_used_bytes"))},
     };
     const QJsonObject byPhase = d.run.summary.value(QStringLiteral("peak_allocated_by_phase")).toObject();
     QStringList phases;
     for (auto it = byPhase.begin(); it != byPhase.end(); ++it)
-        phases << QStringLiteral("%1 %2").arg(it.key(), formatBytes(it.value().toDouble()));
+        phases << QStringLiteral("%1 %2").arg(it.key(), sizeText(it.value().toDouble()));
     kv.push_back({QStringLiteral("Measured peak by phase"), phases.join(QStringLiteral(", "))});
     c.keyValues(kv, 160);
 }
@@ -208,7 +210,7 @@ void paintStatistics(ReportCanvas &c, const ReportData &d)
     std::vector<QStringList> rows;
     for (const auto &p : d.phases)
         rows.push_back({QString::fromLatin1(toString(p.phase)), QString::number(p.step), formatMs(p.startMs), formatMs(p.durationMs),
-                        formatBytes(static_cast<double>(p.peakAllocatedBytes)), formatBytes(static_cast<double>(p.peakDeviceUsedBytes))});
+                        formatBytes(p.peakAllocatedBytes), formatBytes(p.peakDeviceUsedBytes)});
     if (!rows.empty())
         c.table({QStringLiteral("Phase"), QStringLiteral("First step"), QStringLiteral("Start"), QStringLiteral("Duration"), QStringLiteral("Peak allocated"),
                  QStringLiteral("Peak device use")},
@@ -232,7 +234,7 @@ void paintTimings(ReportCanvas &c, const ReportData &d)
     } else {
         std::vector<QStringList> rows;
         for (const auto &w : d.checkpoints)
-            rows.push_back({QString::number(w.step), formatBytes(static_cast<double>(w.bytes)), formatMs(w.writeMs),
+            rows.push_back({QString::number(w.step), formatBytes(w.bytes), formatMs(w.writeMs),
                             QStringLiteral("%1 MB/s").arg(w.writeMs > 0 ? static_cast<double>(w.bytes) / 1e6 / (w.writeMs / 1000.0) : 0.0, 0, 'f', 1), qs(w.path)});
         c.table({QStringLiteral("Checkpoint at step"), QStringLiteral("Size"), QStringLiteral("Write"), QStringLiteral("Rate"), QStringLiteral("Path")}, rows,
                 {0.14, 0.14, 0.14, 0.14, 0.44});
@@ -257,18 +259,6 @@ const QStringList &reportSectionTitles()
         QStringLiteral("Assumptions"),
     };
     return titles;
-}
-
-QString formatBytes(double bytes)
-{
-    const double kib = 1024.0, mib = kib * 1024, gib = mib * 1024;
-    if (std::abs(bytes) >= gib)
-        return QString::number(bytes / gib, 'f', 2) + QStringLiteral(" GiB");
-    if (std::abs(bytes) >= mib)
-        return QString::number(bytes / mib, 'f', 2) + QStringLiteral(" MiB");
-    if (std::abs(bytes) >= kib)
-        return QString::number(bytes / kib, 'f', 1) + QStringLiteral(" KiB");
-    return QString::number(bytes, 'f', 0) + QStringLiteral(" B");
 }
 
 QString formatCount(double count)

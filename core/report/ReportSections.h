@@ -25,8 +25,8 @@ void paintScaling(ReportCanvas &canvas, const ReportData &data);
 void paintComparison(ReportCanvas &canvas, const ReportData &data);
 void paintAssumptions(ReportCanvas &canvas, const ReportData &data);
 
-// Shared formatting: "5.84 MiB", "1.23 GiB"; "12.3 M" parameters; milliseconds with 2 decimals.
-QString formatBytes(double bytes);
+// Shared formatting (byte sizes: pb::formatBytes, util/Units.h): "12.3 M" parameters;
+// milliseconds with 2 decimals.
 QString formatCount(double count);
 QString formatMs(double ms);
 QString formatMoney(double value, const std::string &currency);

@@ -5,11 +5,11 @@
 #include "report/ReportData.h"
 #include "report/ReportSections.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QBuffer>
 #include <QPainter>
 #include <QPdfWriter>
-#include <QSaveFile>
 
 #include <spdlog/spdlog.h>
 
@@ -52,13 +52,12 @@ int renderReport(const ReportData &data, QIODevice &device)
 
 int writeRunReport(const HistoryStore &store, int64_t runId, const QString &pdfPath, const Catalog &catalog)
 {
+    checkOutputPath(pdfPath, databasePaths(store.path()), "--out");
     const ReportData data = loadReportData(store, runId, catalog);
-    QSaveFile file(pdfPath);
-    if (!file.open(QIODevice::WriteOnly))
-        throw InvalidInputError("--out", "cannot write " + pdfPath.toStdString() + ": " + file.errorString().toStdString());
-    const int pages = renderReport(data, file);
-    if (!file.commit())
-        throw InvalidInputError("--out", "cannot write " + pdfPath.toStdString() + ": " + file.errorString().toStdString());
+    QBuffer pdf;
+    pdf.open(QIODevice::WriteOnly);
+    const int pages = renderReport(data, pdf);
+    writeFileAtomically(pdfPath, pdf.data());
     spdlog::info("report of run {} written to {} ({} pages)", runId, pdfPath.toStdString(), pages);
     return pages;
 }

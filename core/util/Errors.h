@@ -21,11 +21,15 @@ private:
 class InvalidInputError : public PilotBenchError {
 public:
     InvalidInputError(std::string where, const std::string &message)
-        : PilotBenchError(ExitCode::InvalidInput, where.empty() ? message : where + ": " + message), m_where(std::move(where)) {}
+        : PilotBenchError(ExitCode::InvalidInput, where.empty() ? message : where + ": " + message), m_where(std::move(where)), m_message(message) {}
     const std::string &where() const { return m_where; }
+    // The rule without `where`, for re-throwing with more context. Not cut from what(): that stops
+    // at a NUL, which a field path taken from a JSON key can hold.
+    const std::string &message() const { return m_message; }
 
 private:
     std::string m_where;
+    std::string m_message;
 };
 
 } // namespace pb

@@ -3,35 +3,38 @@
 #include "catalog/CatalogJson.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QDir>
 #include <QFileInfo>
 #include <QJsonDocument>
-#include <QSaveFile>
-#include <QStandardPaths>
 
 #include <spdlog/spdlog.h>
 
 namespace pb {
 namespace {
 
-// Earlier versions kept the edited catalog in the data folder; it moves once, on first use.
+// Earlier versions kept the edited catalog in the doubled configuration folder
+// (pilotbench/pilotbench, Qt's organisation/application) and before that in the doubled data
+// folder; it moves once, on first use, and never over one already here.
 void adoptLegacyCatalog(const QString &path)
 {
-    const QString legacy = appDataDir() + QStringLiteral("/catalog.json");
-    if (QFileInfo::exists(path) || !QFileInfo::exists(legacy) || legacy == path)
+    if (QFileInfo::exists(path))
         return;
-    QDir().mkpath(QFileInfo(path).absolutePath());
-    if (QFile::rename(legacy, path) || (QFile::copy(legacy, path) && QFile::remove(legacy)))
-        spdlog::info("catalog: moved the edited catalog from {} to the configuration folder {}", legacy.toStdString(), path.toStdString());
+    for (const QString &dir : {legacyAppConfigDir(), legacyAppDataDir()}) {
+        const QString legacy = dir + QStringLiteral("/catalog.json");
+        if (!QFileInfo::exists(legacy))
+            continue;
+        QDir().mkpath(QFileInfo(path).absolutePath());
+        if (QFile::rename(legacy, path) || (QFile::copy(legacy, path) && QFile::remove(legacy)))
+            spdlog::info("catalog: moved the edited catalog from {} to the configuration folder {}", legacy.toStdString(), path.toStdString());
+        return;
+    }
 }
 
 } // namespace
 
-QString userCatalogPath()
-{
-    return QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation) + QStringLiteral("/catalog.json");
-}
+QString userCatalogPath() { return appConfigDir() + QStringLiteral("/catalog.json"); }
 
 Catalog activeCatalog(const QString &explicitPath)
 {
@@ -61,9 +64,7 @@ void saveUserCatalog(const Catalog &catalog)
     const QString path = userCatalogPath();
     if (!QDir().mkpath(QFileInfo(path).absolutePath()))
         throw PilotBenchError(ExitCode::Failure, "cannot create the configuration folder of " + path.toStdString());
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(catalogToJson(catalog)).toJson()) < 0 || !file.commit())
-        throw PilotBenchError(ExitCode::Failure, "the catalog could not be saved to " + path.toStdString() + ": " + file.errorString().toStdString());
+    writeFileAtomically(path, QJsonDocument(catalogToJson(catalog)).toJson());
 }
 
 std::string catalogSourceLabel(const Catalog &catalog)

@@ -10,7 +10,7 @@
 
 namespace pb {
 
-// $XDG_CONFIG_HOME/pilotbench/catalog.json (QStandardPaths::AppConfigLocation).
+// $XDG_CONFIG_HOME/pilotbench/catalog.json (util/AppPaths.h appConfigDir()).
 QString userCatalogPath();
 // The catalog in force. `explicitPath` set: that file. Otherwise the user's catalog when there is
 // one, else the built-in one. Throws InvalidInputError naming the file when the chosen file is

@@ -2,6 +2,7 @@
 
 #include "history/HistoryStore.h"
 #include "workflow/WatchedEvidence.h"
+#include "util/Units.h"
 
 #include <QCoreApplication>
 
@@ -116,9 +117,9 @@ StageStatus evaluateStage(const HistoryStore &store, int index, const QString &m
                      .arg(s.value(QStringLiteral("strategy")).toString())
                      .arg(s.value(QStringLiteral("scaling_efficiency")).toDouble(), 0, 'f', 3);
     } else if (s.value(QStringLiteral("step_time_p50_ms")).isDouble()) {
-        detail = tr(", p50 %1 ms, peak %2 MiB")
+        detail = tr(", p50 %1 ms, peak %2")
                      .arg(s.value(QStringLiteral("step_time_p50_ms")).toDouble(), 0, 'f', 1)
-                     .arg(s.value(QStringLiteral("peak_allocated_bytes")).toDouble() / (1024.0 * 1024.0), 0, 'f', 1);
+                     .arg(formatBytes(static_cast<int64_t>(s.value(QStringLiteral("peak_allocated_bytes")).toDouble()), 1));
     }
     const QString message = s.value(QStringLiteral("message")).toString();
     status.evidence = tr("Run %1 (%2) on %3, %4: %5%6%7")

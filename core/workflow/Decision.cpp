@@ -11,6 +11,7 @@
 #include "estimate/ModelStates.h"
 #include "history/HistoryStore.h"
 #include "util/Errors.h"
+#include "util/Units.h"
 
 #include <QJsonArray>
 
@@ -115,22 +116,22 @@ ComparisonRow chooseStrategy(Candidate &&candidate, int gpus)
         if (r.fits && (best < 0 || r.cost.totalCost < rows[static_cast<size_t>(best)].cost.totalCost - 1e-9))
             best = i;
     }
-    auto gib = [](int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024 * 1024), 1) + " GiB"; };
+    auto sizeText = [](int64_t bytes) { return formatBytes(bytes, 1).toStdString(); };
     if (best < 0) {
         best = 0;
         for (int i = 1; i < static_cast<int>(rows.size()); ++i)
             if (rows[static_cast<size_t>(i)].headroomBytes > rows[static_cast<size_t>(best)].headroomBytes)
                 best = i;
         ComparisonRow row = rows[static_cast<size_t>(best)];
-        row.strategyReason = "no strategy fits: even " + std::string(toString(row.strategy)) + " needs " + gib(row.peakBytes) + " per GPU of " + gib(row.usableBytes) + " usable";
+        row.strategyReason = "no strategy fits: even " + std::string(toString(row.strategy)) + " needs " + sizeText(row.peakBytes) + " per GPU of " + sizeText(row.usableBytes) + " usable";
         return row;
     }
     ComparisonRow row = rows[static_cast<size_t>(best)];
     if (row.strategy == ParallelStrategy::Ddp)
-        row.strategyReason = "ddp fits (" + gib(row.peakBytes) + " of " + gib(row.usableBytes) + " usable per GPU) and adds no communication";
+        row.strategyReason = "ddp fits (" + sizeText(row.peakBytes) + " of " + sizeText(row.usableBytes) + " usable per GPU) and adds no communication";
     else if (!ddp.fits)
-        row.strategyReason = std::string(toString(row.strategy)) + " because ddp needs " + gib(ddp.peakBytes) + " per GPU, more than the " + gib(ddp.usableBytes)
-                             + " usable; " + toString(row.strategy) + " needs " + gib(row.peakBytes) + " and adds " + fixed(row.commMsPerStep, 1) + " ms of communication per step";
+        row.strategyReason = std::string(toString(row.strategy)) + " because ddp needs " + sizeText(ddp.peakBytes) + " per GPU, more than the " + sizeText(ddp.usableBytes)
+                             + " usable; " + toString(row.strategy) + " needs " + sizeText(row.peakBytes) + " and adds " + fixed(row.commMsPerStep, 1) + " ms of communication per step";
     else
         row.strategyReason = std::string(toString(row.strategy)) + " costs less than ddp here";
     return row;

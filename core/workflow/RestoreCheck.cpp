@@ -29,10 +29,20 @@ QJsonObject lastSummary(const QByteArray &output)
 
 } // namespace
 
-RestoreCheckResult runRestoreCheck(const RunConfig &config, const RestoreCheckOptions &options)
+void checkRestoreCheckOptions(const RestoreCheckOptions &options)
 {
     if (options.stepsBefore < 1 || options.stepsAfter < 1)
         throw InvalidInputError("--steps-before/--steps-after", "both must be at least 1");
+    PilotOptions pilot;
+    pilot.device = options.device;
+    pilot.dropStateOnResume = options.dropState;
+    pilot.checkpointDir = options.checkpointDir.toStdString();
+    checkPilotOptions(pilot);
+}
+
+RestoreCheckResult runRestoreCheck(const RunConfig &config, const RestoreCheckOptions &options)
+{
+    checkRestoreCheckOptions(options);
     if (options.cliPath.isEmpty() || !QFileInfo::exists(options.cliPath))
         throw PilotBenchError(ExitCode::Failure, "pilotbench-cli not found at '" + options.cliPath.toStdString() + "' for the fresh-process restore");
     RestoreCheckResult result;

@@ -39,6 +39,8 @@ struct RestoreCheckResult {
     std::string message;
 };
 
+// Throws InvalidInputError naming the option for what needs no run to be found wrong.
+void checkRestoreCheckOptions(const RestoreCheckOptions &options);
 // Throws InvalidInputError for bad input; the verdict is in the result otherwise.
 RestoreCheckResult runRestoreCheck(const RunConfig &config, const RestoreCheckOptions &options);
 QJsonObject toJson(const RestoreCheckResult &result);

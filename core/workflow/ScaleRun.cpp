@@ -91,7 +91,8 @@ private:
 };
 
 // CPU ranks: consecutive slices of the CPUs this process may use, threadsPerRank each. CUDA
-// ranks: the CPUs nvidia-smi names as local to each rank's GPU. Nothing where neither is known.
+// ranks: the CPUs sysfs names as local to the GPU each rank's cuda:N is (after the inherited
+// CUDA_VISIBLE_DEVICES) that this process may use. Nothing where neither is known.
 std::vector<std::string> ScaleRun::rankCpus(const Topology &topology) const
 {
     std::vector<std::string> cpus;
@@ -105,13 +106,13 @@ std::vector<std::string> ScaleRun::rankCpus(const Topology &topology) const
                          allowedCpus().size());
         return cpus;
     }
-    const auto local = gpuCpuAffinity(topology.gpuMatrix);
+    const auto &gpus = topology.gpus.gpus;
     for (int rank = 0; rank < m_s.gpus; ++rank) {
-        const auto it = local.find(rank);
-        cpus.push_back(it == local.end() ? std::string() : it->second);
+        const auto r = static_cast<size_t>(rank);
+        cpus.push_back(r < gpus.size() ? gpus[r].bindCpus : std::string());
+        if (cpus.back().empty())
+            spdlog::info("rank {} is not bound to CPUs: {}", rank, r < gpus.size() ? gpus[r].note : "no GPU listed for cuda:" + std::to_string(rank) + " (" + topology.gpus.note + ")");
     }
-    if (local.empty())
-        spdlog::info("no CPU affinity per GPU from nvidia-smi topo -m: the ranks are not bound");
     return cpus;
 }
 
@@ -128,6 +129,9 @@ std::vector<WorkerSpec> ScaleRun::workerSpecs(const QString &workDir, int port) 
     }
     if (m_s.device == "cpu")
         environment.insert(QStringLiteral("OMP_NUM_THREADS"), QString::number(m_s.threadsPerRank));
+    // One host: NCCL's bootstrap listens on loopback too (the GPUs talk over NVLink/PCIe, not sockets).
+    if (m_s.device == "cuda" && !environment.contains(QStringLiteral("NCCL_SOCKET_IFNAME")))
+        environment.insert(QStringLiteral("NCCL_SOCKET_IFNAME"), QStringLiteral("lo"));
     std::vector<WorkerSpec> specs;
     for (int rank = 0; rank < m_s.gpus; ++rank) {
         WorkerSpec spec;
@@ -151,6 +155,7 @@ std::vector<WorkerSpec> ScaleRun::workerSpecs(const QString &workDir, int port) 
         r.rank = rank;
         r.worldSize = m_s.gpus;
         r.localRank = rank;
+        r.storeFile = QDir(workDir).filePath(QStringLiteral("rendezvous.store")).toStdString();
         spec.environment = environment;
         applyRendezvous(r, spec.environment);
         spec.logPath = QDir(workDir).filePath(QStringLiteral("rank%1.log").arg(rank));
@@ -183,6 +188,7 @@ ScaleRun::Baseline ScaleRun::runBaseline(const RunConfig &baselineConfig)
     PilotRecorder recorder(*m_writer, m_observer.baselineObserver(), m_s.stop);
     Baseline b;
     b.runId = recorder.begin(baselineConfig, m_s.options);
+    m_observer.runBegun(b.runId);
     DistributedPilotOptions local;
     if (!m_s.dumpDir.isEmpty())
         local.parameterDumpPath = QDir(m_s.dumpDir).filePath(QStringLiteral("baseline.f32")).toStdString();
@@ -279,6 +285,7 @@ ScaleRunResult ScaleRun::run()
     scaleOptions.device = m_s.device;
     PilotRecorder scaleRecorder(*m_writer, nullptr, nullptr);
     const int64_t runId = scaleRecorder.begin(m_s.config, scaleOptions, QStringLiteral("scale"), baseline.runId);
+    m_observer.runBegun(runId);
     QJsonObject details {{QStringLiteral("strategy"), QString::fromStdString(m_s.strategy)}, {QStringLiteral("gpus"), m_s.gpus},
                          {QStringLiteral("baseline_run_id"), static_cast<double>(baseline.runId)}, {QStringLiteral("topology"), m_topologyJson},
                          {QStringLiteral("warnings"), m_warnings}};

@@ -47,6 +47,9 @@ public:
     virtual void note(const QString &name, const QJsonObject &fields, const QString &text) = 0;
     // The baseline's own pilot events (steps, phases); nullptr: not shown.
     virtual PilotObserver *baselineObserver() { return nullptr; }
+    // A run entered the history: what follows belongs to it (the baseline's run while the baseline
+    // runs, then the scale run), so a front end can name it in its events.
+    virtual void runBegun(int64_t /*runId*/) {}
 };
 
 struct ScaleRunResult {

@@ -138,6 +138,8 @@ RecordedWatch runRecordedWatch(WatchRunRequest request, watch::WatchObserver &ob
     };
     RecordedWatch out;
     out.runId = writer.beginRun(start);
+    if (request.runBegun)
+        request.runBegun(out.runId);
     RecordingObserver recording(writer, out.runId, observer);
     out.result = guardRun(writer, out.runId, [&] { return watch::watchCommand(o, recording, std::move(backend)); });
 

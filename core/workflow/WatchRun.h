@@ -10,6 +10,7 @@
 #include <QString>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 namespace pb {
@@ -18,6 +19,9 @@ struct WatchRunRequest {
     watch::WatchOptions options;         // options.runDir "": a fresh folder under the data folder
     std::optional<RunConfig> config;     // the job's definition, when the user gives one
     QString database;
+    // Told the run's history id once it is begun, before the command starts, so a front end can
+    // name the run in every event it shows.
+    std::function<void(int64_t runId)> runBegun;
 };
 
 struct RecordedWatch {

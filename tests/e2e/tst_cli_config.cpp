@@ -24,6 +24,24 @@ QByteArray fileBytes(const QString &path)
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
 }
 
+// The CLI with HF_HUB_CACHE set to `cache`.
+Result cliWithHubCache(const QStringList &args, const QString &cache)
+{
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("HF_HUB_CACHE"), cache);
+    const pbtest::CliBytes raw = pbtest::runCliBytes(QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args, 120000, env);
+    return {raw.exitCode, QString::fromUtf8(raw.out), QString::fromUtf8(raw.err)};
+}
+
+bool writeFile(const QString &path, const QByteArray &bytes)
+{
+    QDir().mkpath(QFileInfo(path).absolutePath());
+    QFile f(path);
+    return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
+}
+
+const QString kCommit = QStringLiteral("4e20de362430cd3b72f300e6b0f18e50e7166e08");
+
 } // namespace
 
 class TestCliConfig : public QObject {
@@ -183,6 +201,60 @@ private Q_SLOTS:
         const Result missing = cli({QStringLiteral("config"), QStringLiteral("import-hf"), dir.filePath(QStringLiteral("none"))});
         QCOMPARE(missing.code, 2);
         QVERIFY2(missing.err.contains(QLatin1String("no such file or folder")), qPrintable(missing.err));
+    }
+    void importHfFromHubCache()
+    {
+        // A hub cache as huggingface_hub leaves it: refs/main names the commit of snapshots/<commit>.
+        QTemporaryDir cache;
+        const QString repo = cache.filePath(QStringLiteral("models--meta-llama--Llama-3.2-1B"));
+        QVERIFY(writeFile(repo + QStringLiteral("/refs/main"), kCommit.toUtf8()));
+        QVERIFY(writeFile(repo + QStringLiteral("/snapshots/") + kCommit + QStringLiteral("/config.json"),
+                          fileBytes(data("hf/hub/models--meta-llama--Llama-3.2-1B/snapshots/0123456789abcdef0123456789abcdef01234567/config.json"))));
+        const Result r = cliWithHubCache({QStringLiteral("config"), QStringLiteral("import-hf"), QStringLiteral("meta-llama/Llama-3.2-1B")}, cache.path());
+        QCOMPARE(r.code, 0);
+        const QJsonObject config = json(r);
+        QCOMPARE(config.value(QStringLiteral("name")).toString(), QStringLiteral("meta-llama/Llama-3.2-1B"));
+        const QJsonObject model = config.value(QStringLiteral("model")).toObject();
+        QCOMPARE(model.value(QStringLiteral("revision")).toString(), kCommit);
+        const QJsonObject scaling = model.value(QStringLiteral("rope_scaling")).toObject();
+        QCOMPARE(scaling.value(QStringLiteral("type")).toString(), QStringLiteral("llama3"));
+        QCOMPARE(scaling.value(QStringLiteral("factor")).toDouble(), 32.0);
+        QCOMPARE(scaling.value(QStringLiteral("original_max_positions")).toInt(), 8192);
+
+        // Not cached: exit 2 naming the repository and where it looked; nothing is downloaded.
+        QTemporaryDir empty;
+        const Result missing = cliWithHubCache({QStringLiteral("config"), QStringLiteral("import-hf"), QStringLiteral("meta-llama/Llama-3.1-8B")}, empty.path());
+        QCOMPARE(missing.code, 2);
+        QVERIFY2(missing.err.contains(QLatin1String("meta-llama/Llama-3.1-8B: ")), qPrintable(missing.err));
+        QVERIFY2(missing.err.contains(empty.path() + QStringLiteral("/models--meta-llama--Llama-3.1-8B")), qPrintable(missing.err));
+        QVERIFY2(missing.err.contains(QLatin1String("$HF_HUB_CACHE")), qPrintable(missing.err));
+        const Result revision = cliWithHubCache({QStringLiteral("config"), QStringLiteral("import-hf"), QStringLiteral("meta-llama/Llama-3.2-1B@v9")}, cache.path());
+        QCOMPARE(revision.code, 2);
+        QVERIFY2(revision.err.contains(QLatin1String("revision 'v9' is not in the Hugging Face cache")), qPrintable(revision.err));
+    }
+    void importHfRefusesUnsupportedRopeScaling_data()
+    {
+        QTest::addColumn<QByteArray>("scaling");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("string") << QByteArray(R"("llama3")") << "rope_scaling: expected an object";
+        QTest::newRow("array") << QByteArray("[32, 1, 4, 8192]") << "rope_scaling: expected an object";
+        QTest::newRow("yarn") << QByteArray(R"({"rope_type": "yarn", "factor": 4.0})") << "rope_scaling.rope_type: 'yarn' is not supported";
+        QTest::newRow("dynamic") << QByteArray(R"({"type": "dynamic", "factor": 2.0})") << "rope_scaling.type: 'dynamic' is not supported";
+    }
+    void importHfRefusesUnsupportedRopeScaling()
+    {
+        QFETCH(QByteArray, scaling);
+        QFETCH(QString, expected);
+        QJsonObject config = QJsonDocument::fromJson(fileBytes(data("hf/llama-3.1-8b/config.json"))).object();
+        QVERIFY(!config.isEmpty());
+        config.insert(QStringLiteral("rope_scaling"), QJsonDocument::fromJson("[" + scaling + "]").array().at(0));
+        QTemporaryDir dir;
+        QVERIFY(writeFile(dir.filePath(QStringLiteral("config.json")), QJsonDocument(config).toJson()));
+        const QString out = dir.filePath(QStringLiteral("out.json"));
+        const Result r = cli({QStringLiteral("config"), QStringLiteral("import-hf"), dir.path(), QStringLiteral("--out"), out});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(expected), qPrintable(r.err));
+        QVERIFY(!QFile::exists(out));
     }
     void badCommands()
     {

@@ -1,10 +1,12 @@
 // `pilotbench-cli estimate` as a user runs it: JSON shape, the four catalog cards, the
-// Llama-3.1-8B verdicts, a local-device entry, and exit code 2 for bad input.
+// Llama-3.1-8B verdicts, a local-device entry, exit code 3 when nothing fits and 2 for bad input.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QtTest>
+
+#include "util/Units.h"
 
 class TestCliEstimate final : public QObject {
     Q_OBJECT
@@ -67,6 +69,54 @@ private Q_SLOTS:
         QCOMPARE(entries.size(), 1);
         QCOMPARE(entries.at(0).toObject().value(QStringLiteral("card")).toString(), QStringLiteral("cpu"));
         QCOMPARE(entries.at(0).toObject().value(QStringLiteral("breakdown")).toObject().value(QStringLiteral("framework")).toDouble(), 0.0);
+    }
+
+    // Like compare: 3 when the run fits on none of the cards estimated, 0 when one fits; the
+    // estimates are printed either way.
+    void exitCodeSaysWhetherAnythingFits_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("code");
+        const QStringList full8b {QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--set"), QStringLiteral("train.mode=full"),
+                                  QStringLiteral("--set"), QStringLiteral("train.seq_len=2048"), QStringLiteral("--set"), QStringLiteral("train.micro_batch=1")};
+        QTest::newRow("full 8B on one A100") << full8b + QStringList {QStringLiteral("--card"), QStringLiteral("a100-sxm-80gb")} << 3;
+        QTest::newRow("full 8B on one H100, text") << full8b + QStringList {QStringLiteral("--card"), QStringLiteral("h100-sxm-80gb")} << 3;
+        QTest::newRow("full 8B on every card: an MI300X fits") << full8b << 0;
+        QTest::newRow("full 8B over 8 H100 with FSDP") << full8b + QStringList {QStringLiteral("--card"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("--gpus"),
+                                                                               QStringLiteral("8"), QStringLiteral("--strategy"), QStringLiteral("fsdp")}
+                                                       << 0;
+    }
+    void exitCodeSaysWhetherAnythingFits()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(int, code);
+        const bool text = QString::fromLatin1(QTest::currentDataTag()).endsWith(QLatin1String("text"));
+        QByteArray out;
+        QCOMPARE(run(text ? args : args + QStringList {QStringLiteral("--json")}, out), code);
+        if (text) {
+            QVERIFY2(out.contains("does NOT fit"), out.constData());
+            return;
+        }
+        bool anyFits = false;
+        const QJsonArray entries = QJsonDocument::fromJson(out).object().value(QStringLiteral("estimates")).toArray();
+        QVERIFY(!entries.isEmpty());
+        for (const auto &e : entries)
+            anyFits = anyFits || e.toObject().value(QStringLiteral("fits")).toBool();
+        QCOMPARE(anyFits, code == 0);
+    }
+
+    // Sizes in the text read in the unit that suits them (pb::formatBytes), not as "0.01 GiB".
+    void textWritesSizesInTheirUnit()
+    {
+        QByteArray json, text;
+        const QStringList args {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--no-calibration")};
+        QCOMPARE(run(args + QStringList {QStringLiteral("--json")}, json), 0);
+        QCOMPARE(run(args, text), 0);
+        const QJsonObject e = QJsonDocument::fromJson(json).object().value(QStringLiteral("estimates")).toArray().at(0).toObject();
+        const auto total = static_cast<int64_t>(e.value(QStringLiteral("total_bytes")).toDouble());
+        QVERIFY2(total < 1024LL * 1024 * 1024, "the tiny preset's CPU peak is below a GiB");
+        const QString line = QString::fromUtf8(text).section(QLatin1Char('\n'), 0, 0);
+        QVERIFY2(line.startsWith(QStringLiteral("cpu x1 none: %1 peak (").arg(pb::formatBytes(total))), qPrintable(line));
     }
 
     void badInput_data()

@@ -1,8 +1,10 @@
 // pilotbench-cli basics and the pilot command, run as a user would.
 #include "e2e/CliProcess.h"
+#include <QDateTime>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -70,6 +72,87 @@ private Q_SLOTS:
         QVERIFY(summary.value(QStringLiteral("mfu")).isNull());
         const auto history = cli({QStringLiteral("history"), QStringLiteral("--db"), db(), QStringLiteral("--json")});
         QVERIFY(history.out.contains(summary.value(QStringLiteral("config_hash")).toString().toUtf8()));
+    }
+
+    // Every line says when it happened and, once the run is in the history, which run it is.
+    void everyJsonlEventHasTimeAndRunId()
+    {
+        const auto r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("2"),
+                            QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--jsonl"), QStringLiteral("--db"), db()});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const auto list = events(r.out);
+        QVERIFY(list.size() > 3);
+        const double runId = list.last().value(QStringLiteral("run_id")).toDouble();
+        QVERIFY(runId >= 1);
+        const QDateTime before = QDateTime::currentDateTimeUtc().addSecs(-600);
+        QDateTime previous;
+        for (const auto &e : list) {
+            const QString event = e.value(QStringLiteral("event")).toString();
+            const QString text = e.value(QStringLiteral("time")).toString();
+            // ISO 8601 in UTC with milliseconds: 2025-01-31T12:34:56.789Z
+            QVERIFY2(QRegularExpression(QStringLiteral("^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z$")).match(text).hasMatch(), qPrintable(event + QStringLiteral(": ") + text));
+            const QDateTime time = QDateTime::fromString(text, Qt::ISODateWithMs);
+            QVERIFY(time.isValid() && time > before && time <= QDateTime::currentDateTimeUtc());
+            QVERIFY2(!previous.isValid() || time >= previous, qPrintable(event));
+            previous = time;
+            QVERIFY2(e.value(QStringLiteral("run_id")).toDouble() == runId, qPrintable(event));
+        }
+    }
+
+    // --memory-limit reads sizes as coreutils does: KB, MB, GB are powers of 1000; K, M and KiB,
+    // MiB powers of 1024. The engine's refusal names the limit it was given in bytes.
+    void memoryLimitUnits_data()
+    {
+        QTest::addColumn<QString>("size");
+        QTest::addColumn<qint64>("bytes");
+        QTest::newRow("MB") << QStringLiteral("1MB") << qint64(1000000);
+        QTest::newRow("mb") << QStringLiteral("1mb") << qint64(1000000);
+        QTest::newRow("kB, fraction") << QStringLiteral("1.5kB") << qint64(1500);
+        QTest::newRow("M") << QStringLiteral("1M") << qint64(1048576);
+        QTest::newRow("MiB") << QStringLiteral("1MiB") << qint64(1048576);
+        QTest::newRow("K") << QStringLiteral("512K") << qint64(524288);
+        QTest::newRow("bytes") << QStringLiteral("700000") << qint64(700000);
+    }
+    void memoryLimitUnits()
+    {
+        QFETCH(QString, size);
+        QFETCH(qint64, bytes);
+        const auto r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("1"),
+                            QStringLiteral("--warmup"), QStringLiteral("0"), QStringLiteral("--memory-limit"), size, QStringLiteral("--jsonl"), QStringLiteral("--db"), db()});
+        QCOMPARE(r.exitCode, 3);
+        const QString message = events(r.out).last().value(QStringLiteral("message")).toString();
+        QVERIFY2(message.contains(QStringLiteral("under a limit of %1 bytes").arg(bytes)), qPrintable(message));
+    }
+
+    // The help names the command it is for, and --help-all (listed by Qt's parser) is help too.
+    void helpNamesTheCommand_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("usage");
+        QTest::newRow("estimate") << QStringList {QStringLiteral("estimate"), QStringLiteral("--help")} << QStringLiteral("Usage: pilotbench-cli estimate [options]");
+        QTest::newRow("pilot -h") << QStringList {QStringLiteral("pilot"), QStringLiteral("-h")} << QStringLiteral("Usage: pilotbench-cli pilot [options]");
+        QTest::newRow("config show") << QStringList {QStringLiteral("config"), QStringLiteral("show"), QStringLiteral("--help")}
+                                     << QStringLiteral("Usage: pilotbench-cli config show [options] CONFIG");
+        QTest::newRow("catalog show") << QStringList {QStringLiteral("catalog"), QStringLiteral("show"), QStringLiteral("--help")}
+                                      << QStringLiteral("Usage: pilotbench-cli catalog show [options]");
+        QTest::newRow("history") << QStringList {QStringLiteral("history"), QStringLiteral("--help")} << QStringLiteral("Usage: pilotbench-cli history [options]");
+        QTest::newRow("estimate --help-all") << QStringList {QStringLiteral("estimate"), QStringLiteral("--help-all")}
+                                             << QStringLiteral("Usage: pilotbench-cli estimate [options]");
+        QTest::newRow("compare --help-all") << QStringList {QStringLiteral("compare"), QStringLiteral("--help-all")}
+                                            << QStringLiteral("Usage: pilotbench-cli compare [options]");
+        QTest::newRow("config new --help-all") << QStringList {QStringLiteral("config"), QStringLiteral("new"), QStringLiteral("--help-all")}
+                                               << QStringLiteral("Usage: pilotbench-cli config new [options]");
+    }
+    void helpNamesTheCommand()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, usage);
+        // Without a config: a command that ran instead of helping would exit 2 ("a config is required").
+        const auto r = cli(args);
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const QString out = QString::fromUtf8(r.out);
+        QVERIFY2(out.startsWith(usage), qPrintable(out.section(QLatin1Char('\n'), 0, 0)));
+        QVERIFY(out.contains(QStringLiteral("--help")));
     }
 
     void memoryLimitExitsThreeAndTheNextRunFits()

@@ -2,12 +2,15 @@
 // of one process at the doubled batch, the summary's figures are consistent with each other, both
 // runs are in the history (linked), a killed worker ends the step with a message and no orphan,
 // and bad --gpus / --strategy are exit 2.
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QRegularExpression>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
+#include <QSet>
 #include <QProcess>
 #include <QSqlDatabase>
 #include <QSqlQuery>
@@ -75,6 +78,52 @@ std::vector<float> readFloats(const QString &path)
 }
 
 bool gone(qint64 pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+// Listening TCP sockets (state 0A in /proc/net/tcp{,6}) by inode, with their local address in hex.
+QMap<QString, QString> listeningSockets()
+{
+    QMap<QString, QString> byInode;
+    for (const char *table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        QFile f(QString::fromLatin1(table));
+        if (!f.open(QIODevice::ReadOnly))
+            continue;
+        f.readLine();
+        while (!f.atEnd()) {
+            const QStringList cols = QString::fromLatin1(f.readLine()).simplified().split(QLatin1Char(' '));
+            if (cols.size() > 9 && cols[3] == QLatin1String("0A"))
+                byInode.insert(cols[9], cols[1].section(QLatin1Char(':'), 0, 0));
+        }
+    }
+    return byInode;
+}
+
+bool isLoopback(const QString &hexAddress)
+{
+    if (hexAddress.size() == 8) // IPv4, little-endian bytes: 127.x.x.x ends in 7F
+        return hexAddress.endsWith(QLatin1String("7F"));
+    // IPv6 ::1, or ::ffff:127.x.x.x
+    return hexAddress == QLatin1String("00000000000000000000000001000000") ||
+           (hexAddress.startsWith(QLatin1String("0000000000000000FFFF0000")) && hexAddress.endsWith(QLatin1String("7F")));
+}
+
+// Socket inodes held by processes whose command line contains `marker`.
+QSet<QString> socketsOf(const QByteArray &marker, int &processes)
+{
+    QSet<QString> inodes;
+    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
+        if (!pid.at(0).isDigit() || !cmdline.open(QIODevice::ReadOnly) || !cmdline.readAll().contains(marker))
+            continue;
+        ++processes;
+        const QDir fds(QStringLiteral("/proc/%1/fd").arg(pid));
+        for (const QString &fd : fds.entryList(QDir::Files | QDir::System)) {
+            const QString target = QFile::symLinkTarget(fds.filePath(fd));
+            if (target.contains(QLatin1String("socket:[")))
+                inodes.insert(target.section(QLatin1Char('['), 1).chopped(1));
+        }
+    }
+    return inodes;
+}
 
 } // namespace
 
@@ -178,6 +227,28 @@ private Q_SLOTS:
         QCOMPARE(samples.back().phase, pb::Phase::Train);
         QVERIFY(samples.back().stepTimeMs > 0);
         QCOMPARE(samples.back().tokens, int64_t(256) * gradAccum); // tiny: 4 x 64 tokens per micro-batch and rank
+
+        // Every JSON line has its time; the baseline's steps name the baseline run, the workers the
+        // scale run; the topology comes before either is recorded.
+        int steps = 0, workers = 0;
+        for (const auto &line : r.out.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+            const QJsonObject o = QJsonDocument::fromJson(line.toUtf8()).object();
+            const QString event = o.value(QStringLiteral("event")).toString();
+            const QString time = o.value(QStringLiteral("time")).toString();
+            QVERIFY2(time.endsWith(QLatin1Char('Z')) && time.size() == 24 && QDateTime::fromString(time, Qt::ISODateWithMs).isValid(), qPrintable(event + QStringLiteral(": ") + time));
+            const qint64 runId = static_cast<qint64>(o.value(QStringLiteral("run_id")).toDouble());
+            if (event == QLatin1String("step") || event == QLatin1String("phase")) {
+                steps += event == QLatin1String("step") ? 1 : 0;
+                QCOMPARE(runId, baselineId);
+            } else if (event == QLatin1String("worker_started")) {
+                ++workers;
+                QCOMPARE(runId, scaleId);
+            } else if (event == QLatin1String("topology")) {
+                QVERIFY(!o.contains(QStringLiteral("run_id")));
+            }
+        }
+        QCOMPARE(steps, 5);
+        QCOMPARE(workers, 2);
     }
 
     void zero2MatchesDdpWithLessOptimizerMemory()
@@ -390,6 +461,31 @@ private Q_SLOTS:
                                           << QStringLiteral("--strategy");
     }
 
+    // A scaling step on one host opens no listener beyond loopback: an unauthenticated TCPStore on
+    // every interface would let anyone on the network join or poison the rendezvous.
+    void singleHostListensOnLoopbackOnly()
+    {
+        QTemporaryDir dir;
+        QProcess p;
+        p.start(QStringLiteral(PB_CLI_PATH), base(dir) + QStringList {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("ddp"),
+                                                                       QStringLiteral("--steps"), QStringLiteral("40"), QStringLiteral("--warmup"), QStringLiteral("1")});
+        int sawWorkers = 0;
+        QStringList exposed;
+        while (!p.waitForFinished(100)) {
+            int processes = 0;
+            const QSet<QString> mine = socketsOf(QByteArrayLiteral("scale-worker"), processes);
+            sawWorkers = std::max(sawWorkers, processes);
+            const auto listening = listeningSockets();
+            for (auto it = listening.cbegin(); it != listening.cend(); ++it)
+                if (mine.contains(it.key()) && !isLoopback(it.value()))
+                    exposed << it.value();
+            QVERIFY2(p.state() != QProcess::NotRunning || p.exitCode() == 0, "scale ended early");
+        }
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY2(sawWorkers >= 2, "the workers were never seen running: the check saw nothing");
+        QVERIFY2(exposed.isEmpty(), qPrintable(QStringLiteral("listening beyond loopback at ") + exposed.join(QStringLiteral(", "))));
+    }
+
     void badArguments()
     {
         QFETCH(QStringList, args);
@@ -399,6 +495,31 @@ private Q_SLOTS:
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains(named), qPrintable(r.err));
         QVERIFY(!QFile::exists(dir.filePath(QStringLiteral("history.db")))); // refused before anything ran
+    }
+
+    // Every rank is a process of its own and writes its own log file (RANK from its launcher);
+    // other commands keep the main one, whatever RANK says.
+    void workersLogToFilesOfTheirOwn()
+    {
+        QTemporaryDir home;
+        const QString folder = home.filePath(QStringLiteral("pilotbench"));
+        auto run = [&](const QStringList &args, const QString &rank) {
+            QProcess p;
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.insert(QStringLiteral("XDG_DATA_HOME"), home.path());
+            env.insert(QStringLiteral("RANK"), rank);
+            p.setProcessEnvironment(env);
+            p.start(QStringLiteral(PB_CLI_PATH), args);
+            return p.waitForFinished(60000) && p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+        };
+        QCOMPARE(run({QStringLiteral("scale-worker"), QStringLiteral("--help")}, QStringLiteral("1")), 0);
+        QCOMPARE(run({QStringLiteral("scale-worker"), QStringLiteral("--help")}, QStringLiteral("2")), 0);
+        QVERIFY(QFile::exists(folder + QStringLiteral("/pilotbench.rank1.log")));
+        QVERIFY(QFile::exists(folder + QStringLiteral("/pilotbench.rank2.log")));
+        QVERIFY(!QFile::exists(folder + QStringLiteral("/pilotbench.log")));
+        QCOMPARE(run({QStringLiteral("presets")}, QStringLiteral("3")), 0);
+        QVERIFY(QFile::exists(folder + QStringLiteral("/pilotbench.log")));
+        QVERIFY(!QFile::exists(folder + QStringLiteral("/pilotbench.rank3.log")));
     }
 
     void workerUnderTorchrunEnvironment_data()

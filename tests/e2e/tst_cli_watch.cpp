@@ -4,6 +4,7 @@
 // the run recorded in the history and used by compare.
 #include "e2e/CliProcess.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -132,6 +133,31 @@ private Q_SLOTS:
         text.start(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")});
         QVERIFY(text.waitForFinished(60000));
         QVERIFY(QString::fromUtf8(text.readAllStandardOutput()).contains(QStringLiteral("(watch)")));
+    }
+
+    // Every JSON line says when it happened and which history run it belongs to: the run is begun
+    // before the command starts, so even "started" names it.
+    void everyEventHasTimeAndRunId()
+    {
+        const QString db = path(QStringLiteral("events.sqlite"));
+        const Result r = cli(base(db) + QStringList {QStringLiteral("--"), kPython, script("train_probe.py")}, {QStringLiteral("STEPS=3")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const double runId = eventOf(r.out, QStringLiteral("summary")).value(QStringLiteral("run_id")).toDouble();
+        QVERIFY(runId >= 1);
+        QCOMPARE(runs(db).at(0).toObject().value(QStringLiteral("id")).toDouble(), runId);
+        int lines = 0;
+        for (const QByteArray &line : r.out.split('\n')) {
+            if (line.trimmed().isEmpty())
+                continue;
+            ++lines;
+            const QJsonObject o = QJsonDocument::fromJson(line).object();
+            const QString event = o.value(QStringLiteral("event")).toString();
+            const QString time = o.value(QStringLiteral("time")).toString();
+            QVERIFY2(time.endsWith(QLatin1Char('Z')) && time.size() == 24 && QDateTime::fromString(time, Qt::ISODateWithMs).isValid(), qPrintable(event + QStringLiteral(": ") + time));
+            QVERIFY2(o.value(QStringLiteral("run_id")).toDouble() == runId, qPrintable(event));
+        }
+        QVERIFY(lines >= 5); // started, 3 steps, summary
+        QVERIFY(eventOf(r.out, QStringLiteral("started")).contains(QStringLiteral("run_id")));
     }
 
     // Without the probe: the Trainer's logged dicts and tqdm's counter give the steps and the loss.

@@ -5,7 +5,9 @@
 // placed on NVIDIA cards once a sharded strategy may be chosen.
 #include "e2e/CliProcess.h"
 
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -28,24 +30,28 @@ struct Result {
 
 class Cli {
 public:
-    explicit Cli(const QString &configHome) : m_configHome(configHome) {}
+    // `dataHome` empty: the test environment's data folder.
+    explicit Cli(const QString &configHome, const QString &dataHome = {}) : m_configHome(configHome), m_dataHome(dataHome) {}
     Result operator()(const QStringList &args, int timeoutMs = 240000) const
     {
         const pbtest::CliBytes r = pbtest::runCliBytes(QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args, timeoutMs, environment());
         return {r.exitCode, r.out, QString::fromUtf8(r.err)};
     }
     // The edited catalog's place for this test's own configuration folder (parallel tests must not
-    // see it): $XDG_CONFIG_HOME/<organisation>/<application>/catalog.json.
-    QString catalogPath() const { return m_configHome + QStringLiteral("/pilotbench/pilotbench/catalog.json"); }
+    // see it): $XDG_CONFIG_HOME/pilotbench/catalog.json.
+    QString catalogPath() const { return m_configHome + QStringLiteral("/pilotbench/catalog.json"); }
     QProcessEnvironment environment() const
     {
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("XDG_CONFIG_HOME"), m_configHome);
+        if (!m_dataHome.isEmpty())
+            env.insert(QStringLiteral("XDG_DATA_HOME"), m_dataHome);
         return env;
     }
 
 private:
     QString m_configHome;
+    QString m_dataHome;
 };
 
 QJsonObject json(const Result &r) { return QJsonDocument::fromJson(r.out).object(); }
@@ -320,6 +326,50 @@ private Q_SLOTS:
         r = run({QStringLiteral("catalog"), QStringLiteral("reset")});
         QCOMPARE(r.code, 0);
         QVERIFY(!QFile::exists(run.catalogPath()));
+    }
+
+    // Earlier versions doubled both folders (Qt's organisation/application, both "pilotbench"):
+    // the history and the edited catalog move to $XDG_DATA_HOME/pilotbench and
+    // $XDG_CONFIG_HOME/pilotbench on first use, and the commands use them there.
+    void doubledFoldersMoveOnFirstUse()
+    {
+        QTemporaryDir home;
+        const Cli run(home.filePath(QStringLiteral("config")), home.filePath(QStringLiteral("data")));
+        const QString legacyDb = home.filePath(QStringLiteral("data/pilotbench/pilotbench/history.sqlite"));
+        const QString db = home.filePath(QStringLiteral("data/pilotbench/history.sqlite"));
+        Result r = run({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("1"),
+                        QStringLiteral("--warmup"), QStringLiteral("0"), QStringLiteral("--db"), legacyDb});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        r = run({QStringLiteral("catalog"), QStringLiteral("export")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QJsonObject catalog = json(r);
+        catalog.insert(QStringLiteral("modelled_on"), QStringLiteral("2032-04-05"));
+        const QString legacyCatalog = home.filePath(QStringLiteral("config/pilotbench/pilotbench/catalog.json"));
+        QVERIFY(QDir().mkpath(QFileInfo(legacyCatalog).absolutePath()));
+        QFile file(legacyCatalog);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(QJsonDocument(catalog).toJson());
+        file.close();
+
+        r = run({QStringLiteral("history"), QStringLiteral("--json")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(json(r).value(QStringLiteral("database")).toString(), db);
+        QCOMPARE(json(r).value(QStringLiteral("runs")).toArray().size(), 1);
+        QVERIFY(!QFile::exists(legacyDb));
+
+        r = run({QStringLiteral("catalog"), QStringLiteral("--json")});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(json(r).value(QStringLiteral("source")).toString(), run.catalogPath());
+        QCOMPARE(json(r).value(QStringLiteral("modelled_on")).toString(), QStringLiteral("2032-04-05"));
+        QVERIFY(!QFile::exists(legacyCatalog));
+
+        // A history recorded again where earlier versions kept it is left alone: one is in use.
+        r = run({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("1"),
+                 QStringLiteral("--warmup"), QStringLiteral("0"), QStringLiteral("--db"), legacyDb});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        r = run({QStringLiteral("history"), QStringLiteral("--json")});
+        QCOMPARE(json(r).value(QStringLiteral("runs")).toArray().size(), 1);
+        QVERIFY(QFile::exists(legacyDb));
     }
 };
 

@@ -8,6 +8,7 @@
 #include "report/ReportSections.h"
 #include "report/ReportWriter.h"
 #include "util/Errors.h"
+#include "util/Units.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -44,9 +45,6 @@ QString pdfText(const QString &pdf)
         return {};
     return QString::fromUtf8(p.readAllStandardOutput());
 }
-
-// The tiny pilot's peak is a few MiB; written as the report's "x.xx MiB".
-QString mib(double bytes) { return QString::number(bytes / (1024.0 * 1024.0), 'f', 2) + QStringLiteral(" MiB"); }
 
 } // namespace
 
@@ -101,7 +99,7 @@ private Q_SLOTS:
         QVERIFY(text.contains(QRegularExpression(QStringLiteral("Measured steps\\s+5\\n"))));
         const double peak = s.value(QStringLiteral("peak_allocated_bytes")).toDouble();
         QVERIFY2(peak > 1024 * 1024 && peak < 1024.0 * 1024 * 1024, "the tiny pilot's peak should be in the MiB range");
-        QVERIFY(text.contains(QRegularExpression(QStringLiteral("Peak allocated\\s+") + QRegularExpression::escape(mib(peak)))));
+        QVERIFY(text.contains(QRegularExpression(QStringLiteral("Peak allocated\\s+") + QRegularExpression::escape(pb::formatBytes(static_cast<int64_t>(peak))))));
         QVERIFY(text.contains(QString::number(s.value(QStringLiteral("step_time_mean_ms")).toDouble(), 'f', 2) + QStringLiteral(" ms")));
         QVERIFY(text.contains(s.value(QStringLiteral("data_revision")).toString()));
         QVERIFY(text.contains(s.value(QStringLiteral("model_revision")).toString()));

@@ -3,6 +3,7 @@
 #include "catalog/CatalogJson.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QDialogButtonBox>
 #include <QFile>
@@ -13,7 +14,6 @@
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QVBoxLayout>
 
 namespace pb::ui {
@@ -74,13 +74,13 @@ void CatalogEditor::importFile()
     const QString path = QFileDialog::getOpenFileName(this, tr("Import a catalog"), QString(), tr("Catalog (*.json)"));
     if (path.isEmpty())
         return;
-    QFile file(path);
-    if (!file.open(QIODevice::ReadOnly)) {
-        m_error->setText(tr("%1 cannot be read: %2").arg(path, file.errorString()));
+    try {
+        m_text->setPlainText(QString::fromUtf8(readRegularFile(path, 16 * 1024 * 1024)));
+    } catch (const PilotBenchError &e) {
+        m_error->setText(QString::fromStdString(e.what()));
         m_error->show();
         return;
     }
-    m_text->setPlainText(QString::fromUtf8(file.readAll()));
     apply();
 }
 
@@ -91,9 +91,10 @@ void CatalogEditor::saveAs()
     const QString path = QFileDialog::getSaveFileName(this, tr("Save the catalog"), QStringLiteral("catalog.json"), tr("Catalog (*.json)"));
     if (path.isEmpty())
         return;
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(catalogToJson(m_catalog)).toJson()) < 0 || !file.commit()) {
-        m_error->setText(tr("%1 cannot be written: %2").arg(path, file.errorString()));
+    try {
+        writeFileAtomically(path, QJsonDocument(catalogToJson(m_catalog)).toJson());
+    } catch (const PilotBenchError &e) {
+        m_error->setText(QString::fromStdString(e.what()));
         m_error->show();
     }
 }

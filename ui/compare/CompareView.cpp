@@ -3,6 +3,7 @@
 #include "compare/CostHoursChart.h"
 #include "compare/HoursText.h"
 #include "config/RunConfigJson.h"
+#include "util/Units.h"
 #include "workflow/DecisionRun.h"
 
 #include <QComboBox>
@@ -37,8 +38,6 @@ QString stepTime(double ms)
 {
     return ms < 1 ? QString::number(ms * 1000, 'f', 2) + QStringLiteral(" \u00b5s") : QString::number(ms, 'f', 1) + QStringLiteral(" ms");
 }
-
-QString gib(int64_t bytes) { return QString::number(static_cast<double>(bytes) / (1024.0 * 1024 * 1024), 'f', 1) + QStringLiteral(" GiB"); }
 
 Outcome compute(const RunConfig &config, const Catalog &catalog, const ComparisonRequest &request, const QString &historyPath)
 {
@@ -320,7 +319,7 @@ void CompareView::showComparison(const Comparison &c)
     for (int i = 0; i < static_cast<int>(c.rows.size()); ++i) {
         const auto &r = c.rows[static_cast<size_t>(i)];
         const QStringList cells {qs(r.cardId), QString::number(r.gpus), QString::fromLatin1(toString(r.strategy)), r.fits ? tr("yes") : tr("no"),
-                                 gib(r.headroomBytes), QString::number(r.maxMicroBatch), stepTime(r.stepTimeMs), QString::fromLatin1(toString(r.stepTimeBasis)),
+                                 formatBytes(r.headroomBytes, 1), QString::number(r.maxMicroBatch), stepTime(r.stepTimeMs), QString::fromLatin1(toString(r.stepTimeBasis)),
                                  QString::number(r.tokensPerSecond, 'f', 0), hoursText(r.cost.jobHours), hoursText(r.cost.windowHours),
                                  qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2), QString::number(r.cost.costPerMillionTokens, 'f', 2),
                                  r.meetsDeadline ? tr("meets") : tr("misses")};

@@ -7,6 +7,7 @@
 #include "config/RunConfigJson.h"
 #include "estimate/CardCapacities.h"
 #include "estimate/MemoryEstimator.h"
+#include "util/Units.h"
 #include "workflow/StoredCalibration.h"
 
 #include <QComboBox>
@@ -268,9 +269,7 @@ void ConfigView::recompute()
         EstimateOptions cpu;
         cpu.device = DeviceKind::Cpu;
         const MemoryEstimate e = estimateMemory(c, cpu);
-        const double mib = static_cast<double>(e.peakAllocatedBytes) / (1024.0 * 1024.0);
-        const QString amount = mib < 10240 ? tr("%1 MiB").arg(mib, 0, 'f', 1) : tr("%1 GiB").arg(mib / 1024.0, 0, 'f', 1);
-        text += tr(" CPU pilot tensor peak: %1 (%2 phase).").arg(amount, QString::fromStdString(e.peakPhase));
+        text += tr(" CPU pilot tensor peak: %1 (%2 phase).").arg(formatBytes(e.peakAllocatedBytes, 1), QString::fromStdString(e.peakPhase));
     } catch (const std::exception &) {
         // The CPU line is a convenience; the per-card rows above already show any refusal.
     }

@@ -1,5 +1,7 @@
 #include "config/MemoryBudgetWidget.h"
 
+#include "util/Units.h"
+
 #include <QPainter>
 #include <QPainterPath>
 
@@ -10,7 +12,6 @@ namespace {
 
 constexpr int kLegendHeight = 22;
 constexpr int kRowHeight = 66;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 const QColor &segmentColor(size_t i)
 {
@@ -19,10 +20,8 @@ const QColor &segmentColor(size_t i)
     return colors[i % 7];
 }
 
-QString gib(int64_t bytes)
-{
-    return QString::number(static_cast<double>(bytes) / kGiB, 'f', bytes < 10 * kGiB ? 2 : 1);
-}
+// One decimal: the row's text shares its line with the bar.
+QString sizeText(int64_t bytes) { return formatBytes(bytes, 1); }
 
 } // namespace
 
@@ -161,12 +160,12 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
         QString verdict = (e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
         // Pilots measured on this card scale the estimate; the bar stays the raw breakdown.
         if (e.calibratedTotalBytes)
-            verdict += tr(" · calibrated %1 GiB by %2").arg(gib(*e.calibratedTotalBytes),
+            verdict += tr(" · calibrated %1 by %2").arg(sizeText(*e.calibratedTotalBytes),
                                                             e.calibrationSamples == 1 ? tr("1 pilot") : tr("%1 pilots").arg(e.calibrationSamples));
         p.setPen(e.fits ? QColor(0x20, 0x70, 0x20) : QColor(0xc0, 0x30, 0x30));
         p.drawText(QRect(textLeft, y, area.right() - textLeft, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(verdict, Qt::ElideRight, area.right() - textLeft));
-        const QString detail = tr("%1 of %2 GiB, usable %3 after headroom · peak: %4")
-                                   .arg(gib(e.totalBytes), gib(e.capacityBytes), gib(e.usableBytes), QString::fromStdString(e.peakPhase));
+        const QString detail = tr("%1 of %2, usable %3 after headroom · peak: %4")
+                                   .arg(sizeText(e.totalBytes), sizeText(e.capacityBytes), sizeText(e.usableBytes), QString::fromStdString(e.peakPhase));
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(QRect(barLeft, bar.bottom() + 2, barWidth, 20), Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(detail, Qt::ElideRight, barWidth));
         y += kRowHeight;

@@ -6,6 +6,7 @@
 #include "history/OverlayCharts.h"
 #include "history/RunTableModel.h"
 #include "report/ReportWriter.h"
+#include "util/Units.h"
 #include "workflow/CatalogSource.h"
 
 #include <QComboBox>
@@ -231,9 +232,13 @@ void HistoryView::openRun(qint64 runId)
         m_charts->setRun(m_store->samples(runId), m_store->phases(runId));
         m_openedRunId = runId;
         const QJsonObject &s = r.summary;
-        auto num = [&](const char *key, int decimals, double scale = 1.0) {
+        auto num = [&](const char *key, int decimals) {
             const QJsonValue v = s.value(QLatin1String(key));
-            return v.isDouble() ? QString::number(v.toDouble() / scale, 'f', decimals) : QStringLiteral("–");
+            return v.isDouble() ? QString::number(v.toDouble(), 'f', decimals) : QStringLiteral("–");
+        };
+        auto size = [&](const char *key) {
+            const QJsonValue v = s.value(QLatin1String(key));
+            return v.isDouble() ? formatBytes(static_cast<int64_t>(v.toDouble())) : QStringLiteral("–");
         };
         QString html = QStringLiteral("<h3>Run %1 · %2 · %3</h3>").arg(runId).arg(r.kind.toHtmlEscaped(), (r.verdict.isEmpty() ? r.status : r.verdict).toHtmlEscaped());
         html += QStringLiteral("<table cellspacing=4>");
@@ -246,8 +251,8 @@ void HistoryView::openRun(qint64 runId)
         row(tr("Step time p50 / p90 / p99"), num("step_time_p50_ms", 2) + QStringLiteral(" / ") + num("step_time_p90_ms", 2) + QStringLiteral(" / ") + num("step_time_p99_ms", 2) + QStringLiteral(" ms"));
         row(tr("Tokens/s"), num("tokens_per_s", 0));
         row(tr("MFU"), s.value(QStringLiteral("mfu")).isDouble() ? QString::number(100.0 * s.value(QStringLiteral("mfu")).toDouble(), 'f', 1) + QStringLiteral(" %") : tr("n/a"));
-        row(tr("Peak allocated"), num("peak_allocated_bytes", 1, 1024.0 * 1024.0) + QStringLiteral(" MiB"));
-        row(tr("Peak device used"), num("peak_device_used_bytes", 1, 1024.0 * 1024.0) + QStringLiteral(" MiB"));
+        row(tr("Peak allocated"), size("peak_allocated_bytes"));
+        row(tr("Peak device used"), size("peak_device_used_bytes"));
         row(tr("Data stall"), s.value(QStringLiteral("data_stall_fraction")).isDouble() ? QString::number(100.0 * s.value(QStringLiteral("data_stall_fraction")).toDouble(), 'f', 1) + QStringLiteral(" %") : QStringLiteral("–"));
         row(tr("Final loss"), num("final_loss", 4));
         row(tr("Config hash"), QString::fromStdString(r.configHash));

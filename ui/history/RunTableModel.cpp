@@ -1,6 +1,7 @@
 #include "history/RunTableModel.h"
 
 #include "history/HistoryStore.h"
+#include "util/Units.h"
 
 #include <QLocale>
 
@@ -72,14 +73,14 @@ QVariant RunTableModel::data(const QModelIndex &index, int role) const
         case Steps: return QVariant::fromValue<qlonglong>(r->sampleCount);
         case P50: return number("step_time_p50_ms");
         case TokensPerSecond: return number("tokens_per_s");
-        case PeakMiB: return number("peak_allocated_bytes");
+        case PeakAllocated: return number("peak_allocated_bytes");
         case Baseline: return r->pinnedBaseline;
         default: return data(index, Qt::DisplayRole);
         }
     }
     if (role == Qt::TextAlignmentRole) {
         switch (index.column()) {
-        case Id: case Steps: case P50: case TokensPerSecond: case PeakMiB: return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+        case Id: case Steps: case P50: case TokensPerSecond: case PeakAllocated: return QVariant(Qt::AlignRight | Qt::AlignVCenter);
         default: return {};
         }
     }
@@ -104,9 +105,9 @@ QVariant RunTableModel::data(const QModelIndex &index, int role) const
         const QVariant v = number("tokens_per_s");
         return v.isValid() ? QVariant(locale.toString(v.toDouble(), 'f', 0)) : QVariant();
     }
-    case PeakMiB: {
+    case PeakAllocated: {
         const QVariant v = number("peak_allocated_bytes");
-        return v.isValid() ? QVariant(QString::number(v.toDouble() / (1024.0 * 1024.0), 'f', 1)) : QVariant();
+        return v.isValid() ? QVariant(formatBytes(static_cast<int64_t>(v.toDouble()), 1)) : QVariant();
     }
     case Baseline: return r->pinnedBaseline ? QStringLiteral("★ baseline") : QString();
     case Tags: return r->tags.join(QStringLiteral(", "));
@@ -129,7 +130,7 @@ QVariant RunTableModel::headerData(int section, Qt::Orientation orientation, int
     case Steps: return tr("Samples");
     case P50: return tr("p50 (ms)");
     case TokensPerSecond: return tr("Tokens/s");
-    case PeakMiB: return tr("Peak (MiB)");
+    case PeakAllocated: return tr("Peak allocated");
     case Baseline: return tr("Baseline");
     case Tags: return tr("Tags");
     case Notes: return tr("Notes");

@@ -17,7 +17,7 @@ class RunTableModel final : public QAbstractTableModel {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(RunTableModel)
 public:
-    enum Column { Id, Started, Kind, Model, Device, Verdict, Steps, P50, TokensPerSecond, PeakMiB, Baseline, Tags, Notes, ColumnCount };
+    enum Column { Id, Started, Kind, Model, Device, Verdict, Steps, P50, TokensPerSecond, PeakAllocated, Baseline, Tags, Notes, ColumnCount };
     static constexpr int SortRole = Qt::UserRole + 1;
     static constexpr int RunIdRole = Qt::UserRole + 2;
 

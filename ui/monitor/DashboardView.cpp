@@ -9,6 +9,7 @@
 #include "monitor/SampleBuffer.h"
 #include "monitor/WatchController.h"
 #include "monitor/WatchPanel.h"
+#include "util/Units.h"
 
 #include <QComboBox>
 #include <QGridLayout>
@@ -360,7 +361,7 @@ void DashboardView::updateFigures()
     m_progress->setValue(static_cast<int>(std::min(m_lastStep, m_totalSteps)));
     const double remaining = static_cast<double>(m_totalSteps - m_lastStep);
     m_eta->setText(m_recentStepMs > 0 ? duration(remaining * m_recentStepMs / 1000.0) : QStringLiteral("–"));
-    m_peak->setText(QStringLiteral("%1 MiB").arg(static_cast<double>(m_peakAllocated) / (1024.0 * 1024.0), 0, 'f', 1));
+    m_peak->setText(formatBytes(m_peakAllocated, 1));
     if (m_measured == 0)
         return;
     // The charts' last full refresh computed it (a pass over every sample, at most ~5 Hz).
@@ -392,14 +393,14 @@ void DashboardView::onFinished(qint64 runId, const PilotSummary &summary, const 
     }
     m_mfu->setText(summary.mfu ? QStringLiteral("%1 %").arg(100.0 * *summary.mfu, 0, 'f', 1) : tr("n/a (device peak unknown)"));
     m_eta->setText(tr("done in %1").arg(duration(m_elapsed.elapsed() / 1000.0)));
-    QString text = tr("Run %1: %2. p50 %3 ms, p90 %4 ms, p99 %5 ms over %6 measured steps; peak allocated %7 MiB.")
+    QString text = tr("Run %1: %2. p50 %3 ms, p90 %4 ms, p99 %5 ms over %6 measured steps; peak allocated %7.")
                        .arg(runId)
                        .arg(m_lastVerdict)
                        .arg(summary.stepTimeP50Ms, 0, 'f', 1)
                        .arg(summary.stepTimeP90Ms, 0, 'f', 1)
                        .arg(summary.stepTimeP99Ms, 0, 'f', 1)
                        .arg(summary.measuredSteps)
-                       .arg(static_cast<double>(summary.peakAllocatedBytes) / (1024.0 * 1024.0), 0, 'f', 1);
+                       .arg(formatBytes(summary.peakAllocatedBytes, 1));
     if (!summary.message.empty())
         text += QLatin1Char(' ') + QString::fromStdString(summary.message);
     if (!historyError.isEmpty())

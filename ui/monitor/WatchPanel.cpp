@@ -1,6 +1,6 @@
 #include "monitor/WatchPanel.h"
 
-#include "report/ReportSections.h"
+#include "util/Units.h"
 
 #include <QCheckBox>
 #include <QDir>
@@ -41,7 +41,7 @@ QString expandHome(const QString &path)
     return path;
 }
 
-QString bytesText(int64_t bytes) { return bytes < 0 ? QStringLiteral("–") : report::formatBytes(static_cast<double>(bytes)); }
+QString bytesText(int64_t bytes) { return bytes < 0 ? QStringLiteral("–") : formatBytes(bytes); }
 
 // Where the peak memory figure comes from, in words: device used where a vendor library answers.
 QString peakSourceText(const QString &deviceSource)

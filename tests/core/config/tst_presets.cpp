@@ -46,6 +46,34 @@ private Q_SLOTS:
         QCOMPARE(c.model.headDim, qint64(64));
         QCOMPARE(c.model.ropeTheta, 500000.0);
     }
+    void ropeScalingAsPublished_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<double>("factor"); // 0: none
+        // rope_scaling of the models' config.json on the Hub: llama3, low 1, high 4, original 8192.
+        QTest::newRow("llama-3.2-1b") << "llama-3.2-1b" << 32.0;
+        QTest::newRow("llama-3.1-8b") << "llama-3.1-8b" << 8.0;
+        QTest::newRow("llama-3.1-70b") << "llama-3.1-70b" << 8.0;
+        QTest::newRow("mistral-7b") << "mistral-7b" << 0.0;
+        QTest::newRow("qwen2.5-7b") << "qwen2.5-7b" << 0.0;
+        QTest::newRow("qwen2.5-0.5b") << "qwen2.5-0.5b" << 0.0;
+        QTest::newRow("tiny") << "tiny" << 0.0;
+    }
+    void ropeScalingAsPublished()
+    {
+        QFETCH(QString, name);
+        QFETCH(double, factor);
+        const pb::RopeScaling s = pb::presetConfig(name).model.ropeScaling;
+        if (factor == 0) {
+            QCOMPARE(s.type, pb::RopeScalingType::None);
+            return;
+        }
+        QCOMPARE(s.type, pb::RopeScalingType::Llama3);
+        QCOMPARE(s.factor, factor);
+        QCOMPARE(s.lowFreqFactor, 1.0);
+        QCOMPARE(s.highFreqFactor, 4.0);
+        QCOMPARE(s.originalMaxPositions, qint64(8192));
+    }
     void tinyByHand()
     {
         const pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));

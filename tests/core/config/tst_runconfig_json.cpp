@@ -130,6 +130,51 @@ private Q_SLOTS:
         deadline.job.deadlineHours = 0.0; // set-but-zero differs from unset (null)
         QVERIFY(pb::configHash(deadline) != pb::configHash(pb::RunConfig {}));
     }
+    void configsWithoutRopeScalingKeepTheirHash()
+    {
+        // The hash of this file as printed by the build before rope scaling existed: a config
+        // without it must hash as before, or every recorded run and checkpoint stops matching its
+        // config. A new field must be written only when set to keep this.
+        const pb::RunConfig c = pb::loadRunConfig(fixture("tiny-copy.json"));
+        QCOMPARE(QString::fromStdString(pb::configHash(c)), QStringLiteral("0645ff0a4b35c76af0d8fb82fe05aa0d26035d4c8c7f129732b076e7b98afb63"));
+        QVERIFY(!pb::toJson(c).value(QStringLiteral("model")).toObject().contains(QStringLiteral("rope_scaling")));
+        // Naming type none is the same config as leaving it out.
+        QJsonObject json = pb::toJson(c);
+        QJsonObject model = json.value(QStringLiteral("model")).toObject();
+        model.insert(QStringLiteral("rope_scaling"), QJsonObject {{QStringLiteral("type"), QStringLiteral("none")}});
+        json.insert(QStringLiteral("model"), model);
+        QCOMPARE(pb::configHash(pb::runConfigFromJson(json)), pb::configHash(c));
+    }
+    void ropeScalingRoundTrips()
+    {
+        pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+        const std::string plainHash = pb::configHash(c);
+        c.model.ropeScaling = {pb::RopeScalingType::Llama3, 32, 1, 4, 8192};
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("run.json"));
+        pb::saveRunConfig(c, path);
+        const pb::RunConfig back = pb::loadRunConfig(path);
+        QCOMPARE(back.model.ropeScaling.type, pb::RopeScalingType::Llama3);
+        QCOMPARE(back.model.ropeScaling.factor, 32.0);
+        QCOMPARE(back.model.ropeScaling.lowFreqFactor, 1.0);
+        QCOMPARE(back.model.ropeScaling.highFreqFactor, 4.0);
+        QCOMPARE(back.model.ropeScaling.originalMaxPositions, qint64(8192));
+        QCOMPARE(pb::configHash(back), pb::configHash(c));
+        QVERIFY(pb::configHash(c) != plainHash);
+        const QJsonObject written = pb::toJson(c).value(QStringLiteral("model")).toObject().value(QStringLiteral("rope_scaling")).toObject();
+        QCOMPARE(written, (QJsonObject {{"type", "llama3"}, {"factor", 32}, {"low_freq_factor", 1}, {"high_freq_factor", 4}, {"original_max_positions", 8192}}));
+        // In the file it follows rope_theta.
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QByteArray text = file.readAll();
+        QVERIFY2(text.indexOf("\"rope_theta\"") < text.indexOf("\"rope_scaling\": {\n      \"type\": \"llama3\",\n      \"factor\": 32,"), text.constData());
+        QVERIFY(text.indexOf("\"rope_scaling\"") < text.indexOf("\"norm_eps\""));
+
+        // Linear scaling writes only the fields it uses.
+        c.model.ropeScaling = {pb::RopeScalingType::Linear, 4, 0, 0, 0};
+        QCOMPARE(pb::toJson(c).value(QStringLiteral("model")).toObject().value(QStringLiteral("rope_scaling")).toObject(), (QJsonObject {{"type", "linear"}, {"factor", 4}}));
+        QCOMPARE(pb::runConfigFromJson(pb::toJson(c)).model.ropeScaling.factor, 4.0);
+    }
     void minimalFileTakesDefaults()
     {
         const pb::RunConfig c = pb::loadRunConfig(fixture("minimal.json"));
@@ -189,6 +234,9 @@ private Q_SLOTS:
         QTest::newRow("null size") << R"({"model": {"layers": null}})" << "model.layers" << "got null";
         QTest::newRow("schema too old") << R"({"schema_version": 0})" << "schema_version" << "at least 1";
         QTest::newRow("top-level typo") << R"({"sede": 3})" << "sede" << "unknown key";
+        QTest::newRow("rope scaling as a string") << R"({"model": {"rope_scaling": "llama3"}})" << "model.rope_scaling" << "expected an object";
+        QTest::newRow("unknown rope scaling") << R"({"model": {"rope_scaling": {"type": "yarn"}}})" << "model.rope_scaling.type" << "unknown value 'yarn' (expected one of: none, llama3, linear)";
+        QTest::newRow("rope scaling typo") << R"({"model": {"rope_scaling": {"type": "llama3", "original_max_position_embeddings": 8192}}})" << "model.rope_scaling.original_max_position_embeddings" << "unknown key";
     }
     void wrongTypes()
     {

@@ -80,6 +80,18 @@ private Q_SLOTS:
         row("total steps 0", [](auto &c) { c.train.schedule.totalSteps = 0; }, "train.schedule.total_steps", "must be a positive integer");
         row("warmup negative", [](auto &c) { c.train.schedule.warmupSteps = -1; }, "train.schedule.warmup_steps", "must be 0 or more");
         row("min lr ratio 2", [](auto &c) { c.train.schedule.minLrRatio = 2; }, "train.schedule.min_lr_ratio", "must lie in [0, 1]");
+        // Rope scaling: each field its type needs, none it does not use.
+        const auto llama3 = [](pb::RunConfig &c) { c.model.ropeScaling = {pb::RopeScalingType::Llama3, 32, 1, 4, 8192}; };
+        row("rope factor without a type", [](auto &c) { c.model.ropeScaling.factor = 8; }, "model.rope_scaling.factor", "is only used by type llama3 or linear, not none");
+        row("llama3 without factor", [=](auto &c) { llama3(c); c.model.ropeScaling.factor = 0; }, "model.rope_scaling.factor", "is required by type llama3");
+        row("llama3 factor below 1", [=](auto &c) { llama3(c); c.model.ropeScaling.factor = 0.5; }, "model.rope_scaling.factor", "must lie in [1, inf), got 0.5");
+        row("llama3 without low factor", [=](auto &c) { llama3(c); c.model.ropeScaling.lowFreqFactor = 0; }, "model.rope_scaling.low_freq_factor", "is required by type llama3");
+        row("llama3 negative high factor", [=](auto &c) { llama3(c); c.model.ropeScaling.highFreqFactor = -4; }, "model.rope_scaling.high_freq_factor", "must lie in (0, inf)");
+        row("llama3 high not above low", [=](auto &c) { llama3(c); c.model.ropeScaling.highFreqFactor = 1; }, "model.rope_scaling.high_freq_factor", "must exceed model.rope_scaling.low_freq_factor (1 <= 1)");
+        row("llama3 without original context", [=](auto &c) { llama3(c); c.model.ropeScaling.originalMaxPositions = 0; }, "model.rope_scaling.original_max_positions", "is required by type llama3");
+        row("llama3 negative original context", [=](auto &c) { llama3(c); c.model.ropeScaling.originalMaxPositions = -8192; }, "model.rope_scaling.original_max_positions", "must be a positive integer");
+        row("linear without factor", [](auto &c) { c.model.ropeScaling.type = pb::RopeScalingType::Linear; }, "model.rope_scaling.factor", "is required by type linear");
+        row("linear with a llama3 field", [](auto &c) { c.model.ropeScaling = {pb::RopeScalingType::Linear, 2, 0, 4, 0}; }, "model.rope_scaling.high_freq_factor", "is only used by type llama3, not linear");
         // Schedules of validation and checkpoints.
         row("validation every negative", [](auto &c) { c.validation.everySteps = -1; }, "validation.every_steps", "must be 0 or more");
         row("validation without batches", [](auto &c) { c.validation.everySteps = 10; c.validation.batches = 0; }, "validation.batches", "must be positive when validation.every_steps is set");
@@ -97,12 +109,15 @@ private Q_SLOTS:
         row("epochs without dataset", [](auto &c) { c.job.unit = pb::JobUnit::Epochs; c.job.datasetTokens = 0; }, "job.dataset_tokens", "must lie in (0, inf)");
         row("deadline 0", [](auto &c) { c.job.deadlineHours = 0.0; }, "job.deadline_hours", "must lie in (0, inf)");
         // Overflow: each size is representable, their products are not; never wrapped.
-        row("parameter count overflow", [](auto &c) { c.model.hiddenSize = int64_t(1) << 40; c.model.intermediateSize = int64_t(1) << 40; c.model.maxPositions = 1 << 20; }, "model", "parameter count overflows");
-        row("int64 overflow", [](auto &c) { c.model.vocabSize = int64_t(1) << 62; c.model.hiddenSize = int64_t(1) << 62; }, "model", "parameter count overflows");
+        // Sizes beyond any model are refused by name before any product is formed.
+        row("hidden size beyond any model", [](auto &c) { c.model.hiddenSize = int64_t(1) << 40; c.model.intermediateSize = int64_t(1) << 40; c.model.maxPositions = 1 << 20; }, "model.hidden_size", "at most 1048576 is supported");
+        row("vocabulary beyond any model", [](auto &c) { c.model.vocabSize = int64_t(1) << 62; }, "model.vocab_size", "at most 16777216 is supported");
+        row("max positions beyond any model", [](auto &c) { c.model.maxPositions = int64_t(1) << 31; }, "model.max_positions", "at most 16777216 is supported");
+        row("parameter count overflow", [](auto &c) { c.model.layers = 4096; c.model.hiddenSize = int64_t(1) << 20; c.model.intermediateSize = int64_t(1) << 22; c.model.attentionHeads = 1 << 14; c.model.kvHeads = 1 << 14; }, "model", "parameter count overflows");
         row("tokens per step overflow", [](auto &c) { c.train.microBatch = int64_t(1) << 30; c.train.gradAccum = int64_t(1) << 30; }, "train.grad_accum", "tokens per optimizer step");
         row("tokens per micro-batch overflow", [](auto &c) { c.train.microBatch = int64_t(1) << 50; }, "train.micro_batch", "tokens per micro-batch");
         row("activation overflow", [](auto &c) { c.train.microBatch = int64_t(1) << 42; }, "train.micro_batch", "activation elements");
-        row("attention scores overflow", [](auto &c) { c.model.maxPositions = int64_t(1) << 26; c.train.seqLen = int64_t(1) << 26; c.train.microBatch = 1; c.model.vocabSize = 2; }, "train.seq_len", "attention score elements");
+        row("attention scores overflow", [](auto &c) { c.model.maxPositions = int64_t(1) << 24; c.train.seqLen = int64_t(1) << 24; c.train.microBatch = 64; c.model.vocabSize = 2; }, "train.seq_len", "attention score elements");
     }
     void rules()
     {
@@ -142,6 +157,14 @@ private Q_SLOTS:
         QVERIFY2(pb::validateRunConfig(c).empty(), qPrintable(describe(pb::validateRunConfig(c))));
         c.train.mode = pb::TrainMode::Freeze;
         c.train.trainable = {"lm_head", "layers.1."};
+        QVERIFY2(pb::validateRunConfig(c).empty(), qPrintable(describe(pb::validateRunConfig(c))));
+    }
+    void validRopeScaling()
+    {
+        pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+        c.model.ropeScaling = {pb::RopeScalingType::Llama3, 32, 1, 4, 8192};
+        QVERIFY2(pb::validateRunConfig(c).empty(), qPrintable(describe(pb::validateRunConfig(c))));
+        c.model.ropeScaling = {pb::RopeScalingType::Linear, 2, 0, 0, 0};
         QVERIFY2(pb::validateRunConfig(c).empty(), qPrintable(describe(pb::validateRunConfig(c))));
     }
     void everyIssueIsListed()

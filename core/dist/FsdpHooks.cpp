@@ -49,7 +49,7 @@ FsdpHooks::FsdpHooks(c10::intrusive_ptr<compat::CollectiveGroup> group, const Re
 
 FsdpHooks::~FsdpHooks()
 {
-    if (m_model)
+    if (m_model && !m_modelAlive.expired())
         m_model->setBlockHooks(nullptr);
 }
 
@@ -57,6 +57,7 @@ void FsdpHooks::shardModel(DecoderModelImpl &model)
 {
     torch::NoGradGuard noGrad;
     m_model = &model;
+    m_modelAlive = model.shared_from_this();
     std::vector<std::vector<torch::Tensor>> unitParams;
     for (auto &block : model.stack->blocks)
         unitParams.push_back(block->parameters());

@@ -55,6 +55,9 @@ private:
     bool m_nccl;
     double m_gradClip;
     DecoderModelImpl *m_model = nullptr;
+    // The engine frees its model before the hooks are destroyed: only a model still alive is told
+    // to drop them (writing into a freed one corrupted the heap).
+    std::weak_ptr<torch::nn::Module> m_modelAlive;
     std::vector<Unit> m_units;               // blocks 0..L-1, then the root unit
     std::mutex m_mutex;                      // backward runs the hooks on a device thread
     double m_commMs = 0;                     // this step's so far

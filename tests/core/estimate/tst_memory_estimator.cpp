@@ -229,12 +229,12 @@ private Q_SLOTS:
         QCOMPARE(ddpStep.optimizer, 9408LL + 2048LL);
         o.gpus = 4;
         o.strategy = ParallelStrategy::Fsdp;
-        const auto &fsdpStep = estimateMemory(c, o).phases[2].breakdown;
+        const auto fsdpStep = estimateMemory(c, o).phases[2].breakdown; // a copy: the estimate is a temporary
         QCOMPARE(fsdpStep.trainableWeights, 4704LL / 4);
         QCOMPARE(fsdpStep.gradients, 4704LL / 4);
         QCOMPARE(fsdpStep.optimizer, (9408LL + 2048LL) / 4);
         o.strategy = ParallelStrategy::Zero1;
-        const auto &zero1Step = estimateMemory(c, o).phases[2].breakdown;
+        const auto zero1Step = estimateMemory(c, o).phases[2].breakdown;
         QCOMPARE(zero1Step.trainableWeights, 4704LL);
         QCOMPARE(zero1Step.gradients, 4704LL);
         QCOMPARE(zero1Step.optimizer, (9408LL + 2048LL) / 4);

@@ -36,10 +36,9 @@ int runReport(CliContext &ctx)
     if (!qobject_cast<QGuiApplication *>(QCoreApplication::instance()))
         throw PilotBenchError(ExitCode::Failure, "the report needs a QGuiApplication (a build defect in main.cpp)");
     const QString database = databaseFrom(parser);
-    auto keep = databasePaths(database);
+    // The writer keeps the report off the database; the catalog file is only this command's input.
     if (parser.isSet(QStringLiteral("catalog")))
-        keep.append({parser.value(QStringLiteral("catalog")), QStringLiteral("the catalog file")});
-    checkOutputPath(out, keep, "--out");
+        checkOutputPath(out, {{parser.value(QStringLiteral("catalog")), QStringLiteral("the catalog file")}}, "--out");
     const int pages = report::writeRunReport(database, runId, out, activeCatalog(parser.value(QStringLiteral("catalog"))));
     ctx.out << "report of run " << runId << " written to " << out << " (" << pages << " pages)\n";
     return static_cast<int>(ExitCode::Ok);

@@ -208,6 +208,18 @@ std::string hfRevision(const QString &folder, const QJsonObject &json)
     return "";
 }
 
+RunConfig hfRunConfig(const QJsonObject &json, const std::string &where)
+{
+    RunConfig c;
+    c.model = hfModelShape(json, where);
+    // Training defaults stay RunConfig's, except a sequence the model cannot hold.
+    c.train.seqLen = std::min(c.train.seqLen, c.model.maxPositions);
+    const auto issues = validateRunConfig(c);
+    if (!issues.empty())
+        throw InvalidInputError(where + " -> " + issues.front().field, issues.front().message);
+    return c;
+}
+
 RunConfig importHfConfig(const QString &path)
 {
     const QFileInfo info(path);
@@ -226,8 +238,7 @@ RunConfig importHfConfig(const QString &path)
         throw InvalidInputError(path.toStdString(), "no config.json in this folder");
     const QJsonObject json = readConfigJson(file);
 
-    RunConfig c;
-    c.model = hfModelShape(json, file.toStdString());
+    RunConfig c = hfRunConfig(json, file.toStdString());
     c.model.revision = hfRevision(folder, json);
     if (!QDir(folder).entryList({QStringLiteral("*.safetensors")}, QDir::Files).isEmpty())
         c.model.weightsPath = folder.toStdString();
@@ -239,11 +250,6 @@ RunConfig importHfConfig(const QString &path)
         c.name = nameOrPath.toString().toStdString();
     else if (snapshots.dirName() == QLatin1String("snapshots") && repoDir.startsWith(QLatin1String("models--")))
         c.name = repoDir.mid(8).replace(QStringLiteral("--"), QStringLiteral("/")).toStdString();
-    // Training defaults stay RunConfig's, except a sequence the model cannot hold.
-    c.train.seqLen = std::min(c.train.seqLen, c.model.maxPositions);
-    const auto issues = validateRunConfig(c);
-    if (!issues.empty())
-        throw InvalidInputError(file.toStdString() + " -> " + issues.front().field, issues.front().message);
     return c;
 }
 

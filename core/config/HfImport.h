@@ -19,6 +19,10 @@ namespace pb {
 RunConfig importHfConfig(const QString &path);
 // The model shape of a parsed config.json; `where` (the file) prefixes field names in errors.
 ModelShape hfModelShape(const QJsonObject &json, const std::string &where);
+// The run config a config.json's object defines on its own (no folder: no revision, weights or
+// name): its model shape, RunConfig's training defaults with the sequence capped at the model's
+// positions, validated. Throws InvalidInputError naming `where` and the field.
+RunConfig hfRunConfig(const QJsonObject &json, const std::string &where);
 // The revision the folder records, first found of: a `revision` file, config.json's `_commit_hash`,
 // the folder's name when it is a Hugging Face cache `snapshots/<hash>` folder; "" otherwise.
 std::string hfRevision(const QString &folder, const QJsonObject &json);

@@ -20,13 +20,13 @@ struct CliBytes {
     QByteArray out, err;
 };
 
-// `environment` empty: this process's own.
-inline CliBytes runCliBytes(const QStringList &args, int timeoutMs = 300000, const QProcessEnvironment &environment = {})
+// `program` with `args`; `environment` empty: this process's own.
+inline CliBytes runProgramBytes(const QString &program, const QStringList &args, int timeoutMs = 300000, const QProcessEnvironment &environment = {})
 {
     QProcess p;
     if (!environment.isEmpty())
         p.setProcessEnvironment(environment);
-    p.start(QStringLiteral(PB_CLI_PATH), args);
+    p.start(program, args);
     CliBytes r;
     if (!p.waitForFinished(timeoutMs)) {
         p.kill();
@@ -38,6 +38,11 @@ inline CliBytes runCliBytes(const QStringList &args, int timeoutMs = 300000, con
     r.out = p.readAllStandardOutput();
     r.err = p.readAllStandardError();
     return r;
+}
+
+inline CliBytes runCliBytes(const QStringList &args, int timeoutMs = 300000, const QProcessEnvironment &environment = {})
+{
+    return runProgramBytes(QStringLiteral(PB_CLI_PATH), args, timeoutMs, environment);
 }
 
 // With --log-level warn, so stderr holds only what the user must see.

@@ -19,20 +19,11 @@ namespace {
 // Runs the CLI with files limited to `kib` KiB.
 pbtest::CliResult runLimited(int kib, const QStringList &args)
 {
-    QProcess p;
-    p.start(QStringLiteral("/bin/sh"), QStringList {QStringLiteral("-c"), QStringLiteral("trap '' XFSZ; ulimit -f %1; exec \"$0\" \"$@\"").arg(kib),
-                                                    QStringLiteral(PB_CLI_PATH), QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
-    pbtest::CliResult r;
-    if (!p.waitForFinished(300000)) {
-        p.kill();
-        p.waitForFinished();
-        return r;
-    }
-    // A crash (abort on an uncaught exception) shows as -1, never as a plain failure.
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
+    // The shell execs the CLI, so a crash (abort on an uncaught exception) still shows as -1.
+    const pbtest::CliBytes raw = pbtest::runProgramBytes(
+        QStringLiteral("/bin/sh"), QStringList {QStringLiteral("-c"), QStringLiteral("trap '' XFSZ; ulimit -f %1; exec \"$0\" \"$@\"").arg(kib),
+                                                QStringLiteral(PB_CLI_PATH), QStringLiteral("--log-level"), QStringLiteral("warn")} + args);
+    return {raw.exitCode, QString::fromUtf8(raw.out), QString::fromUtf8(raw.err)};
 }
 
 QByteArray digest(const QString &path)

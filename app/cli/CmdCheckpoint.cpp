@@ -13,6 +13,9 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QJsonArray>
+#include <QThread>
+
+#include <algorithm>
 
 namespace pb::cli {
 namespace {
@@ -51,7 +54,12 @@ int runRestoreCheckCommand(CliContext &ctx)
     parser.addOptions({
         {QStringLiteral("config"), QStringLiteral("Run config: a JSON file or preset:NAME."), QStringLiteral("file")},
         {QStringLiteral("set"), QStringLiteral("Override a config field (repeatable)."), QStringLiteral("path=value")},
-        {QStringLiteral("device"), QStringLiteral("cpu or cuda:N (default cpu)."), QStringLiteral("device"), QStringLiteral("cpu")},
+        {QStringLiteral("device"), QStringLiteral("cpu or cuda:N (default cpu); with --gpus above 1, cpu or cuda."), QStringLiteral("device"), QStringLiteral("cpu")},
+        {QStringLiteral("gpus"), QStringLiteral("Ranks (default 1). Above 1: a sharded checkpoint of --strategy, restored in as many fresh processes."), QStringLiteral("n"),
+         QStringLiteral("1")},
+        {QStringLiteral("strategy"), QStringLiteral("With --gpus: ddp (default), zero2 or fsdp."), QStringLiteral("name"), QStringLiteral("ddp")},
+        {QStringLiteral("threads"), QStringLiteral("With --gpus on cpu: threads per rank (default: the cores shared out)."), QStringLiteral("n")},
+        {QStringLiteral("timeout"), QStringLiteral("With --gpus: seconds each launch of the ranks may take (default 1800)."), QStringLiteral("s"), QStringLiteral("1800")},
         {QStringLiteral("steps-before"), QStringLiteral("Steps before the checkpoint, K (default 4)."), QStringLiteral("k"), QStringLiteral("4")},
         {QStringLiteral("steps-after"), QStringLiteral("Steps after the restore, M (default 4)."), QStringLiteral("m"), QStringLiteral("4")},
         {QStringLiteral("checkpoint-dir"), QStringLiteral("Working folder for the checkpoint (default: the data folder)."), QStringLiteral("dir")},
@@ -76,6 +84,18 @@ int runRestoreCheckCommand(CliContext &ctx)
         throw InvalidInputError("--steps-before", "must be an integer >= 1");
     if (!okM || options.stepsAfter < 1)
         throw InvalidInputError("--steps-after", "must be an integer >= 1");
+    auto integer = [&parser](const QString &name, int minimum) {
+        bool ok = false;
+        const int value = parser.value(name).toInt(&ok);
+        if (!ok || value < minimum)
+            throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
+        return value;
+    };
+    options.gpus = integer(QStringLiteral("gpus"), 1);
+    options.strategy = parser.value(QStringLiteral("strategy")).toStdString();
+    options.timeoutSeconds = integer(QStringLiteral("timeout"), 1);
+    options.threadsPerRank = parser.isSet(QStringLiteral("threads")) ? integer(QStringLiteral("threads"), 1)
+                                                                     : std::max(1, QThread::idealThreadCount() / std::max(options.gpus, 1));
     options.checkpointDir = parser.isSet(QStringLiteral("checkpoint-dir")) ? parser.value(QStringLiteral("checkpoint-dir"))
                                                                             : appDataDir() + QStringLiteral("/checkpoints");
     options.cliPath = QCoreApplication::applicationFilePath();
@@ -100,7 +120,8 @@ int runRestoreCheckCommand(CliContext &ctx)
         ctx.out << "\nmax |loss difference|: " << result.maxAbsLossDiff << "\ncheckpoint: " << formatBytes(result.checkpointBytes)
                 << ", write " << QString::number(result.checkpointWriteMs, 'f', 1) << " ms, verify " << QString::number(result.verifyMs, 'f', 1)
                 << " ms, restore " << QString::number(result.restoreMs, 'f', 1) << " ms, fresh process " << QString::number(result.freshProcessMs, 'f', 0)
-                << " ms\nrecorded as run " << runId << " in " << database << '\n';
+                << " ms" << (result.gpus > 1 ? QStringLiteral(" (%1 ranks, %2)").arg(result.gpus).arg(QString::fromStdString(result.strategy)) : QString())
+                << "\nrecorded as run " << runId << " in " << database << '\n';
     }
     return result.pass ? 0 : static_cast<int>(ExitCode::Failure);
 }

@@ -6,6 +6,7 @@
 #include "util/AppPaths.h"
 #include "util/Errors.h"
 #include "util/FileRules.h"
+#include "workflow/CheckpointThroughput.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -100,6 +101,12 @@ QJsonObject showJson(const HistoryStore &store, int64_t id, bool withSamples)
     return runJson(store, id, withSamples);
 }
 
+// GB/s of 1e9 bytes, the unit the decision's upload rate is given in; "-" where not measured.
+QString gigabytesPerSecond(double bytesPerSecond)
+{
+    return bytesPerSecond > 0 ? QString::number(bytesPerSecond / 1e9, 'f', 3) + QStringLiteral(" GB/s") : QStringLiteral("- GB/s");
+}
+
 void printShow(CliContext &ctx, const HistoryStore &store, int64_t id)
 {
     const RunRecord r = store.run(id);
@@ -138,7 +145,18 @@ void printShow(CliContext &ctx, const HistoryStore &store, int64_t id)
     for (const ValidationResult &v : store.validations(id))
         ctx.out << QStringLiteral("Validation at step %1: loss %2 over %3 batches in %4 ms\n").arg(v.step).arg(v.loss).arg(v.batches).arg(v.durationMs, 0, 'f', 1);
     for (const CheckpointWrite &w : store.checkpoints(id))
-        ctx.out << QStringLiteral("Checkpoint at step %1: %2 (%3 B in %4 ms)\n").arg(w.step).arg(QString::fromStdString(w.path)).arg(w.bytes).arg(w.writeMs, 0, 'f', 1);
+        ctx.out << QStringLiteral("Checkpoint at step %1: %2 (%3 B in %4 ms, %5)\n")
+                       .arg(w.step)
+                       .arg(QString::fromStdString(w.path))
+                       .arg(w.bytes)
+                       .arg(w.writeMs, 0, 'f', 1)
+                       .arg(gigabytesPerSecond(bytesPerSecond(static_cast<double>(w.bytes), w.writeMs)));
+    // The decision scales these rates to the planned job's checkpoint, so show them as rates.
+    if (r.kind == QLatin1String("restore-check")) {
+        const RestoreCheckThroughput t = restoreCheckThroughput(r);
+        ctx.out << "Checkpoint rates: write " << gigabytesPerSecond(t.writeBytesPerSecond) << ", verify " << gigabytesPerSecond(t.verifyBytesPerSecond)
+                << ", restore " << gigabytesPerSecond(t.restoreBytesPerSecond) << '\n';
+    }
 }
 
 QJsonValue jsonOrMissing(const QJsonValue &v) { return v.isUndefined() ? QJsonValue(QStringLiteral("(missing)")) : v; }

@@ -1,9 +1,13 @@
 #pragma once
-// Internal to the engine (includes torch). A checkpoint is a folder: model.pt (parameters and
-// buffers by name), optimizer.pt, rng.pt (CPU and every device generator), state.json (step, data
-// position, loss scale, config hash), config.json, and manifest.json with the size and SHA-256 of
-// every file. Files are written under temporary names, fsynced and renamed; the manifest comes
-// last, so a folder without one is never taken for a complete checkpoint.
+// Internal to the engine (includes torch). A checkpoint is a folder step-NNNNNNNN: the model's
+// parameters under their Hugging Face names in model*.safetensors, the optimizer state and the
+// RNG states (CPU and every device generator) in their own safetensors files, state.json (step,
+// each rank's data position and loss scale, config hash), config.json, and manifest.json with the
+// size and SHA-256 of every file (CheckpointLayout.h names them). It is written into a hidden
+// folder beside it, files hashed as they are written, the manifest last, then exchanged with any
+// earlier checkpoint of that step in one rename: a step folder is always complete.
+// Under DDP, ZeRO-2 or FSDP every rank calls these together: rank 0 writes what all ranks hold
+// alike, each rank its own shards and RNG states, and rank 0 the manifest over all of them.
 #include "checkpoint/CheckpointManifest.h"
 #include "result/PilotTypes.h"
 #include "engine/TrainingSession.h"
@@ -12,16 +16,22 @@
 
 namespace pb {
 
-// Writes `root`/step-NNNNNNNN for the session's current step; returns its path, size and time.
-CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &root);
+class DistributedHooks;
+
+// Writes `root`/step-NNNNNNNN for the session's current step; returns its path, size and time
+// (rank 0: the whole checkpoint's size; another rank: its own files').
+CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &root, DistributedHooks *dist = nullptr);
 // Verifies the manifest, then restores model, optimizer, RNG, step, data position and loss scale.
 // `path` is a step folder or a root holding them (the newest complete one is taken). Throws
 // InvalidInputError naming the file for anything missing, truncated, altered or mismatched.
 // `skip` names one piece left unrestored (proof tests show the check catches it).
-void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip = {}, ContentHashes hashes = ContentHashes::Check);
+// Reads version 1 too. A checkpoint restores onto the rank count and strategy that wrote it only.
+void restoreCheckpoint(TrainingSession &session, const std::string &path, const std::string &skip = {}, ContentHashes hashes = ContentHashes::Check,
+                       DistributedHooks *dist = nullptr);
 // SHA-256 (or plain text) of each piece of state: model, optimizer, schedule, rng, data_position,
 // loss_scale. Equal digests before a checkpoint and after its restore mean the restore was exact.
-std::map<std::string, std::string> stateDigest(TrainingSession &session);
+// Under FSDP the model's digest is this rank's shards'.
+std::map<std::string, std::string> stateDigest(TrainingSession &session, DistributedHooks *dist = nullptr);
 inline const std::vector<std::string> &statePieces()
 {
     static const std::vector<std::string> pieces {"model", "optimizer", "schedule", "rng", "data_position", "loss_scale"};

@@ -1,6 +1,10 @@
 #include "checkpoint/CheckpointManifest.h"
 
+#include "checkpoint/CheckpointLayout.h"
+#include "checkpoint/TensorFileIo.h"
+#include "config/ParameterTable.h"
 #include "config/RunConfigJson.h"
+#include "model/Safetensors.h"
 #include "config/RunConfigParse.h"
 #include "config/JsonText.h"
 #include "util/Errors.h"
@@ -17,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fcntl.h>
@@ -28,7 +33,6 @@ namespace {
 
 // manifest.json, state.json and config.json are a few KiB; anything far larger is not ours.
 constexpr qint64 kMaxSmallFileBytes = 4 * 1024 * 1024;
-constexpr int64_t kManifestVersion = 1;
 
 // Field-by-field reading of one small JSON file; every refusal names the file and the field.
 class FieldReader {
@@ -120,7 +124,7 @@ QByteArray readSmallFile(const QString &path, const std::string &listedIn)
 
 } // namespace
 
-const std::vector<std::string> &checkpointFiles()
+const std::vector<std::string> &checkpointFilesV1()
 {
     static const std::vector<std::string> files {"model.pt", "optimizer.pt", "rng.pt", "state.json", "config.json"};
     return files;
@@ -132,17 +136,27 @@ CheckpointManifest parseCheckpointManifest(const QByteArray &bytes, const std::s
     const QJsonObject root = r.document(bytes);
     if (r.text(root, "", "format") != "pilotbench-checkpoint")
         r.bad("format", "must be \"pilotbench-checkpoint\"");
-    const int64_t version = r.count(root, "", "version");
-    if (version != kManifestVersion)
-        r.bad("version", std::to_string(version) + " is not a checkpoint version this build reads (" + std::to_string(kManifestVersion) + ")");
     CheckpointManifest m;
+    m.version = r.count(root, "", "version");
+    if (m.version != 1 && m.version != kCheckpointVersion)
+        r.bad("version", std::to_string(m.version) + " is not a checkpoint version this build reads (1 or " + std::to_string(kCheckpointVersion) + ")");
     m.step = r.count(root, "", "step");
     m.configHash = r.hash(root, "", "config_hash");
+    if (m.version >= 2) {
+        const int64_t world = r.count(root, "", "world_size");
+        if (world < 1 || world > 65536)
+            r.bad("world_size", "must be between 1 and 65536");
+        m.worldSize = static_cast<int>(world);
+        m.strategy = r.text(root, "", "strategy");
+        if (!isCheckpointStrategy(m.strategy))
+            r.bad("strategy", "'" + m.strategy + "' is not none, ddp, zero2 or fsdp");
+    }
     const QJsonValue filesValue = r.need(root, "", "files");
     if (!filesValue.isArray())
         r.bad("files", "must be an array");
     const QJsonArray files = filesValue.toArray();
     std::set<std::string> seen;
+    std::vector<std::string> names;
     for (qsizetype i = 0; i < files.size(); ++i) {
         const std::string field = "files[" + std::to_string(i) + "].";
         if (!files[i].isObject())
@@ -154,22 +168,70 @@ CheckpointManifest parseCheckpointManifest(const QByteArray &bytes, const std::s
         e.sha256 = r.hash(entry, field, "sha256");
         if (e.sha256.size() != 64)
             r.bad(field + "sha256", "must be a SHA-256 digest (64 hexadecimal digits)");
-        const auto &known = checkpointFiles();
-        if (std::find(known.begin(), known.end(), e.file) == known.end())
-            r.bad(field + "file", "'" + e.file + "' is not a file of a checkpoint (model.pt, optimizer.pt, rng.pt, state.json, config.json)");
+        if (m.version == 1) {
+            const auto &known = checkpointFilesV1();
+            if (std::find(known.begin(), known.end(), e.file) == known.end())
+                r.bad(field + "file", "'" + e.file + "' is not a file of a checkpoint (model.pt, optimizer.pt, rng.pt, state.json, config.json)");
+        } else if (e.file != "state.json" && e.file != "config.json" && e.file != kModelIndexFile && !parseCheckpointFileName(e.file)) {
+            r.bad(field + "file", "'" + e.file + "' is not a file of a checkpoint (model, optimizer and rng .safetensors files, " + kModelIndexFile + ", state.json, config.json)");
+        }
         if (!seen.insert(e.file).second)
             r.bad(field + "file", "'" + e.file + "' is listed twice");
+        names.push_back(e.file);
         m.files.push_back(e);
     }
-    for (const std::string &name : checkpointFiles())
-        if (!seen.count(name))
-            r.bad("files", "does not list " + name + "; every checkpoint has it");
-    std::sort(m.files.begin(), m.files.end(), [](const ManifestEntry &a, const ManifestEntry &b) {
-        const auto &k = checkpointFiles();
-        return std::find(k.begin(), k.end(), a.file) < std::find(k.begin(), k.end(), b.file);
-    });
+    if (m.version == 1) {
+        for (const std::string &name : checkpointFilesV1())
+            if (!seen.count(name))
+                r.bad("files", "does not list " + name + "; every checkpoint has it");
+        std::sort(m.files.begin(), m.files.end(), [](const ManifestEntry &a, const ManifestEntry &b) {
+            const auto &k = checkpointFilesV1();
+            return std::find(k.begin(), k.end(), a.file) < std::find(k.begin(), k.end(), b.file);
+        });
+    } else {
+        try {
+            checkCheckpointFileSet(names, m.worldSize, m.strategy, where);
+        } catch (const InvalidInputError &e) {
+            r.bad("files", e.message());
+        }
+    }
     return m;
 }
+
+namespace {
+
+RankPosition parseRankPosition(const FieldReader &r, const QJsonObject &root, const std::string &prefix)
+{
+    RankPosition p;
+    const QJsonObject position = r.object(root, prefix, "data_position");
+    p.epoch = r.count(position, prefix + "data_position.", "epoch");
+    p.index = r.count(position, prefix + "data_position.", "index");
+    const std::string seed = r.text(position, prefix + "data_position.", "shuffle_seed");
+    bool ok = false;
+    p.shuffleSeed = QString::fromStdString(seed).toULongLong(&ok);
+    if (!ok || seed.empty() || seed.find_first_not_of("0123456789") != std::string::npos)
+        r.bad(prefix + "data_position.shuffle_seed", "must be a decimal number in a string");
+    const QJsonObject scale = r.object(root, prefix, "loss_scale");
+    p.lossScaleEnabled = r.flag(scale, prefix + "loss_scale.", "enabled");
+    const QJsonValue scaleValue = r.need(scale, prefix + "loss_scale.", "scale");
+    p.lossScale = scaleValue.toDouble(-1);
+    if (!scaleValue.isDouble() || !std::isfinite(p.lossScale) || p.lossScale <= 0)
+        r.bad(prefix + "loss_scale.scale", "must be a positive number");
+    p.goodSteps = r.count(scale, prefix + "loss_scale.", "good_steps");
+    return p;
+}
+
+QJsonObject rankPositionJson(const RankPosition &p)
+{
+    return QJsonObject {{QStringLiteral("data_position"), QJsonObject {{QStringLiteral("epoch"), static_cast<qint64>(p.epoch)},
+                                                                       {QStringLiteral("index"), static_cast<qint64>(p.index)},
+                                                                       {QStringLiteral("shuffle_seed"), QString::number(p.shuffleSeed)}}},
+                        {QStringLiteral("loss_scale"), QJsonObject {{QStringLiteral("enabled"), p.lossScaleEnabled},
+                                                                    {QStringLiteral("scale"), p.lossScale},
+                                                                    {QStringLiteral("good_steps"), static_cast<qint64>(p.goodSteps)}}}};
+}
+
+} // namespace
 
 CheckpointState parseCheckpointState(const QByteArray &bytes, const std::string &where)
 {
@@ -177,25 +239,67 @@ CheckpointState parseCheckpointState(const QByteArray &bytes, const std::string 
     const QJsonObject root = r.document(bytes);
     CheckpointState s;
     s.step = r.count(root, "", "step");
-    const QJsonObject position = r.object(root, "", "data_position");
-    s.epoch = r.count(position, "data_position.", "epoch");
-    s.index = r.count(position, "data_position.", "index");
-    const std::string seed = r.text(position, "data_position.", "shuffle_seed");
-    bool ok = false;
-    s.shuffleSeed = QString::fromStdString(seed).toULongLong(&ok);
-    if (!ok || seed.empty() || seed.find_first_not_of("0123456789") != std::string::npos)
-        r.bad("data_position.shuffle_seed", "must be a decimal number in a string");
-    const QJsonObject scale = r.object(root, "", "loss_scale");
-    s.lossScaleEnabled = r.flag(scale, "loss_scale.", "enabled");
-    const QJsonValue scaleValue = r.need(scale, "loss_scale.", "scale");
-    s.lossScale = scaleValue.toDouble(-1);
-    if (!scaleValue.isDouble() || !std::isfinite(s.lossScale) || s.lossScale <= 0)
-        r.bad("loss_scale.scale", "must be a positive number");
-    s.goodSteps = r.count(scale, "loss_scale.", "good_steps");
     s.configHash = r.hash(root, "", "config_hash");
     s.optimizer = r.text(root, "", "optimizer");
     s.torchVersion = r.text(root, "", "torch_version");
+    if (!root.contains(QStringLiteral("ranks"))) { // version 1: one process, its position at the top
+        s.ranks.push_back(parseRankPosition(r, root, ""));
+        return s;
+    }
+    const int64_t world = r.count(root, "", "world_size");
+    if (world < 1 || world > 65536)
+        r.bad("world_size", "must be between 1 and 65536");
+    s.worldSize = static_cast<int>(world);
+    s.strategy = r.text(root, "", "strategy");
+    if (!isCheckpointStrategy(s.strategy))
+        r.bad("strategy", "'" + s.strategy + "' is not none, ddp, zero2 or fsdp");
+    const QJsonValue ranks = r.need(root, "", "ranks");
+    if (!ranks.isArray() || ranks.toArray().size() != s.worldSize)
+        r.bad("ranks", "must be an array of one entry per rank (" + std::to_string(s.worldSize) + ")");
+    for (qsizetype i = 0; i < ranks.toArray().size(); ++i) {
+        const std::string prefix = "ranks[" + std::to_string(i) + "].";
+        const QJsonValue v = ranks.toArray().at(i);
+        if (!v.isObject())
+            r.bad(prefix.substr(0, prefix.size() - 1), "must be an object");
+        if (r.count(v.toObject(), prefix, "rank") != i)
+            r.bad(prefix + "rank", "must be " + std::to_string(i) + " (ranks in order)");
+        s.ranks.push_back(parseRankPosition(r, v.toObject(), prefix));
+    }
     return s;
+}
+
+QByteArray checkpointStateJson(const CheckpointState &s)
+{
+    QJsonArray ranks;
+    for (size_t i = 0; i < s.ranks.size(); ++i) {
+        QJsonObject o = rankPositionJson(s.ranks[i]);
+        o.insert(QStringLiteral("rank"), static_cast<qint64>(i));
+        ranks.append(o);
+    }
+    return QJsonDocument(QJsonObject {{QStringLiteral("step"), static_cast<qint64>(s.step)},
+                                      {QStringLiteral("config_hash"), QString::fromStdString(s.configHash)},
+                                      {QStringLiteral("optimizer"), QString::fromStdString(s.optimizer)},
+                                      {QStringLiteral("torch_version"), QString::fromStdString(s.torchVersion)},
+                                      {QStringLiteral("world_size"), s.worldSize},
+                                      {QStringLiteral("strategy"), QString::fromStdString(s.strategy)},
+                                      {QStringLiteral("ranks"), ranks}})
+        .toJson();
+}
+
+QByteArray checkpointManifestJson(const CheckpointManifest &m)
+{
+    QJsonArray files;
+    for (const ManifestEntry &e : m.files)
+        files.append(QJsonObject {{QStringLiteral("file"), QString::fromStdString(e.file)}, {QStringLiteral("bytes"), static_cast<qint64>(e.bytes)},
+                                  {QStringLiteral("sha256"), QString::fromStdString(e.sha256)}});
+    return QJsonDocument(QJsonObject {{QStringLiteral("format"), QStringLiteral("pilotbench-checkpoint")},
+                                      {QStringLiteral("version"), static_cast<qint64>(m.version)},
+                                      {QStringLiteral("step"), static_cast<qint64>(m.step)},
+                                      {QStringLiteral("config_hash"), QString::fromStdString(m.configHash)},
+                                      {QStringLiteral("world_size"), m.worldSize},
+                                      {QStringLiteral("strategy"), QString::fromStdString(m.strategy)},
+                                      {QStringLiteral("files"), files}})
+        .toJson();
 }
 
 std::string sha256OfFile(const QString &path)
@@ -218,6 +322,69 @@ void fsyncFile(const QString &path)
 
 void fsyncDirectory(const QString &path) { fsyncFile(path); }
 
+namespace {
+
+// Every tensor file's safetensors header, read and checked against the file (a garbage or
+// truncated file is refused here, before any run starts); then the model's tensors against the
+// parameters the config makes (names and shapes): a checkpoint of another shape is refused too.
+void checkTensorFiles(const QDir &dir, const CheckpointManifest &manifest, const RunConfig &config)
+{
+    if (manifest.version < 2)
+        return;
+    std::map<std::string, std::vector<int64_t>> model;
+    QString first; // the model file named in a refusal
+    for (const ManifestEntry &e : manifest.files) {
+        const auto name = parseCheckpointFileName(e.file);
+        if (!name)
+            continue;
+        const QString path = dir.filePath(QString::fromStdString(e.file));
+        QFile file(path);
+        if (!file.open(QIODevice::ReadOnly))
+            throw InvalidInputError(path.toStdString(), "cannot be read: " + file.errorString().toStdString());
+        const int64_t headerLength = safetensorsHeaderLength(file.read(8), file.size(), path.toStdString());
+        const auto entries = parseSafetensorsHeader(file.read(headerLength), file.size() - 8 - headerLength, path.toStdString());
+        if (name->part == CheckpointPart::Model && name->rank < 0) {
+            if (first.isEmpty())
+                first = path;
+            for (const SafetensorEntry &entry : entries)
+                model[entry.name] = entry.shape;
+        }
+    }
+    if (manifest.strategy == "fsdp") // FSDP stores flat shards, not named tensors
+        return;
+    for (const ParameterInfo &p : parameterTable(config)) {
+        const auto it = model.find(p.name);
+        if (it == model.end())
+            throw InvalidInputError(first.toStdString(), "has no tensor '" + p.name + "' (written by a different model shape)");
+        if (it->second != p.shape)
+            throw InvalidInputError(first.toStdString(), "tensor '" + p.name + "' has another shape than this config's (written by a different model shape)");
+        model.erase(it);
+    }
+    if (!model.empty())
+        throw InvalidInputError(first.toStdString(), "holds tensor '" + model.begin()->first + "', which this config's model does not have (written by a different model)");
+}
+
+// model.safetensors.index.json, Hugging Face's map from tensor to shard: an object whose
+// weight_map names only the model's own shards.
+void checkModelIndex(const QDir &dir, const CheckpointManifest &manifest)
+{
+    const QString path = dir.filePath(QString::fromLatin1(kModelIndexFile));
+    const FieldReader r(path.toStdString());
+    const QJsonObject index = r.document(readSmallFile(path, "the manifest"));
+    const QJsonObject map = r.object(index, "", "weight_map");
+    std::set<std::string> shards;
+    for (const ManifestEntry &e : manifest.files) {
+        const auto f = parseCheckpointFileName(e.file);
+        if (f && f->part == CheckpointPart::Model && f->rank < 0)
+            shards.insert(e.file);
+    }
+    for (auto it = map.begin(); it != map.end(); ++it)
+        if (!it.value().isString() || !shards.count(it.value().toString().toStdString()))
+            r.bad("weight_map." + it.key().toStdString(), "must name one of the model's shards");
+}
+
+} // namespace
+
 CheckpointInfo verifyCheckpoint(const QString &stepFolder, ContentHashes hashes)
 {
     QElapsedTimer timer;
@@ -229,25 +396,33 @@ CheckpointInfo verifyCheckpoint(const QString &stepFolder, ContentHashes hashes)
     if (!QFileInfo(manifestPath).isSymLink() && !QFileInfo::exists(manifestPath))
         throw InvalidInputError(manifestPath.toStdString(), "missing: the checkpoint is incomplete (a write was interrupted?) or this is not a checkpoint folder");
     const CheckpointManifest manifest = parseCheckpointManifest(readSmallFile(manifestPath, "the folder"), manifestPath.toStdString());
+    info.version = manifest.version;
     info.step = manifest.step;
     info.configHash = manifest.configHash;
+    std::set<QString> listed {QStringLiteral("manifest.json")};
     for (const ManifestEntry &e : manifest.files) {
         const QString path = dir.filePath(QString::fromStdString(e.file));
         requireOwnRegularFile(path, "the manifest");
         const qint64 size = QFileInfo(path).size();
         if (size != e.bytes)
             throw InvalidInputError(path.toStdString(), "has " + std::to_string(size) + " bytes, the manifest says " + std::to_string(e.bytes) + " (truncated or replaced)");
-        if (hashes == ContentHashes::Check && sha256OfFile(path) != e.sha256)
-            throw InvalidInputError(path.toStdString(), "SHA-256 differs from the manifest: the file was altered or corrupted");
         info.totalBytes += e.bytes;
         info.files.push_back(e);
+        listed.insert(QString::fromStdString(e.file));
     }
     // Nothing else lives in a step folder: an unlisted file or link would travel with an export and
     // be taken for part of the checkpoint.
-    for (const QString &name : dir.entryList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot)) {
-        const auto &known = checkpointFiles();
-        if (name != QLatin1String("manifest.json") && std::find(known.begin(), known.end(), name.toStdString()) == known.end())
+    for (const QString &name : dir.entryList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot))
+        if (!listed.count(name))
             throw InvalidInputError(dir.filePath(name).toStdString(), "is not part of a checkpoint and not in its manifest; a checkpoint folder holds only its own files");
+    if (hashes == ContentHashes::Check) {
+        // One SHA-256 stream is slower than the disk: the files are hashed side by side.
+        std::vector<std::string> digests(manifest.files.size());
+        runInParallel(manifest.files.size(), [&](size_t i) { digests[i] = sha256OfFile(dir.filePath(QString::fromStdString(manifest.files[i].file))); });
+        for (size_t i = 0; i < digests.size(); ++i)
+            if (digests[i] != manifest.files[i].sha256)
+                throw InvalidInputError(dir.filePath(QString::fromStdString(manifest.files[i].file)).toStdString(),
+                                        "SHA-256 differs from the manifest: the file was altered or corrupted");
     }
     // The hashes match, so these are the bytes the writer wrote, or a consistent forgery: check that
     // they also agree with the manifest and with each other.
@@ -257,20 +432,27 @@ CheckpointInfo verifyCheckpoint(const QString &stepFolder, ContentHashes hashes)
         throw InvalidInputError(statePath.toStdString(), "step: " + std::to_string(info.state.step) + " disagrees with the manifest's step " + std::to_string(manifest.step));
     if (info.state.configHash != manifest.configHash)
         throw InvalidInputError(statePath.toStdString(), "config_hash: disagrees with the manifest's config_hash");
+    if (info.state.worldSize != manifest.worldSize || info.state.strategy != manifest.strategy)
+        throw InvalidInputError(statePath.toStdString(), "world_size/strategy: " + std::to_string(info.state.worldSize) + " " + info.state.strategy +
+                                                             " disagrees with the manifest's " + std::to_string(manifest.worldSize) + " " + manifest.strategy);
     const QString configPath = dir.filePath(QStringLiteral("config.json"));
-    std::string writtenHash;
+    RunConfig config;
     try {
         const QByteArray bytes = readSmallFile(configPath, "the manifest");
         QJsonParseError error {};
         const QJsonDocument doc = QJsonDocument::fromJson(bytes, &error);
         if (!doc.isObject())
             throw InvalidInputError(configPath.toStdString(), "is not a JSON object");
-        writtenHash = configHash(parseRunConfigJson(doc.object()));
+        config = parseRunConfigJson(doc.object());
     } catch (const InvalidInputError &e) {
         throw InvalidInputError(configPath.toStdString(), std::string("is not a run config: ") + e.what());
     }
+    const std::string writtenHash = configHash(config);
     if (writtenHash != manifest.configHash)
         throw InvalidInputError(configPath.toStdString(), "is another run configuration (hash " + writtenHash + ") than the manifest's config_hash " + manifest.configHash);
+    checkTensorFiles(dir, manifest, config);
+    if (manifest.version >= 2 && listed.count(QString::fromLatin1(kModelIndexFile)))
+        checkModelIndex(dir, manifest);
     info.verifyMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
     return info;
 }

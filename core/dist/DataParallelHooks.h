@@ -26,6 +26,7 @@ public:
     void afterBackward(std::vector<torch::Tensor> &params) override;
     void afterOptimizerStep() override;
     bool overlapping() const override { return !m_buckets.empty(); }
+    std::string checkpointStrategy() const override { return m_strategy == DataParallelStrategy::Zero2 ? "zero2" : "ddp"; }
 
 private:
     template<typename Op>

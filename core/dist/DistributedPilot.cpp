@@ -134,8 +134,6 @@ DistributedPilotResult runDistributedPilot(const RunConfig &config, PilotOptions
     if (distOptions.timeoutSeconds < 1)
         throw InvalidInputError("--timeout", "must be at least 1 second");
     checkStrategy(distOptions.strategy, config);
-    if (r.worldSize > 1 && (!options.checkpointDir.empty() || !options.resumeFrom.empty()))
-        throw InvalidInputError("--checkpoint-dir", "checkpoints of a multi-process run are not supported: every rank would write the same folder");
     DistributedPilotResult result;
     result.strategy = distOptions.strategy;
     result.rendezvous = r;

@@ -310,4 +310,13 @@ void FsdpHooks::trainingFinished(const std::vector<torch::Tensor> &params)
     ParallelHooksBase::trainingFinished(params);
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> FsdpHooks::modelShards()
+{
+    std::vector<std::pair<std::string, torch::Tensor>> shards;
+    for (size_t u = 0; u < m_units.size(); ++u)
+        for (size_t g = 0; g < m_units[u].groups.size(); ++g)
+            shards.emplace_back("unit" + std::to_string(u) + ".group" + std::to_string(g), m_units[u].groups[g].shard);
+    return shards;
+}
+
 } // namespace pb

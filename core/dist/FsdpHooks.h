@@ -26,6 +26,9 @@ public:
     void broadcastParameters(std::vector<torch::Tensor> &) override {} // the shards were cut from rank 0's values
     void afterBackward(std::vector<torch::Tensor> &params) override;
     void trainingFinished(const std::vector<torch::Tensor> &params) override;
+    std::string checkpointStrategy() const override { return "fsdp"; }
+    // "unit<U>.group<G>": the flat shard this rank keeps of each unit's parameter group.
+    std::vector<std::pair<std::string, torch::Tensor>> modelShards() override;
 
 private:
     void beforeModel() override;

@@ -61,4 +61,16 @@ void ParallelHooksBase::trainingFinished(const std::vector<torch::Tensor> &param
         throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
 }
 
+void ParallelHooksBase::barrier()
+{
+    if (!m_group || m_rendezvous.worldSize < 2)
+        return;
+    const bool nccl = m_group->getBackendName() == "nccl";
+    std::vector<torch::Tensor> one {torch::zeros({1}, torch::TensorOptions().device(nccl ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(m_rendezvous.localRank))
+                                                                                         : torch::Device(torch::kCPU)))};
+    m_group->allreduce(one)->wait();
+    if (nccl)
+        synchronizeDevice(one.front().device());
+}
+
 } // namespace pb

@@ -21,6 +21,8 @@ public:
     int worldSize() const override { return m_rendezvous.worldSize; }
     // Sums (and, with a dump path, the float32 values) of `params` in model order.
     void trainingFinished(const std::vector<torch::Tensor> &params) override;
+    // A one-element all-reduce: the one collective every backend and LibTorch version has alike.
+    void barrier() override;
 
     const std::vector<double> &stepCommMs() const { return m_stepCommMs; }
     double broadcastMs() const { return m_broadcastMs; }

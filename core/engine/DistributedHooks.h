@@ -4,6 +4,8 @@
 // only calls these at fixed points, and takes its data shard from rank() and worldSize().
 #include <torch/torch.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace pb {
@@ -32,6 +34,12 @@ public:
     virtual void afterBackward(std::vector<torch::Tensor> &params) = 0;
     // After an optimizer step: bring the parameters other ranks updated up to date here.
     virtual void afterOptimizerStep() {}
+    // Checkpoints: the strategy's name ("ddp", "zero2", "fsdp"), this rank's model shards by name
+    // when the parameters themselves are sharded (the live tensors, restored in place), and a
+    // barrier over all ranks.
+    virtual std::string checkpointStrategy() const = 0;
+    virtual std::vector<std::pair<std::string, torch::Tensor>> modelShards() { return {}; }
+    virtual void barrier() {}
     // After the last step, before the model is freed (the parameters in model order).
     virtual void trainingFinished(const std::vector<torch::Tensor> & /*params*/) {}
 };

@@ -51,7 +51,7 @@ public:
                 const auto it = state.find(slot + "." + std::to_string(i));
                 TORCH_CHECK(it != state.end(), "optimizer state lacks ", slot, ".", i);
                 TORCH_CHECK(it->second.sizes() == m_params[i].sizes(), "optimizer state ", slot, ".", i, " has the wrong shape");
-                tensors.push_back(it->second.to(m_params[i].device(), m_params[i].scalar_type()).clone());
+                tensors.push_back(it->second.to(m_params[i].device(), m_params[i].scalar_type())); // the caller's freshly read tensor: no second copy
             }
         }
         onRestored();

@@ -164,12 +164,12 @@ void StepRunner::setup()
     if (!m_options.resumeFrom.empty()) {
         const auto restoreStart = std::chrono::steady_clock::now();
         restoreCheckpoint(m_session, m_options.resumeFrom, m_options.dropStateOnResume,
-                          m_options.resumeVerified ? ContentHashes::AlreadyChecked : ContentHashes::Check);
+                          m_options.resumeVerified ? ContentHashes::AlreadyChecked : ContentHashes::Check, m_options.distributed);
         m_session.trainBatches->seek(m_session.consumed);
         m_run.firstStep = m_session.step + 1;
         synchronize();
         m_run.restoreMs = elapsedMs(restoreStart);
-        m_run.resumeDigest = stateDigest(m_session);
+        m_run.resumeDigest = stateDigest(m_session, m_options.distributed);
     }
     if (m_options.distributed) {
         auto params = m_session.model->parameters();
@@ -297,8 +297,8 @@ void StepRunner::validate()
 void StepRunner::checkpoint()
 {
     m_probe.resetPeak();
-    const auto write = writeCheckpoint(m_session, m_options.checkpointDir);
-    m_run.checkpointDigest = stateDigest(m_session);
+    const auto write = writeCheckpoint(m_session, m_options.checkpointDir, m_options.distributed);
+    m_run.checkpointDigest = stateDigest(m_session, m_options.distributed);
     m_run.summary.checkpointWriteMs += write.writeMs;
     m_run.summary.checkpointBytes = write.bytes;
     m_observer.checkpointWritten(write);

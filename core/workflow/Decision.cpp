@@ -1,5 +1,6 @@
 #include "workflow/Decision.h"
 #include "workflow/CatalogSource.h"
+#include "workflow/CheckpointThroughput.h"
 #include "workflow/WatchedEvidence.h"
 #include "util/FixedText.h"
 
@@ -7,6 +8,7 @@
 #include "catalog/RentalWindow.h"
 #include "config/RunConfigJson.h"
 #include "estimate/CardCapacities.h"
+#include "estimate/CheckpointBytes.h"
 #include "estimate/MemoryEstimator.h"
 #include "estimate/ModelStates.h"
 #include "history/HistoryStore.h"
@@ -210,17 +212,25 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
     }
     e.setupMs = s.value(QStringLiteral("setup_ms")).toDouble();
 
-    std::vector<double> passes, writes;
+    std::vector<double> passes;
     for (const auto &v : store.validations(run.id))
         passes.push_back(v.durationMs);
-    int64_t bytes = 0;
-    for (const auto &c : store.checkpoints(run.id)) {
-        writes.push_back(c.writeMs);
-        bytes = std::max(bytes, c.bytes);
-    }
     e.validationPassMs = mean(passes);
-    e.checkpointWriteMs = mean(writes);
-    e.checkpointBytes = bytes > 0 ? bytes : static_cast<int64_t>(s.value(QStringLiteral("checkpoint_bytes")).toDouble());
+    const std::vector<CheckpointWrite> writes = store.checkpoints(run.id);
+    for (const auto &c : writes)
+        e.checkpointBytes = std::max(e.checkpointBytes, c.bytes);
+    e.checkpointWriteBytesPerSecond = checkpointWriteBytesPerSecond(writes);
+    if (e.checkpointWriteBytesPerSecond <= 0) {
+        // A run without checkpoint rows (imported from an older history) may still carry its
+        // summary's mean write and size.
+        e.checkpointBytes = static_cast<int64_t>(s.value(QStringLiteral("checkpoint_bytes")).toDouble());
+        e.checkpointWriteBytesPerSecond = bytesPerSecond(static_cast<double>(e.checkpointBytes), s.value(QStringLiteral("checkpoint_write_ms")).toDouble());
+    }
+    if (const auto restore = newestRestoreCheckThroughput(store, run.configHash)) {
+        e.restoreCheckRunId = restore->runId;
+        e.checkpointVerifyBytesPerSecond = restore->verifyBytesPerSecond;
+        e.checkpointRestoreBytesPerSecond = restore->restoreBytesPerSecond;
+    }
 
     const QJsonObject env = s.value(QStringLiteral("environment")).toObject(run.environment);
     const QString device = env.value(QStringLiteral("device")).toString(run.device);
@@ -317,6 +327,16 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         out.assumptions.push_back("no storage, egress or support options are added");
     if (!pilot)
         out.assumptions.push_back("no pilot: start-up, validation and checkpoint times are unknown and not in the rental window");
+    // One size for every row: the whole job's checkpoint does not shrink with more cards.
+    out.checkpointBytes = checkpointBytesFor(config);
+    if (pilot) {
+        out.checkpointWriteBytesPerSecond = pilot->checkpointWriteBytesPerSecond;
+        out.checkpointVerifyBytesPerSecond = pilot->checkpointVerifyBytesPerSecond;
+        out.checkpointRestoreBytesPerSecond = pilot->checkpointRestoreBytesPerSecond;
+        out.restoreCheckRunId = pilot->restoreCheckRunId;
+        if (pilot->restoreCheckRunId)
+            out.assumptions.push_back("checkpoint verify and restore rates from restore-check run " + std::to_string(*pilot->restoreCheckRunId) + " of this config");
+    }
 
     MeasuredStep measured;
     if (pilot) {
@@ -404,11 +424,13 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
             schedule.validationEverySteps = config.validation.everySteps;
             schedule.checkpointEverySteps = config.checkpoint.everySteps;
             schedule.uploadGBps = request.uploadGBps;
+            schedule.checkpointBytes = out.checkpointBytes;
             if (pilot) {
                 phases.setupMs = pilot->setupMs;
                 phases.validationPassMs = pilot->validationPassMs;
-                phases.checkpointWriteMs = pilot->checkpointWriteMs;
-                phases.checkpointBytes = pilot->checkpointBytes;
+                phases.checkpointWriteBytesPerSecond = pilot->checkpointWriteBytesPerSecond;
+                phases.checkpointVerifyBytesPerSecond = pilot->checkpointVerifyBytesPerSecond;
+                phases.checkpointRestoreBytesPerSecond = pilot->checkpointRestoreBytesPerSecond;
                 schedule.validationTimeScale = f.stepTimeMs / pilot->stepTimeMs;
             }
             const WindowEstimate window = rentalWindow(phases, schedule);
@@ -508,6 +530,11 @@ QJsonObject toJson(const Comparison &c)
         {QStringLiteral("config_hash"), QString::fromStdString(c.configHash)},
         {QStringLiteral("pilot_run_id"), c.pilotRunId ? QJsonValue(static_cast<double>(*c.pilotRunId)) : QJsonValue(QJsonValue::Null)},
         {QStringLiteral("pilot_device"), QString::fromStdString(c.pilotDevice)},
+        {QStringLiteral("restore_check_run_id"), c.restoreCheckRunId ? QJsonValue(static_cast<double>(*c.restoreCheckRunId)) : QJsonValue(QJsonValue::Null)},
+        {QStringLiteral("checkpoint_bytes"), static_cast<double>(c.checkpointBytes)},
+        {QStringLiteral("checkpoint_write_bytes_per_s"), c.checkpointWriteBytesPerSecond},
+        {QStringLiteral("checkpoint_verify_bytes_per_s"), c.checkpointVerifyBytesPerSecond},
+        {QStringLiteral("checkpoint_restore_bytes_per_s"), c.checkpointRestoreBytesPerSecond},
         {QStringLiteral("assumptions"), stringArray(c.assumptions)},
     };
 }

@@ -3,9 +3,10 @@
 // multi-GPU strategy that fits (or the one asked for): fit and headroom from the estimator, step
 // time from the newest matching pilot (measured on its own card, projected elsewhere) or from the
 // estimator's FLOPs at an assumed efficiency, the strategy's exposed communication, the rental
-// window from the pilot's measured phases, the term cost and the cost per million useful tokens,
-// with the cheapest fitting configuration that meets the deadline marked. QtCore only: the CLI,
-// the comparison view and the PDF report all call it.
+// window from the pilot's measured phases (checkpoints at the measured rate for the planned job's
+// checkpoint size), the term cost and the cost per million useful tokens, with the cheapest
+// fitting configuration that meets the deadline marked. QtCore only: the CLI, the comparison view
+// and the PDF report all call it.
 #include "catalog/Catalog.h"
 #include "catalog/CostModel.h"
 #include "catalog/StepProjection.h"
@@ -53,15 +54,20 @@ struct PilotEvidence {
     double tokensPerStep = 0;
     double setupMs = 0;
     double validationPassMs = 0;                 // mean of the measured passes (0: none)
-    double checkpointWriteMs = 0;                // mean of the measured writes (0: none)
-    int64_t checkpointBytes = 0;
+    // Checkpoints as rates, so the window scales them to the planned job's size (0: not measured).
+    double checkpointWriteBytesPerSecond = 0;    // the pilot's checkpoint writes: bytes / write time
+    int64_t checkpointBytes = 0;                 // the pilot's own checkpoint, largest written
+    std::optional<int64_t> restoreCheckRunId;    // newest restore check of the same config hash
+    double checkpointVerifyBytesPerSecond = 0;   // from that restore check
+    double checkpointRestoreBytesPerSecond = 0;
     std::map<int, double> scalingEfficiencyByGpus; // from runs of kind "scale" with the same hash
     std::map<int, ParallelStrategy> scalingStrategyByGpus; // the strategy each of those ran
     std::vector<int64_t> scaleRunIds;            // the scaling steps those came from
 };
 
-// Reads a pilot run's evidence (validations, checkpoints and scale runs from `store`). Throws
-// InvalidInputError("--run", ...) when the run is not a finished pilot with a measured step time.
+// Reads a pilot run's evidence (validations, checkpoints, scale runs and the newest restore check of
+// its config from `store`). Throws InvalidInputError("--run", ...) when the run is not a finished
+// pilot with a measured step time.
 PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, const Catalog &catalog);
 // The newest finished pilot with this config hash that measured steps; nullopt when there is none.
 std::optional<RunRecord> newestMatchingPilot(const HistoryStore &store, const std::string &configHash);
@@ -103,7 +109,14 @@ struct Comparison {
     std::string configHash;
     std::optional<int64_t> pilotRunId;
     std::vector<int64_t> scaleRunIds;            // the scaling steps whose efficiency was used
+    std::optional<int64_t> restoreCheckRunId;    // whose verify and restore rates were used
     std::string pilotDevice;
+    // One checkpoint of the planned job (checkpointBytesFor) and the measured rates it was timed
+    // at (bytes per second, 0: not measured); the same for every row.
+    int64_t checkpointBytes = 0;
+    double checkpointWriteBytesPerSecond = 0;
+    double checkpointVerifyBytesPerSecond = 0;
+    double checkpointRestoreBytesPerSecond = 0;
     std::vector<std::string> assumptions;        // shared by all rows
 };
 
@@ -119,7 +132,9 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
 double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &config, const CardSpec &card, double efficiency);
 
 // {"rows": [...], "recommendation", "recommended_index", "catalog_date", "catalog_notice", "currency",
-//  "term", "deadline_hours", "planned_tokens", "config_hash", "pilot_run_id", "pilot_device", "assumptions"}
+//  "term", "deadline_hours", "planned_tokens", "config_hash", "pilot_run_id", "pilot_device", "restore_check_run_id",
+//  "checkpoint_bytes", "checkpoint_write_bytes_per_s", "checkpoint_verify_bytes_per_s", "checkpoint_restore_bytes_per_s",
+//  "assumptions"}
 QJsonObject toJson(const Comparison &comparison);
 
 } // namespace pb

@@ -88,6 +88,11 @@ QJsonObject decisionJson(const Comparison &c, int rowIndex, const QJsonObject &e
         {QStringLiteral("meets_deadline"), r.meetsDeadline},
         {QStringLiteral("recommended"), r.recommended},
         {QStringLiteral("planned_tokens"), c.plannedTokens},
+        // What the window's checkpoint hours rest on, so a recorded decision can be checked later.
+        {QStringLiteral("checkpoint_bytes"), static_cast<double>(c.checkpointBytes)},
+        {QStringLiteral("checkpoint_write_bytes_per_s"), c.checkpointWriteBytesPerSecond},
+        {QStringLiteral("checkpoint_verify_bytes_per_s"), c.checkpointVerifyBytesPerSecond},
+        {QStringLiteral("checkpoint_restore_bytes_per_s"), c.checkpointRestoreBytesPerSecond},
         {QStringLiteral("catalog_date"), QString::fromStdString(c.catalogDate)},
         {QStringLiteral("catalog_source"), QString::fromStdString(c.catalogSource)},
         {QStringLiteral("recommendation"), QString::fromStdString(c.recommendation)},

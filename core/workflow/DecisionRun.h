@@ -31,7 +31,8 @@ Comparison decide(const RunConfig &config, const Catalog &catalog, const Compari
                   std::optional<int64_t> pilotRunId = std::nullopt);
 
 // What a recorded decision says: the chosen row's card, count, strategy, term and billing, the
-// options, total cost and cost per million useful tokens, the catalog and the evidence runs.
+// options, total cost and cost per million useful tokens, the planned checkpoint's size and the
+// measured rates its window hours rest on, the catalog and the evidence runs.
 QJsonObject decisionJson(const Comparison &comparison, int rowIndex, const QJsonObject &evidence);
 
 // Records row `rowIndex` (-1: the recommended row) as a finished run of kind "decision" for the

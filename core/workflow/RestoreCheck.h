@@ -1,7 +1,9 @@
 #pragma once
 // The restoration proof: run A trains K+M steps uninterrupted; run B trains K steps and writes a
 // checkpoint; a fresh process (pilotbench-cli) restores it and trains M more. The M losses, the
-// final parameters and every piece of restored state are compared. No torch in this header.
+// final parameters and every piece of restored state are compared. With gpus > 1 each run is N
+// ranks of a strategy (DDP, ZeRO-2, FSDP), the checkpoint is sharded, and N fresh processes
+// restore it, every rank compared. No torch in this header.
 #include "config/RunConfig.h"
 #include "engine/PilotEngine.h"
 
@@ -15,7 +17,11 @@
 namespace pb {
 
 struct RestoreCheckOptions {
-    std::string device = "cpu";
+    std::string device = "cpu";         // with gpus > 1: "cpu" or "cuda" (rank r on cuda:r)
+    int gpus = 1;                       // above 1: N scale-worker ranks write and restore a sharded checkpoint
+    std::string strategy = "ddp";       // with gpus > 1: ddp, zero2 or fsdp
+    int threadsPerRank = 0;             // CPU ranks: threads each (0: LibTorch's default)
+    int timeoutSeconds = 1800;          // each launch of the ranks
     int64_t stepsBefore = 4;            // K
     int64_t stepsAfter = 4;             // M
     QString checkpointDir;              // where run B writes (a fresh folder is made inside)
@@ -36,6 +42,8 @@ struct RestoreCheckResult {
     double checkpointWriteMs = 0, verifyMs = 0, restoreMs = 0, freshProcessMs = 0;
     int64_t checkpointBytes = 0;
     QString checkpointPath;
+    int gpus = 1;
+    std::string strategy = "none";
     std::string message;
 };
 

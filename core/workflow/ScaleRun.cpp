@@ -13,6 +13,7 @@
 #include "util/Errors.h"
 #include "workflow/PilotRecorder.h"
 #include "workflow/RunRecording.h"
+#include "workflow/ScaleWorkers.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -65,7 +66,7 @@ public:
 
 private:
     void note(const QString &name, const QJsonObject &fields, const QString &text) { m_observer.note(name, fields, text); }
-    std::vector<WorkerSpec> workerSpecs(const QString &workDir, int port) const;
+    std::vector<WorkerSpec> workerSpecs(const QString &workDir) const;
     std::vector<std::string> rankCpus(const Topology &topology) const;
     struct Baseline {
         int64_t runId = 0;
@@ -116,52 +117,31 @@ std::vector<std::string> ScaleRun::rankCpus(const Topology &topology) const
     return cpus;
 }
 
-std::vector<WorkerSpec> ScaleRun::workerSpecs(const QString &workDir, int port) const
+std::vector<WorkerSpec> ScaleRun::workerSpecs(const QString &workDir) const
 {
-    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    environment.insert(QLatin1String(kScaleLauncherPidVariable), QString::number(QCoreApplication::applicationPid()));
-    // NVLink multicast off unless the user says otherwise: on shared H200 hosts a program using it
-    // can take the GPUs out of service (NCCL, PyTorch's symmetric memory and NVSHMEM each have a switch).
-    if (m_s.device == "cuda") {
-        for (const char *variable : {"NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"})
-            if (!environment.contains(QLatin1String(variable)))
-                environment.insert(QLatin1String(variable), QLatin1String(std::strcmp(variable, "NCCL_NVLS_ENABLE") == 0 ? "0" : "1"));
-    }
-    if (m_s.device == "cpu")
-        environment.insert(QStringLiteral("OMP_NUM_THREADS"), QString::number(m_s.threadsPerRank));
-    // One host: NCCL's bootstrap listens on loopback too (the GPUs talk over NVLink/PCIe, not sockets).
-    if (m_s.device == "cuda" && !environment.contains(QStringLiteral("NCCL_SOCKET_IFNAME")))
-        environment.insert(QStringLiteral("NCCL_SOCKET_IFNAME"), QStringLiteral("lo"));
-    std::vector<WorkerSpec> specs;
-    for (int rank = 0; rank < m_s.gpus; ++rank) {
-        WorkerSpec spec;
-        spec.program = m_s.workerProgram;
-        spec.arguments = {QStringLiteral("scale-worker"), QStringLiteral("--config"), QDir(workDir).filePath(QStringLiteral("config.json")),
-                          QStringLiteral("--device"), QString::fromStdString(m_s.device), QStringLiteral("--strategy"), QString::fromStdString(m_s.strategy), QStringLiteral("--steps"), QString::number(m_s.options.steps),
-                          QStringLiteral("--warmup"), QString::number(m_s.options.warmupSteps), QStringLiteral("--timeout"), QString::number(m_s.timeoutSeconds),
-                          QStringLiteral("--result"), QDir(workDir).filePath(QStringLiteral("rank%1.json").arg(rank))};
-        if (m_s.threadsPerRank > 0)
-            spec.arguments << QStringLiteral("--threads") << QString::number(m_s.threadsPerRank);
-        if (!m_s.overlap)
-            spec.arguments << QStringLiteral("--no-overlap");
+    ScaleWorkerPlan plan;
+    plan.program = m_s.workerProgram;
+    plan.configPath = QDir(workDir).filePath(QStringLiteral("config.json"));
+    plan.device = m_s.device;
+    plan.strategy = m_s.strategy;
+    plan.worldSize = m_s.gpus;
+    plan.steps = m_s.options.steps;
+    plan.warmupSteps = m_s.options.warmupSteps;
+    plan.timeoutSeconds = m_s.timeoutSeconds;
+    plan.threadsPerRank = m_s.threadsPerRank;
+    plan.workDir = workDir;
+    if (!m_s.overlap)
+        plan.extraArguments << QStringLiteral("--no-overlap");
+    if (m_s.options.memoryLimitBytes > 0)
+        plan.extraArguments << QStringLiteral("--memory-limit") << QString::number(m_s.options.memoryLimitBytes);
+    return scaleWorkerSpecs(plan, [this](int rank) {
+        QStringList arguments;
         if (static_cast<size_t>(rank) < m_rankCpus.size() && !m_rankCpus[static_cast<size_t>(rank)].empty())
-            spec.arguments << QStringLiteral("--cpus") << QString::fromStdString(m_rankCpus[static_cast<size_t>(rank)]);
-        if (m_s.options.memoryLimitBytes > 0)
-            spec.arguments << QStringLiteral("--memory-limit") << QString::number(m_s.options.memoryLimitBytes);
+            arguments << QStringLiteral("--cpus") << QString::fromStdString(m_rankCpus[static_cast<size_t>(rank)]);
         if (!m_s.dumpDir.isEmpty())
-            spec.arguments << QStringLiteral("--dump-parameters") << QDir(m_s.dumpDir).filePath(QStringLiteral("rank%1.f32").arg(rank));
-        Rendezvous r;
-        r.masterPort = port;
-        r.rank = rank;
-        r.worldSize = m_s.gpus;
-        r.localRank = rank;
-        r.storeFile = QDir(workDir).filePath(QStringLiteral("rendezvous.store")).toStdString();
-        spec.environment = environment;
-        applyRendezvous(r, spec.environment);
-        spec.logPath = QDir(workDir).filePath(QStringLiteral("rank%1.log").arg(rank));
-        specs.push_back(std::move(spec));
-    }
-    return specs;
+            arguments << QStringLiteral("--dump-parameters") << QDir(m_s.dumpDir).filePath(QStringLiteral("rank%1.f32").arg(rank));
+        return arguments;
+    });
 }
 
 ScaleRunResult ScaleRun::fail(int64_t runId, Verdict verdict, const std::string &message, const QJsonObject &details)
@@ -247,7 +227,7 @@ ScaleRunResult ScaleRun::run()
         throw InvalidInputError("--dump-dir", "cannot create '" + m_s.dumpDir.toStdString() + "'");
     m_topology = captureTopology(m_s.device);
     m_rankCpus = rankCpus(m_topology);
-    const auto specs = workerSpecs(workDir.path(), freeLocalPort());
+    const auto specs = workerSpecs(workDir.path());
 
     const auto warnings = scaleWarnings(m_rankDevices, specs.front().environment, m_s.threadsPerRank, m_topology.hostCpus);
     for (const auto &w : warnings) {

@@ -81,12 +81,12 @@ private Q_SLOTS:
         const QStringList pilot {QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--set"), QStringLiteral("model.layers=24"),
                                  QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("0"), QStringLiteral("--checkpoint-dir"), ckpt, QStringLiteral("--checkpoint-at-end"),
                                  QStringLiteral("--db"), db};
-        // Sizes first, without a limit: the limit must let the history grow and stop model.pt.
+        // Sizes first, without a limit: the limit must let the history grow and stop model.safetensors.
         QCOMPARE(pbtest::runCli(pilot).code, 0);
-        const qint64 model = QFileInfo(QDir(ckpt).filePath(QStringLiteral("step-00000002/model.pt"))).size();
+        const qint64 model = QFileInfo(QDir(ckpt).filePath(QStringLiteral("step-00000002/model.safetensors"))).size();
         const qint64 history = QFileInfo(db).size() + QFileInfo(db + QStringLiteral("-wal")).size();
         const int limitKib = static_cast<int>(std::max<qint64>(2 * history, 256 * 1024) / 1024);
-        QVERIFY2(limitKib * 1024 < model / 2, qPrintable(QStringLiteral("model.pt %1 B is too small to test against a %2 KiB limit").arg(model).arg(limitKib)));
+        QVERIFY2(limitKib * 1024 < model / 2, qPrintable(QStringLiteral("model.safetensors %1 B is too small to test against a %2 KiB limit").arg(model).arg(limitKib)));
         const QByteArray kept = digest(QDir(ckpt).filePath(QStringLiteral("step-00000002/manifest.json")));
 
         const QString ckpt2 = dir.filePath(QStringLiteral("ckpt2"));

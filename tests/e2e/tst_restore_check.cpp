@@ -97,9 +97,9 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("damage");
         QTest::addColumn<QString>("file");
-        QTest::newRow("corrupt optimizer") << QStringLiteral("corrupt") << QStringLiteral("optimizer.pt");
-        QTest::newRow("truncated model") << QStringLiteral("truncate") << QStringLiteral("model.pt");
-        QTest::newRow("removed rng") << QStringLiteral("remove") << QStringLiteral("rng.pt");
+        QTest::newRow("corrupt optimizer") << QStringLiteral("corrupt") << QStringLiteral("optimizer.safetensors");
+        QTest::newRow("truncated model") << QStringLiteral("truncate") << QStringLiteral("model.safetensors");
+        QTest::newRow("removed rng") << QStringLiteral("remove") << QStringLiteral("rng.safetensors");
         QTest::newRow("removed manifest") << QStringLiteral("remove") << QStringLiteral("manifest.json");
     }
     void damagedCheckpointIsRefusedNamingTheFile()

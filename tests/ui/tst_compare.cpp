@@ -5,6 +5,7 @@
 #include "catalog/RentalWindow.h"
 #include "config/Presets.h"
 #include "config/RunConfigJson.h"
+#include "estimate/CheckpointBytes.h"
 #include "history/HistoryStore.h"
 #include "history/HistoryWriter.h"
 #include "util/Errors.h"
@@ -185,7 +186,8 @@ private Q_SLOTS:
     void evidenceFromHistory()
     {
         // A pilot recorded on an H200 (as its environment says), with two validation passes, one
-        // checkpoint, a GPU scaling step at 2 and a CPU one at 4 (which must not count).
+        // checkpoint, a GPU scaling step at 2 and a CPU one at 4 (which must not count), and a
+        // restore check of the same config that timed its verify and restore.
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const QString db = dir.filePath(QStringLiteral("h.sqlite"));
@@ -196,7 +198,7 @@ private Q_SLOTS:
         const QJsonObject env {{QStringLiteral("device"), QStringLiteral("cuda:0")}, {QStringLiteral("device_name"), QStringLiteral("NVIDIA H200")},
                                {QStringLiteral("device_memory_bytes"), 143771.0 * 1024 * 1024}, {QStringLiteral("compute_capability"), QStringLiteral("9.0")},
                                {QStringLiteral("cuda_runtime"), QStringLiteral("12.4")}, {QStringLiteral("driver_version"), QStringLiteral("570.86.15")}};
-        int64_t pilotId = 0;
+        int64_t pilotId = 0, restoreId = 0;
         {
             pb::HistoryWriter writer(db);
             auto start = [&](const char *kind, const char *device, std::optional<int64_t> parent) {
@@ -223,6 +225,11 @@ private Q_SLOTS:
             writer.finishRun(gpuScale, fits, {{QStringLiteral("gpus"), 2}, {QStringLiteral("scaling_efficiency"), 0.95}});
             const int64_t cpuScale = start("scale", "cpu", pilotId);
             writer.finishRun(cpuScale, fits, {{QStringLiteral("gpus"), 4}, {QStringLiteral("scaling_efficiency"), 0.5}});
+            // 1 GB: written in 2 s, verified in 0.5 s (2 GB/s), restored in 0.25 s (4 GB/s).
+            restoreId = start("restore-check", "cuda:0", std::nullopt);
+            writer.finishRun(restoreId, fits,
+                             {{QStringLiteral("checkpoint_bytes"), 1e9}, {QStringLiteral("checkpoint_write_ms"), 2000.0}, {QStringLiteral("verify_ms"), 500.0},
+                              {QStringLiteral("restore_ms"), 250.0}});
             QVERIFY(writer.flush());
         }
         const pb::HistoryStore store(db);
@@ -235,8 +242,11 @@ private Q_SLOTS:
         QCOMPARE(e.stepTimeMs, 500.0);
         QCOMPARE(e.tokensPerStep, 8192.0);          // 16384 tokens/s x 0.5 s
         QCOMPARE(e.validationPassMs, 400.0);        // mean of 300 and 500
-        QCOMPARE(e.checkpointWriteMs, 4000.0);
+        QCOMPARE(e.checkpointWriteBytesPerSecond, 5e8); // 2 GB in 4 s
         QCOMPARE(e.checkpointBytes, int64_t(2000000000));
+        QCOMPARE(e.restoreCheckRunId.value_or(0), restoreId);
+        QCOMPARE(e.checkpointVerifyBytesPerSecond, 2e9);
+        QCOMPARE(e.checkpointRestoreBytesPerSecond, 4e9);
         QCOMPARE(e.setupMs, 60000.0);
         QCOMPARE(e.scalingEfficiencyByGpus.size(), size_t(1));
         QCOMPARE(e.scalingEfficiencyByGpus.at(2), 0.95);
@@ -251,16 +261,87 @@ private Q_SLOTS:
         QCOMPARE(two.stepTimeBasis, pb::FigureBasis::Measured);
         QVERIFY(qAbs(two.stepTimeMs - 500.0 / 1.9) < 1e-9);
         QCOMPARE(row(c, "h100-sxm-80gb", 2).stepTimeBasis, pb::FigureBasis::Modelled);
-        // The window adds the measured phases scaled to the job, as rentalWindow works them out.
+        // The window adds the measured phases scaled to the job, as rentalWindow works them out:
+        // checkpoints of the planned job's size (preset:tiny, 1,502,976 B) at the pilot's rate.
+        QCOMPARE(c.checkpointBytes, int64_t(1502976));
+        QCOMPARE(c.checkpointWriteBytesPerSecond, 5e8);
+        QCOMPARE(c.restoreCheckRunId.value_or(0), restoreId);
         pb::JobSchedule schedule;
         schedule.jobSteps = 36000;
         schedule.validationEverySteps = 1000;
         schedule.checkpointEverySteps = 6000;
-        const pb::WindowEstimate w = pb::rentalWindow({60000, 400, 4000, 2000000000}, schedule);
+        schedule.checkpointBytes = 1502976;
+        const pb::WindowEstimate w = pb::rentalWindow({60000, 400, 5e8, 2e9, 4e9}, schedule);
         QCOMPARE(w.validationPasses, int64_t(36));
+        QVERIFY(qAbs(w.checkpointWriteMs - 1502976 / 5e8 * 1000.0) < 1e-9);
         const double extra = w.window.startupHours + w.window.validationHours + w.window.checkpointHours + w.window.exportHours;
         QVERIFY(extra > 60.0 / 3600);
         QVERIFY(qAbs(one.cost.windowHours - (5.0 + extra)) < 1e-9);
+    }
+
+    // One checkpoint of the whole job takes the same time on 1, 2 and 8 cards and with any strategy:
+    // every rank on one host writes to the same disk at the rate the pilot measured.
+    void checkpointHoursSameOnEveryCardCount()
+    {
+        pb::RunConfig config = plannedJob();
+        config.checkpoint.everySteps = 6000; // 36,000 steps: 6 writes and the final export
+        pb::PilotEvidence pilot = h100Pilot();
+        pilot.checkpointWriteBytesPerSecond = 1e6; // 1 MB/s, so a tiny checkpoint takes a visible 1.5 s
+        pb::ComparisonRequest request = onDemandOneAndTwo();
+        request.gpuCounts = {1, 2, 8};
+        const pb::Comparison c = pb::compareConfigurations(config, pb::builtInCatalog(), request, pilot);
+        // 1,502,976 B / 1e6 B/s = 1.502976 s + upload at 1 GB/s 0.001502976 s = 1.504478976 s, x 7.
+        const double checkpointSeconds = 7 * 1.504478976;
+        QCOMPARE(c.rows.size(), size_t(12));
+        for (const auto &r : c.rows) {
+            const double outsideTrainingSeconds = (r.cost.windowHours - r.cost.jobHours) * 3600.0;
+            QVERIFY2(qAbs(outsideTrainingSeconds - (1800.0 + checkpointSeconds)) < 1e-6,
+                     qPrintable(QStringLiteral("%1 x%2 (%3): %4 s").arg(QString::fromStdString(r.cardId)).arg(r.gpus).arg(QLatin1String(pb::toString(r.strategy))).arg(outsideTrainingSeconds)));
+        }
+        // A strategy asked for by name shards the state across ranks but still writes it all.
+        request.multiGpuStrategy = pb::ParallelStrategy::Fsdp;
+        for (const auto &r : pb::compareConfigurations(config, pb::builtInCatalog(), request, pilot).rows)
+            QVERIFY(qAbs((r.cost.windowHours - r.cost.jobHours) * 3600.0 - (1800.0 + checkpointSeconds)) < 1e-6);
+    }
+
+    // The same measured rate timing planned jobs of different sizes: the checkpoint hours follow the
+    // planned model's checkpoint bytes, not the bytes the pilot wrote.
+    void checkpointHoursFollowThePlannedModel_data()
+    {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<int>("optimizer");
+        QTest::addColumn<qint64>("bytes");
+        // preset:tiny, 125,248 parameters: fp32 weights and two fp32 AdamW moments, 12 B each.
+        QTest::newRow("tiny fp32 adamw") << "tiny" << int(pb::Precision::Fp32) << int(pb::OptimizerKind::AdamW) << qint64(1502976);
+        // Pure bf16 halves it: 6 B each; SGD with momentum keeps one fp32 buffer: 8 B each.
+        QTest::newRow("tiny bf16 adamw") << "tiny" << int(pb::Precision::Bf16) << int(pb::OptimizerKind::AdamW) << qint64(751488);
+        QTest::newRow("tiny fp32 sgd") << "tiny" << int(pb::Precision::Fp32) << int(pb::OptimizerKind::Sgd) << qint64(1001984);
+        // Llama 3.2 1B, 1,235,814,400 parameters, bf16-mixed AdamW: fp32 masters and moments, 12 B each.
+        QTest::newRow("llama-3.2-1b bf16-mixed adamw") << "llama-3.2-1b" << int(pb::Precision::Bf16Mixed) << int(pb::OptimizerKind::AdamW) << qint64(14829772800);
+    }
+    void checkpointHoursFollowThePlannedModel()
+    {
+        QFETCH(QString, preset);
+        QFETCH(int, precision);
+        QFETCH(int, optimizer);
+        QFETCH(qint64, bytes);
+        pb::RunConfig config = pb::presetConfig(preset);
+        config.train.precision = pb::Precision(precision);
+        config.train.optimizer.kind = pb::OptimizerKind(optimizer);
+        config.job.unit = pb::JobUnit::Tokens;
+        config.job.amount = 8192.0 * 36000; // 36,000 steps of the pilot's 8192 tokens
+        config.validation.everySteps = 0;
+        config.checkpoint.everySteps = 6000;
+        QCOMPARE(pb::checkpointBytesFor(config), bytes);
+        pb::PilotEvidence pilot = h100Pilot(); // measured on tiny: the rate carries, its size does not
+        pilot.checkpointWriteBytesPerSecond = 0.5e9;
+        const pb::Comparison c = pb::compareConfigurations(config, pb::builtInCatalog(), onDemandOneAndTwo(), pilot);
+        QCOMPARE(c.checkpointBytes, bytes);
+        // 7 checkpoints of bytes / 0.5 GB/s to write and bytes / 1 GB/s to upload: 21 s per GB.
+        const double checkpointSeconds = 7 * 3e-9 * static_cast<double>(bytes);
+        for (const auto &r : c.rows)
+            QVERIFY(qAbs((r.cost.windowHours - r.cost.jobHours) * 3600.0 - 1800.0 - checkpointSeconds) < 1e-9 * (1.0 + checkpointSeconds));
     }
 
     void viewShowsTheComparison()

@@ -1,8 +1,10 @@
-// Hand-computed budgets for a toy shape, the sharding rules, the micro-batch search and the
-// issue's Llama-3.1-8B checks. The numbers are worked out in the comments, not taken from the code.
+// Hand-computed budgets for a toy shape, the sharding rules, the micro-batch search, the
+// checkpoint size of a planned job and the Llama-3.1-8B checks. The numbers are worked out
+// in the comments, not taken from the code.
 #include "config/Presets.h"
 #include "estimate/ActivationModel.h"
 #include "estimate/CardCapacities.h"
+#include "estimate/CheckpointBytes.h"
 #include "estimate/MemoryEstimator.h"
 #include "estimate/ModelStates.h"
 #include "estimate/ReferenceEstimators.h"
@@ -78,6 +80,51 @@ private Q_SLOTS:
         QCOMPARE(s.gradients, gradients);
         QCOMPARE(s.optimizerStates, optimizer);
         QCOMPARE(s.autocastCopies, copies);
+    }
+
+    void checkpointBytes_data()
+    {
+        QTest::addColumn<QString>("shape");     // "tiny": preset:tiny, 125,248 parameters; "toy": toy() above, 1176
+        QTest::addColumn<int>("mode");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<int>("optimizer");
+        QTest::addColumn<double>("momentum");
+        QTest::addColumn<qint64>("bytes");
+        // Weights as stored plus the trainable parameters' optimizer state; no step counters
+        // (checkpointBytesFor counts tensors only). preset:tiny: fp32, AdamW, all trainable:
+        // 125,248 x 4 + 2 x 125,248 x 4 = 500,992 + 1,001,984 = 1,502,976.
+        QTest::newRow("tiny fp32 adamw") << "tiny" << int(TrainMode::Full) << int(Precision::Fp32) << int(OptimizerKind::AdamW) << 0.9 << 1502976LL;
+        // Mixed precision keeps fp32 masters and fp32 moments; autocast's 16-bit copies are not saved.
+        QTest::newRow("tiny bf16-mixed adamw") << "tiny" << int(TrainMode::Full) << int(Precision::Bf16Mixed) << int(OptimizerKind::AdamW) << 0.9 << 1502976LL;
+        // Pure bf16: 125,248 x 2 + 2 x 125,248 x 2 = 751,488.
+        QTest::newRow("tiny bf16 adamw") << "tiny" << int(TrainMode::Full) << int(Precision::Bf16) << int(OptimizerKind::AdamW) << 0.9 << 751488LL;
+        // SGD with momentum keeps one buffer: 125,248 x 4 x 2 = 1,001,984; without momentum none.
+        QTest::newRow("tiny fp32 sgd momentum") << "tiny" << int(TrainMode::Full) << int(Precision::Fp32) << int(OptimizerKind::Sgd) << 0.9 << 1001984LL;
+        QTest::newRow("tiny fp32 sgd plain") << "tiny" << int(TrainMode::Full) << int(Precision::Fp32) << int(OptimizerKind::Sgd) << 0.0 << 500992LL;
+        // LoRA rank 2 on the toy: the 1176 frozen base weights in bf16 (2352 B), the 128 adapter
+        // parameters in fp32 (512 B) and their two fp32 moments (1024 B): 3888.
+        QTest::newRow("toy lora bf16-mixed") << "toy" << int(TrainMode::Lora) << int(Precision::Bf16Mixed) << int(OptimizerKind::AdamW) << 0.9 << 3888LL;
+    }
+    void checkpointBytes()
+    {
+        QFETCH(QString, shape);
+        QFETCH(int, mode);
+        QFETCH(int, precision);
+        QFETCH(int, optimizer);
+        QFETCH(double, momentum);
+        QFETCH(qint64, bytes);
+        RunConfig c = shape == QLatin1String("tiny") ? presetConfig(QStringLiteral("tiny")) : toy();
+        if (shape == QLatin1String("tiny")) {
+            const ParamCounts params = countParameters(c);
+            QCOMPARE(params.total, qint64(125248));
+            QCOMPARE(params.trainable, qint64(125248));
+        }
+        c.train.mode = TrainMode(mode);
+        c.train.precision = Precision(precision);
+        c.train.optimizer.kind = OptimizerKind(optimizer);
+        c.train.optimizer.momentum = momentum;
+        c.train.lora.rank = 2;
+        QCOMPARE(checkpointBytesFor(c), bytes);
     }
 
     void activationsMathVersusFused()

@@ -142,8 +142,19 @@ void printHuman(CliContext &ctx, const RunConfig &c, const ParamCounts &p)
                       .arg(m.layers).arg(m.hiddenSize).arg(m.attentionHeads).arg(m.kvHeads).arg(m.effectiveHeadDim()).arg(m.intermediateSize)
                       .arg(m.vocabSize).arg(m.maxPositions).arg(m.tieEmbeddings ? QStringLiteral("tied") : QStringLiteral("untied"))
                       .arg(m.attentionBias ? QStringLiteral(", q/k/v bias") : QString()));
+    if (m.moe.enabled()) {
+        const auto &e = m.moe;
+        line("experts", QStringLiteral("%1 per sparse layer, %2 per token, width %3%4%5; %6 of %7 layers sparse; aux loss weight %8")
+                            .arg(e.experts).arg(e.expertsPerToken).arg(e.expertIntermediateSize)
+                            .arg(e.sharedExpertIntermediateSize > 0 ? QStringLiteral(", shared expert width %1").arg(e.sharedExpertIntermediateSize) : QString())
+                            .arg(e.normalizeTopK ? QStringLiteral(", top-k renormalised") : QString())
+                            .arg([&] { int64_t n = 0; for (int64_t i = 0; i < m.layers; ++i) n += e.sparse(i) ? 1 : 0; return n; }()).arg(m.layers).arg(e.auxLossWeight));
+    }
+    if (m.qkNorm != QkNorm::None)
+        line("q/k norm", m.qkNorm == QkNorm::Head ? QStringLiteral("RMSNorm per head") : QStringLiteral("RMSNorm over the projection"));
     line("weights", m.weightsPath.empty() ? QStringLiteral("random initialisation") : QString::fromStdString(m.weightsPath));
-    line("parameters", QStringLiteral("%1 total, %2 trainable (%3%)").arg(count(p.total), count(p.trainable)).arg(p.total > 0 ? 100.0 * p.trainable / p.total : 0.0, 0, 'f', 2));
+    line("parameters", QStringLiteral("%1 total, %2 trainable (%3%)%4").arg(count(p.total), count(p.trainable)).arg(p.total > 0 ? 100.0 * p.trainable / p.total : 0.0, 0, 'f', 2)
+                           .arg(p.active != p.total ? QStringLiteral(", %1 active per token").arg(count(p.active)) : QString()));
     QString mode = QString::fromLatin1(toString(t.mode));
     if (t.mode == TrainMode::Lora)
         mode += QStringLiteral(" (rank %1, alpha %2, %3 adapter params)").arg(t.lora.rank).arg(t.lora.alpha).arg(count(p.lora));

@@ -22,7 +22,7 @@ int runPresets(CliContext &ctx)
     QJsonArray list;
     const QLocale locale(QLocale::English);
     if (!parser.isSet(QStringLiteral("json")))
-        ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6\n").arg(QStringLiteral("name"), -14).arg(QStringLiteral("family"), -8).arg(QStringLiteral("total params"), 16).arg(QStringLiteral("trainable"), 16).arg(QStringLiteral("layers"), 7).arg(QStringLiteral("hidden"), 7);
+        ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6\n").arg(QStringLiteral("name"), -14).arg(QStringLiteral("family"), -8).arg(QStringLiteral("total params"), 16).arg(QStringLiteral("active"), 16).arg(QStringLiteral("layers"), 7).arg(QStringLiteral("hidden"), 7);
     for (const QString &name : presetNames()) {
         const RunConfig c = presetConfig(name);
         const ParamCounts counts = countParameters(c);
@@ -32,11 +32,12 @@ int runPresets(CliContext &ctx)
                 {QStringLiteral("family"), QString::fromStdString(c.model.family)},
                 {QStringLiteral("total_params"), static_cast<double>(counts.total)},
                 {QStringLiteral("trainable_params"), static_cast<double>(counts.trainable)},
+                {QStringLiteral("active_params"), static_cast<double>(counts.active)},
                 {QStringLiteral("layers"), static_cast<double>(c.model.layers)},
                 {QStringLiteral("hidden_size"), static_cast<double>(c.model.hiddenSize)},
             });
         } else {
-            ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6\n").arg(name, -14).arg(QString::fromStdString(c.model.family), -8).arg(locale.toString(static_cast<qint64>(counts.total)), 16).arg(locale.toString(static_cast<qint64>(counts.trainable)), 16).arg(c.model.layers, 7).arg(c.model.hiddenSize, 7);
+            ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6\n").arg(name, -14).arg(QString::fromStdString(c.model.family), -8).arg(locale.toString(static_cast<qint64>(counts.total)), 16).arg(locale.toString(static_cast<qint64>(counts.active)), 16).arg(c.model.layers, 7).arg(c.model.hiddenSize, 7);
         }
     }
     if (parser.isSet(QStringLiteral("json")))

@@ -10,6 +10,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QRegularExpression>
 
@@ -127,6 +128,154 @@ RopeScaling ropeScalingOf(const QJsonObject &json, const std::string &where)
     return s;
 }
 
+bool present(const QJsonObject &json, const char *key)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    return !v.isUndefined() && !v.isNull();
+}
+
+// The Transformers model types whose MLP is a sparse mixture of experts.
+bool isMoeType(const std::string &type) { return type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe" || type == "olmoe"; }
+
+// The keys of a mixture-of-experts config.json that this import reads, or knowingly leaves out, per
+// type. Any other key that names an expert, router or MoE setting is refused by name: a routing
+// variant (shared experts, expert biases, capacity factors) read as the plain one would give the
+// wrong model. output_router_logits is left out: in Transformers it also decides whether the
+// load-balancing loss joins the training loss (false in the published configs); here the loss is
+// always added with router_aux_loss_coef as its weight, as MoeConfig::auxLossWeight defines.
+const std::vector<const char *> &moeKeys(const std::string &type)
+{
+    static const std::vector<const char *> mixtral {"num_local_experts", "num_experts", "num_experts_per_tok", "router_aux_loss_coef", "router_jitter_noise", "output_router_logits"};
+    static const std::vector<const char *> qwen2Moe {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "router_aux_loss_coef", "output_router_logits"};
+    static const std::vector<const char *> qwen3Moe {"num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "router_aux_loss_coef", "output_router_logits"};
+    // A router z-loss weight (router_z_loss_coef), which OLMoE checkpoints may carry from their
+    // training setup, is accepted but not added to the training loss: Transformers' OlmoeConfig does
+    // not read it and OlmoeForCausalLM does not add it either.
+    static const std::vector<const char *> olmoe {"num_experts", "num_local_experts", "num_experts_per_tok", "router_aux_loss_coef", "router_z_loss_coef", "output_router_logits"};
+    return type == "mixtral" ? mixtral : type == "qwen2_moe" ? qwen2Moe : type == "qwen3_moe" ? qwen3Moe : olmoe;
+}
+
+void refuseUnmodelledMoeKeys(const QJsonObject &json, const std::string &where, const std::string &type)
+{
+    const auto &known = moeKeys(type);
+    for (auto it = json.begin(); it != json.end(); ++it) {
+        const QString &key = it.key();
+        const bool moeSetting = key.contains(QLatin1String("expert"), Qt::CaseInsensitive) || key.contains(QLatin1String("router"), Qt::CaseInsensitive) ||
+                                key.contains(QLatin1String("moe"), Qt::CaseInsensitive);
+        // null sets nothing, as an absent key.
+        if (!moeSetting || it.value().isNull() || std::any_of(known.begin(), known.end(), [&](const char *k) { return key == QLatin1String(k); }))
+            continue;
+        std::string list;
+        for (const char *k : known)
+            list += (list.empty() ? "" : ", ") + std::string(k);
+        throw InvalidInputError(where + ": " + key.toStdString(), "is a mixture-of-experts setting this import does not model (read for " + type + ": " + list + ")");
+    }
+}
+
+// A dense type with experts is a config.json this import would misread as a dense model.
+void refuseExperts(const QJsonObject &json, const std::string &where, const std::string &type)
+{
+    for (const char *key : {"num_local_experts", "num_experts"}) {
+        const QJsonValue v = json.value(QLatin1String(key));
+        if (v.isUndefined() || v.isNull() || (v.isDouble() && v.toDouble() == 0))
+            continue;
+        throw InvalidInputError(field(where, key), "got " + jsonTypeName(v) + ", but model_type '" + type +
+                                "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe)");
+    }
+}
+
+// The number of experts under `key`, or under `alias`, which the type's Transformers config maps
+// onto the same attribute (its attribute_map); both given must agree.
+int64_t expertCount(const QJsonObject &json, const std::string &where, const char *key, const char *alias)
+{
+    if (!present(json, key) && present(json, alias))
+        return requiredInt(json, where, alias);
+    const int64_t n = requiredInt(json, where, key);
+    if (present(json, alias) && requiredInt(json, where, alias) != n)
+        throw InvalidInputError(field(where, alias), std::string("is another name for ") + key + " and must equal it (" + std::to_string(requiredInt(json, where, alias)) +
+                                " != " + std::to_string(n) + ")");
+    return n;
+}
+
+// Qwen-MoE's mlp_only_layers: the indices of the layers kept dense.
+std::vector<int64_t> layerList(const QJsonObject &json, const std::string &where, const char *key, int64_t layers)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    if (v.isUndefined() || v.isNull())
+        return {};
+    if (!v.isArray())
+        throw InvalidInputError(field(where, key), "expected an array of layer indices, got " + jsonTypeName(v));
+    std::vector<int64_t> list;
+    const QJsonArray array = v.toArray();
+    for (qsizetype i = 0; i < array.size(); ++i) {
+        const QJsonValue e = array.at(i);
+        const double d = e.toDouble(-1);
+        const std::string name = std::string(key) + "[" + std::to_string(i) + "]";
+        if (!e.isDouble() || std::floor(d) != d || d < 0 || d >= static_cast<double>(layers))
+            throw InvalidInputError(field(where, name.c_str()), "expected a layer index from 0 to " + std::to_string(layers - 1) + " (num_hidden_layers - 1), got " + jsonTypeName(e));
+        list.push_back(static_cast<int64_t>(d));
+    }
+    return list;
+}
+
+// The experts of a mixture-of-experts type. Absent optional keys take the defaults of the type's
+// Transformers config class (MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig, OlmoeConfig).
+MoeConfig moeOf(const QJsonObject &json, const std::string &where, const std::string &type, const ModelShape &m)
+{
+    MoeConfig e;
+    e.expertsPerToken = requiredInt(json, where, "num_experts_per_tok");
+    if (type == "mixtral") {
+        // Mixtral's intermediate_size is each expert's; every layer is sparse, and the top-2
+        // weights are always renormalised to sum to 1 (there is no norm_topk_prob switch).
+        e.experts = expertCount(json, where, "num_local_experts", "num_experts");
+        e.expertIntermediateSize = m.intermediateSize;
+        e.normalizeTopK = true;
+        e.auxLossWeight = optionalNumber(json, where, "router_aux_loss_coef", 0.001);
+        e.routerJitter = optionalNumber(json, where, "router_jitter_noise", 0.0);
+    } else if (type == "olmoe") {
+        // Likewise intermediate_size is each expert's, and every layer is sparse.
+        e.experts = expertCount(json, where, "num_experts", "num_local_experts");
+        e.expertIntermediateSize = m.intermediateSize;
+        e.normalizeTopK = optionalBool(json, where, "norm_topk_prob", false);
+        e.auxLossWeight = optionalNumber(json, where, "router_aux_loss_coef", 0.01);
+    } else {
+        // Qwen2-MoE, Qwen3-MoE: intermediate_size is the dense MLP of the layers decoder_sparse_step
+        // and mlp_only_layers keep dense; moe_intermediate_size the experts'.
+        e.experts = type == "qwen3_moe" ? expertCount(json, where, "num_experts", "num_local_experts") : requiredInt(json, where, "num_experts");
+        e.expertIntermediateSize = requiredInt(json, where, "moe_intermediate_size");
+        e.normalizeTopK = optionalBool(json, where, "norm_topk_prob", false);
+        e.sparseStep = optionalInt(json, where, "decoder_sparse_step", 1);
+        e.denseLayers = layerList(json, where, "mlp_only_layers", m.layers);
+        e.auxLossWeight = optionalNumber(json, where, "router_aux_loss_coef", 0.001);
+        if (type == "qwen2_moe") {
+            // Qwen2-MoE's shared expert always has its sigmoid gate (shared_expert_gate).
+            e.sharedExpertIntermediateSize = requiredInt(json, where, "shared_expert_intermediate_size");
+            e.sharedExpertGate = true;
+        }
+    }
+    return e;
+}
+
+// Sliding-window attention and q/k/v clipping change what attention computes and are not modelled:
+// a config.json that turns them on is refused rather than trained as full attention.
+void refuseUnmodelledAttention(const QJsonObject &json, const std::string &where, const std::string &type, const ModelShape &m)
+{
+    if (type == "mixtral") {
+        // A window that spans every position the model has is full attention.
+        const QJsonValue v = json.value(QLatin1String("sliding_window"));
+        if (!v.isUndefined() && !v.isNull() && !(v.isDouble() && v.toDouble() >= static_cast<double>(m.maxPositions)))
+            throw InvalidInputError(field(where, "sliding_window"), "got " + jsonTypeName(v) + "; sliding-window attention is not modelled (expected null, or at least max_position_embeddings = " +
+                                    std::to_string(m.maxPositions) + ")");
+    } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+        if (optionalBool(json, where, "use_sliding_window", false))
+            throw InvalidInputError(field(where, "use_sliding_window"), "true is not supported (sliding-window attention is not modelled)");
+    } else if (type == "olmoe") {
+        if (present(json, "clip_qkv"))
+            throw InvalidInputError(field(where, "clip_qkv"), "got " + jsonTypeName(json.value(QLatin1String("clip_qkv"))) +
+                                    "; clipping queries, keys and values is not modelled (expected null)");
+    }
+}
+
 QJsonObject readConfigJson(const QString &file)
 {
     // A config.json is a few KiB; 16 MiB refuses /dev/zero and FIFOs without a hang.
@@ -146,7 +295,7 @@ QJsonObject readConfigJson(const QString &file)
 
 const std::vector<std::string> &hfSupportedModelTypes()
 {
-    static const std::vector<std::string> types {"llama", "mistral", "qwen2"};
+    static const std::vector<std::string> types {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
     return types;
 }
 
@@ -157,8 +306,17 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
         throw InvalidInputError(field(where, "model_type"), typeValue.isUndefined() ? "required field is missing" : "expected a string, got " + jsonTypeName(typeValue));
     const std::string type = typeValue.toString().toStdString();
     const auto &types = hfSupportedModelTypes();
-    if (std::find(types.begin(), types.end(), type) == types.end())
-        throw InvalidInputError(field(where, "model_type"), "unsupported model type '" + type + "' (supported: llama, mistral, qwen2)");
+    if (std::find(types.begin(), types.end(), type) == types.end()) {
+        std::string list;
+        for (const auto &t : types)
+            list += (list.empty() ? "" : ", ") + t;
+        throw InvalidInputError(field(where, "model_type"), "unsupported model type '" + type + "' (supported: " + list + ")");
+    }
+    const bool moe = isMoeType(type);
+    if (moe)
+        refuseUnmodelledMoeKeys(json, where, type);
+    else
+        refuseExperts(json, where, type);
 
     ModelShape m;
     m.family = type;
@@ -166,26 +324,40 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     m.hiddenSize = requiredInt(json, where, "hidden_size");
     m.layers = requiredInt(json, where, "num_hidden_layers");
     m.attentionHeads = requiredInt(json, where, "num_attention_heads");
-    m.kvHeads = optionalInt(json, where, "num_key_value_heads", m.attentionHeads);
+    // Mixtral's, Qwen2-MoE's and Qwen3-MoE's config classes default the key/value heads to a fixed
+    // count (8, 16, 4), not to the attention heads: required there rather than guessed.
+    if (type == "mixtral" || type == "qwen2_moe" || type == "qwen3_moe")
+        m.kvHeads = requiredInt(json, where, "num_key_value_heads");
+    else
+        m.kvHeads = optionalInt(json, where, "num_key_value_heads", m.attentionHeads);
     m.intermediateSize = requiredInt(json, where, "intermediate_size");
     m.vocabSize = requiredInt(json, where, "vocab_size");
     m.maxPositions = requiredInt(json, where, "max_position_embeddings");
     m.headDim = optionalInt(json, where, "head_dim", 0);
     m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", false);
-    m.ropeTheta = optionalNumber(json, where, "rope_theta", 10000.0);
+    m.ropeTheta = optionalNumber(json, where, "rope_theta", type == "mixtral" ? 1e6 : 10000.0);
     m.ropeScaling = ropeScalingOf(json, where);
-    m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-6);
+    m.normEps = optionalNumber(json, where, "rms_norm_eps", type == "mixtral" || type == "olmoe" ? 1e-5 : 1e-6);
     m.activation = activationOf(json, where);
     m.norm = NormKind::RmsNorm;
     if (type == "qwen2") {
         // Qwen2 always has q/k/v biases and no o_proj bias; its config has no switch for them.
         m.attentionBias = true;
+    } else if (type == "qwen2_moe") {
+        // Likewise Qwen2-MoE, whose newer config class names the switch qkv_bias.
+        m.attentionBias = optionalBool(json, where, "qkv_bias", true);
     } else if (optionalBool(json, where, "attention_bias", false)) {
         // Llama's attention_bias also adds an o_proj bias, which the parameter table does not model.
         throw InvalidInputError(field(where, "attention_bias"), "true is not supported for " + type + " (it adds an o_proj bias the model does not have)");
     }
     if (optionalBool(json, where, "mlp_bias", false))
         throw InvalidInputError(field(where, "mlp_bias"), "true is not supported (MLP biases are not modelled)");
+    if (moe) {
+        refuseUnmodelledAttention(json, where, type, m);
+        // RMSNorm of the queries and keys before RoPE: per head (Qwen3), over the projection (OLMoE).
+        m.qkNorm = type == "qwen3_moe" ? QkNorm::Head : type == "olmoe" ? QkNorm::Full : QkNorm::None;
+        m.moe = moeOf(json, where, type, m);
+    }
     return m;
 }
 

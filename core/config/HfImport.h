@@ -1,7 +1,9 @@
 #pragma once
-// Import of a Hugging Face model folder's config.json (llama, mistral, qwen2 decoders) into a
-// RunConfig with default training settings. Unknown fields are ignored; missing required fields
-// are reported by name; shapes the parameter table cannot represent exactly are refused.
+// Import of a Hugging Face model folder's config.json (llama, mistral, qwen2 decoders and the
+// mixture-of-experts mixtral, qwen2_moe, qwen3_moe, olmoe) into a RunConfig with default training
+// settings. Unknown fields are ignored, except expert, router and MoE settings, which are refused by
+// name; missing required fields are reported by name; shapes the parameter table cannot represent
+// exactly are refused.
 #include "config/RunConfig.h"
 
 #include <QJsonObject>

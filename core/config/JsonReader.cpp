@@ -145,6 +145,21 @@ void JsonReader::read(const char *key, std::vector<std::string> &value)
     }
 }
 
+void JsonReader::read(const char *key, std::vector<int64_t> &value)
+{
+    if (const auto v = take(key)) {
+        if (!v->isArray())
+            typeError(key, "an array of integers", *v);
+        std::vector<int64_t> out;
+        const QJsonArray array = v->toArray();
+        for (qsizetype i = 0; i < array.size(); ++i) {
+            const std::string item = std::string(key) + "[" + std::to_string(i) + "]";
+            out.push_back(integer(item.c_str(), array[i], 0));
+        }
+        value = std::move(out);
+    }
+}
+
 std::optional<JsonReader> JsonReader::object(const char *key)
 {
     const auto v = take(key);

@@ -12,6 +12,13 @@ bool loraTargets(const RunConfig &config, const std::string &projection)
     return std::find(t.begin(), t.end(), projection) != t.end() || std::find(t.begin(), t.end(), std::string("all-linear")) != t.end();
 }
 
+ExpertNames expertNames(const ModelShape &model)
+{
+    if (model.family == "mixtral")
+        return {"block_sparse_moe.", "w1", "w3", "w2"};
+    return {"mlp.", "gate_proj", "up_proj", "down_proj"};
+}
+
 std::vector<ParameterInfo> parameterTable(const RunConfig &config)
 {
     const ModelShape &m = config.model;
@@ -40,12 +47,13 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
         if (layerNorm)
             add(name + ".bias", {h}, layer, false);
     };
-    // A projection in -> out, with its LoRA pair (A: r x in, B: out x r) when targeted.
-    auto addProjection = [&](const std::string &prefix, const std::string &proj, int64_t in, int64_t out, bool bias, int layer) {
+    // A projection in -> out, with its LoRA pair (A: r x in, B: out x r) when targeted. `role` is
+    // the projection LoRA targets name it by (an expert's w1 is a gate_proj).
+    auto addProjection = [&](const std::string &prefix, const std::string &proj, int64_t in, int64_t out, bool bias, int layer, const std::string &role = {}) {
         add(prefix + proj + ".weight", {out, in}, layer, true);
         if (bias)
             add(prefix + proj + ".bias", {out}, layer, false);
-        if (loraTargets(config, proj)) {
+        if (loraTargets(config, role.empty() ? proj : role)) {
             add(prefix + proj + ".lora_A.weight", {r, in}, layer, true);
             table.back().isLora = true;
             add(prefix + proj + ".lora_B.weight", {out, r}, layer, true);
@@ -61,11 +69,42 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
         addProjection(prefix + "self_attn.", "k_proj", h, kvDim, m.attentionBias, i);
         addProjection(prefix + "self_attn.", "v_proj", h, kvDim, m.attentionBias, i);
         addProjection(prefix + "self_attn.", "o_proj", qDim, h, false, i);
+        if (m.qkNorm != QkNorm::None) {
+            add(prefix + "self_attn.q_norm.weight", {m.qkNorm == QkNorm::Head ? hd : qDim}, i, false);
+            add(prefix + "self_attn.k_norm.weight", {m.qkNorm == QkNorm::Head ? hd : kvDim}, i, false);
+        }
         addNorm(prefix + "post_attention_layernorm", i);
-        if (gated)
-            addProjection(prefix + "mlp.", "gate_proj", h, m.intermediateSize, false, i);
-        addProjection(prefix + "mlp.", "up_proj", h, m.intermediateSize, false, i);
-        addProjection(prefix + "mlp.", "down_proj", m.intermediateSize, h, false, i);
+        if (m.moe.sparse(i)) {
+            const ExpertNames n = expertNames(m);
+            const std::string mlp = prefix + n.prefix;
+            add(mlp + "gate.weight", {m.moe.experts, h}, i, true);
+            const double share = static_cast<double>(m.moe.expertsPerToken) / static_cast<double>(m.moe.experts);
+            const int64_t ei = m.moe.expertIntermediateSize;
+            for (int64_t e = 0; e < m.moe.experts; ++e) {
+                const std::string expert = mlp + "experts." + std::to_string(e) + ".";
+                const size_t first = table.size();
+                addProjection(expert, n.gate, h, ei, false, i, "gate_proj");
+                addProjection(expert, n.up, h, ei, false, i, "up_proj");
+                addProjection(expert, n.down, ei, h, false, i, "down_proj");
+                for (size_t k = first; k < table.size(); ++k) {
+                    table[k].expert = static_cast<int>(e);
+                    table[k].activeFraction = share;
+                }
+            }
+            if (m.moe.sharedExpertIntermediateSize > 0) {
+                const int64_t si = m.moe.sharedExpertIntermediateSize;
+                addProjection(mlp + "shared_expert.", "gate_proj", h, si, false, i);
+                addProjection(mlp + "shared_expert.", "up_proj", h, si, false, i);
+                addProjection(mlp + "shared_expert.", "down_proj", si, h, false, i);
+                if (m.moe.sharedExpertGate)
+                    add(mlp + "shared_expert_gate.weight", {1, h}, i, true);
+            }
+        } else {
+            if (gated)
+                addProjection(prefix + "mlp.", "gate_proj", h, m.intermediateSize, false, i);
+            addProjection(prefix + "mlp.", "up_proj", h, m.intermediateSize, false, i);
+            addProjection(prefix + "mlp.", "down_proj", m.intermediateSize, h, false, i);
+        }
     }
     addNorm("model.norm", -1);
     if (!m.tieEmbeddings)

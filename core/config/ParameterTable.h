@@ -17,9 +17,20 @@ struct ParameterInfo {
     bool trainable = true;
     bool isLora = false;
     bool isMatrix = false;       // 2-D weight of a projection (FLOPs, weight decay)
+    int expert = -1;             // a routed expert's weight: its index; -1 otherwise
+    // The share of tokens this weight multiplies: expertsPerToken / experts for a routed expert's
+    // weights, 1 for everything else (FLOPs use it; memory counts every weight).
+    double activeFraction = 1.0;
 };
 
 std::vector<ParameterInfo> parameterTable(const RunConfig &config);
+// The MLP of a sparse layer as it is named in the family's checkpoints: prefix ("mlp." or
+// "block_sparse_moe.") and the names of the gate, up and down projections of one expert.
+struct ExpertNames {
+    std::string prefix;
+    std::string gate, up, down;
+};
+ExpertNames expertNames(const ModelShape &model);
 // True when `projection` (q_proj, ..., down_proj) gets a LoRA adapter under this config.
 bool loraTargets(const RunConfig &config, const std::string &projection);
 

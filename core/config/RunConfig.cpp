@@ -37,6 +37,7 @@ constexpr std::array<std::pair<ScheduleKind, const char *>, 3> kSchedules {{{Sch
 constexpr std::array<std::pair<DataKind, const char *>, 3> kDataKinds {{{DataKind::Synthetic, "synthetic"}, {DataKind::TokenFile, "tokens"}, {DataKind::Jsonl, "jsonl"}}};
 constexpr std::array<std::pair<LengthDistribution, const char *>, 3> kLengths {{{LengthDistribution::Fixed, "fixed"}, {LengthDistribution::Uniform, "uniform"}, {LengthDistribution::FromFile, "file"}}};
 constexpr std::array<std::pair<JobUnit, const char *>, 2> kJobUnits {{{JobUnit::Tokens, "tokens"}, {JobUnit::Epochs, "epochs"}}};
+constexpr std::array<std::pair<QkNorm, const char *>, 3> kQkNorms {{{QkNorm::None, "none"}, {QkNorm::Head, "head"}, {QkNorm::Full, "full"}}};
 constexpr std::array<std::pair<RopeScalingType, const char *>, 3> kRopeScalings {{{RopeScalingType::None, "none"}, {RopeScalingType::Llama3, "llama3"}, {RopeScalingType::Linear, "linear"}}};
 
 } // namespace
@@ -52,6 +53,7 @@ const char *toString(DataKind v) { return nameOf(kDataKinds, v); }
 const char *toString(LengthDistribution v) { return nameOf(kLengths, v); }
 const char *toString(JobUnit v) { return nameOf(kJobUnits, v); }
 const char *toString(RopeScalingType v) { return nameOf(kRopeScalings, v); }
+const char *toString(QkNorm v) { return nameOf(kQkNorms, v); }
 
 template <> std::optional<TrainMode> parseEnum(const std::string &n) { return lookup(kTrainModes, n); }
 template <> std::optional<OptimizerKind> parseEnum(const std::string &n) { return lookup(kOptimizers, n); }
@@ -64,13 +66,17 @@ template <> std::optional<DataKind> parseEnum(const std::string &n) { return loo
 template <> std::optional<LengthDistribution> parseEnum(const std::string &n) { return lookup(kLengths, n); }
 template <> std::optional<JobUnit> parseEnum(const std::string &n) { return lookup(kJobUnits, n); }
 template <> std::optional<RopeScalingType> parseEnum(const std::string &n) { return lookup(kRopeScalings, n); }
+template <> std::optional<QkNorm> parseEnum(const std::string &n) { return lookup(kQkNorms, n); }
 
 ParamCounts countParameters(const RunConfig &config)
 {
     ParamCounts counts;
     const auto table = parameterTable(config);
+    int64_t routed = 0;
     for (const auto &p : table) {
         counts.total += p.numel;
+        if (p.expert >= 0)
+            routed += p.numel;
         if (p.trainable)
             counts.trainable += p.numel;
         if (p.isLora)
@@ -82,6 +88,9 @@ ParamCounts countParameters(const RunConfig &config)
         else if (p.layer == 0 && !p.isLora)
             counts.perLayer += p.numel;
     }
+    // Every sparse layer has all `experts` alike, so the routed share is exact in integers.
+    const MoeConfig &moe = config.model.moe;
+    counts.active = counts.total - routed + (moe.enabled() ? routed / moe.experts * moe.expertsPerToken : 0);
     return counts;
 }
 

@@ -3,6 +3,7 @@
 // the history and the report all read. Plain data; loading, saving and validation live beside it
 // (RunConfigJson.h, RunConfigValidation.h).
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ enum class DataKind { Synthetic, TokenFile, Jsonl };
 enum class LengthDistribution { Fixed, Uniform, FromFile };
 enum class JobUnit { Tokens, Epochs };
 enum class RopeScalingType { None, Llama3, Linear };
+// RMSNorm of queries and keys before RoPE: per head (Qwen3) or over the whole projection (OLMoE).
+enum class QkNorm { None, Head, Full };
 
 // Transformers' `rope_scaling`: how a model stretches its rotary frequencies past the context it was
 // pre-trained at. It changes every position the model sees, so weights trained with it must run with
@@ -30,6 +33,29 @@ struct RopeScaling {
     double lowFreqFactor = 0;          // llama3
     double highFreqFactor = 0;         // llama3
     int64_t originalMaxPositions = 0;  // llama3: the pre-training context length
+};
+
+// A sparse mixture-of-experts MLP in place of the dense one (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE):
+// a router picks expertsPerToken of `experts` SwiGLU experts per token; a shared expert, where the
+// model has one, sees every token. experts == 0: the model is dense.
+struct MoeConfig {
+    int64_t experts = 0;
+    int64_t expertsPerToken = 0;
+    int64_t expertIntermediateSize = 0;
+    int64_t sharedExpertIntermediateSize = 0; // 0: no shared expert
+    bool sharedExpertGate = false;           // a sigmoid gate on the shared expert's output (Qwen2-MoE)
+    bool normalizeTopK = true;               // the chosen experts' weights renormalised to sum to 1
+    int64_t sparseStep = 1;                  // every sparseStep-th layer is sparse (Qwen2-MoE's decoder_sparse_step)
+    std::vector<int64_t> denseLayers;        // layers kept dense whatever sparseStep says (mlp_only_layers)
+    double auxLossWeight = 0.01;             // load-balancing loss, added to the training loss
+    double routerJitter = 0.0;               // multiplicative input noise in training (Mixtral)
+
+    bool enabled() const { return experts > 0; }
+    bool sparse(int64_t layer) const
+    {
+        return enabled() && (layer + 1) % std::max<int64_t>(sparseStep, 1) == 0 &&
+               std::find(denseLayers.begin(), denseLayers.end(), layer) == denseLayers.end();
+    }
 };
 
 struct ModelShape {
@@ -51,6 +77,8 @@ struct ModelShape {
     double ropeTheta = 10000.0;
     RopeScaling ropeScaling;
     double normEps = 1e-5;
+    QkNorm qkNorm = QkNorm::None;
+    MoeConfig moe;
     std::string weightsPath;         // local folder of *.safetensors; empty: random initialisation
 
     int64_t effectiveHeadDim() const { return headDim > 0 ? headDim : (attentionHeads > 0 ? hiddenSize / attentionHeads : 0); }
@@ -148,6 +176,7 @@ struct ParamCounts {
     int64_t perLayer = 0;
     int64_t head = 0;                    // 0 when tied
     int64_t lora = 0;                    // adapter parameters (included in total and trainable)
+    int64_t active = 0;                  // what one token passes through: all but the routed experts, plus experts_per_token of them
 };
 
 ParamCounts countParameters(const RunConfig &config);
@@ -164,6 +193,7 @@ const char *toString(DataKind v);
 const char *toString(LengthDistribution v);
 const char *toString(JobUnit v);
 const char *toString(RopeScalingType v);
+const char *toString(QkNorm v);
 template <typename E> std::optional<E> parseEnum(const std::string &name);
 
 // Whether attention runs a fused scaled_dot_product_attention kernel, given whether the build has

@@ -59,8 +59,42 @@ void readModel(JsonReader r, ModelShape &m)
         s->finish();
     }
     r.read("norm_eps", m.normEps);
+    r.readEnum("qk_norm", m.qkNorm);
+    if (auto e = r.object("moe")) {
+        MoeConfig &moe = m.moe;
+        e->read("experts", moe.experts);
+        e->read("experts_per_token", moe.expertsPerToken);
+        e->read("expert_intermediate_size", moe.expertIntermediateSize);
+        e->read("shared_expert_intermediate_size", moe.sharedExpertIntermediateSize);
+        e->read("shared_expert_gate", moe.sharedExpertGate);
+        e->read("normalize_top_k", moe.normalizeTopK);
+        e->read("sparse_step", moe.sparseStep);
+        e->read("dense_layers", moe.denseLayers);
+        e->read("aux_loss_weight", moe.auxLossWeight);
+        e->read("router_jitter", moe.routerJitter);
+        e->finish();
+    }
     r.read("weights_path", m.weightsPath);
     r.finish();
+}
+
+// Written only when the model has them, so every dense config keeps the hash it had before
+// mixtures of experts and query/key norms were part of the definition.
+void writeSparseParts(const ModelShape &m, QJsonObject &model)
+{
+    if (m.qkNorm != QkNorm::None)
+        model.insert(QStringLiteral("qk_norm"), QString::fromLatin1(toString(m.qkNorm)));
+    if (!m.moe.enabled())
+        return;
+    QJsonArray dense;
+    for (int64_t layer : m.moe.denseLayers)
+        dense.append(integer(layer));
+    model.insert(QStringLiteral("moe"), QJsonObject {{"experts", integer(m.moe.experts)}, {"experts_per_token", integer(m.moe.expertsPerToken)},
+                                                     {"expert_intermediate_size", integer(m.moe.expertIntermediateSize)},
+                                                     {"shared_expert_intermediate_size", integer(m.moe.sharedExpertIntermediateSize)},
+                                                     {"shared_expert_gate", m.moe.sharedExpertGate}, {"normalize_top_k", m.moe.normalizeTopK},
+                                                     {"sparse_step", integer(m.moe.sparseStep)}, {"dense_layers", dense},
+                                                     {"aux_loss_weight", m.moe.auxLossWeight}, {"router_jitter", m.moe.routerJitter}});
 }
 
 // Written only when the model has one, so every config without it keeps the hash it had before
@@ -198,6 +232,7 @@ QJsonObject toJson(const RunConfig &c)
         {"rope_theta", m.ropeTheta}, {"norm_eps", m.normEps}, {"weights_path", str(m.weightsPath)},
     };
     writeRopeScaling(m.ropeScaling, model);
+    writeSparseParts(m, model);
     const TrainConfig &t = c.train;
     QJsonObject lora {{"rank", integer(t.lora.rank)}, {"alpha", t.lora.alpha}, {"dropout", t.lora.dropout}, {"targets", strings(t.lora.targets)}};
     QJsonObject schedule {

@@ -94,19 +94,85 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     if (mul(m.attentionHeads, hd) == std::nullopt || mul(m.kvHeads, hd) == std::nullopt)
         return std::nullopt;
     const int64_t normSize = m.norm == NormKind::LayerNorm ? 2 : 1;
-    std::optional<int64_t> layer = mul(2 * normSize, m.hiddenSize);
-    for (const auto &p : projections(m)) {
-        layer = add(layer, mul(p.in, p.out));
-        if (p.bias)
-            layer = add(layer, p.out);
-        if (loraTargets(c, p.name))
-            layer = add(layer, mul(c.train.lora.rank, add(p.in, p.out)));
+    auto projection = [&c](std::optional<int64_t> sum, int64_t in, int64_t out, bool bias, const char *role) {
+        sum = add(sum, mul(in, out));
+        if (bias)
+            sum = add(sum, out);
+        if (loraTargets(c, role))
+            sum = add(sum, mul(c.train.lora.rank, add(in, out)));
+        return sum;
+    };
+    std::optional<int64_t> attention = mul(2 * normSize, m.hiddenSize);
+    std::optional<int64_t> dense = 0;
+    const auto all = projections(m);
+    for (size_t i = 0; i < all.size(); ++i) { // q, k, v, o, then the dense MLP's
+        auto &sum = i < 4 ? attention : dense;
+        sum = projection(sum, all[i].in, all[i].out, all[i].bias, all[i].name);
     }
+    if (m.qkNorm == QkNorm::Head)
+        attention = add(attention, 2 * hd);
+    else if (m.qkNorm == QkNorm::Full)
+        attention = add(attention, add(mul(m.attentionHeads, hd), mul(m.kvHeads, hd)));
+    std::optional<int64_t> sparse = 0;
+    if (m.moe.enabled()) {
+        const MoeConfig &e = m.moe;
+        std::optional<int64_t> expert = 0;
+        expert = projection(expert, m.hiddenSize, e.expertIntermediateSize, false, "gate_proj");
+        expert = projection(expert, m.hiddenSize, e.expertIntermediateSize, false, "up_proj");
+        expert = projection(expert, e.expertIntermediateSize, m.hiddenSize, false, "down_proj");
+        sparse = add(mul(e.experts, m.hiddenSize), mul(e.experts, expert));
+        if (e.sharedExpertIntermediateSize > 0) {
+            sparse = projection(sparse, m.hiddenSize, e.sharedExpertIntermediateSize, false, "gate_proj");
+            sparse = projection(sparse, m.hiddenSize, e.sharedExpertIntermediateSize, false, "up_proj");
+            sparse = projection(sparse, e.sharedExpertIntermediateSize, m.hiddenSize, false, "down_proj");
+            if (e.sharedExpertGate)
+                sparse = add(sparse, m.hiddenSize);
+        }
+    }
+    std::optional<int64_t> layers = 0;
+    for (int64_t i = 0; i < std::min<int64_t>(m.layers, kMaxLayers); ++i)
+        layers = add(layers, add(attention, m.moe.sparse(i) ? sparse : dense));
     const auto embedding = mul(m.vocabSize, m.hiddenSize);
-    auto total = add(mul(m.layers, layer), add(embedding, mul(normSize, m.hiddenSize)));
+    auto total = add(layers, add(embedding, mul(normSize, m.hiddenSize)));
     if (!m.tieEmbeddings)
         total = add(total, embedding);
     return total;
+}
+
+// A mixture of experts: each count positive and bounded, the top-k within the experts, the
+// routing weights meaningful.
+void checkMoe(Checker &k, const ModelShape &m, bool &shapeOk)
+{
+    const MoeConfig &e = m.moe;
+    if (!e.enabled()) {
+        k.require(e.expertsPerToken == 0 && e.expertIntermediateSize == 0 && e.sharedExpertIntermediateSize == 0, "model.moe.experts",
+                  "is 0 (a dense model), so experts_per_token and the expert sizes must be 0 too");
+        return;
+    }
+    shapeOk &= k.positive(e.expertsPerToken, "model.moe.experts_per_token");
+    shapeOk &= k.positive(e.expertIntermediateSize, "model.moe.expert_intermediate_size");
+    shapeOk &= k.positive(e.sparseStep, "model.moe.sparse_step");
+    k.nonNegative(e.sharedExpertIntermediateSize, "model.moe.shared_expert_intermediate_size");
+    if (e.experts > 4096) {
+        k.require(false, "model.moe.experts", "at most 4096 experts are supported, got " + std::to_string(e.experts));
+        shapeOk = false;
+    }
+    if (e.expertsPerToken > e.experts) {
+        k.require(false, "model.moe.experts_per_token", "must not exceed model.moe.experts (" + std::to_string(e.expertsPerToken) + " > " + std::to_string(e.experts) + ")");
+        shapeOk = false;
+    }
+    for (const auto &[value, field] : {std::pair {e.expertIntermediateSize, "model.moe.expert_intermediate_size"},
+                                      std::pair {e.sharedExpertIntermediateSize, "model.moe.shared_expert_intermediate_size"}})
+        if (value > (int64_t(1) << 22)) {
+            k.require(false, field, "at most " + std::to_string(int64_t(1) << 22) + " is supported, got " + std::to_string(value));
+            shapeOk = false;
+        }
+    k.require(!e.sharedExpertGate || e.sharedExpertIntermediateSize > 0, "model.moe.shared_expert_gate", "needs a shared expert (shared_expert_intermediate_size > 0)");
+    for (int64_t layer : e.denseLayers)
+        k.require(layer < m.layers, "model.moe.dense_layers", "layer " + std::to_string(layer) + " is not a layer of this model (0.." + std::to_string(m.layers - 1) + ")");
+    k.range(e.auxLossWeight, 0, true, 1, true, "model.moe.aux_loss_weight");
+    k.range(e.routerJitter, 0, true, 1, false, "model.moe.router_jitter");
+    k.require(m.activation != ActivationKind::Gelu, "model.activation", "gelu (ungated) experts are not modelled; experts are gated (swiglu or geglu)");
 }
 
 // Each field the type needs must be given and each it does not use left out, so a value that
@@ -187,6 +253,7 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
     k.range(m.ropeTheta, 0, false, INFINITY, false, "model.rope_theta");
     checkRopeScaling(k, m.ropeScaling);
     k.range(m.normEps, 0, false, 1, false, "model.norm_eps");
+    checkMoe(k, m, shapeOk);
 }
 
 void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)

@@ -15,20 +15,54 @@ struct Projection {
     bool needsGrad() const { return trainable || lora; }
 };
 
+// One routed expert's (or the shared expert's) gate, up and down projections, with the gradient
+// bytes of their trainable parameters and autocast's 16-bit copies of their matrices.
+struct ExpertFlags {
+    Projection proj[3];                   // gate, up, down (Mixtral's w1, w3, w2)
+    int64_t gradBytes[3] = {0, 0, 0};
+    int64_t copyBytes[3] = {0, 0, 0};
+};
+
 struct LayerFlags {
     std::map<std::string, Projection> proj;
     bool inputNormTrains = false;
     bool postNormTrains = false;
+    bool qNormTrains = false, kNormTrains = false;   // model.qk_norm
     int64_t downGradBytes = 0;            // gradients of down_proj (made first in the block's backward)
     int64_t afterAttentionGradBytes = 0;  // gradients of the MLP, the second norm and o_proj
     int64_t downCopyBytes = 0;            // autocast's 16-bit copies of down_proj's matrices
     int64_t afterAttentionCopyBytes = 0;  // ... of the MLP's and o_proj's matrices
+    // A sparse layer (model.moe): its router, routed experts, shared expert and the shared
+    // expert's sigmoid gate, each with its gradient and autocast copy bytes.
+    bool sparse = false;
+    Projection router, sharedGate;
+    int64_t routerGradBytes = 0, routerCopyBytes = 0, sharedGateGradBytes = 0, sharedGateCopyBytes = 0;
+    std::vector<ExpertFlags> experts;
+    ExpertFlags shared;
 };
+
+// The role (0 gate, 1 up, 2 down) of an expert's projection named `proj` in the family's
+// checkpoints (gate_proj/up_proj/down_proj, or Mixtral's w1/w3/w2); -1 for anything else.
+int expertRole(const ExpertNames &names, const std::string &proj)
+{
+    if (proj == names.gate)
+        return 0;
+    if (proj == names.up)
+        return 1;
+    return proj == names.down ? 2 : -1;
+}
 
 // Per layer: which projections train or carry an adapter, from the engine's parameter table.
 std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrains, bool &finalNormTrains, bool &headTrains)
 {
-    std::vector<LayerFlags> layers(static_cast<size_t>(std::max<int64_t>(config.model.layers, 0)));
+    const ModelShape &m = config.model;
+    std::vector<LayerFlags> layers(static_cast<size_t>(std::max<int64_t>(m.layers, 0)));
+    for (size_t i = 0; i < layers.size(); ++i)
+        if (m.moe.sparse(static_cast<int64_t>(i))) {
+            layers[i].sparse = true;
+            layers[i].experts.resize(static_cast<size_t>(m.moe.experts));
+        }
+    const ExpertNames names = expertNames(m);
     embeddingTrains = finalNormTrains = headTrains = false;
     for (const auto &p : parameterTable(config)) {
         if (p.layer < 0) {
@@ -41,9 +75,59 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             continue;
         }
         auto &layer = layers[static_cast<size_t>(p.layer)];
+        const int64_t bytes = p.trainable ? p.numel * trainableParamBytes(config.train.precision) : 0;
+        const int64_t copy = p.trainable && usesAutocast(config.train.precision) && p.isMatrix ? 2 * p.numel : 0;
+        // A sparse layer's MLP: everything under its prefix ("mlp." or Mixtral's "block_sparse_moe.").
+        const std::string mlpPrefix = "model.layers." + std::to_string(p.layer) + "." + names.prefix;
+        if (layer.sparse && p.name.compare(0, mlpPrefix.size(), mlpPrefix) == 0) {
+            layer.afterAttentionGradBytes += bytes;
+            layer.afterAttentionCopyBytes += copy;
+            const std::string rest = p.name.substr(mlpPrefix.size());
+            auto setFlags = [&](Projection &proj) {
+                if (p.isLora)
+                    proj.lora = true;
+                else if (p.name.find(".weight") != std::string::npos)
+                    proj.trainable = p.trainable;
+            };
+            // The router is "gate.weight": no gate_proj, and no expert's gate either.
+            if (rest == "gate.weight") {
+                setFlags(layer.router);
+                layer.routerGradBytes += bytes;
+                layer.routerCopyBytes += copy;
+            } else if (rest.rfind("shared_expert_gate.", 0) == 0) {
+                setFlags(layer.sharedGate);
+                layer.sharedGateGradBytes += bytes;
+                layer.sharedGateCopyBytes += copy;
+            } else {
+                // "experts.E.<proj>." (the family's names) or "shared_expert.<proj>." (always
+                // gate_proj, up_proj, down_proj): the projection's role.
+                static const ExpertNames sharedNames {"shared_expert.", "gate_proj", "up_proj", "down_proj"};
+                ExpertFlags *expert = nullptr;
+                std::string tail;
+                int role = -1;
+                if (p.expert >= 0 && static_cast<size_t>(p.expert) < layer.experts.size()) {
+                    const std::string head = "experts." + std::to_string(p.expert) + ".";
+                    expert = &layer.experts[static_cast<size_t>(p.expert)];
+                    tail = rest.compare(0, head.size(), head) == 0 ? rest.substr(head.size()) : std::string();
+                    role = expertRole(names, tail.substr(0, tail.find('.')));
+                } else if (rest.compare(0, sharedNames.prefix.size(), sharedNames.prefix) == 0) {
+                    expert = &layer.shared;
+                    tail = rest.substr(sharedNames.prefix.size());
+                    role = expertRole(sharedNames, tail.substr(0, tail.find('.')));
+                }
+                if (expert && role >= 0) {
+                    setFlags(expert->proj[role]);
+                    expert->gradBytes[role] += bytes;
+                    expert->copyBytes[role] += copy;
+                    if (role == 2) {
+                        layer.downGradBytes += bytes;
+                        layer.downCopyBytes += copy;
+                    }
+                }
+            }
+            continue;
+        }
         if (p.trainable) {
-            const int64_t bytes = p.numel * trainableParamBytes(config.train.precision);
-            const int64_t copy = usesAutocast(config.train.precision) && p.isMatrix ? 2 * p.numel : 0;
             if (p.name.find(".mlp.") != std::string::npos || p.name.find("post_attention_layernorm") != std::string::npos ||
                 p.name.find(".o_proj.") != std::string::npos) {
                 layer.afterAttentionGradBytes += bytes;
@@ -67,6 +151,10 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             layer.inputNormTrains = p.trainable;
         if (p.name.find("post_attention_layernorm.weight") != std::string::npos)
             layer.postNormTrains = p.trainable;
+        if (p.name.find("self_attn.q_norm.weight") != std::string::npos)
+            layer.qNormTrains = p.trainable;
+        if (p.name.find("self_attn.k_norm.weight") != std::string::npos)
+            layer.kNormTrains = p.trainable;
     }
     if (config.model.tieEmbeddings)
         headTrains = embeddingTrains;
@@ -126,6 +214,221 @@ public:
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };
 
+// What a sparse layer's MLP (model/SparseMoe.cpp) adds to its block.
+struct SparseMlpBytes {
+    int64_t forwardPeak = 0;          // grad-mode forward: the block's kept set so far plus what is alive, at the MLP's worst point
+    int64_t backwardExtra = 0;        // backward peak above the block's kept set and its incoming gradient
+    int64_t backwardCopiesFreed = 0;  // autocast weight copies released by then
+    int64_t noGradLive = 0;           // live set under no_grad at the worst point, residual and norm output included
+    int64_t unkeptCopies = 0;         // lora_A copies over an input that needs no gradient
+    bool trains = false;              // a weight of the MLP trains or carries an adapter
+};
+
+// A sparse layer's MLP on `walk`, the block's walk up to the post-attention norm, whose output
+// ([n, h], element size dx2, needing a gradient when y2Grad) it reads. SparseMoe::forward in
+// training: the router's logits, softmax in fp32, top-k (renormalised when normalize_top_k), every
+// (token, choice) pair sorted by expert (argsort, token = order // k), the permuted copy of the
+// tokens, each expert's SwiGLU on its contiguous slice, the concatenated outputs times the pair
+// weights, index_add back into [n, h]; the shared expert (and its sigmoid gate) on every token.
+// The n*k routed pairs are exact; how they split across experts only moves the per-expert backward
+// peaks, for which the split is taken as even. `hAlive`: the post-attention residual when the norm
+// does not keep it.
+SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx2, bool y2Grad, int64_t residual, int64_t hAlive)
+{
+    const MoeConfig &moe = config.model.moe;
+    const int64_t n = walk.n, c = walk.c, h = config.model.hiddenSize;
+    const int64_t experts = std::max<int64_t>(moe.experts, 1), k = moe.expertsPerToken;
+    const int64_t ei = moe.expertIntermediateSize, si = moe.sharedExpertIntermediateSize;
+    const int64_t nk = n * k;                       // routed (token, choice) pairs, whatever the split
+    const int64_t dOut = std::max(c, dx2);          // the experts' output times the weights (flat's dtype): promoted
+    const bool mixedCasts = walk.mixed && dx2 == 4; // autocast casts an fp32 input anew for each linear
+    const bool hasShared = si > 0, gated = hasShared && moe.sharedExpertGate;
+    const bool jitter = moe.routerJitter > 0;
+    const Projection &sg = layer.shared.proj[0], &su = layer.shared.proj[1], &sd = layer.shared.proj[2];
+    auto tokensOf = [&](size_t e) { // expert e's rows of the permuted tokens under the even split
+        const auto i = static_cast<int64_t>(e);
+        return nk * (i + 1) / experts - nk * i / experts;
+    };
+    SparseMlpBytes out;
+
+    bool expertsTrain = false, expertsRead = false;
+    for (const auto &e : layer.experts) {
+        expertsTrain = expertsTrain || e.proj[0].needsGrad() || e.proj[1].needsGrad() || e.proj[2].needsGrad();
+        expertsRead = expertsRead || e.proj[0].needsGrad() || e.proj[1].needsGrad();
+    }
+    const bool sharedTrains = hasShared && (sg.needsGrad() || su.needsGrad() || sd.needsGrad() || (gated && layer.sharedGate.needsGrad()));
+    out.trains = expertsTrain || sharedTrains || layer.router.needsGrad();
+    const bool routerGrad = y2Grad || layer.router.needsGrad(); // the logits need a gradient
+    const bool expertsGrad = y2Grad || expertsTrain;            // the experts' outputs do
+
+    // Router jitter (Mixtral): flat * noise keeps the noise when flat needs a gradient.
+    if (jitter && y2Grad)
+        walk.saved += dx2 * n * h;
+    // flat's own readers: the router, the shared expert's gate and up, its sigmoid gate. Under
+    // autocast each keeps its own 16-bit cast; otherwise flat is kept once.
+    BlockWalk routerReads(config, n), sharedReads(config, n);
+    std::vector<Projection> readers {layer.router};
+    std::vector<Projection> sharedReaders;
+    if (hasShared) {
+        sharedReaders = {sg, su};
+        if (gated)
+            sharedReaders.push_back(layer.sharedGate);
+        readers.insert(readers.end(), sharedReaders.begin(), sharedReaders.end());
+    }
+    const bool flatKept = !mixedCasts && std::any_of(readers.begin(), readers.end(), [](const Projection &p) { return p.needsGrad(); });
+    int64_t sharedReadsKept = 0;
+    if (mixedCasts) {
+        routerReads.linears(h, dx2, {layer.router});
+        sharedReads.linears(h, dx2, sharedReaders);
+        sharedReadsKept = sharedReads.saved;
+        walk.saved += routerReads.saved + sharedReads.saved;
+    } else {
+        walk.linears(h, dx2, readers);
+    }
+    if (walk.mixed && !y2Grad)
+        for (const auto &p : {sg, su})
+            out.unkeptCopies += hasShared && p.lora ? 2 * walk.rank * h : 0;
+    // softmax(logits, float) keeps its fp32 output; topk its int64 indices; weights / sum keeps the
+    // fp32 weights and their sum; the pair weights' index_select keeps `order`.
+    if (routerGrad)
+        walk.saved += 4 * n * experts + 8 * n * k + (moe.normalizeTopK ? 4 * n * k + 4 * n : 0) + 8 * nk;
+    // token = order // k, kept by the permuting index_select and by index_add.
+    const bool tokenKept = expertsGrad || routerGrad;
+    if (tokenKept)
+        walk.saved += 8 * nk;
+    // permuted = index_select(flat, token), [n*k, h]: index_select keeps only its index, but the
+    // experts' gate and up read slices of it. Without per-linear casts the one tensor is kept.
+    const bool permutedKept = !mixedCasts && expertsRead;
+    if (permutedKept)
+        walk.saved += dx2 * nk * h;
+    // Each expert's SwiGLU on its slice, as the dense MLP: silu keeps gate's output, the product
+    // silu(g) and up's output, down its input when it trains.
+    std::vector<int64_t> expertKept(layer.experts.size(), 0);
+    for (size_t i = 0; i < layer.experts.size(); ++i) {
+        const ExpertFlags &e = layer.experts[i];
+        BlockWalk ew(config, tokensOf(i));
+        ew.linears(h, dx2, {e.proj[0], e.proj[1]}, /*inputCounted=*/true);
+        const bool gGrad = y2Grad || e.proj[0].needsGrad(), uGrad = y2Grad || e.proj[1].needsGrad();
+        ew.saved += (gGrad ? c * ew.n * ei : 0) + (uGrad ? c * ew.n * ei : 0) + (gGrad ? c * ew.n * ei : 0);
+        ew.linears(ei, c, {e.proj[2]});
+        expertKept[i] = ew.saved;
+        walk.saved += ew.saved;
+        if (walk.mixed && !y2Grad)
+            for (int role : {0, 1})
+                out.unkeptCopies += e.proj[role].lora ? 2 * walk.rank * h : 0;
+    }
+    // cat(outputs) * pairWeights: keeps the concatenation ([n*k, h], compute dtype) when the
+    // weights need a gradient, the weights ([n*k, 1], flat's dtype) when the outputs do.
+    const int64_t mulKept = (routerGrad ? c * nk * h : 0) + (expertsGrad ? dx2 * nk : 0);
+    walk.saved += mulKept;
+    const int64_t savedAfterMul = walk.saved;
+    // index_add into zeros_like(flat) keeps only `token`. The shared expert: the dense MLP of width
+    // shared_expert_intermediate_size; its gate's sigmoid keeps its output, and the product keeps
+    // that output (the same tensor) and the shared expert's output.
+    int64_t sharedKept = 0;
+    if (hasShared) {
+        const int64_t before = walk.saved;
+        const bool gGrad = y2Grad || sg.needsGrad(), uGrad = y2Grad || su.needsGrad();
+        walk.saved += (gGrad ? c * n * si : 0) + (uGrad ? c * n * si : 0) + (gGrad ? c * n * si : 0);
+        walk.linears(si, c, {sd});
+        if (gated) {
+            const bool sigGrad = y2Grad || layer.sharedGate.needsGrad();
+            const bool sGrad = gGrad || uGrad || sd.needsGrad();
+            walk.saved += (sigGrad || sGrad ? c * n : 0) + (sigGrad ? c * n * h : 0);
+        }
+        sharedKept = walk.saved - before;
+    }
+
+    // Grad-mode forward: beside the kept set, the locals of SparseMoe::forward stay alive until it
+    // returns (logits, the routing tensors not kept, the permuted tokens, every expert's output,
+    // the weighted outputs), with the norm output and the residual held by the block.
+    const int64_t outputs = c * nk * h, weighted = dOut * nk * h;
+    const int64_t common = hAlive + (flatKept ? 0 : dx2 * n * h) + (jitter ? dx2 * n * h : 0) + c * n * experts +
+                           (routerGrad ? 0 : 4 * n * experts + 8 * n * k + 8 * nk) +
+                           (dx2 != 4 || !(moe.normalizeTopK && routerGrad) ? dx2 * n * k : 0) + (tokenKept ? 0 : 8 * nk) +
+                           (expertsGrad ? 0 : dx2 * nk) + (permutedKept ? 0 : dx2 * nk * h);
+    out.forwardPeak = std::max({savedAfterMul + common + outputs + (routerGrad ? 0 : outputs) + weighted, // the multiply (and the concatenation)
+                                savedAfterMul + common + outputs + weighted + 2 * dx2 * n * h,            // index_add: zeros and its result
+                                hasShared ? walk.saved + common + outputs + weighted + 2 * dx2 * n * h + c * n * h : 0, // out + s
+                                // the load-balancing statistics: one_hot(chosen) in int64 and its fp32 copy
+                                walk.saved + common + outputs + weighted + dx2 * n * h + 12 * nk * experts});
+
+    // Under no_grad (recompute's forward) nothing is kept: the residual, the norm output, the
+    // routing tensors, the permuted tokens, and at worst the last expert's intermediates, the
+    // multiply, index_add, the shared expert or the statistics.
+    int64_t largest = 0;
+    for (size_t i = 0; i < layer.experts.size(); ++i)
+        largest = std::max(largest, tokensOf(i));
+    const int64_t noGradBase = residual + dx2 * n * h * (jitter ? 2 : 1) + c * n * experts + 4 * n * experts + 8 * n * k + dx2 * n * k +
+                               16 * nk + dx2 * nk + dx2 * nk * h;
+    out.noGradLive = noGradBase + std::max({outputs + 4 * c * largest * ei, 2 * outputs + weighted, outputs + weighted + 2 * dx2 * n * h,
+                                            hasShared ? outputs + weighted + dx2 * n * h + 4 * c * n * si + c * n * h + (gated ? c * n * h : 0) : 0,
+                                            outputs + weighted + dx2 * n * h + 12 * nk * experts});
+
+    // Backward, in the engine's order: the shared expert first (made last), then index_add's
+    // gradient, the multiply, the experts from the last to the first, the permuted tokens' gradient
+    // scattered back, and the router. Each point: this layer's weight gradients made so far and the
+    // live gradients, less the kept tensors already released; the peak is the worst point.
+    int64_t grads = 0, released = 0, freed = 0, best = 0;
+    auto consider = [&](int64_t live) {
+        if (live - freed > best) {
+            best = live - freed;
+            out.backwardExtra = live;
+            out.backwardCopiesFreed = freed;
+        }
+    };
+    int64_t flatGrad = 0;
+    if (hasShared) {
+        grads += layer.shared.gradBytes[2];
+        freed += layer.shared.copyBytes[2];
+        consider(grads + 3 * c * n * si - (sd.needsGrad() ? c * n * si : 0));
+        grads += layer.shared.gradBytes[0] + layer.shared.gradBytes[1] + layer.sharedGateGradBytes;
+        freed += layer.shared.copyBytes[0] + layer.shared.copyBytes[1] + layer.sharedGateCopyBytes;
+        released += sharedKept + sharedReadsKept;
+        flatGrad = y2Grad ? dx2 * n * h : 0;
+    }
+    // index_add's backward gathers the weighted outputs' gradient ([n*k, h]); the multiply makes the
+    // outputs' gradient and, for the weights, the full product before it is summed to [n*k, 1].
+    consider(grads + flatGrad - released + weighted + (expertsGrad ? weighted : 0) + (routerGrad ? weighted : 0));
+    released += mulKept;
+    int64_t catGrad = expertsGrad ? c * nk * h : 0;    // split into the experts' views
+    const int64_t pairGrad = routerGrad ? dx2 * nk : 0;
+    int64_t permutedGrad = 0;
+    if (expertsGrad)
+        for (size_t i = layer.experts.size(); i-- > 0;) {
+            const ExpertFlags &e = layer.experts[i];
+            const int64_t ne = tokensOf(i);
+            grads += e.gradBytes[2];
+            freed += e.copyBytes[2];
+            // At its multiply, as the dense MLP: the product's gradient (replacing the product when
+            // down kept it), silu(g)'s and up's.
+            consider(grads + flatGrad + catGrad + pairGrad + permutedGrad - released + 3 * c * ne * ei - (e.proj[2].needsGrad() ? c * ne * ei : 0));
+            if (i == 0)
+                catGrad = 0;   // its last view consumed
+            grads += e.gradBytes[0] + e.gradBytes[1];
+            freed += e.copyBytes[0] + e.copyBytes[1];
+            released += expertKept[i] + (i == 0 && permutedKept ? dx2 * nk * h : 0);
+            if (y2Grad) {
+                // narrow's backward writes the slice's gradient into a zero [n*k, h] tensor, then
+                // added into the permuted tokens' gradient.
+                consider(grads + flatGrad + catGrad + pairGrad + permutedGrad + dx2 * nk * h + dx2 * ne * h - released);
+                permutedGrad = dx2 * nk * h;
+            }
+        }
+    if (y2Grad) {
+        // index_select's backward scatters it back into a zero [n, h].
+        consider(grads + flatGrad + pairGrad + permutedGrad + dx2 * n * h - released);
+        flatGrad = dx2 * n * h;
+    }
+    // The router: softmax's gradient in and out ([n, E] fp32), then the linear's input gradient
+    // (and its fp32 cast under autocast).
+    grads += layer.routerGradBytes;
+    freed += layer.routerCopyBytes;
+    if (routerGrad)
+        consider(grads + flatGrad + 8 * n * experts + (y2Grad ? c * n * h + (mixedCasts ? dx2 * n * h : 0) : 0) - released);
+    return out;
+}
+
 } // namespace
 
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable)
@@ -153,17 +456,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     const int64_t r = paramBytes(embeddingTrains);
 
     const int64_t groups = std::max<int64_t>(1, heads / std::max<int64_t>(1, m.kvHeads));
-    // q after the rotary, k after the rotary and v as the projection made them: alive in the
-    // attention's frame while the kernel runs, though not what autograd keeps.
-    const int64_t qkvAlive = c * n * (qDim + 2 * kvDim);
-    // fp32 has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA), so the
-    // engine expands k and v to all heads before SDPA (compat::groupedCausalAttention): the kernel
-    // keeps the expanded copies and the projections' own k and v stay alive beside them.
-    const bool expandedKv = fused && c == 4 && groups > 1;
-    const int64_t kvKept = expandedKv ? qDim : kvDim;
-    const int64_t expandedAlive = expandedKv ? 2 * c * n * qDim : 0;
     const int64_t rotaryCasts = c != 4 ? 2 * c * t * hd : 0;    // cos/sin cast per layer to the compute dtype
     int64_t noGradPeak = 0;
+    bool anySparse = false;
 
     for (const auto &layer : layers) {
         auto proj = [&](const char *name) {
@@ -175,12 +470,41 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t dx1 = walk.norm(h, r, gradFlows, layer.inputNormTrains, paramBytes(layer.inputNormTrains), y1Grad, true);
         const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj");
         walk.linears(h, dx1, {q, k, v});
-        const bool qkvGrad = y1Grad || q.needsGrad() || k.needsGrad() || v.needsGrad();
+        bool qkvGrad = y1Grad || q.needsGrad() || k.needsGrad() || v.needsGrad();
         // A matmul keeps its weight only to pass a gradient to its input: over an input that
         // needs none (LoRA's first block without recompute), lora_A's 16-bit copy is not kept.
         if (walk.mixed && !y1Grad)
             for (const auto &p : {q, k, v})
                 out.unkeptAutocastCopies += p.lora ? 2 * walk.rank * h : 0;
+        // q/k norm (model.qk_norm): an RMSNorm on the projections' outputs (compute dtype) before
+        // the rotary, per head (rows of head_dim) or over the whole projection. Its output takes the
+        // weight's dtype where that is wider (an fp32 master under autocast), and so do q and k
+        // after the rotary (k is promoted by q's tables).
+        int64_t dq = c, dkr = c;
+        if (m.qkNorm != QkNorm::None) {
+            const bool perHead = m.qkNorm == QkNorm::Head;
+            BlockWalk qWalk(config, perHead ? n * heads : n), kWalk(config, perHead ? n * m.kvHeads : n);
+            bool qOut = false, kOut = false;
+            dq = qWalk.norm(perHead ? hd : qDim, c, y1Grad || q.needsGrad(), layer.qNormTrains, paramBytes(layer.qNormTrains), qOut);
+            const int64_t dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
+            walk.saved += qWalk.saved + kWalk.saved;
+            dkr = std::max(dk, dq);
+            qkvGrad = qkvGrad || qOut || kOut;
+        }
+        // cos/sin are cast to q's dtype: the compute dtype, or, for an fp32 q under a 16-bit compute
+        // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream).
+        const int64_t layerRotaryCasts = dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * hd) : rotaryCasts;
+        // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
+        // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
+        // the kernel keeps the expanded copies and the projections' own k and v stay alive beside
+        // them. q is fp32 under fp32, and under autocast after a q_norm with an fp32 weight.
+        const bool expandedKv = fused && dq == 4 && groups > 1;
+        const int64_t kvKept = expandedKv ? qDim : kvDim;
+        // q after the rotary, k after the rotary and v as the projection made them: alive in the
+        // attention's frame while the kernel runs, though not what autograd keeps (under autocast
+        // the kernels keep 16-bit casts of an fp32 q and k).
+        const int64_t qkvAlive = n * (dq * qDim + dkr * kvDim + c * kvDim);
+        const int64_t expandedAlive = expandedKv ? (dkr + c) * n * qDim : 0;
         // Under autocast the fp32 norm output is alive but not kept (each projection keeps its cast).
         const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
         int64_t forwardAbove = 0, atAttention = 0;
@@ -188,18 +512,21 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             if (fused) {
                 // SDPA keeps q, k, v as given (GQA heads shared through enable_gqa), its output
                 // (laid out [B, T, heads, hd], so o_proj's input is a view of it) and the fp32 log-sum-exp.
-                walk.saved += c * n * (qDim + 2 * kvKept) + c * n * qDim + 4 * b * heads * t + rotaryCasts;
+                walk.saved += c * n * (qDim + 2 * kvKept) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts;
                 atAttention = walk.saved;
-                forwardAbove = walk.saved + y1Alive + (expandedKv ? 2 * c * n * kvDim : 0);
+                // Beside them: the own k and v of expanded heads, and an fp32 q and k (expanded)
+                // whose 16-bit casts the kernel keeps.
+                forwardAbove = walk.saved + y1Alive + (expandedKv ? (dkr + c) * n * kvDim : 0) + (dq != c ? dq * n * qDim : 0) +
+                               (dkr != c ? dkr * n * kvKept : 0);
             } else {
                 // Math path: the bmms keep contiguous copies of q and of k, v expanded to all heads
                 // (the rotary output is laid out [B, T, heads, hd]); the softmax keeps its output,
                 // which the second bmm keeps too; masked_fill keeps the T x T mask.
-                walk.saved += 3 * c * n * qDim + t * t + rotaryCasts + scores;
+                walk.saved += 3 * c * n * qDim + t * t + layerRotaryCasts + scores;
                 atAttention = walk.saved;
                 // At the second bmm: the masked scores and the output beside the kept set, and
-                // q, k, v as the rotary left them.
-                forwardAbove = walk.saved + scores + c * n * qDim + qkvAlive + y1Alive;
+                // q, k, v as the rotary left them (and an fp32 k expanded, cast for the bmm).
+                forwardAbove = walk.saved + scores + c * n * qDim + qkvAlive + y1Alive + (dkr != c && groups > 1 ? dkr * n * qDim : 0);
             }
         }
         walk.linears(qDim, c, {o}, fused && qkvGrad);
@@ -207,7 +534,14 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         bool y2Grad = false;
         const int64_t dx2 = walk.norm(h, r, attnGrad || gradFlows, layer.postNormTrains, paramBytes(layer.postNormTrains), y2Grad);
         int64_t mlpBackward = 0, mlpLive = 0;
-        if (m.activation == ActivationKind::Gelu) {
+        SparseMlpBytes sparse;
+        if (layer.sparse) {
+            anySparse = true;
+            // The post-attention residual is kept by the norm when fp32 and needing a gradient.
+            const int64_t hAlive = (attnGrad || gradFlows) && r == 4 ? 0 : r * n * h;
+            sparse = sparseMlp(config, layer, walk, dx2, y2Grad, r * n * h, hAlive);
+            out.unkeptAutocastCopies += sparse.unkeptCopies;
+        } else if (m.activation == ActivationKind::Gelu) {
             const auto up = proj("up_proj"), down = proj("down_proj");
             walk.linears(h, dx2, {up});
             if (y2Grad || up.needsGrad())
@@ -225,16 +559,16 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                           + (uGrad ? c * n * inter : 0) // silu(g) * up keeps silu(g) when up needs grad
                           + (gGrad ? c * n * inter : 0);// ... and up's output when gate needs grad
             walk.linears(inter, c, {down});
-            // Backward: down's input gradient (replacing the product when down kept it), then the
-            // multiply makes the gradients of silu(g) and of up while its kept inputs are held.
+            // Backward: down's input gradient (replacing the product when down kept it), then
+            // the multiply makes the gradients of silu(g) and of up while its kept inputs are held.
             mlpBackward = 3 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
             mlpLive = 4 * c * n * inter;
         }
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
-        out.forwardAbovePerBlock.push_back(std::max(forwardAbove, walk.saved) - walk.inputSaved);
-        out.backwardMlpExtraPerBlock.push_back(layer.downGradBytes + mlpBackward);
-        out.backwardMlpCopiesFreedPerBlock.push_back(layer.downCopyBytes);
+        out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak}) - walk.inputSaved);
+        out.backwardMlpExtraPerBlock.push_back(layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward);
+        out.backwardMlpCopiesFreedPerBlock.push_back(layer.sparse ? sparse.backwardCopiesFreed : layer.downCopyBytes);
         out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
         // it, and at the softmax's backward its input and output gradients (plus, on the math
@@ -243,12 +577,14 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         out.backwardAttentionExtraPerBlock.push_back(atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved);
         // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the
-        // MLP (residual, norm output, its intermediates and down's output).
-        const int64_t attnNoGrad = dx1 * n * h + qkvAlive + rotaryCasts +
-                                   (fused ? c * n * qDim + expandedAlive : (groups > 1 ? 2 * c * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
-        const int64_t mlpNoGrad = r * n * h + dx2 * n * h + mlpLive + c * n * h;
+        // MLP (residual, norm output, its intermediates and down's output). Under autocast the
+        // fused kernel's 16-bit casts of an fp32 q and k are alive beside them.
+        const int64_t kernelCasts = fused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
+        const int64_t attnNoGrad = dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
+                                   (fused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
+        const int64_t mlpNoGrad = layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h;
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
-        gradFlows = gradFlows || attnGrad || y2Grad || proj("down_proj").needsGrad();
+        gradFlows = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
     }
     out.blockInputBytes = r * n * h;
     out.blockNoGradPeak = noGradPeak;
@@ -280,6 +616,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                                     : "attention: math path (B x heads x T x T probabilities kept per layer)");
     if (train.recompute)
         out.assumptions.push_back("recompute: each block keeps only its input; one block is rebuilt at a time in backward");
+    if (anySparse)
+        out.assumptions.push_back("mixture of experts: N*k routed token copies per sparse layer (N = micro_batch x seq_len tokens, k = experts_per_token), "
+                                  "split evenly across the experts where a per-expert peak depends on it; expert parallelism not modelled");
     return out;
 }
 

@@ -4,7 +4,9 @@
 // asking, for each one, what its backward node keeps (a matmul keeps its input only when the
 // weight trains; autocast makes a separate 16-bit copy of an fp32 input for each projection; the
 // math attention path keeps the B x heads x T x T probabilities, SDPA keeps its output and the
-// log-sum-exp instead). Bytes are for one device with the config's micro-batch.
+// log-sum-exp instead; a sparse layer's MLP keeps its routing tensors and, for the n*k routed
+// (token, choice) pairs, the permuted tokens and each expert's SwiGLU intermediates). Bytes are for
+// one device with the config's micro-batch.
 #include "config/RunConfig.h"
 
 #include <cstdint>

@@ -79,7 +79,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     const int64_t gatheredBytes = sh.gathered ? 2 * ms.largestBlockParams * c : 0;
     const int64_t copyPerLayer = sh.gathered ? 0 : ms.perLayerCopyBytes;
     const int64_t headCopy = sh.gathered ? 0 : ms.headCopyBytes;
-    const int64_t copiesAll = copyPerLayer * layers + headCopy;
+    const int64_t copiesAll = (sh.gathered ? 0 : ms.allLayerCopyBytes) + headCopy;
     // DDP's reducer allocates flat buckets covering every trainable gradient
     // (gradient_as_bucket_view=False, the default); ZeRO-1/2 reduce through a bucket pair;
     // FSDP/ZeRO-3 hold one block's unsharded gradient before its reduce-scatter.

@@ -73,7 +73,7 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     const int64_t s = optimizerStateBytes(prec);
     const bool autocast = usesAutocast(prec);
     ModelStateBytes out;
-    std::map<int, int64_t> byBlock, paramsByBlock;
+    std::map<int, int64_t> byBlock, paramsByBlock, gradientsByBlock, copiesByBlock;
     int64_t largestTrainableNumel = 0;
     for (const auto &p : parameterTable(config)) {
         out.totalParams += p.numel;
@@ -94,8 +94,8 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         out.gradients += p.numel * tw;
         out.optimizerStates += stateBytesFor(config, p, s);
         largestTrainableNumel = std::max(largestTrainableNumel, p.numel);
-        if (p.layer == 0)
-            out.perLayerGradientBytes += p.numel * tw;
+        if (p.layer >= 0)
+            gradientsByBlock[p.layer] += p.numel * tw;
         else if (p.name == "model.embed_tokens.weight")
             out.embeddingGradientBytes += p.numel * tw;
         else if (p.layer < 0)
@@ -105,8 +105,8 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         const bool castByAutocast = autocast && p.isMatrix && p.name != "model.embed_tokens.weight";
         if (castByAutocast) {
             out.autocastCopies += 2 * p.numel;
-            if (p.layer == 0)
-                out.perLayerCopyBytes += 2 * p.numel;
+            if (p.layer >= 0)
+                copiesByBlock[p.layer] += 2 * p.numel;
             else if (p.layer < 0)
                 out.headCopyBytes += 2 * p.numel;
         }
@@ -114,6 +114,14 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     for (const auto &[layer, bytes] : byBlock)
         if (layer >= 0)
             out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, bytes);
+    // Blocks differ where a mixture of experts keeps some layers dense: a block's figures are the
+    // largest block's, and the copies of all blocks are summed, not one block's times the count.
+    for (const auto &[layer, bytes] : gradientsByBlock)
+        out.perLayerGradientBytes = std::max(out.perLayerGradientBytes, bytes);
+    for (const auto &[layer, bytes] : copiesByBlock) {
+        out.perLayerCopyBytes = std::max(out.perLayerCopyBytes, bytes);
+        out.allLayerCopyBytes += bytes;
+    }
     for (const auto &[layer, params] : paramsByBlock)
         if (layer >= 0)
             out.largestBlockParams = std::max(out.largestBlockParams, params);

@@ -18,8 +18,9 @@ struct ModelStateBytes {
     int64_t optimizerStepTemporary = 0;  // largest transient of one parameter's update
     int64_t largestParamBytes = 0;       // largest single parameter as stored
     int64_t largestBlockWeightBytes = 0; // largest decoder block (or embedding/head) as stored
-    int64_t perLayerGradientBytes = 0;   // gradients of one decoder block
-    int64_t perLayerCopyBytes = 0;       // autocast copies of one decoder block
+    int64_t perLayerGradientBytes = 0;   // gradients of one decoder block (the largest)
+    int64_t perLayerCopyBytes = 0;       // autocast copies of one decoder block (the largest)
+    int64_t allLayerCopyBytes = 0;       // ... of every decoder block
     int64_t headGradientBytes = 0;       // gradients of the final norm and lm_head (made first in backward)
     int64_t embeddingGradientBytes = 0;  // gradient of the embedding (made last in backward)
     int64_t largestBlockParams = 0;      // parameters of the largest decoder block (or embedding/head)

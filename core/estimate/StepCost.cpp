@@ -21,8 +21,10 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
             trainable += numel;
         if (!p.isMatrix || (p.name == "model.embed_tokens.weight" && !m.tieEmbeddings))
             continue;
-        forward += 2 * n * numel;
-        backward += 2 * n * numel + (p.trainable ? 2 * n * numel : 0);
+        // A routed expert's weight multiplies only the tokens routed to it.
+        const double used = numel * p.activeFraction;
+        forward += 2 * n * used;
+        backward += 2 * n * used + (p.trainable ? 2 * n * used : 0);
     }
     const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) *
                                     static_cast<double>(train.seqLen) * static_cast<double>(m.attentionHeads * m.effectiveHeadDim()) *

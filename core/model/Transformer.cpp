@@ -18,7 +18,9 @@ torch::Tensor emptyParam(std::vector<int64_t> shape, const torch::TensorOptions 
 // thread-local and backward may run on another thread, so its state is saved and re-entered,
 // and the RNG state is restored so dropout draws the same masks.
 struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
-    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor x, torch::Tensor cos, torch::Tensor sin, int64_t blockAddress)
+    // Outputs: the block's, and (a sparse block) its router probability sum, which the auxiliary
+    // loss differentiates; a dense block gives an empty tensor there.
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, torch::Tensor x, torch::Tensor cos, torch::Tensor sin, int64_t blockAddress)
     {
         auto *block = reinterpret_cast<DecoderBlockImpl *>(blockAddress);
         const auto deviceType = x.device().type();
@@ -28,7 +30,8 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         ctx->saved_data["rng"] = at::globalContext().defaultGenerator(x.device()).get_state();
         ctx->save_for_backward({x, cos, sin});
         torch::NoGradGuard noGrad;
-        return block->forward(x, cos, sin);
+        auto out = block->forward(x, cos, sin);
+        return {out, block->moe ? block->moe->routerProbabilitySum : torch::zeros({0}, x.options().dtype(torch::kFloat))};
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
@@ -53,7 +56,10 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
             compat::setAutocast(deviceType, previousAutocast, previousDtype);
         }
         generator.set_state(rngNow);
-        torch::autograd::backward({out}, {gradOutputs[0]});
+        if (block->moe && gradOutputs.size() > 1 && gradOutputs[1].defined())
+            torch::autograd::backward({out, block->moe->routerProbabilitySum}, {gradOutputs[0], gradOutputs[1]});
+        else
+            torch::autograd::backward({out}, {gradOutputs[0]});
         return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };
@@ -134,7 +140,7 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
 
 SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
     : m_heads(config.model.attentionHeads), m_kvHeads(config.model.kvHeads), m_headDim(config.model.effectiveHeadDim()),
-      m_fused(runtime.fusedAttention)
+      m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention)
 {
     const auto &m = config.model;
     const auto &lora = config.train.lora;
@@ -144,13 +150,29 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
     k = register_module("k_proj", LoraLinear(m.hiddenSize, kvDim, m.attentionBias, rank("k_proj"), lora.alpha, lora.dropout, options));
     v = register_module("v_proj", LoraLinear(m.hiddenSize, kvDim, m.attentionBias, rank("v_proj"), lora.alpha, lora.dropout, options));
     o = register_module("o_proj", LoraLinear(qDim, m.hiddenSize, false, rank("o_proj"), lora.alpha, lora.dropout, options));
+    if (m_qkNorm != QkNorm::None) {
+        const bool perHead = m_qkNorm == QkNorm::Head;
+        qNorm = register_module("q_norm", RmsNorm(perHead ? m_headDim : qDim, m.normEps, options));
+        kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options));
+    }
 }
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {
     const auto b = x.size(0), t = x.size(1);
-    auto qs = q->forward(x).view({b, t, m_heads, m_headDim}).transpose(1, 2);
-    auto ks = k->forward(x).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
+    auto qp = q->forward(x), kp = k->forward(x);
+    if (m_qkNorm == QkNorm::Full) { // OLMoE: over the whole projection
+        qp = qNorm->forward(qp);
+        kp = kNorm->forward(kp);
+    }
+    qp = qp.view({b, t, m_heads, m_headDim});
+    kp = kp.view({b, t, m_kvHeads, m_headDim});
+    if (m_qkNorm == QkNorm::Head) { // Qwen3: each head on its own
+        qp = qNorm->forward(qp);
+        kp = kNorm->forward(kp);
+    }
+    auto qs = qp.transpose(1, 2);
+    auto ks = kp.transpose(1, 2);
     auto vs = v->forward(x).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
     const auto c = cos.to(qs.scalar_type()), s = sin.to(qs.scalar_type());
     qs = qs * c + rotateHalf(qs) * s;
@@ -159,15 +181,16 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const torch::Te
     return o->forward(attended.transpose(1, 2).reshape({b, t, m_heads * m_headDim}));
 }
 
-MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options)
+MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names)
 {
     const auto &m = config.model;
     const auto &lora = config.train.lora;
+    const int64_t width = intermediate > 0 ? intermediate : m.intermediateSize;
     auto rank = [&](const char *name) { return loraTargets(config, name) ? lora.rank : 0; };
     if (m.activation != ActivationKind::Gelu)
-        gate = register_module("gate_proj", LoraLinear(m.hiddenSize, m.intermediateSize, false, rank("gate_proj"), lora.alpha, lora.dropout, options));
-    up = register_module("up_proj", LoraLinear(m.hiddenSize, m.intermediateSize, false, rank("up_proj"), lora.alpha, lora.dropout, options));
-    down = register_module("down_proj", LoraLinear(m.intermediateSize, m.hiddenSize, false, rank("down_proj"), lora.alpha, lora.dropout, options));
+        gate = register_module(names[0], LoraLinear(m.hiddenSize, width, false, rank("gate_proj"), lora.alpha, lora.dropout, options));
+    up = register_module(names[1], LoraLinear(m.hiddenSize, width, false, rank("up_proj"), lora.alpha, lora.dropout, options));
+    down = register_module(names[2], LoraLinear(width, m.hiddenSize, false, rank("down_proj"), lora.alpha, lora.dropout, options));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor &x)
@@ -178,19 +201,25 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
     return down->forward(torch::silu(gate->forward(x)) * up->forward(x));
 }
 
-DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
+DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)
 {
     const auto &m = config.model;
     inputNorm = register_module("input_layernorm", RmsNorm(m.hiddenSize, m.normEps, options));
     attention = register_module("self_attn", SelfAttention(config, runtime, options));
     postNorm = register_module("post_attention_layernorm", RmsNorm(m.hiddenSize, m.normEps, options));
-    mlp = register_module("mlp", Mlp(config, options));
+    if (layer >= 0 && m.moe.sparse(layer)) {
+        const std::string name = expertNames(m).prefix;
+        moe = register_module(name.substr(0, name.size() - 1), SparseMoe(config, options));
+    } else {
+        mlp = register_module("mlp", Mlp(config, options));
+    }
 }
 
 torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {
     auto h = x + attention->forward(inputNorm->forward(x), cos, sin);
-    return h + mlp->forward(postNorm->forward(h));
+    const auto normed = postNorm->forward(h);
+    return h + (moe ? moe->forward(normed) : mlp->forward(normed));
 }
 
 DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
@@ -199,14 +228,15 @@ DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &
     embedTokens = register_module("embed_tokens", WeightHolder(emptyParam({m.vocabSize, m.hiddenSize}, options)));
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < m.layers; ++i) {
-        blocks.emplace_back(config, runtime, options);
+        blocks.emplace_back(config, runtime, options, i);
         layers->push_back(blocks.back());
     }
     norm = register_module("norm", RmsNorm(m.hiddenSize, m.normEps, options));
 }
 
 DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device)
-    : m_runtime(runtime), m_headDim(config.model.effectiveHeadDim()), m_ropeTheta(config.model.ropeTheta), m_ropeScaling(config.model.ropeScaling)
+    : m_runtime(runtime), m_headDim(config.model.effectiveHeadDim()), m_ropeTheta(config.model.ropeTheta), m_ropeScaling(config.model.ropeScaling),
+      m_moe(config.model.moe)
 {
     const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
     stack = register_module("model", DecoderStack(config, runtime, options));
@@ -281,16 +311,37 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         h.requires_grad_(true);
     torch::Tensor cos, sin;
     rotaryTables(inputs.size(1), inputs.device(), h.scalar_type(), cos, sin);
+    // Transformers' load_balancing_loss_func over all sparse layers' tokens at once: the share of
+    // choices each expert got (per top-k place) times its mean routing probability, summed, times
+    // the number of experts.
+    torch::Tensor probabilitySum, choices;
+    int64_t routedTokens = 0;
     for (size_t i = 0; i < stack->blocks.size(); ++i) {
         auto &block = stack->blocks[i];
         if (m_blockHooks)
             m_blockHooks->beforeBlock(i, h);
-        if (m_runtime.recompute && is_training())
-            h = BlockRecompute::apply(h, cos, sin, reinterpret_cast<int64_t>(block.get()));
-        else
+        torch::Tensor layerProbabilities;
+        if (m_runtime.recompute && is_training()) {
+            auto outputs = BlockRecompute::apply(h, cos, sin, reinterpret_cast<int64_t>(block.get()));
+            h = outputs[0];
+            layerProbabilities = outputs[1];
+        } else {
             h = block->forward(h, cos, sin);
+            if (block->moe)
+                layerProbabilities = block->moe->routerProbabilitySum;
+        }
+        if (block->moe) {
+            probabilitySum = probabilitySum.defined() ? probabilitySum + layerProbabilities : layerProbabilities;
+            choices = choices.defined() ? choices + block->moe->expertChoices : block->moe->expertChoices;
+            routedTokens += block->moe->tokens;
+        }
         if (m_blockHooks)
             m_blockHooks->afterBlock(i, h);
+    }
+    m_auxLoss = torch::Tensor();
+    if (probabilitySum.defined() && routedTokens > 0) {
+        const double n = static_cast<double>(routedTokens);
+        m_auxLoss = ((choices / n) * (probabilitySum / n).unsqueeze(0)).sum() * static_cast<double>(m_moe.experts);
     }
     return stack->norm->forward(h);
 }
@@ -301,8 +352,11 @@ torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::T
     const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
     auto logits = torch::nn::functional::linear(h, headWeight);
     // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.
-    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-                                                torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+    auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                                     torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+    if (m_auxLoss.defined() && m_moe.auxLossWeight > 0)
+        loss = loss + m_moe.auxLossWeight * m_auxLoss;
+    return loss;
 }
 
 } // namespace pb

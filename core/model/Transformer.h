@@ -8,6 +8,9 @@
 
 #include <torch/torch.h>
 
+#include <array>
+#include <string>
+
 namespace pb {
 
 // Called around the decoder blocks by a strategy that keeps a block's parameters only while the
@@ -67,28 +70,60 @@ public:
     SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
     torch::Tensor forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
     LoraLinear q {nullptr}, k {nullptr}, v {nullptr}, o {nullptr};
+    RmsNorm qNorm {nullptr}, kNorm {nullptr}; // model.qk_norm: per head (Qwen3) or over the projection (OLMoE)
 
 private:
     int64_t m_heads, m_kvHeads, m_headDim;
+    QkNorm m_qkNorm;
     bool m_fused;
 };
 TORCH_MODULE(SelfAttention);
 
 class MlpImpl : public torch::nn::Module {
 public:
-    MlpImpl(const RunConfig &config, const torch::TensorOptions &options);
+    // The dense MLP of `config` (intermediate_size, gate_proj/up_proj/down_proj), or one of
+    // `intermediate` width whose projections are named `names` (an expert; LoRA targets still say
+    // gate_proj, up_proj, down_proj).
+    MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate = 0,
+            const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"});
     torch::Tensor forward(const torch::Tensor &x);
     LoraLinear gate {nullptr}, up {nullptr}, down {nullptr};
 };
 TORCH_MODULE(Mlp);
 
+// A sparse mixture-of-experts MLP, as Transformers' Mixtral/Qwen2-MoE/Qwen3-MoE/OLMoE blocks: the
+// router's softmax in fp32, top-k, optionally renormalised; tokens permuted so each expert runs
+// once on its contiguous slice; outputs weighted and added back; a shared expert (with its sigmoid
+// gate) on every token where the model has one. Each forward leaves the load-balancing statistics
+// of its tokens for the model's auxiliary loss.
+class SparseMoeImpl : public torch::nn::Module {
+public:
+    SparseMoeImpl(const RunConfig &config, const torch::TensorOptions &options);
+    torch::Tensor forward(const torch::Tensor &x);
+    WeightHolder router {nullptr};                   // "gate": experts x hidden
+    torch::nn::ModuleList experts {nullptr};
+    std::vector<Mlp> expertList;
+    Mlp shared {nullptr};
+    WeightHolder sharedGate {nullptr};
+    // Of the last forward: the routing probabilities summed over its tokens (experts; differentiable),
+    // how often each expert was chosen at each of the top-k places (top_k x experts), and the tokens.
+    torch::Tensor routerProbabilitySum, expertChoices;
+    int64_t tokens = 0;
+
+private:
+    MoeConfig m_moe;
+};
+TORCH_MODULE(SparseMoe);
+
 class DecoderBlockImpl : public torch::nn::Module {
 public:
-    DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
+    // `layer`: its index, which decides whether it is sparse (model.moe).
+    DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer);
     torch::Tensor forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
     RmsNorm inputNorm {nullptr}, postNorm {nullptr};
     SelfAttention attention {nullptr};
-    Mlp mlp {nullptr};
+    Mlp mlp {nullptr};                 // a dense layer
+    SparseMoe moe {nullptr};           // a sparse one
 };
 TORCH_MODULE(DecoderBlock);
 
@@ -107,7 +142,8 @@ public:
     // Parameters are created on `device` in the dtype the precision and training mode call for
     // (trainable: fp32 master weights except under pure bf16; frozen: the compute dtype).
     DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device);
-    // Mean cross-entropy (fp32) over targets != -100.
+    // Mean cross-entropy (fp32) over targets != -100; a mixture of experts adds its load-balancing
+    // loss times model.moe.aux_loss_weight, as Transformers does with output_router_logits.
     torch::Tensor loss(const torch::Tensor &inputs, const torch::Tensor &targets);
     std::vector<torch::Tensor> trainableParameters();
     // Not owned; null: none.
@@ -127,6 +163,8 @@ private:
     RopeScaling m_ropeScaling;
     bool m_inputNeedsGrad = false;
     BlockHooks *m_blockHooks = nullptr;
+    MoeConfig m_moe;
+    torch::Tensor m_auxLoss;          // of the last hidden(); undefined for a dense model
 };
 TORCH_MODULE(DecoderModel);
 

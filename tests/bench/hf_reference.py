@@ -20,6 +20,25 @@ def llama_config(m):
                        tie_word_embeddings=m["tie_embeddings"], attention_bias=m["attention_bias"])
 
 
+def timed_steps(model, opt, loss_of_step, grad_clip, steps, warmup):
+    """Warm-up then measured optimizer steps (backward, clipping, step), each synchronised; the
+    peak-memory counter starts with the first. Returns the measured steps' ms and the last loss."""
+    times = []
+    torch.cuda.reset_peak_memory_stats()
+    for i in range(warmup + steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = loss_of_step()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1000)
+    return times, loss
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True, help="a PilotBench run config (JSON)")
@@ -40,20 +59,10 @@ def main():
     fwd = torch.compile(model) if args.compile else model
     b, s = t["micro_batch"], t["seq_len"]
     ids = torch.randint(0, m["vocab_size"], (b, s), device="cuda")
-    times = []
-    torch.cuda.reset_peak_memory_stats()
-    for i in range(args.warmup + args.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+    def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = fwd(input_ids=ids, labels=ids).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        if i >= args.warmup:
-            times.append((time.perf_counter() - t0) * 1000)
+            return fwd(input_ids=ids, labels=ids).loss
+    times, loss = timed_steps(model, opt, step, t["grad_clip"], args.steps, args.warmup)
     mean = statistics.mean(times)
     tokens = b * s
     flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hf.head_dim * s) * tokens

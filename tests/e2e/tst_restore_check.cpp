@@ -67,6 +67,19 @@ private Q_SLOTS:
         QVERIFY(s.value(QStringLiteral("checkpoint_bytes")).toDouble() > 0);
     }
 
+    // A mixture of experts (router, experts, shared expert, q/k norm, load-balancing loss) with
+    // recomputation: the checkpoint holds every expert and the continuation is bitwise.
+    void mixtureOfExpertsProofPasses()
+    {
+        const auto r = cli({QStringLiteral("restore-check"), QStringLiteral("--config"), QStringLiteral("preset:tiny-moe"), QStringLiteral("--set"),
+                            QStringLiteral("train.recompute=true"), QStringLiteral("--jsonl"), QStringLiteral("--checkpoint-dir"), path(QStringLiteral("moe")),
+                            QStringLiteral("--db"), path(QStringLiteral("h.db"))});
+        QVERIFY2(r.exitCode == 0, (r.out + r.err).constData());
+        const auto s = lastJson(r.out);
+        QCOMPARE(s.value(QStringLiteral("verdict")).toString(), QStringLiteral("pass"));
+        QCOMPARE(s.value(QStringLiteral("bitwise")).toBool(), true);
+    }
+
     void droppedStateIsNamed_data()
     {
         QTest::addColumn<QString>("piece");

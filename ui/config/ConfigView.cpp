@@ -262,9 +262,10 @@ void ConfigView::recompute()
 
     const QLocale locale;
     const ParamCounts params = countParameters(c);
-    QString text = tr("Parameters: %1 (trainable %2). Tokens per optimizer step: %3.")
+    QString text = tr("Parameters: %1 (trainable %2%4). Tokens per optimizer step: %3.")
                        .arg(locale.toString(static_cast<qlonglong>(params.total)), locale.toString(static_cast<qlonglong>(params.trainable)),
-                            locale.toString(static_cast<qlonglong>(c.train.seqLen * c.train.microBatch * c.train.gradAccum)));
+                            locale.toString(static_cast<qlonglong>(c.train.seqLen * c.train.microBatch * c.train.gradAccum)),
+                            params.active != params.total ? tr("; %1 active per token").arg(locale.toString(static_cast<qlonglong>(params.active))) : QString());
     try {
         EstimateOptions cpu;
         cpu.device = DeviceKind::Cpu;

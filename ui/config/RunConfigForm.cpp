@@ -85,6 +85,11 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     mf->addRow(tr("Intermediate size"), addSpin(QStringLiteral("model.intermediate_size"), 0));
     mf->addRow(tr("Vocabulary"), addSpin(QStringLiteral("model.vocab_size"), 0));
     mf->addRow(tr("Max positions"), addSpin(QStringLiteral("model.max_positions"), 0));
+    // A mixture of experts: 0 experts is a dense model (the rest of model.moe comes with the preset
+    // or imported config and is kept as it is).
+    mf->addRow(tr("Experts (0: dense)"), addSpin(QStringLiteral("model.moe.experts"), 0));
+    mf->addRow(tr("Experts per token"), addSpin(QStringLiteral("model.moe.experts_per_token"), 0));
+    mf->addRow(tr("Expert width"), addSpin(QStringLiteral("model.moe.expert_intermediate_size"), 0));
     m_tie = new QCheckBox(tr("Tie input and output embeddings"), model);
     m_tie->setObjectName(QStringLiteral("model.tie_embeddings"));
     m_fields.insert(m_tie->objectName(), m_tie);
@@ -339,6 +344,9 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("model.intermediate_size", m.intermediateSize);
     spin("model.vocab_size", m.vocabSize);
     spin("model.max_positions", m.maxPositions);
+    spin("model.moe.experts", m.moe.experts);
+    spin("model.moe.experts_per_token", m.moe.expertsPerToken);
+    spin("model.moe.expert_intermediate_size", m.moe.expertIntermediateSize);
     m_tie->setChecked(m.tieEmbeddings);
     const TrainConfig &t = config.train;
     combo("train.mode", toString(t.mode));
@@ -400,6 +408,9 @@ RunConfig RunConfigForm::config() const
     c.model.intermediateSize = spin("model.intermediate_size");
     c.model.vocabSize = spin("model.vocab_size");
     c.model.maxPositions = spin("model.max_positions");
+    c.model.moe.experts = spin("model.moe.experts");
+    c.model.moe.expertsPerToken = spin("model.moe.experts_per_token");
+    c.model.moe.expertIntermediateSize = spin("model.moe.expert_intermediate_size");
     c.model.tieEmbeddings = m_tie->isChecked();
     if (auto v = parseEnum<TrainMode>(combo("train.mode")))
         c.train.mode = *v;

@@ -1,6 +1,7 @@
 // Hugging Face config.json import: exact published counts, revision, weights folder, refusals.
 #include "config/HfHubCache.h"
 #include "config/HfImport.h"
+#include "config/ParameterTable.h"
 #include "config/Presets.h"
 #include "config/RunConfigJson.h"
 #include "util/Errors.h"
@@ -84,6 +85,23 @@ private:
     static constexpr const char *kNames[] = {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME"};
     std::vector<std::tuple<const char *, QByteArray, bool>> m_saved;
 };
+
+// The fixture `name` with `remove` taken out and `key` set to `value` (undefined: not set).
+QJsonObject edited(const char *name, const QString &remove, const QString &key, const QJsonValue &value)
+{
+    QJsonObject json = fixtureJson(name);
+    if (!remove.isEmpty())
+        json.remove(remove);
+    if (!key.isEmpty() && !value.isUndefined())
+        json.insert(key, value);
+    return json;
+}
+
+bool hasParameter(const pb::RunConfig &c, const std::string &name, std::vector<int64_t> shape)
+{
+    const auto table = pb::parameterTable(c);
+    return std::any_of(table.begin(), table.end(), [&](const pb::ParameterInfo &p) { return p.name == name && p.shape == shape; });
+}
 
 QString errorOf(const QString &path)
 {
@@ -251,6 +269,11 @@ private Q_SLOTS:
         QTest::newRow("missing vocab") << "vocab_size" << "" << QJsonValue() << "vocab_size: required field is missing";
         QTest::newRow("missing model_type") << "model_type" << "" << QJsonValue() << "model_type: required field is missing";
         QTest::newRow("unsupported type") << "" << "model_type" << QJsonValue(QStringLiteral("gpt2")) << "unsupported model type 'gpt2'";
+        QTest::newRow("supported types listed") << "" << "model_type" << QJsonValue(QStringLiteral("deepseek_v3"))
+                                                << "(supported: llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe, olmoe)";
+        QTest::newRow("dense type with num_local_experts") << "" << "num_local_experts" << QJsonValue(8)
+                                                           << "num_local_experts: got the number 8, but model_type 'llama' is a dense model without experts";
+        QTest::newRow("dense type with num_experts") << "" << "num_experts" << QJsonValue(4) << "num_experts: got the number 4, but model_type 'llama' is a dense model";
         QTest::newRow("string size") << "" << "hidden_size" << QJsonValue(QStringLiteral("4096")) << "hidden_size: expected a positive integer";
         QTest::newRow("zero heads") << "" << "num_attention_heads" << QJsonValue(0) << "num_attention_heads: expected a positive integer";
         QTest::newRow("activation") << "" << "hidden_act" << QJsonValue(QStringLiteral("relu")) << "unsupported activation 'relu'";
@@ -397,6 +420,249 @@ private Q_SLOTS:
         env.set("HF_HUB_CACHE", QStringLiteral("/hub"));
         QCOMPARE(pb::hfHubCacheDir().path, QStringLiteral("/hub"));
         QCOMPARE(pb::hfHubCacheDir().source, QStringLiteral("$HF_HUB_CACHE"));
+    }
+    // Mixture-of-experts configs as published: the totals of their model cards (safetensors
+    // parameter counts), the active count of one token, the expert fields and the parameter names.
+    void moePublishedTotals_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<qint64>("total");
+        QTest::addColumn<qint64>("active");
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<QString>("preset"); // the preset with the same shape; "" when none ships
+        QTest::addColumn<int>("qkNorm");
+        QTest::addColumn<bool>("attentionBias");
+        QTest::addColumn<qint64>("intermediate");
+        QTest::addColumn<qint64>("experts");
+        QTest::addColumn<qint64>("perToken");
+        QTest::addColumn<qint64>("expertSize");
+        QTest::addColumn<qint64>("sharedSize");
+        QTest::addColumn<bool>("sharedGate");
+        QTest::addColumn<bool>("normalizeTopK");
+        QTest::addColumn<double>("auxLoss");
+        QTest::addColumn<QString>("parameter"); // one name the parameter table must hold
+        QTest::addColumn<QList<qint64>>("parameterShape");
+        using Shape = QList<qint64>;
+        QTest::newRow("Mixtral-8x7B-v0.1") << hf("mixtral-8x7b-v0.1") << qint64(46702792704) << qint64(12879925248) << "mixtral" << "mixtral-8x7b"
+                                           << int(pb::QkNorm::None) << false << qint64(14336) << qint64(8) << qint64(2) << qint64(14336) << qint64(0) << false << true
+                                           << 0.02 << "model.layers.31.block_sparse_moe.experts.7.w2.weight" << Shape {4096, 14336};
+        QTest::newRow("Qwen3-30B-A3B") << hf("qwen3-30b-a3b") << qint64(30532122624) << qint64(3353032704) << "qwen3_moe" << "qwen3-30b-a3b"
+                                       << int(pb::QkNorm::Head) << false << qint64(6144) << qint64(128) << qint64(8) << qint64(768) << qint64(0) << false << true
+                                       << 0.001 << "model.layers.0.self_attn.k_norm.weight" << Shape {128};
+        QTest::newRow("OLMoE-1B-7B-0924") << hf("olmoe-1b-7b-0924") << qint64(6919161856) << qint64(1282017280) << "olmoe" << "olmoe-1b-7b"
+                                          << int(pb::QkNorm::Full) << false << qint64(1024) << qint64(64) << qint64(8) << qint64(1024) << qint64(0) << false << false
+                                          << 0.01 << "model.layers.15.self_attn.q_norm.weight" << Shape {2048};
+        // Active: not a published figure; the architecture's own count (attention, router, shared
+        // expert, embeddings and 4 of 60 experts).
+        QTest::newRow("Qwen1.5-MoE-A2.7B") << hf("qwen1.5-moe-a2.7b") << qint64(14315784192) << qint64(2689173504) << "qwen2_moe" << ""
+                                           << int(pb::QkNorm::None) << true << qint64(5632) << qint64(60) << qint64(4) << qint64(1408) << qint64(5632) << true << false
+                                           << 0.001 << "model.layers.23.mlp.shared_expert_gate.weight" << Shape {1, 2048};
+    }
+    void moePublishedTotals()
+    {
+        QFETCH(QString, path);
+        QFETCH(qint64, total);
+        QFETCH(qint64, active);
+        QFETCH(QString, family);
+        QFETCH(QString, preset);
+        QFETCH(int, qkNorm);
+        QFETCH(bool, attentionBias);
+        QFETCH(qint64, intermediate);
+        QFETCH(qint64, experts);
+        QFETCH(qint64, perToken);
+        QFETCH(qint64, expertSize);
+        QFETCH(qint64, sharedSize);
+        QFETCH(bool, sharedGate);
+        QFETCH(bool, normalizeTopK);
+        QFETCH(double, auxLoss);
+        QFETCH(QString, parameter);
+        QFETCH(QList<qint64>, parameterShape);
+        const pb::RunConfig c = pb::importHfConfig(path);
+        const pb::ParamCounts counts = pb::countParameters(c);
+        QCOMPARE(counts.total, total);
+        QCOMPARE(counts.active, active);
+        const pb::ModelShape &m = c.model;
+        QCOMPARE(QString::fromStdString(m.family), family);
+        QCOMPARE(int(m.qkNorm), qkNorm);
+        QCOMPARE(m.attentionBias, attentionBias);
+        QCOMPARE(m.intermediateSize, intermediate);
+        QCOMPARE(m.moe.experts, experts);
+        QCOMPARE(m.moe.expertsPerToken, perToken);
+        QCOMPARE(m.moe.expertIntermediateSize, expertSize);
+        QCOMPARE(m.moe.sharedExpertIntermediateSize, sharedSize);
+        QCOMPARE(m.moe.sharedExpertGate, sharedGate);
+        QCOMPARE(m.moe.normalizeTopK, normalizeTopK);
+        QCOMPARE(m.moe.sparseStep, qint64(1));
+        QVERIFY(m.moe.denseLayers.empty());
+        QCOMPARE(m.moe.auxLossWeight, auxLoss);
+        QCOMPARE(m.moe.routerJitter, 0.0);
+        QVERIFY2(hasParameter(c, parameter.toStdString(), std::vector<int64_t>(parameterShape.begin(), parameterShape.end())), qPrintable(parameter));
+        QVERIFY(c.train.seqLen <= m.maxPositions);
+        QCOMPARE(pb::configHash(pb::runConfigFromJson(pb::toJson(c))), pb::configHash(c));
+        if (preset.isEmpty())
+            return;
+        // Same model as the shipped preset, experts included: every field of the model's JSON form
+        // but where it came from.
+        auto shape = [](const pb::RunConfig &config) {
+            QJsonObject o = pb::toJson(config).value(QStringLiteral("model")).toObject();
+            for (const char *key : {"preset", "revision", "weights_path"})
+                o.remove(QLatin1String(key));
+            return o;
+        };
+        QCOMPARE(shape(c), shape(pb::presetConfig(preset)));
+        QCOMPARE(counts.total, pb::countParameters(pb::presetConfig(preset)).total);
+    }
+    // Optional keys left out take the defaults of the type's Transformers config class.
+    void moeDefaults()
+    {
+        QJsonObject json = fixtureJson("mixtral-8x7b-v0.1");
+        for (const char *key : {"router_aux_loss_coef", "router_jitter_noise", "rope_theta", "rms_norm_eps", "sliding_window", "output_router_logits"})
+            json.remove(QLatin1String(key));
+        pb::ModelShape m = pb::hfModelShape(json, "config.json");
+        QCOMPARE(m.moe.auxLossWeight, 0.001); // MixtralConfig
+        QCOMPARE(m.moe.routerJitter, 0.0);
+        QCOMPARE(m.moe.normalizeTopK, true);
+        QCOMPARE(m.ropeTheta, 1e6);
+        QCOMPARE(m.normEps, 1e-5);
+        json.insert(QStringLiteral("router_jitter_noise"), 0.01);
+        QCOMPARE(pb::hfModelShape(json, "config.json").moe.routerJitter, 0.01);
+
+        json = fixtureJson("olmoe-1b-7b-0924");
+        for (const char *key : {"router_aux_loss_coef", "norm_topk_prob", "rms_norm_eps", "num_key_value_heads", "clip_qkv"})
+            json.remove(QLatin1String(key));
+        m = pb::hfModelShape(json, "config.json");
+        QCOMPARE(m.moe.auxLossWeight, 0.01); // OlmoeConfig
+        QCOMPARE(m.moe.normalizeTopK, false);
+        QCOMPARE(m.normEps, 1e-5);
+        QCOMPARE(m.kvHeads, qint64(16)); // the attention heads, as OlmoeConfig
+
+        json = fixtureJson("qwen3-30b-a3b");
+        for (const char *key : {"norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "router_aux_loss_coef", "head_dim", "use_sliding_window"})
+            json.remove(QLatin1String(key));
+        m = pb::hfModelShape(json, "config.json");
+        QCOMPARE(m.moe.normalizeTopK, false); // Qwen3MoeConfig
+        QCOMPARE(m.moe.sparseStep, qint64(1));
+        QVERIFY(m.moe.denseLayers.empty());
+        QCOMPARE(m.moe.auxLossWeight, 0.001);
+        QCOMPARE(m.effectiveHeadDim(), qint64(64)); // hidden_size / num_attention_heads
+        QCOMPARE(m.qkNorm, pb::QkNorm::Head);
+
+        json = fixtureJson("qwen1.5-moe-a2.7b");
+        QCOMPARE(pb::hfModelShape(json, "config.json").attentionBias, true); // no qkv_bias: always biased
+        json.insert(QStringLiteral("qkv_bias"), false);
+        pb::RunConfig c = pb::hfRunConfig(json, "config.json");
+        QCOMPARE(c.model.attentionBias, false);
+        QCOMPARE(pb::countParameters(c).total, qint64(14315784192) - 24 * 3 * 2048);
+    }
+    // decoder_sparse_step and mlp_only_layers keep layers dense with the dense MLP (intermediate_size).
+    void qwenMoeDenseLayers()
+    {
+        QJsonObject json = fixtureJson("qwen1.5-moe-a2.7b");
+        json.insert(QStringLiteral("decoder_sparse_step"), 2);
+        json.insert(QStringLiteral("mlp_only_layers"), QJsonArray {1});
+        const pb::RunConfig c = pb::hfRunConfig(json, "config.json");
+        QCOMPARE(c.model.moe.sparseStep, qint64(2));
+        QCOMPARE(c.model.moe.denseLayers, std::vector<int64_t>({1}));
+        // Sparse: layers 3, 5, ..., 23 (11); dense: the other 13, each a 2048 -> 5632 SwiGLU in place
+        // of 60 experts, the router, the shared expert and its gate.
+        const int64_t sparseMlp = 60 * 3 * 2048 * 1408 + 60 * 2048 + 3 * 2048 * 5632 + 2048;
+        const int64_t denseMlp = 3 * 2048 * 5632;
+        QCOMPARE(pb::countParameters(c).total, qint64(14315784192) - 13 * (sparseMlp - denseMlp));
+        QVERIFY(hasParameter(c, "model.layers.1.mlp.gate_proj.weight", {5632, 2048}));
+        QVERIFY(hasParameter(c, "model.layers.0.mlp.down_proj.weight", {2048, 5632}));
+        QVERIFY(hasParameter(c, "model.layers.3.mlp.experts.59.down_proj.weight", {2048, 1408}));
+        QVERIFY(!hasParameter(c, "model.layers.1.mlp.gate.weight", {60, 2048}));
+        QCOMPARE(pb::configHash(pb::runConfigFromJson(pb::toJson(c))), pb::configHash(c));
+    }
+    // Keys that change nothing the model computes, or say the same twice, are accepted.
+    void moeTolerated_data()
+    {
+        QTest::addColumn<QString>("fixture");
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<qint64>("total");
+        QTest::newRow("olmoe router z-loss") << "olmoe-1b-7b-0924" << "router_z_loss_coef" << QJsonValue(0.001) << qint64(6919161856);
+        QTest::newRow("mixtral window spanning every position") << "mixtral-8x7b-v0.1" << "sliding_window" << QJsonValue(32768) << qint64(46702792704);
+        QTest::newRow("mixtral num_experts alias agreeing") << "mixtral-8x7b-v0.1" << "num_experts" << QJsonValue(8) << qint64(46702792704);
+        QTest::newRow("mixtral router logits returned") << "mixtral-8x7b-v0.1" << "output_router_logits" << QJsonValue(true) << qint64(46702792704);
+        QTest::newRow("qwen3 num_local_experts alias agreeing") << "qwen3-30b-a3b" << "num_local_experts" << QJsonValue(128) << qint64(30532122624);
+        QTest::newRow("unknown MoE key set to null") << "qwen3-30b-a3b" << "num_shared_experts" << QJsonValue(QJsonValue::Null) << qint64(30532122624);
+        QTest::newRow("qwen2_moe sliding window switched off") << "qwen1.5-moe-a2.7b" << "use_sliding_window" << QJsonValue(false) << qint64(14315784192);
+        QTest::newRow("dense llama, num_experts 0") << "llama-3.1-8b" << "num_experts" << QJsonValue(0) << qint64(8030261248);
+        QTest::newRow("dense qwen2, num_local_experts null") << "qwen2.5-7b" << "num_local_experts" << QJsonValue(QJsonValue::Null) << qint64(7615616512);
+    }
+    void moeTolerated()
+    {
+        QFETCH(QString, fixture);
+        QFETCH(QString, key);
+        QFETCH(QJsonValue, value);
+        QFETCH(qint64, total);
+        const pb::RunConfig c = pb::hfRunConfig(edited(fixture.toUtf8().constData(), {}, key, value), "config.json");
+        QCOMPARE(pb::countParameters(c).total, total);
+    }
+    void moeRefusals_data()
+    {
+        QTest::addColumn<QString>("fixture");
+        QTest::addColumn<QString>("remove");
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<QString>("expected");
+        const QString mixtral = QStringLiteral("mixtral-8x7b-v0.1"), qwen3 = QStringLiteral("qwen3-30b-a3b"), olmoe = QStringLiteral("olmoe-1b-7b-0924"),
+                      qwen15 = QStringLiteral("qwen1.5-moe-a2.7b");
+        // Expert, router and MoE settings this import does not read are named, not ignored.
+        QTest::newRow("unknown expert key") << olmoe << "" << "num_shared_experts" << QJsonValue(1)
+                                            << "num_shared_experts: is a mixture-of-experts setting this import does not model";
+        QTest::newRow("unknown router key") << qwen3 << "" << "router_bias" << QJsonValue(true) << "router_bias: is a mixture-of-experts setting this import does not model";
+        QTest::newRow("unknown moe key") << mixtral << "" << "moe_layer_freq" << QJsonValue(2) << "moe_layer_freq: is a mixture-of-experts setting";
+        QTest::newRow("shared expert on qwen3_moe") << qwen3 << "" << "shared_expert_intermediate_size" << QJsonValue(768)
+                                                   << "shared_expert_intermediate_size: is a mixture-of-experts setting";
+        QTest::newRow("router z-loss on mixtral") << mixtral << "" << "router_z_loss_coef" << QJsonValue(0.001) << "router_z_loss_coef: is a mixture-of-experts setting";
+        QTest::newRow("expert capacity on qwen2_moe") << qwen15 << "" << "expert_capacity" << QJsonValue(64) << "expert_capacity: is a mixture-of-experts setting";
+        // Attention this import does not model.
+        QTest::newRow("clip_qkv set") << olmoe << "" << "clip_qkv" << QJsonValue(8.0) << "clip_qkv: got the number 8; clipping queries, keys and values is not modelled";
+        QTest::newRow("mixtral sliding window") << mixtral << "" << "sliding_window" << QJsonValue(4096)
+                                                << "sliding_window: got the number 4096; sliding-window attention is not modelled";
+        QTest::newRow("qwen3_moe sliding window") << qwen3 << "" << "use_sliding_window" << QJsonValue(true) << "use_sliding_window: true is not supported";
+        QTest::newRow("qwen2_moe sliding window") << qwen15 << "" << "use_sliding_window" << QJsonValue(true) << "use_sliding_window: true is not supported";
+        QTest::newRow("attention bias on olmoe") << olmoe << "" << "attention_bias" << QJsonValue(true) << "attention_bias: true is not supported for olmoe";
+        QTest::newRow("attention bias on qwen3_moe") << qwen3 << "" << "attention_bias" << QJsonValue(true) << "attention_bias: true is not supported for qwen3_moe";
+        // Sizes and counts.
+        QTest::newRow("experts missing") << mixtral << "num_local_experts" << "" << QJsonValue() << "num_local_experts: required field is missing";
+        QTest::newRow("top-k missing") << qwen15 << "num_experts_per_tok" << "" << QJsonValue() << "num_experts_per_tok: required field is missing";
+        QTest::newRow("expert size missing") << qwen3 << "moe_intermediate_size" << "" << QJsonValue() << "moe_intermediate_size: required field is missing";
+        QTest::newRow("shared expert size missing") << qwen15 << "shared_expert_intermediate_size" << "" << QJsonValue() << "shared_expert_intermediate_size: required field is missing";
+        QTest::newRow("kv heads missing, mixtral") << mixtral << "num_key_value_heads" << "" << QJsonValue() << "num_key_value_heads: required field is missing";
+        QTest::newRow("zero experts") << olmoe << "" << "num_experts" << QJsonValue(0) << "num_experts: expected a positive integer";
+        QTest::newRow("experts as string") << qwen3 << "" << "num_experts" << QJsonValue(QStringLiteral("128")) << "num_experts: expected a positive integer";
+        QTest::newRow("top-k above experts") << olmoe << "" << "num_experts_per_tok" << QJsonValue(65) << "model.moe.experts_per_token: must not exceed model.moe.experts";
+        QTest::newRow("alias disagrees") << mixtral << "" << "num_experts" << QJsonValue(4) << "num_experts: is another name for num_local_experts and must equal it (4 != 8)";
+        QTest::newRow("alias alone, zero") << mixtral << "num_local_experts" << "num_experts" << QJsonValue(0) << "num_experts: expected a positive integer";
+        QTest::newRow("sparse step zero") << qwen15 << "" << "decoder_sparse_step" << QJsonValue(0) << "decoder_sparse_step: expected a positive integer";
+        QTest::newRow("dense layers not an array") << qwen3 << "" << "mlp_only_layers" << QJsonValue(3) << "mlp_only_layers: expected an array of layer indices, got the number 3";
+        QTest::newRow("dense layer past the last") << qwen3 << "" << "mlp_only_layers" << QJsonValue(QJsonArray {0, 48})
+                                                  << "mlp_only_layers[1]: expected a layer index from 0 to 47";
+        QTest::newRow("dense layer negative") << qwen15 << "" << "mlp_only_layers" << QJsonValue(QJsonArray {-1}) << "mlp_only_layers[0]: expected a layer index";
+        QTest::newRow("norm_topk_prob as string") << qwen3 << "" << "norm_topk_prob" << QJsonValue(QStringLiteral("yes")) << "norm_topk_prob: expected true or false";
+        QTest::newRow("aux loss negative") << olmoe << "" << "router_aux_loss_coef" << QJsonValue(-1) << "model.moe.aux_loss_weight: must lie in [0, 1]";
+        QTest::newRow("aux loss as string") << mixtral << "" << "router_aux_loss_coef" << QJsonValue(QStringLiteral("0.02")) << "router_aux_loss_coef: expected a number";
+        QTest::newRow("jitter 1") << mixtral << "" << "router_jitter_noise" << QJsonValue(1.0) << "model.moe.router_jitter";
+        // Dense types carrying experts.
+        QTest::newRow("dense mistral with num_local_experts") << "mistral-7b-v0.3" << "" << "num_local_experts" << QJsonValue(8)
+                                                             << "num_local_experts: got the number 8, but model_type 'mistral' is a dense model without experts";
+        QTest::newRow("dense qwen2 with num_experts") << "qwen2.5-7b" << "" << "num_experts" << QJsonValue(60) << "num_experts: got the number 60, but model_type 'qwen2'";
+    }
+    void moeRefusals()
+    {
+        QFETCH(QString, fixture);
+        QFETCH(QString, remove);
+        QFETCH(QString, key);
+        QFETCH(QJsonValue, value);
+        QFETCH(QString, expected);
+        QTemporaryDir dir;
+        writeJson(dir.filePath(QStringLiteral("config.json")), edited(fixture.toUtf8().constData(), remove, key, value));
+        const QString message = errorOf(dir.path());
+        QVERIFY2(message.contains(expected), qPrintable(message));
+        QVERIFY2(message.contains(QLatin1String("config.json")), qPrintable(message));
     }
     void importedConfigRoundTrips()
     {

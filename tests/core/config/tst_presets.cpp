@@ -39,6 +39,35 @@ private Q_SLOTS:
         QCOMPARE(c.train.optimizer.kind, pb::OptimizerKind::AdamW);
         QCOMPARE(c.train.seqLen, qint64(2048));
     }
+    // Mixtures of experts: every expert's weights in the total (memory), experts_per_token of them
+    // in the active count (FLOPs); both as published. By hand for Mixtral-8x7B: per layer q,o
+    // 2*4096^2, k,v 2*4096*1024, router 8*4096, 8 experts 3*4096*14336, norms 2*4096.
+    void mixtureOfExpertsCounts_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<qint64>("total");
+        QTest::addColumn<qint64>("active");
+        QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << qint64(46702792704) << qint64(12879925248);
+        QTest::newRow("qwen3-30b-a3b") << "qwen3-30b-a3b" << qint64(30532122624) << qint64(3353032704);
+        QTest::newRow("olmoe-1b-7b") << "olmoe-1b-7b" << qint64(6919161856) << qint64(1282017280);
+    }
+    void mixtureOfExpertsCounts()
+    {
+        QFETCH(QString, name);
+        QFETCH(qint64, total);
+        QFETCH(qint64, active);
+        const pb::RunConfig c = pb::presetConfig(name);
+        QVERIFY(c.model.moe.enabled());
+        const pb::ParamCounts counts = pb::countParameters(c);
+        QCOMPARE(counts.total, total);
+        QCOMPARE(counts.active, active);
+        QCOMPARE(counts.trainable, total);
+    }
+    void denseActiveIsTotal()
+    {
+        const pb::ParamCounts counts = pb::countParameters(pb::presetConfig(QStringLiteral("llama-3.2-1b")));
+        QCOMPARE(counts.active, counts.total);
+    }
     void llama1bIsTheH200ComparisonConfig()
     {
         const pb::RunConfig c = pb::presetConfig(QStringLiteral("llama-3.2-1b"));

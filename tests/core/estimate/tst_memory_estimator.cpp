@@ -12,6 +12,8 @@
 
 #include <QtTest>
 
+#include <algorithm>
+
 using namespace pb;
 
 namespace {
@@ -33,6 +35,18 @@ RunConfig toy()
     c.train.seqLen = 4;
     c.train.microBatch = 1;
     c.train.optimizer.kind = OptimizerKind::AdamW;
+    return c;
+}
+
+// preset:tiny-moe: 2 layers, hidden 64, 4 heads of 16 over 2 KV heads, per-head q/k norm, fp32,
+// B=4, T=64 (N = 256 tokens). Layer 0 dense (SwiGLU 176), layer 1 sparse: 4 experts of 48, top-2
+// (not renormalised), a shared expert of 64 with its sigmoid gate.
+RunConfig tinyMoe() { return presetConfig(QStringLiteral("tiny-moe")); }
+
+// The same model with every layer dense.
+RunConfig denseOf(RunConfig c)
+{
+    c.model.moe = MoeConfig {};
     return c;
 }
 
@@ -229,6 +243,242 @@ private Q_SLOTS:
         // With recompute the block input asks for grad: every copy is kept.
         c.train.recompute = true;
         QCOMPARE(activationBytes(c, false).unkeptAutocastCopies, 0LL);
+    }
+
+    void moeSparseLayerAgainstDense()
+    {
+        // fp32, N = 256 tokens, k = 2: n*k = 512 routed pairs. Both layers share the attention
+        // (with its q/k norm) and the norms; the MLPs differ.
+        // Dense MLP (layer 0): gate/up input 4*256*64 = 65,536; gate out, silu out, up out
+        // 3*4*256*176 = 540,672; down input 4*256*176 = 180,224                     = 786,432.
+        // Sparse MLP (layer 1): the norm output, read by router, shared gate/up and the sigmoid
+        // gate's linear: 65,536; softmax's fp32 output 4*256*4 = 4,096; top-k indices 8*256*2 =
+        // 4,096; order 8*512 = 4,096; token 8*512 = 4,096; permuted tokens 4*512*64 = 131,072;
+        // the experts' gate out, silu out, up out 3*4*512*48 = 294,912 and down inputs 4*512*48
+        // = 98,304; the weighting multiply: the concatenated outputs 4*512*64 = 131,072 and the pair
+        // weights 4*512 = 2,048; shared expert 3*4*256*64 = 196,608 + down input 65,536; its gate:
+        // sigmoid output 4*256 = 1,024 and the shared output 4*256*64 = 65,536          = 1,068,032.
+        // Layer 1 - layer 0 = 1,068,032 - 786,432 = 281,600.
+        const RunConfig c = tinyMoe();
+        const ActivationBytes a = activationBytes(c, true);
+        QCOMPARE(a.savedPerBlock.size(), size_t(2));
+        QCOMPARE(a.savedPerBlock[1] - a.savedPerBlock[0], 281600LL);
+        // Backward of the sparse MLP, at its worst point (the weighting multiply): the shared
+        // expert ran first (its weight gradients 3*64*64*4 + 64*4 = 49,408 B, its kept 328,704 B
+        // released, the norm output's gradient 65,536 B begun); index_add's gathered gradient and
+        // the multiply's two [512, 64] fp32 products 3*131,072 = 393,216.
+        // 49,408 + 65,536 - 328,704 + 393,216 = 179,456.
+        QCOMPARE(a.backwardMlpExtraPerBlock[1], 179456LL);
+        QVERIFY(std::find(a.assumptions.begin(), a.assumptions.end(),
+                          std::string("mixture of experts: N*k routed token copies per sparse layer (N = micro_batch x seq_len tokens, "
+                                      "k = experts_per_token), split evenly across the experts where a per-expert peak depends on it; "
+                                      "expert parallelism not modelled")) != a.assumptions.end());
+        // The dense layer is the dense model's layer, whatever the precision and attention path.
+        for (Precision p : {Precision::Fp32, Precision::Bf16Mixed, Precision::Bf16}) {
+            for (bool fused : {false, true}) {
+                RunConfig moe = c;
+                moe.train.precision = p;
+                const ActivationBytes sparse = activationBytes(moe, fused), dense = activationBytes(denseOf(moe), fused);
+                QCOMPARE(sparse.savedPerBlock[0], dense.savedPerBlock[0]);
+                QCOMPARE(sparse.inputSavedPerBlock[0], dense.inputSavedPerBlock[0]);
+                QCOMPARE(sparse.forwardAbovePerBlock[0], dense.forwardAbovePerBlock[0]);
+                QCOMPARE(sparse.backwardMlpExtraPerBlock[0], dense.backwardMlpExtraPerBlock[0]);
+                QCOMPARE(sparse.backwardAttentionExtraPerBlock[0], dense.backwardAttentionExtraPerBlock[0]);
+                QCOMPARE(sparse.backwardMlpCopiesFreedPerBlock[0], dense.backwardMlpCopiesFreedPerBlock[0]);
+                QCOMPARE(sparse.backwardAttentionCopiesFreedPerBlock[0], dense.backwardAttentionCopiesFreedPerBlock[0]);
+                QVERIFY(dense.assumptions.size() + 1 == sparse.assumptions.size());
+            }
+        }
+    }
+
+    void moeActivationsLinearInK_data()
+    {
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<int>("mode");
+        QTest::addColumn<QString>("variant");
+        QTest::addColumn<int>("layer");       // the sparse layer compared
+        QTest::addColumn<qint64>("perPair");  // bytes kept per routed (token, choice) pair
+        // Per routed pair, from the ops of SparseMoe::forward (h = 64, expert width 48, rank 16):
+        // fp32, all trainable: top-k index 8, order 8, token 8; its permuted row 4*64; its expert's
+        // gate out, silu out, up out 3*4*48 and down input 4*48; its concatenated output row 4*64
+        // and pair weight 4: 24 + 256 + 768 + 256 + 4 = 1,308.
+        QTest::newRow("fp32") << int(Precision::Fp32) << int(TrainMode::Full) << "" << 1 << 1308LL;
+        // normalize_top_k: weights / sum keeps the fp32 weights, 4 more per pair (the sum is per token).
+        QTest::newRow("fp32 normalized") << int(Precision::Fp32) << int(TrainMode::Full) << "normalize" << 1 << 1312LL;
+        // bf16-mixed: fp32 residual and norm output, bf16 compute. The experts' gate and up each
+        // keep autocast's bf16 cast of the row instead of the row: 2*2*64; SwiGLU 3*2*48 + down
+        // input 2*48; the bf16 output row 2*64 and the fp32 pair weight 4:
+        // 24 + 256 + 384 + 128 + 4 = 796.
+        QTest::newRow("bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Full) << "" << 1 << 796LL;
+        // Pure bf16: the permuted row kept once 2*64; SwiGLU 384; output row 2*64, pair weight 2:
+        // 24 + 128 + 384 + 128 + 2 = 666.
+        QTest::newRow("bf16") << int(Precision::Bf16) << int(TrainMode::Full) << "" << 1 << 666LL;
+        // LoRA on q,k,v,o under bf16-mixed: the residual and norm output are bf16 (frozen
+        // embedding and norm); the experts are frozen, so their inputs and down's are not kept, but
+        // the gradient flows through them: gate out, silu out, up out 3*2*48; output row 2*64 (the
+        // router's weights need a gradient), pair weight 2: 24 + 288 + 128 + 2 = 442.
+        QTest::newRow("lora bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Lora) << "" << 1 << 442LL;
+        // LoRA all-linear under bf16-mixed: every expert projection carries an adapter. The bf16
+        // permuted row kept once 2*64; gate's and up's lora_B keep A's output 2*2*16; SwiGLU 3*2*48;
+        // down keeps its input 2*48 and its lora_B's 2*16; output row 2*64, pair weight 2:
+        // 24 + 128 + 64 + 288 + 96 + 32 + 128 + 2 = 762.
+        QTest::newRow("lora all-linear bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Lora) << "all-linear" << 1 << 762LL;
+        // Mixtral's names (w1, w3, w2 for gate, up, down), every layer sparse, LoRA on gate_proj
+        // only, fp32: the first layer has no gradient flowing in, and the router is frozen, so only
+        // the experts' w1 adapters need anything: token 8; the permuted row 4*64 (lora_A reads it),
+        // lora_B's input 4*16; gate out (silu) and up out (the product) 2*4*48; pair weight 4:
+        // 8 + 256 + 64 + 384 + 4 = 716.
+        QTest::newRow("mixtral lora w1") << int(Precision::Fp32) << int(TrainMode::Lora) << "mixtral" << 0 << 716LL;
+        // Only layer 1's router trains ("...mlp.gate.weight", which no gate_proj matches): top-k
+        // index, order, token 24 and the concatenated output row the multiply keeps for the
+        // router's gradient 4*64: 280.
+        QTest::newRow("router only") << int(Precision::Fp32) << int(TrainMode::Freeze) << "router" << 1 << 280LL;
+    }
+    void moeActivationsLinearInK()
+    {
+        QFETCH(int, precision);
+        QFETCH(int, mode);
+        QFETCH(QString, variant);
+        QFETCH(int, layer);
+        QFETCH(qint64, perPair);
+        RunConfig c = tinyMoe();
+        c.train.precision = Precision(precision);
+        c.train.mode = TrainMode(mode);
+        c.model.moe.normalizeTopK = variant == QLatin1String("normalize");
+        if (variant == QLatin1String("all-linear"))
+            c.train.lora.targets = {"all-linear"};
+        if (variant == QLatin1String("mixtral")) {
+            c.model.family = "mixtral";
+            c.model.moe.denseLayers.clear();
+            c.train.lora.targets = {"gate_proj"};
+        }
+        if (variant == QLatin1String("router"))
+            c.train.trainable = {"model.layers.1.mlp.gate.weight"};
+        const int64_t n = c.train.microBatch * c.train.seqLen;
+        QCOMPARE(n, 256LL);
+        for (bool fused : {false, true}) {
+            std::vector<int64_t> saved;
+            for (int64_t k : {1, 2, 4}) {
+                c.model.moe.expertsPerToken = k;
+                saved.push_back(activationBytes(c, fused).savedPerBlock[size_t(layer)]);
+            }
+            // k = 1 -> 2 adds n pairs, 2 -> 4 adds 2n.
+            QCOMPARE(saved[1] - saved[0], n * perPair);
+            QCOMPARE(saved[2] - saved[1], 2 * n * perPair);
+        }
+    }
+
+    void qkNormAddsItsTerms_data()
+    {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<int>("precision");
+        QTest::addColumn<bool>("fused");
+        QTest::addColumn<int>("qkNorm");
+        QTest::addColumn<qint64>("added");
+        // preset:tiny (and tiny-moe's attention): N = 256 tokens, q 4 heads x 16 = 64 wide, k 2 x 16 = 32.
+        // fp32, per head: the norm keeps its input (fp32 already) and pow's output 2*4*N*width,
+        // rsqrt's 4 per row, and, its weight training, the normalised h' 4*N*width.
+        // q: 8*256*64 + 4*256*4 + 4*256*64 = 200,704; k: 8*256*32 + 4*256*2 + 4*256*32 = 100,352.
+        QTest::newRow("tiny fp32 head math") << "tiny" << int(Precision::Fp32) << false << int(QkNorm::Head) << 301056LL;
+        QTest::newRow("tiny fp32 head fused") << "tiny" << int(Precision::Fp32) << true << int(QkNorm::Head) << 301056LL;
+        // Over the whole projection: one rsqrt per token: q 131,072 + 1,024 + 65,536, k 65,536 + 1,024 + 32,768.
+        QTest::newRow("tiny fp32 full") << "tiny" << int(Precision::Fp32) << true << int(QkNorm::Full) << 296960LL;
+        QTest::newRow("tiny-moe fp32 head") << "tiny-moe" << int(Precision::Fp32) << true << int(QkNorm::Head) << 301056LL;
+        // bf16-mixed: the bf16 projection output's fp32 copy and pow's output 2*4*N*width, rsqrt 4
+        // per row, h' cast back to bf16 2*N*width: q 131,072 + 4,096 + 32,768, k 65,536 + 2,048 +
+        // 16,384 = 251,904. The fp32 weight makes q and k fp32: the rotary uses the fp32 tables as
+        // they are, so the per-layer bf16 casts of cos and sin (2*2*64*16 = 4,096) go: 247,808.
+        QTest::newRow("tiny bf16-mixed head math") << "tiny" << int(Precision::Bf16Mixed) << false << int(QkNorm::Head) << 247808LL;
+        // Fused: an fp32 q takes the engine's expand path (no fp32 GQA kernel), so SDPA keeps k and
+        // v at all 4 heads: 2*2*256*(64 - 32) = 32,768 more: 280,576.
+        QTest::newRow("tiny bf16-mixed head fused") << "tiny" << int(Precision::Bf16Mixed) << true << int(QkNorm::Head) << 280576LL;
+        // Pure bf16: the bf16 weight keeps q and k bf16: the norm terms alone, fp32 copy, pow, rsqrt
+        // and h' (bf16): 251,904.
+        QTest::newRow("tiny bf16 head fused") << "tiny" << int(Precision::Bf16) << true << int(QkNorm::Head) << 251904LL;
+    }
+    void qkNormAddsItsTerms()
+    {
+        QFETCH(QString, preset);
+        QFETCH(int, precision);
+        QFETCH(bool, fused);
+        QFETCH(int, qkNorm);
+        QFETCH(qint64, added);
+        RunConfig with = presetConfig(preset);
+        with.train.precision = Precision(precision);
+        with.model.qkNorm = QkNorm(qkNorm);
+        RunConfig without = with;
+        without.model.qkNorm = QkNorm::None;
+        const ActivationBytes a = activationBytes(with, fused), b = activationBytes(without, fused);
+        for (size_t i = 0; i < a.savedPerBlock.size(); ++i)
+            QCOMPARE(a.savedPerBlock[i] - b.savedPerBlock[i], added);
+    }
+
+    void moeWeightsCountEveryExpert()
+    {
+        // tiny-moe: embedding and lm_head 2*256*64 = 32,768, final norm 64. Layer 0: norms 128,
+        // q/k/v/o 4,096 + 2*2,048 + 4,096 = 12,288, q/k norms 2*16, MLP 3*64*176 = 33,792 -> 46,240.
+        // Layer 1: 128 + 12,288 + 32, router 4*64 = 256, experts 4*3*64*48 = 36,864, shared expert
+        // 3*64*64 = 12,288 and its gate 64 -> 61,920. Total 140,992: every expert's weights count,
+        // whatever the share of tokens each sees.
+        const RunConfig c = tinyMoe();
+        QCOMPARE(countParameters(c).total, 140992LL);
+        const ModelStateBytes s = modelStateBytes(c);
+        QCOMPARE(s.totalParams, 140992LL);
+        QCOMPARE(s.trainableWeights, 4 * 140992LL);
+        QCOMPARE(s.gradients, 4 * 140992LL);
+        QCOMPARE(s.optimizerStates, 8 * 140992LL);
+        // Sharded over 4 devices as a dense model: weights, gradients and the AdamW moments plus the
+        // step's temporary (2 * 4 B * 16,384, the embedding) each divided by 4.
+        EstimateOptions o;
+        o.card = "h100-sxm-80gb";
+        o.gpus = 4;
+        o.strategy = ParallelStrategy::Fsdp;
+        const auto step = estimateMemory(c, o).phases[2].breakdown;
+        QCOMPARE(step.trainableWeights, 4 * 140992LL / 4);
+        QCOMPARE(step.gradients, 4 * 140992LL / 4);
+        QCOMPARE(step.optimizer, (8 * 140992LL + 131072) / 4);
+    }
+
+    void denseEstimatesUnchanged_data()
+    {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<int>("precision");   // -1: the preset's
+        QTest::addColumn<int>("mode");        // -1: the preset's
+        QTest::addColumn<bool>("recompute");
+        QTest::addColumn<int>("gpus");
+        QTest::addColumn<qint64>("peak");
+        QTest::addColumn<qint64>("forward");
+        // What the estimator gave for these dense configs before mixture-of-experts support
+        // (pilotbench-cli estimate --no-calibration --card h200-141gb): its peak allocated bytes
+        // and the forward phase's tensors.
+        QTest::newRow("tiny") << "tiny" << -1 << -1 << false << 1 << 5591808LL << 5329664LL;
+        QTest::newRow("tiny bf16-mixed") << "tiny" << int(Precision::Bf16Mixed) << -1 << false << 1 << 4793088LL << 4727552LL;
+        QTest::newRow("llama-3.2-1b") << "llama-3.2-1b" << -1 << -1 << false << 1 << 80624050176LL << 76555575296LL;
+        QTest::newRow("llama-3.2-1b recompute") << "llama-3.2-1b" << -1 << -1 << true << 1 << 42664550400LL << 38596075520LL;
+        QTest::newRow("llama-3.2-1b fsdp4") << "llama-3.2-1b" << -1 << -1 << false << 4 << 68606236672LL << 64537761792LL;
+    }
+    void denseEstimatesUnchanged()
+    {
+        QFETCH(QString, preset);
+        QFETCH(int, precision);
+        QFETCH(int, mode);
+        QFETCH(bool, recompute);
+        QFETCH(int, gpus);
+        QFETCH(qint64, peak);
+        QFETCH(qint64, forward);
+        RunConfig c = presetConfig(preset);
+        if (precision >= 0)
+            c.train.precision = Precision(precision);
+        if (mode >= 0)
+            c.train.mode = TrainMode(mode);
+        c.train.recompute = recompute;
+        EstimateOptions o;
+        o.card = "h200-141gb";
+        o.gpus = gpus;
+        o.strategy = gpus > 1 ? ParallelStrategy::Fsdp : ParallelStrategy::None;
+        const MemoryEstimate e = estimateMemory(c, o);
+        QCOMPARE(e.peakAllocatedBytes, peak);
+        QCOMPARE(e.phases[0].breakdown.tensors(), forward);
     }
 
     void recomputeForwardOnCpu()

@@ -268,10 +268,7 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
         QJsonArray files;
         for (const auto &d : written)
             files.append(digestJson(d));
-        CheckpointState one;
-        one.ranks.push_back(positionOf(session));
-        const QJsonObject state = QJsonDocument::fromJson(checkpointStateJson(one)).object();
-        writeFileAtomically(partFile(dir, view.rank), QJsonDocument(QJsonObject {{QStringLiteral("files"), files}, {QStringLiteral("rank"), state.value(QStringLiteral("ranks")).toArray().at(0)}}).toJson());
+        writeFileAtomically(partFile(dir, view.rank), QJsonDocument(QJsonObject {{QStringLiteral("files"), files}, {QStringLiteral("rank"), rankPositionJson(positionOf(session))}}).toJson());
     }
     view.barrier();
 
@@ -303,12 +300,7 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
                                           o.value(QStringLiteral("sha256")).toString().toStdString()});
                 bytes += manifest.files.back().bytes;
             }
-            QJsonObject rankState = part.value(QStringLiteral("rank")).toObject();
-            rankState.insert(QStringLiteral("rank"), 0);
-            const QJsonObject wrapped {{QStringLiteral("step"), 0}, {QStringLiteral("config_hash"), QString::fromStdString(manifest.configHash)},
-                                       {QStringLiteral("optimizer"), QString()}, {QStringLiteral("torch_version"), QString()}, {QStringLiteral("world_size"), 1},
-                                       {QStringLiteral("strategy"), QStringLiteral("none")}, {QStringLiteral("ranks"), QJsonArray {rankState}}};
-            state.ranks.push_back(parseCheckpointState(QJsonDocument(wrapped).toJson(), path.toStdString()).ranks.front());
+            state.ranks.push_back(parseRankPositionJson(part.value(QStringLiteral("rank")).toObject(), path.toStdString()));
             QFile::remove(path);
         }
         std::vector<QString> small {kStateFile, kConfigFile};

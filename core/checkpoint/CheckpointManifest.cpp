@@ -221,6 +221,8 @@ RankPosition parseRankPosition(const FieldReader &r, const QJsonObject &root, co
     return p;
 }
 
+} // namespace
+
 QJsonObject rankPositionJson(const RankPosition &p)
 {
     return QJsonObject {{QStringLiteral("data_position"), QJsonObject {{QStringLiteral("epoch"), static_cast<qint64>(p.epoch)},
@@ -231,7 +233,10 @@ QJsonObject rankPositionJson(const RankPosition &p)
                                                                     {QStringLiteral("good_steps"), static_cast<qint64>(p.goodSteps)}}}};
 }
 
-} // namespace
+RankPosition parseRankPositionJson(const QJsonObject &json, const std::string &where)
+{
+    return parseRankPosition(FieldReader(where), json, "");
+}
 
 CheckpointState parseCheckpointState(const QByteArray &bytes, const std::string &where)
 {

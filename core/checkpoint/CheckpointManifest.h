@@ -7,6 +7,7 @@
 // several processes. Version 1 (written before): model.pt, optimizer.pt and rng.pt, torch archives
 // of one process; still verified and restored.
 #include <QByteArray>
+#include <QJsonObject>
 #include <QString>
 
 #include <cstdint>
@@ -72,6 +73,9 @@ CheckpointManifest parseCheckpointManifest(const QByteArray &bytes, const std::s
 CheckpointState parseCheckpointState(const QByteArray &bytes, const std::string &where);
 QByteArray checkpointManifestJson(const CheckpointManifest &manifest);
 QByteArray checkpointStateJson(const CheckpointState &state);
+// One rank's entry of state.json ({data_position, loss_scale}), also what a rank hands rank 0.
+QJsonObject rankPositionJson(const RankPosition &position);
+RankPosition parseRankPositionJson(const QJsonObject &json, const std::string &where);
 
 // Streams the file through SHA-256; throws InvalidInputError naming the file when unreadable.
 std::string sha256OfFile(const QString &path);

@@ -37,6 +37,7 @@ constexpr std::array<std::pair<ScheduleKind, const char *>, 3> kSchedules {{{Sch
 constexpr std::array<std::pair<DataKind, const char *>, 3> kDataKinds {{{DataKind::Synthetic, "synthetic"}, {DataKind::TokenFile, "tokens"}, {DataKind::Jsonl, "jsonl"}}};
 constexpr std::array<std::pair<LengthDistribution, const char *>, 3> kLengths {{{LengthDistribution::Fixed, "fixed"}, {LengthDistribution::Uniform, "uniform"}, {LengthDistribution::FromFile, "file"}}};
 constexpr std::array<std::pair<JobUnit, const char *>, 2> kJobUnits {{{JobUnit::Tokens, "tokens"}, {JobUnit::Epochs, "epochs"}}};
+constexpr std::array<std::pair<KernelPath, const char *>, 2> kKernelPaths {{{KernelPath::Eager, "eager"}, {KernelPath::Fused, "fused"}}};
 constexpr std::array<std::pair<QkNorm, const char *>, 3> kQkNorms {{{QkNorm::None, "none"}, {QkNorm::Head, "head"}, {QkNorm::Full, "full"}}};
 constexpr std::array<std::pair<RopeScalingType, const char *>, 3> kRopeScalings {{{RopeScalingType::None, "none"}, {RopeScalingType::Llama3, "llama3"}, {RopeScalingType::Linear, "linear"}}};
 
@@ -54,6 +55,7 @@ const char *toString(LengthDistribution v) { return nameOf(kLengths, v); }
 const char *toString(JobUnit v) { return nameOf(kJobUnits, v); }
 const char *toString(RopeScalingType v) { return nameOf(kRopeScalings, v); }
 const char *toString(QkNorm v) { return nameOf(kQkNorms, v); }
+const char *toString(KernelPath v) { return nameOf(kKernelPaths, v); }
 
 template <> std::optional<TrainMode> parseEnum(const std::string &n) { return lookup(kTrainModes, n); }
 template <> std::optional<OptimizerKind> parseEnum(const std::string &n) { return lookup(kOptimizers, n); }
@@ -67,6 +69,7 @@ template <> std::optional<LengthDistribution> parseEnum(const std::string &n) { 
 template <> std::optional<JobUnit> parseEnum(const std::string &n) { return lookup(kJobUnits, n); }
 template <> std::optional<RopeScalingType> parseEnum(const std::string &n) { return lookup(kRopeScalings, n); }
 template <> std::optional<QkNorm> parseEnum(const std::string &n) { return lookup(kQkNorms, n); }
+template <> std::optional<KernelPath> parseEnum(const std::string &n) { return lookup(kKernelPaths, n); }
 
 ParamCounts countParameters(const RunConfig &config)
 {

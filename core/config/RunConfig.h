@@ -23,6 +23,9 @@ enum class JobUnit { Tokens, Epochs };
 enum class RopeScalingType { None, Llama3, Linear };
 // RMSNorm of queries and keys before RoPE: per head (Qwen3) or over the whole projection (OLMoE).
 enum class QkNorm { None, Head, Full };
+// The loss's kernels: eager (Transformers' ops, today's numerics and memory) or fused (the
+// linear head and cross-entropy in chunks of tokens, never the full logits).
+enum class KernelPath { Eager, Fused };
 
 // Transformers' `rope_scaling`: how a model stretches its rotary frequencies past the context it was
 // pre-trained at. It changes every position the model sees, so weights trained with it must run with
@@ -122,6 +125,7 @@ struct TrainConfig {
     AttentionImpl attention = AttentionImpl::Auto;
     double gradClip = 1.0;               // 0: off
     double lossScale = 65536.0;          // fp16-mixed initial loss scale
+    KernelPath kernels = KernelPath::Eager;
 };
 
 struct ValidationConfig {
@@ -194,6 +198,7 @@ const char *toString(LengthDistribution v);
 const char *toString(JobUnit v);
 const char *toString(RopeScalingType v);
 const char *toString(QkNorm v);
+const char *toString(KernelPath v);
 template <typename E> std::optional<E> parseEnum(const std::string &name);
 
 // Whether attention runs a fused scaled_dot_product_attention kernel, given whether the build has

@@ -145,6 +145,7 @@ void readTrain(JsonReader r, TrainConfig &t)
     r.readEnum("attention", t.attention);
     r.read("grad_clip", t.gradClip);
     r.read("loss_scale", t.lossScale);
+    r.readEnum("kernels", t.kernels);
     r.finish();
 }
 
@@ -248,6 +249,9 @@ QJsonObject toJson(const RunConfig &c)
         {"grad_accum", integer(t.gradAccum)}, {"recompute", t.recompute}, {"attention", toString(t.attention)},
         {"grad_clip", t.gradClip}, {"loss_scale", t.lossScale},
     };
+    // Written only when fused, so every config of the eager path keeps its hash.
+    if (t.kernels != KernelPath::Eager)
+        train.insert(QStringLiteral("kernels"), QString::fromLatin1(toString(t.kernels)));
     const DataConfig &d = c.data;
     QJsonObject data {
         {"kind", toString(d.kind)}, {"path", str(d.path)}, {"token_dtype", str(d.tokenDtype)},

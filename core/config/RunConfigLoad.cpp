@@ -113,6 +113,9 @@ void applyOverride(QJsonObject &json, const QString &assignment)
     static const QJsonObject schema = [] {
         RunConfig full;
         full.model.ropeScaling.type = RopeScalingType::Llama3;
+        full.model.qkNorm = QkNorm::Head;
+        full.model.moe.experts = 1;
+        full.train.kernels = KernelPath::Fused;
         return toJson(full);
     }();
     setPath(json, schema, parts, 0, assignment.mid(eq + 1), path);

@@ -431,6 +431,12 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
 
 } // namespace
 
+int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden)
+{
+    const int64_t chunks = std::max<int64_t>(1, (vocab + hidden - 1) / std::max<int64_t>(hidden, 1));
+    return std::max<int64_t>(1, (tokens + chunks - 1) / chunks);
+}
+
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable)
 {
     const ModelShape &m = config.model;
@@ -590,10 +596,14 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     out.blockNoGradPeak = noGradPeak;
 
     // Final norm and lm_head.
+    int64_t headInputBytes = 0;
+    bool headInputGrad = false;
     {
         BlockWalk walk(config, n);
         bool yGrad = false;
         const int64_t dx = walk.norm(h, r, gradFlows, finalNormTrains, paramBytes(finalNormTrains), yGrad);
+        headInputBytes = dx;
+        headInputGrad = yGrad;
         Projection head;
         head.trainable = headTrains;
         walk.linears(h, dx, {head});
@@ -603,12 +613,28 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const bool keptAsIs = headTrains && !(walk.mixed && dx == 4);
         out.headOutputAlive = keptAsIs ? 0 : dx * n * h;
     }
-    // Loss: logits (compute dtype), their fp32 copy, log-softmax output (fp32, kept). In
-    // backward, nll_loss's gradient, log-softmax's gradient and the kept output coexist.
     const int64_t logitsElems = n * vocab;
-    out.logitsForwardPeak = c * logitsElems + (c != 4 ? 4 * logitsElems : 0) + 4 * logitsElems;
-    out.logitsSaved = 4 * logitsElems;
-    out.logitsBackwardPeak = 12 * logitsElems;
+    if (train.kernels == KernelPath::Fused) {
+        // Chunked linear cross-entropy (LinearCrossEntropy.h): the head keeps no input; a chunk's
+        // logits, their fp32 copy, the fp32 gradient and its compute-dtype cast live one chunk at a
+        // time; the gradients of the head's input (compute dtype) and weight (fp32) are made in
+        // the forward pass and kept until backward scales them into new tensors.
+        const int64_t chunk = linearCrossEntropyChunkTokens(n, vocab, h);
+        const int64_t gradInput = headInputGrad ? c * n * h : 0;
+        const int64_t gradWeight = headTrains ? 4 * vocab * h : 0;
+        out.headSaved = 0;
+        out.headOutputAlive = headInputBytes * n * h + (headInputBytes != c ? c * n * h : 0);
+        out.logitsForwardPeak = (8 + c) * chunk * vocab + gradInput + gradWeight;
+        out.logitsSaved = gradInput + gradWeight;
+        out.logitsBackwardPeak = out.logitsSaved + (headInputGrad ? headInputBytes * n * h : 0);
+        out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused); the full logits are never made");
+    } else {
+        // Loss: logits (compute dtype), their fp32 copy, log-softmax output (fp32, kept). In
+        // backward, nll_loss's gradient, log-softmax's gradient and the kept output coexist.
+        out.logitsForwardPeak = c * logitsElems + (c != 4 ? 4 * logitsElems : 0) + 4 * logitsElems;
+        out.logitsSaved = 4 * logitsElems;
+        out.logitsBackwardPeak = 12 * logitsElems;
+    }
     out.sharedTables = 2 * 4 * t * hd;
     out.inputBytes = 2 * 8 * n;
 

@@ -47,4 +47,8 @@ struct ActivationBytes {
 
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable);
 
+// The tokens per chunk of the fused linear cross-entropy: ceil(vocab / hidden) chunks, so one
+// chunk's logits are about as large as the hidden states (Liger-Kernel's rule).
+int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden);
+
 } // namespace pb

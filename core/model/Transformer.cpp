@@ -1,6 +1,7 @@
 #include "model/Transformer.h"
 
 #include "config/ParameterTable.h"
+#include "model/LinearCrossEntropy.h"
 #include "engine/TorchCompat.h"
 
 #include <unordered_map>
@@ -236,7 +237,7 @@ DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &
 
 DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device)
     : m_runtime(runtime), m_headDim(config.model.effectiveHeadDim()), m_ropeTheta(config.model.ropeTheta), m_ropeScaling(config.model.ropeScaling),
-      m_moe(config.model.moe)
+      m_moe(config.model.moe), m_kernels(config.train.kernels)
 {
     const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
     stack = register_module("model", DecoderStack(config, runtime, options));
@@ -350,10 +351,15 @@ torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::T
 {
     auto h = hidden(inputs);
     const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
-    auto logits = torch::nn::functional::linear(h, headWeight);
-    // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.
-    auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-                                                     torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+    torch::Tensor loss;
+    if (m_kernels == KernelPath::Fused) {
+        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}));
+    } else {
+        auto logits = torch::nn::functional::linear(h, headWeight);
+        // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.
+        loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                                    torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+    }
     if (m_auxLoss.defined() && m_moe.auxLossWeight > 0)
         loss = loss + m_moe.auxLossWeight * m_auxLoss;
     return loss;

@@ -164,6 +164,7 @@ private:
     bool m_inputNeedsGrad = false;
     BlockHooks *m_blockHooks = nullptr;
     MoeConfig m_moe;
+    KernelPath m_kernels = KernelPath::Eager;
     torch::Tensor m_auxLoss;          // of the last hidden(); undefined for a dense model
 };
 TORCH_MODULE(DecoderModel);

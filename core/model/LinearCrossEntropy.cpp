@@ -1,0 +1,76 @@
+#include "model/LinearCrossEntropy.h"
+
+#include "engine/TorchCompat.h"
+#include "estimate/ActivationModel.h"
+
+namespace pb {
+namespace {
+
+struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossEntropyFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor hidden, torch::Tensor weight, torch::Tensor targets, int64_t chunk)
+    {
+        const auto deviceType = hidden.device().type();
+        const bool autocast = compat::autocastEnabled(deviceType);
+        const auto autocastType = compat::autocastDtype(deviceType);
+        // The dtype the eager head computes in: autocast's, else the promotion of the two.
+        const auto computeType = autocast ? autocastType : at::promote_types(hidden.scalar_type(), weight.scalar_type());
+        const bool hiddenGrad = hidden.requires_grad(), weightGrad = weight.requires_grad();
+        compat::setAutocast(deviceType, false, autocastType);
+        torch::NoGradGuard noGrad;
+        const auto hc = hidden.to(computeType), wc = weight.to(computeType);
+        const auto valid = targets.ne(-100);
+        const auto count = valid.sum().to(torch::kFloat);
+        const auto safeTargets = targets.clamp_min(0);
+        auto lossSum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
+        torch::Tensor gradHidden = hiddenGrad ? torch::empty_like(hc) : torch::Tensor();
+        torch::Tensor gradWeight = weightGrad ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat)) : torch::Tensor();
+        const int64_t n = hidden.size(0);
+        for (int64_t begin = 0; begin < n; begin += chunk) {
+            const int64_t len = std::min(chunk, n - begin);
+            const auto h = hc.narrow(0, begin, len);
+            const auto t = safeTargets.narrow(0, begin, len).unsqueeze(1);
+            const auto keep = valid.narrow(0, begin, len).to(torch::kFloat);
+            const auto logits = torch::matmul(h, wc.t()).to(torch::kFloat);
+            const auto lse = torch::logsumexp(logits, -1);
+            lossSum += ((lse - logits.gather(1, t).squeeze(1)) * keep).sum();
+            if (!hiddenGrad && !weightGrad)
+                continue;
+            // d(mean loss)/d(logits) = (softmax - onehot) / count on the kept rows.
+            auto g = (logits - lse.unsqueeze(1)).exp_();
+            g.scatter_add_(1, t, -torch::ones_like(t, g.options()));
+            g.mul_((keep / count).unsqueeze(1));
+            const auto gc = g.to(computeType);
+            if (hiddenGrad)
+                gradHidden.narrow(0, begin, len).copy_(torch::matmul(gc, wc));
+            if (weightGrad)
+                gradWeight.add_(torch::matmul(gc.t(), h));
+        }
+        compat::setAutocast(deviceType, autocast, autocastType);
+        ctx->save_for_backward({gradHidden, gradWeight});
+        ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());
+        ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
+        return lossSum / count;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const auto scale = gradOutputs[0];
+        torch::Tensor gradHidden, gradWeight;
+        if (saved[0].defined())
+            gradHidden = (saved[0] * scale.to(saved[0].scalar_type())).to(static_cast<at::ScalarType>(ctx->saved_data["hidden_type"].toInt()));
+        if (saved[1].defined())
+            gradWeight = (saved[1] * scale).to(static_cast<at::ScalarType>(ctx->saved_data["weight_type"].toInt()));
+        return {gradHidden, gradWeight, torch::Tensor(), torch::Tensor()};
+    }
+};
+
+} // namespace
+
+torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens)
+{
+    const int64_t chunk = chunkTokens > 0 ? chunkTokens : linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), hidden.size(1));
+    return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk);
+}
+
+} // namespace pb

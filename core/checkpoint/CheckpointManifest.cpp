@@ -122,6 +122,18 @@ QByteArray readSmallFile(const QString &path, const std::string &listedIn)
     return readRegularFile(path, kMaxSmallFileBytes);
 }
 
+// world_size and strategy, as the manifest and state.json (version 2) both carry them.
+void readLayout(const FieldReader &r, const QJsonObject &root, int &worldSize, std::string &strategy)
+{
+    const int64_t world = r.count(root, "", "world_size");
+    if (world < 1 || world > 65536)
+        r.bad("world_size", "must be between 1 and 65536");
+    worldSize = static_cast<int>(world);
+    strategy = r.text(root, "", "strategy");
+    if (!isCheckpointStrategy(strategy))
+        r.bad("strategy", "'" + strategy + "' is not none, ddp, zero2 or fsdp");
+}
+
 } // namespace
 
 const std::vector<std::string> &checkpointFilesV1()
@@ -143,13 +155,7 @@ CheckpointManifest parseCheckpointManifest(const QByteArray &bytes, const std::s
     m.step = r.count(root, "", "step");
     m.configHash = r.hash(root, "", "config_hash");
     if (m.version >= 2) {
-        const int64_t world = r.count(root, "", "world_size");
-        if (world < 1 || world > 65536)
-            r.bad("world_size", "must be between 1 and 65536");
-        m.worldSize = static_cast<int>(world);
-        m.strategy = r.text(root, "", "strategy");
-        if (!isCheckpointStrategy(m.strategy))
-            r.bad("strategy", "'" + m.strategy + "' is not none, ddp, zero2 or fsdp");
+        readLayout(r, root, m.worldSize, m.strategy);
     }
     const QJsonValue filesValue = r.need(root, "", "files");
     if (!filesValue.isArray())
@@ -251,13 +257,7 @@ CheckpointState parseCheckpointState(const QByteArray &bytes, const std::string 
         s.ranks.push_back(parseRankPosition(r, root, ""));
         return s;
     }
-    const int64_t world = r.count(root, "", "world_size");
-    if (world < 1 || world > 65536)
-        r.bad("world_size", "must be between 1 and 65536");
-    s.worldSize = static_cast<int>(world);
-    s.strategy = r.text(root, "", "strategy");
-    if (!isCheckpointStrategy(s.strategy))
-        r.bad("strategy", "'" + s.strategy + "' is not none, ddp, zero2 or fsdp");
+    readLayout(r, root, s.worldSize, s.strategy);
     const QJsonValue ranks = r.need(root, "", "ranks");
     if (!ranks.isArray() || ranks.toArray().size() != s.worldSize)
         r.bad("ranks", "must be an array of one entry per rank (" + std::to_string(s.worldSize) + ")");

@@ -163,6 +163,48 @@ int64_t readOneFile(const SafetensorsReadJob &job, uint8_t *staging)
     return size;
 }
 
+// Staging buffers handed to the file threads and taken back, so at most one per thread is ever
+// made (pinned allocations are slow).
+class StagingPool {
+public:
+    explicit StagingPool(const ChunkBufferFactory &make) : m_make(make) {}
+    class Lease {
+    public:
+        explicit Lease(StagingPool &pool) : m_pool(pool), m_buffer(pool.take()) {}
+        ~Lease() { m_pool.give(std::move(m_buffer)); }
+        Lease(const Lease &) = delete;
+        Lease &operator=(const Lease &) = delete;
+        uint8_t *get() const { return m_buffer.get(); }
+
+    private:
+        StagingPool &m_pool;
+        ChunkBuffer m_buffer;
+    };
+
+private:
+    ChunkBuffer take()
+    {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            if (!m_free.empty()) {
+                ChunkBuffer b = std::move(m_free.back());
+                m_free.pop_back();
+                return b;
+            }
+        }
+        return m_make();
+    }
+    void give(ChunkBuffer b)
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        m_free.push_back(std::move(b));
+    }
+
+    const ChunkBufferFactory &m_make;
+    std::mutex m_mutex;
+    std::vector<ChunkBuffer> m_free;
+};
+
 } // namespace
 
 ChunkBuffer plainChunkBuffer() { return ChunkBuffer(new uint8_t[kChunkBytes], std::default_delete<uint8_t[]>()); }
@@ -223,22 +265,10 @@ std::vector<FileDigest> writeSafetensorsFiles(const QString &folder, const std::
             sizes[i] += t.bytes;
     }
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
-    std::mutex mutex;
-    std::vector<ChunkBuffer> free;
+    StagingPool pool(buffers);
     runInParallel(jobs.size(), [&](size_t k) {
-        ChunkBuffer staging;
-        {
-            std::lock_guard<std::mutex> lock(mutex);
-            if (!free.empty()) {
-                staging = free.back();
-                free.pop_back();
-            }
-        }
-        if (!staging)
-            staging = buffers();
+        const StagingPool::Lease staging(pool);
         digests[order[k]] = writeOneFile(folder, jobs[order[k]], staging.get());
-        std::lock_guard<std::mutex> lock(mutex);
-        free.push_back(staging);
     });
     return digests;
 }
@@ -246,22 +276,10 @@ std::vector<FileDigest> writeSafetensorsFiles(const QString &folder, const std::
 int64_t readSafetensorsFiles(const std::vector<SafetensorsReadJob> &jobs, const ChunkBufferFactory &buffers)
 {
     std::atomic<int64_t> total {0};
-    std::mutex mutex;
-    std::vector<ChunkBuffer> free;
+    StagingPool pool(buffers);
     runInParallel(jobs.size(), [&](size_t i) {
-        ChunkBuffer staging;
-        {
-            std::lock_guard<std::mutex> lock(mutex);
-            if (!free.empty()) {
-                staging = free.back();
-                free.pop_back();
-            }
-        }
-        if (!staging)
-            staging = buffers();
+        const StagingPool::Lease staging(pool);
         total += readOneFile(jobs[i], staging.get());
-        std::lock_guard<std::mutex> lock(mutex);
-        free.push_back(staging);
     });
     return total.load();
 }

@@ -2,6 +2,7 @@
 // local device), with its breakdown, the phase that sets the peak, the fit with headroom, the
 // largest micro-batch that fits, FLOPs per step, and what Accelerate's and DeepSpeed's formulas
 // would have said.
+#include "estimate/MemoryBreakdownJson.h"
 #include "app/cli/CliSupport.h"
 #include "workflow/StoredCalibration.h"
 #include "app/cli/PilotCommon.h"
@@ -32,21 +33,6 @@ const QString kUsage = QStringLiteral(
     "3 it fits on none of them (the estimates are still printed), 2 invalid input (config, card,\n"
     "strategy, headroom, device): the same as 'compare'.\n");
 
-QJsonObject breakdownJson(const MemoryBreakdown &b)
-{
-    return QJsonObject {
-        {QStringLiteral("weights"), static_cast<double>(b.weights())},
-        {QStringLiteral("frozen_weights"), static_cast<double>(b.frozenWeights)},
-        {QStringLiteral("trainable_weights"), static_cast<double>(b.trainableWeights)},
-        {QStringLiteral("gradients"), static_cast<double>(b.gradients)},
-        {QStringLiteral("optimizer"), static_cast<double>(b.optimizer)},
-        {QStringLiteral("activations"), static_cast<double>(b.activations)},
-        {QStringLiteral("logits"), static_cast<double>(b.logits)},
-        {QStringLiteral("workspace"), static_cast<double>(b.workspace)},
-        {QStringLiteral("framework"), static_cast<double>(b.framework)},
-    };
-}
-
 QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
 {
     QJsonObject phases;
@@ -61,7 +47,7 @@ QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
         {QStringLiteral("strategy"), QString::fromLatin1(toString(e.strategy))},
         {QStringLiteral("total_bytes"), static_cast<double>(e.totalBytes)},
         {QStringLiteral("peak_allocated_bytes"), static_cast<double>(e.peakAllocatedBytes)},
-        {QStringLiteral("breakdown"), breakdownJson(e.breakdown)},
+        {QStringLiteral("breakdown"), toJson(e.breakdown)},
         {QStringLiteral("peak_phase"), QString::fromStdString(e.peakPhase)},
         {QStringLiteral("phase_total_bytes"), phases},
         {QStringLiteral("capacity_bytes"), static_cast<double>(e.capacityBytes)},

@@ -4,6 +4,10 @@
 #include "app/cli/PilotPrinter.h"
 #include "checkpoint/CheckpointManifest.h"
 #include "config/RunConfigJson.h"
+
+#include <QJsonDocument>
+#include "util/FileRules.h"
+#include "workflow/MemorySnapshot.h"
 #include "workflow/PilotRecorder.h"
 #include "workflow/RunRecording.h"
 
@@ -14,6 +18,9 @@ int runPilot(CliContext &ctx)
 {
     QCommandLineParser parser;
     addPilotOptions(parser);
+    parser.addOption({QStringLiteral("memory-snapshot"),
+                      QStringLiteral("Write where the memory was at the peak (one warm-up step's allocations by part and site, beside the estimate) to this JSON file."),
+                      QStringLiteral("file")});
     if (!parseArgs(parser, ctx, QStringLiteral("Run a staged pilot: warm-up, then measured training steps with memory and timing probes.")))
         return parser.isSet(QStringLiteral("help")) ? 0 : 2;
     const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
@@ -23,6 +30,9 @@ int runPilot(CliContext &ctx)
         options.resumeVerified = true;
     }
     const QString database = databaseFrom(parser);
+    const QString snapshotPath = parser.value(QStringLiteral("memory-snapshot"));
+    if (parser.isSet(QStringLiteral("memory-snapshot")))
+        checkOutputPath(snapshotPath, databasePaths(database) << ProtectedPath {parser.value(QStringLiteral("config")), QStringLiteral("the config")}, "--memory-snapshot");
     const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
 
     installInterruptHandler();
@@ -41,6 +51,16 @@ int runPilot(CliContext &ctx)
     }
     recorder.finish(run);
     printer.printSummary(run, runId, database);
+    if (!snapshotPath.isEmpty()) {
+        if (!run.summary.memoryAttribution) {
+            ctx.err << "--memory-snapshot: nothing written: the pilot stopped before the step whose peak it attributes\n";
+            return run.summary.verdict == Verdict::Fits ? 1 : exitCodeFor(run.summary.verdict);
+        }
+        const QJsonObject snapshot = memorySnapshotJson(config, run.environment, *run.summary.memoryAttribution);
+        writeFileAtomically(snapshotPath, QJsonDocument(snapshot).toJson());
+        if (!jsonl)
+            printer.printMemorySnapshot(snapshot, snapshotPath);
+    }
     if (run.summary.verdict != Verdict::Fits && !jsonl)
         ctx.err << "pilot " << toString(run.summary.verdict) << ": " << QString::fromStdString(run.summary.message) << '\n';
     return exitCodeFor(run.summary.verdict);

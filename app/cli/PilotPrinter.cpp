@@ -4,6 +4,7 @@
 #include "util/Errors.h"
 
 #include <QDateTime>
+#include <QJsonArray>
 #include <QJsonDocument>
 
 #include <csignal>
@@ -124,6 +125,30 @@ void PilotPrinter::printSummary(const PilotRun &run, int64_t runId, const QStrin
           << " ms; checkpoint writes " << QString::number(s.checkpointWriteMs, 'f', 1) << " ms\n"
           << "final loss: " << QString::number(s.finalLoss, 'f', 4) << '\n'
           << "recorded as run " << runId << " in " << database << '\n';
+    m_out.flush();
+}
+
+void PilotPrinter::printMemorySnapshot(const QJsonObject &snapshot, const QString &path)
+{
+    const QJsonObject measured = snapshot.value(QStringLiteral("measured")).toObject();
+    m_out << "memory at the peak (step " << measured.value(QStringLiteral("step")).toInteger() << ", " << measured.value(QStringLiteral("peak_phase")).toString()
+          << ", reached by " << measured.value(QStringLiteral("peak_site")).toString() << "), written to " << path << '\n';
+    if (snapshot.contains(QStringLiteral("estimate_error"))) {
+        m_out << "  no estimate to compare: " << snapshot.value(QStringLiteral("estimate_error")).toString() << '\n';
+        m_out.flush();
+        return;
+    }
+    m_out << QStringLiteral("  %1 %2 %3 %4\n").arg(QStringLiteral("part"), -18).arg(QStringLiteral("estimated"), 12).arg(QStringLiteral("measured"), 12).arg(QStringLiteral("estimate - measured"), 20);
+    for (const auto &value : snapshot.value(QStringLiteral("comparison")).toArray()) {
+        const QJsonObject row = value.toObject();
+        const auto bytes = [&](const char *key) { return static_cast<int64_t>(row.value(QLatin1String(key)).toDouble()); };
+        const int64_t difference = bytes("difference_bytes");
+        m_out << QStringLiteral("  %1 %2 %3 %4\n")
+                     .arg(row.value(QStringLiteral("part")).toString().replace(QLatin1Char('_'), QLatin1Char(' ')), -18)
+                     .arg(formatBytes(bytes("estimated_bytes")), 12)
+                     .arg(formatBytes(bytes("measured_bytes")), 12)
+                     .arg((difference < 0 ? QStringLiteral("-") : QStringLiteral("+")) + formatBytes(std::abs(difference)), 20);
+    }
     m_out.flush();
 }
 

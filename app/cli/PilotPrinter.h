@@ -26,6 +26,8 @@ public:
     void validationFinished(const ValidationResult &result) override;
     void checkpointWritten(const CheckpointWrite &write) override;
     void printSummary(const PilotRun &run, int64_t runId, const QString &database);
+    // The --memory-snapshot file's comparison, part by part (workflow/MemorySnapshot).
+    void printMemorySnapshot(const QJsonObject &snapshot, const QString &path);
 
 private:
     QTextStream &m_out;

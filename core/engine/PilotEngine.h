@@ -31,6 +31,7 @@ struct PilotOptions {
     std::optional<double> devicePeakFlops; // dense peak FLOP/s of the device, for MFU
     bool parameterChecksum = false;      // SHA-256 of every parameter at the end (restore proof)
     int cpuThreads = 0;                  // 0: LibTorch's default
+    bool attributePeak = true;           // attribute one step's peak memory to its parts (engine/PeakRecorder)
     std::string dropStateOnResume;       // proof tests only: leave this piece of state unrestored
     const std::atomic<bool> *cancel = nullptr; // checked between micro-batches
     DistributedHooks *distributed = nullptr;   // null: single process; else this rank's data shard and gradient sync

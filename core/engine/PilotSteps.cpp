@@ -4,6 +4,7 @@
 #include "checkpoint/Checkpoint.h"
 #include "engine/DistributedHooks.h"
 #include "engine/LrSchedule.h"
+#include "engine/PeakRecorder.h"
 #include "engine/Prefetcher.h"
 #include "engine/TorchCompat.h"
 #include "model/WeightLoader.h"
@@ -50,6 +51,23 @@ private:
     c10::DeviceType m_device;
     bool m_enabled;
 };
+
+// What lives on the device before a step, by part: the peak recorder books these without having
+// seen them allocated.
+std::vector<std::pair<torch::Tensor, MemoryPart>> residentTensors(TrainingSession &session)
+{
+    std::vector<std::pair<torch::Tensor, MemoryPart>> out;
+    for (const auto &p : session.model->parameters()) {
+        out.emplace_back(p, p.requires_grad() ? MemoryPart::TrainableWeights : MemoryPart::FrozenWeights);
+        if (p.grad().defined())
+            out.emplace_back(p.grad(), MemoryPart::Gradients);
+    }
+    for (const auto &b : session.model->buffers())
+        out.emplace_back(b, MemoryPart::FrozenWeights);
+    for (const auto &[name, t] : session.optimizer->state())
+        out.emplace_back(t, MemoryPart::Optimizer);
+    return out;
+}
 
 } // namespace
 
@@ -180,11 +198,18 @@ void StepRunner::setup()
     m_run.summary.setupMs = m_run.phases.back().durationMs;
 }
 
-StepSample StepRunner::trainStep(Phase phase)
+StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
 {
     StepSample sample;
     sample.phase = phase;
     m_probe.resetPeak();
+    std::unique_ptr<PeakRecorder> recorder;
+    if (attributePeak)
+        recorder = std::make_unique<PeakRecorder>(m_device, m_probe.read().allocatedBytes, residentTensors(m_session));
+    auto enter = [&recorder](PeakRecorder::StepPhase p) {
+        if (recorder)
+            recorder->setPhase(p);
+    };
     const auto &train = m_config.train;
     const bool autocast = usesAutocast(train.precision);
     const auto stepStart = std::chrono::steady_clock::now();
@@ -197,6 +222,7 @@ StepSample StepRunner::trainStep(Phase phase)
         const auto targets = batch.targets.to(m_device, /*non_blocking=*/true);
         auto t0 = std::chrono::steady_clock::now();
         torch::Tensor loss;
+        enter(PeakRecorder::StepPhase::Forward);
         {
             AutocastScope scope(m_device.type(), autocast, autocastType(train.precision));
             loss = m_session.model->loss(inputs, targets);
@@ -209,7 +235,10 @@ StepSample StepRunner::trainStep(Phase phase)
             scaled = scaled * m_session.scaler.scale;
         if (m_options.distributed)
             m_options.distributed->beforeBackward(micro + 1 == train.gradAccum);
+        enter(PeakRecorder::StepPhase::Backward);
         scaled.backward();
+        if (recorder)
+            recorder->noteGradients(m_session.model->parameters());
         lossSum += loss.item<double>();
         synchronize();
         sample.backwardMs += elapsedMs(t0);
@@ -220,6 +249,7 @@ StepSample StepRunner::trainStep(Phase phase)
         m_options.distributed->afterBackward(m_session.optimizer->parameters());
 
     const auto t0 = std::chrono::steady_clock::now();
+    enter(PeakRecorder::StepPhase::Optimizer);
     auto &params = m_session.optimizer->parameters();
     bool finite = true;
     if (m_session.scaler.enabled) {
@@ -251,6 +281,8 @@ StepSample StepRunner::trainStep(Phase phase)
     sample.loss = lossSum / static_cast<double>(train.gradAccum);
     ++m_session.step;
     sample.step = m_session.step;
+    if (recorder)
+        m_run.summary.memoryAttribution = recorder->finish(m_session.step);
     const auto reading = m_probe.read();
     sample.allocatedBytes = reading.allocatedBytes;
     sample.reservedBytes = reading.reservedBytes;
@@ -318,7 +350,10 @@ void StepRunner::execute()
                 endPhase();
                 beginPhase(phase);
             }
-            const StepSample sample = trainStep(phase);
+            // The peak's attribution costs host time, so it is taken on the last warm-up step (the
+            // first measured one when there is no warm-up: its time then counts).
+            const bool attribute = m_options.attributePeak && i == std::max<int64_t>(m_options.warmupSteps - 1, 0);
+            const StepSample sample = trainStep(phase, attribute);
             m_run.losses.push_back(sample.loss);
             if (phase == Phase::Train)
                 m_measured.push_back(sample);

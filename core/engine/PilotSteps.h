@@ -22,7 +22,7 @@ public:
 
 private:
     void setup();
-    StepSample trainStep(Phase phase);
+    StepSample trainStep(Phase phase, bool attributePeak);
     void validate();
     void checkpoint();
     void beginPhase(Phase phase);

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 
 #include <sstream>
 #include <string>

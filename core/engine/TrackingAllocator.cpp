@@ -26,7 +26,9 @@ void trackedFree(void *data)
     char *base = static_cast<char *>(data) - kHeader;
     size_t size = 0;
     std::memcpy(&size, base, sizeof size);
-    g_current.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed);
+    const int64_t now = g_current.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed) - static_cast<int64_t>(size);
+    // As the CUDA caching allocator does: a peak recorder (engine/PeakRecorder) listens here.
+    c10::reportMemoryUsageToProfiler(data, -static_cast<int64_t>(size), now, now, c10::Device(c10::DeviceType::CPU));
     std::free(base);
 }
 
@@ -49,6 +51,7 @@ c10::DataPtr trackedAllocate(size_t n)
     }
     std::memcpy(base, &n, sizeof n);
     void *data = static_cast<char *>(base) + kHeader;
+    c10::reportMemoryUsageToProfiler(data, static_cast<int64_t>(n), now, now, c10::Device(c10::DeviceType::CPU));
     return {data, data, &trackedFree, c10::Device(c10::DeviceType::CPU)};
 }
 

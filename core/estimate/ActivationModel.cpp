@@ -163,9 +163,9 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
 
 class BlockWalk {
 public:
-    BlockWalk(const RunConfig &config, int64_t tokens)
+    BlockWalk(const RunConfig &config, int64_t tokens, bool libTorch2)
         : n(tokens), mixed(usesAutocast(config.train.precision)),
-          c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank)
+          c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2)
     {
     }
 
@@ -177,8 +177,9 @@ public:
     {
         if (inGrad) {
             // pow and the multiply by rsqrt keep h: x itself when x is fp32 (the block input,
-            // counted here), else its fp32 copy; mean keeps pow's output; rsqrt keeps its result.
-            saved += 4 * n * width + 4 * n * width + 4 * n;
+            // counted here), else its fp32 copy; rsqrt keeps its result. LibTorch 1.13's mean keeps
+            // its input (pow's output), 2.x only its size (measured by the peak recorder on an H200).
+            saved += 4 * n * width + (meanKeepsInput ? 4 * n * width : 0) + 4 * n;
             if (isBlockInput)
                 inputSaved += dx == 4 ? 4 * n * width : 0;
         }
@@ -210,6 +211,7 @@ public:
     const int64_t n;
     const bool mixed;
     const int64_t c, rank;
+    const bool meanKeepsInput;
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };
@@ -266,7 +268,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
         walk.saved += dx2 * n * h;
     // flat's own readers: the router, the shared expert's gate and up, its sigmoid gate. Under
     // autocast each keeps its own 16-bit cast; otherwise flat is kept once.
-    BlockWalk routerReads(config, n), sharedReads(config, n);
+    BlockWalk routerReads(config, n, !walk.meanKeepsInput), sharedReads(config, n, !walk.meanKeepsInput);
     std::vector<Projection> readers {layer.router};
     std::vector<Projection> sharedReaders;
     if (hasShared) {
@@ -306,7 +308,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     std::vector<int64_t> expertKept(layer.experts.size(), 0);
     for (size_t i = 0; i < layer.experts.size(); ++i) {
         const ExpertFlags &e = layer.experts[i];
-        BlockWalk ew(config, tokensOf(i));
+        BlockWalk ew(config, tokensOf(i), !walk.meanKeepsInput);
         ew.linears(h, dx2, {e.proj[0], e.proj[1]}, /*inputCounted=*/true);
         const bool gGrad = y2Grad || e.proj[0].needsGrad(), uGrad = y2Grad || e.proj[1].needsGrad();
         ew.saved += (gGrad ? c * ew.n * ei : 0) + (uGrad ? c * ew.n * ei : 0) + (gGrad ? c * ew.n * ei : 0);
@@ -437,7 +439,7 @@ int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hid
     return std::max<int64_t>(1, (tokens + chunks - 1) / chunks);
 }
 
-ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable)
+ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2)
 {
     const ModelShape &m = config.model;
     const TrainConfig &train = config.train;
@@ -471,7 +473,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             const auto it = layer.proj.find(name);
             return it == layer.proj.end() ? Projection {} : it->second;
         };
-        BlockWalk walk(config, n);
+        BlockWalk walk(config, n, libTorch2);
         bool y1Grad = false;
         const int64_t dx1 = walk.norm(h, r, gradFlows, layer.inputNormTrains, paramBytes(layer.inputNormTrains), y1Grad, true);
         const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj");
@@ -489,7 +491,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         int64_t dq = c, dkr = c;
         if (m.qkNorm != QkNorm::None) {
             const bool perHead = m.qkNorm == QkNorm::Head;
-            BlockWalk qWalk(config, perHead ? n * heads : n), kWalk(config, perHead ? n * m.kvHeads : n);
+            BlockWalk qWalk(config, perHead ? n * heads : n, libTorch2), kWalk(config, perHead ? n * m.kvHeads : n, libTorch2);
             bool qOut = false, kOut = false;
             dq = qWalk.norm(perHead ? hd : qDim, c, y1Grad || q.needsGrad(), layer.qNormTrains, paramBytes(layer.qNormTrains), qOut);
             const int64_t dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
@@ -599,7 +601,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     int64_t headInputBytes = 0;
     bool headInputGrad = false;
     {
-        BlockWalk walk(config, n);
+        BlockWalk walk(config, n, libTorch2);
         bool yGrad = false;
         const int64_t dx = walk.norm(h, r, gradFlows, finalNormTrains, paramBytes(finalNormTrains), yGrad);
         headInputBytes = dx;

@@ -45,7 +45,8 @@ struct ActivationBytes {
     std::vector<std::string> assumptions;
 };
 
-ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable);
+// `libTorch2`: the LibTorch release is 2.x (its autograd keeps less in places than 1.13's).
+ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2);
 
 // The tokens per chunk of the fused linear cross-entropy: ceil(vocab / hidden) chunks, so one
 // chunk's logits are about as large as the hidden states (Liger-Kernel's rule).

@@ -49,10 +49,12 @@ std::string backendOf(const EstimateOptions &options)
 }
 
 // The attention path the engine takes for this config on the options' device.
+// fusedAttentionAvailable says LibTorch >= 2.0 (scaled_dot_product_attention exists).
+bool libTorch2(const EstimateOptions &options) { return options.fusedAttentionAvailable.value_or(options.device == DeviceKind::Cuda); }
+
 bool fusedAttentionFor(const RunConfig &config, const EstimateOptions &options)
 {
-    const bool cuda = options.device == DeviceKind::Cuda;
-    return usesFusedAttention(config, options.fusedAttentionAvailable.value_or(cuda), cuda);
+    return usesFusedAttention(config, libTorch2(options), options.device == DeviceKind::Cuda);
 }
 
 struct Phases {
@@ -64,7 +66,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
 {
     const auto &train = config.train;
     const ModelStateBytes ms = modelStateBytes(config);
-    const ActivationBytes act = activationBytes(config, fusedAttentionFor(config, options));
+    const ActivationBytes act = activationBytes(config, fusedAttentionFor(config, options), libTorch2(options));
     const Sharding sh = shardingFor(options.strategy, options.gpus);
     const int64_t layers = static_cast<int64_t>(act.savedPerBlock.size());
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
@@ -329,7 +331,7 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
 
     const StepCost cost = stepCost(config, [&] {
         int64_t saved = 0;
-        for (auto s : activationBytes(config, fusedAttentionFor(config, options)).savedPerBlock)
+        for (auto s : activationBytes(config, fusedAttentionFor(config, options), libTorch2(options)).savedPerBlock)
             saved += s;
         return saved;
     }());

@@ -101,8 +101,10 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         else if (p.layer < 0)
             out.headGradientBytes += p.numel * tw;
         // Autocast caches a 16-bit copy of every trainable leaf a matmul reads; the embedding
-        // lookup and the norms run in the weight's own dtype.
-        const bool castByAutocast = autocast && p.isMatrix && p.name != "model.embed_tokens.weight";
+        // lookup and the norms run in the weight's own dtype, but a tied embedding is also lm_head's
+        // matmul weight (its copy measured at the peak by the peak recorder).
+        const bool embedding = p.name == "model.embed_tokens.weight";
+        const bool castByAutocast = autocast && ((p.isMatrix && !embedding) || (embedding && config.model.tieEmbeddings));
         if (castByAutocast) {
             out.autocastCopies += 2 * p.numel;
             if (p.layer >= 0)

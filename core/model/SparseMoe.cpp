@@ -24,6 +24,7 @@ SparseMoeImpl::SparseMoeImpl(const RunConfig &config, const torch::TensorOptions
 
 torch::Tensor SparseMoeImpl::forward(const torch::Tensor &x)
 {
+    RECORD_USER_SCOPE("pb.moe");
     const auto shape = x.sizes().vec();
     auto flat = x.reshape({-1, shape.back()});
     if (is_training() && m_moe.routerJitter > 0) // Mixtral's multiplicative input noise

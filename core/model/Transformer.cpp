@@ -120,6 +120,7 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
     auto y = torch::nn::functional::linear(x, weight, bias);
     if (!loraA)
         return y;
+    RECORD_USER_SCOPE("pb.lora");
     auto input = m_dropout > 0 && is_training() ? torch::dropout(x, m_dropout, true) : x;
     auto adapted = torch::nn::functional::linear(torch::nn::functional::linear(input, loraA->weight), loraB->weight);
     return y + adapted * m_scaling;
@@ -132,6 +133,7 @@ RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &op
 
 torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
 {
+    RECORD_USER_SCOPE("pb.norm");
     // As LlamaRMSNorm: normalise in fp32, return to the input dtype, then scale.
     const auto inputType = x.scalar_type();
     auto h = x.to(torch::kFloat);
@@ -160,6 +162,7 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
 
 torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {
+    RECORD_USER_SCOPE("pb.attention");
     const auto b = x.size(0), t = x.size(1);
     auto qp = q->forward(x), kp = k->forward(x);
     if (m_qkNorm == QkNorm::Full) { // OLMoE: over the whole projection
@@ -196,6 +199,7 @@ MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, i
 
 torch::Tensor MlpImpl::forward(const torch::Tensor &x)
 {
+    RECORD_USER_SCOPE("pb.mlp");
     if (!gate)
         return down->forward(torch::gelu(up->forward(x), "tanh"));
     // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)).
@@ -218,6 +222,7 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
 
 torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {
+    RECORD_USER_SCOPE("pb.block"); // the residual adds
     auto h = x + attention->forward(inputNorm->forward(x), cos, sin);
     const auto normed = postNorm->forward(h);
     return h + (moe ? moe->forward(normed) : mlp->forward(normed));
@@ -307,11 +312,14 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
 {
     if (m_blockHooks)
         m_blockHooks->beforeModel();
-    auto h = torch::embedding(stack->embedTokens->weight, inputs);
-    if (m_inputNeedsGrad)
-        h.requires_grad_(true);
-    torch::Tensor cos, sin;
-    rotaryTables(inputs.size(1), inputs.device(), h.scalar_type(), cos, sin);
+    torch::Tensor h, cos, sin;
+    {
+        RECORD_USER_SCOPE("pb.embedding");
+        h = torch::embedding(stack->embedTokens->weight, inputs);
+        if (m_inputNeedsGrad)
+            h.requires_grad_(true);
+        rotaryTables(inputs.size(1), inputs.device(), h.scalar_type(), cos, sin);
+    }
     // Transformers' load_balancing_loss_func over all sparse layers' tokens at once: the share of
     // choices each expert got (per top-k place) times its mean routing probability, summed, times
     // the number of experts.
@@ -350,6 +358,7 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
 torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::Tensor &targets)
 {
     auto h = hidden(inputs);
+    RECORD_USER_SCOPE("pb.head"); // the language-model head and the loss (the peak recorder's logits)
     const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
     torch::Tensor loss;
     if (m_kernels == KernelPath::Fused) {

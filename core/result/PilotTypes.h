@@ -1,5 +1,7 @@
 #pragma once
 // Plain results of a pilot, shared by the engine, the history, the CLI and the UI (no torch here).
+#include "result/MemoryAttribution.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -100,6 +102,7 @@ struct PilotSummary {
     double setupMs = 0;                // model build and data loading
     double totalMs = 0;
     double finalLoss = 0;
+    std::optional<MemoryAttribution> memoryAttribution; // one step's peak, by part and site
 };
 
 } // namespace pb

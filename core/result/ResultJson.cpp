@@ -86,6 +86,8 @@ QJsonObject toJson(const PilotSummary &s)
         {QStringLiteral("setup_ms"), s.setupMs},
         {QStringLiteral("total_ms"), s.totalMs},
         {QStringLiteral("final_loss"), s.finalLoss},
+        // The run summary keeps the largest sites; pilot --memory-snapshot writes them all.
+        {QStringLiteral("memory_attribution"), s.memoryAttribution ? QJsonValue(toJson(*s.memoryAttribution, 16)) : QJsonValue(QJsonValue::Null)},
     };
 }
 

@@ -153,19 +153,19 @@ private Q_SLOTS:
         // SwiGLU: gate out, silu out, up out 3*4*4*16 = 768; down input 256
         // total 400 + 128 + 528 + 128 + 400 + 128 + 768 + 256 = 2736
         const RunConfig c = toy();
-        const ActivationBytes math = activationBytes(c, false);
+        const ActivationBytes math = activationBytes(c, false, false);
         QCOMPARE(math.savedPerBlock.size(), size_t(1));
         QCOMPARE(math.savedPerBlock[0], 2736LL);
         // Of which the block input itself (recompute keeps it already): 128.
         QCOMPARE(math.inputSavedPerBlock[0], 128LL);
         // SDPA: q,k,v 384 + output 128 (o_proj reads a view of it) + fp32 log-sum-exp 4*1*2*4 = 32:
         // 544 replaces math's 528 + o_proj's 128 -> 2736 - 656 + 544 = 2624.
-        const ActivationBytes fused = activationBytes(c, true);
+        const ActivationBytes fused = activationBytes(c, true, false);
         QCOMPARE(fused.savedPerBlock[0], 2624LL);
         // attention=math forces the math path even where SDPA exists.
         RunConfig m = c;
         m.train.attention = AttentionImpl::Math;
-        QCOMPARE(activationBytes(m, true).savedPerBlock[0], 2736LL);
+        QCOMPARE(activationBytes(m, true, false).savedPerBlock[0], 2736LL);
         // Logits: 4 tokens x vocab 32 = 128 elements. Forward: fp32 logits 512 (the fp32 upcast is
         // the same tensor) + log-softmax 512 = 1024; backward: three fp32 N x V tensors = 1536.
         QCOMPARE(math.logitsForwardPeak, 1024LL);
@@ -198,7 +198,7 @@ private Q_SLOTS:
         // total 400 + 192 + 336 + 64 + 400 + 128 + 384 + 128 = 2032
         RunConfig c = toy();
         c.train.precision = Precision::Bf16Mixed;
-        const ActivationBytes a = activationBytes(c, false);
+        const ActivationBytes a = activationBytes(c, false, false);
         QCOMPARE(a.savedPerBlock[0], 2032LL);
         // Backward releases the bf16 weight copies as the matmuls' backward runs: down_proj's
         // 16*8*2 = 256 B before the MLP's multiply; gate, up, down (3*128) and o_proj (64)
@@ -206,7 +206,7 @@ private Q_SLOTS:
         QCOMPARE(a.backwardMlpCopiesFreedPerBlock[0], 256LL);
         QCOMPARE(a.backwardAttentionCopiesFreedPerBlock[0], 896LL);
         // In fp32 there are no copies to release.
-        QCOMPARE(activationBytes(toy(), false).backwardAttentionCopiesFreedPerBlock[0], 0LL);
+        QCOMPARE(activationBytes(toy(), false, false).backwardAttentionCopiesFreedPerBlock[0], 0LL);
     }
 
     void activationsLoraBf16MixedResidualIsBf16()
@@ -225,7 +225,7 @@ private Q_SLOTS:
         c.train.mode = TrainMode::Lora;
         c.train.lora.rank = 2;
         c.train.precision = Precision::Bf16Mixed;
-        const ActivationBytes a = activationBytes(c, false);
+        const ActivationBytes a = activationBytes(c, false, false);
         QCOMPARE(a.savedPerBlock[0], 1184LL);
         QCOMPARE(a.inputSavedPerBlock[0], 0LL);
         // Recompute keeps bf16 block inputs: 2*4*8 = 64.
@@ -242,7 +242,7 @@ private Q_SLOTS:
         QCOMPARE(a.unkeptAutocastCopies, 96LL);
         // With recompute the block input asks for grad: every copy is kept.
         c.train.recompute = true;
-        QCOMPARE(activationBytes(c, false).unkeptAutocastCopies, 0LL);
+        QCOMPARE(activationBytes(c, false, false).unkeptAutocastCopies, 0LL);
     }
 
     void moeSparseLayerAgainstDense()
@@ -260,7 +260,7 @@ private Q_SLOTS:
         // sigmoid output 4*256 = 1,024 and the shared output 4*256*64 = 65,536          = 1,068,032.
         // Layer 1 - layer 0 = 1,068,032 - 786,432 = 281,600.
         const RunConfig c = tinyMoe();
-        const ActivationBytes a = activationBytes(c, true);
+        const ActivationBytes a = activationBytes(c, true, false);
         QCOMPARE(a.savedPerBlock.size(), size_t(2));
         QCOMPARE(a.savedPerBlock[1] - a.savedPerBlock[0], 281600LL);
         // Backward of the sparse MLP, at its worst point (the weighting multiply): the shared
@@ -278,7 +278,7 @@ private Q_SLOTS:
             for (bool fused : {false, true}) {
                 RunConfig moe = c;
                 moe.train.precision = p;
-                const ActivationBytes sparse = activationBytes(moe, fused), dense = activationBytes(denseOf(moe), fused);
+                const ActivationBytes sparse = activationBytes(moe, fused, fused), dense = activationBytes(denseOf(moe), fused, fused);
                 QCOMPARE(sparse.savedPerBlock[0], dense.savedPerBlock[0]);
                 QCOMPARE(sparse.inputSavedPerBlock[0], dense.inputSavedPerBlock[0]);
                 QCOMPARE(sparse.forwardAbovePerBlock[0], dense.forwardAbovePerBlock[0]);
@@ -360,7 +360,7 @@ private Q_SLOTS:
             std::vector<int64_t> saved;
             for (int64_t k : {1, 2, 4}) {
                 c.model.moe.expertsPerToken = k;
-                saved.push_back(activationBytes(c, fused).savedPerBlock[size_t(layer)]);
+                saved.push_back(activationBytes(c, fused, fused).savedPerBlock[size_t(layer)]);
             }
             // k = 1 -> 2 adds n pairs, 2 -> 4 adds 2n.
             QCOMPARE(saved[1] - saved[0], n * perPair);
@@ -408,7 +408,8 @@ private Q_SLOTS:
         with.model.qkNorm = QkNorm(qkNorm);
         RunConfig without = with;
         without.model.qkNorm = QkNorm::None;
-        const ActivationBytes a = activationBytes(with, fused), b = activationBytes(without, fused);
+        // LibTorch 1.13 semantics: the expected terms above include mean's kept input.
+        const ActivationBytes a = activationBytes(with, fused, false), b = activationBytes(without, fused, false);
         for (size_t i = 0; i < a.savedPerBlock.size(); ++i)
             QCOMPARE(a.savedPerBlock[i] - b.savedPerBlock[i], added);
     }
@@ -448,14 +449,16 @@ private Q_SLOTS:
         QTest::addColumn<int>("gpus");
         QTest::addColumn<qint64>("peak");
         QTest::addColumn<qint64>("forward");
-        // What the estimator gave for these dense configs before mixture-of-experts support
-        // (pilotbench-cli estimate --no-calibration --card h200-141gb): its peak allocated bytes
-        // and the forward phase's tensors.
-        QTest::newRow("tiny") << "tiny" << -1 << -1 << false << 1 << 5591808LL << 5329664LL;
-        QTest::newRow("tiny bf16-mixed") << "tiny" << int(Precision::Bf16Mixed) << -1 << false << 1 << 4793088LL << 4727552LL;
-        QTest::newRow("llama-3.2-1b") << "llama-3.2-1b" << -1 << -1 << false << 1 << 80624050176LL << 76555575296LL;
-        QTest::newRow("llama-3.2-1b recompute") << "llama-3.2-1b" << -1 << -1 << true << 1 << 42664550400LL << 38596075520LL;
-        QTest::newRow("llama-3.2-1b fsdp4") << "llama-3.2-1b" << -1 << -1 << false << 4 << 68606236672LL << 64537761792LL;
+        // What the estimator gives for these dense configs (pilotbench-cli estimate --no-calibration
+        // --card h200-141gb): its peak allocated bytes and the forward phase's tensors. Pinned before
+        // mixture-of-experts support; changed once since, on purpose, when the peak recorder's H200
+        // attribution showed LibTorch 2.x's mean keeps no input (2 x 4 x tokens x hidden less per
+        // layer) and a tied embedding gets lm_head's autocast copy.
+        QTest::newRow("tiny") << "tiny" << -1 << -1 << false << 1 << 5264128LL << 5001984LL;
+        QTest::newRow("tiny bf16-mixed") << "tiny" << int(Precision::Bf16Mixed) << -1 << false << 1 << 4465408LL << 4399872LL;
+        QTest::newRow("llama-3.2-1b") << "llama-3.2-1b" << -1 << -1 << false << 1 << 76720201728LL << 72651726848LL;
+        QTest::newRow("llama-3.2-1b recompute") << "llama-3.2-1b" << -1 << -1 << true << 1 << 43055669248LL << 38987194368LL;
+        QTest::newRow("llama-3.2-1b fsdp4") << "llama-3.2-1b" << -1 << -1 << false << 4 << 64177051648LL << 60108576768LL;
     }
     void denseEstimatesUnchanged()
     {

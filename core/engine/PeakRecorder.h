@@ -1,0 +1,41 @@
+#pragma once
+// Internal to the engine (includes torch): attributes one training step's peak of allocated memory
+// to what allocated it. While alive it receives every allocation and free on the device through
+// c10's memory-reporting hook (the CUDA caching allocator and the CPU tracking allocator both call
+// it, with the allocator's own running total), and keeps a stack of what is running per thread
+// through RecordFunction: the model's scopes (pb.attention, pb.mlp, pb.head, ...), the operator,
+// and for backward nodes the scope of the forward operator that made them. The same code thus
+// measures the CPU build in CI and a CUDA card. Costs host time only: used on a warm-up step.
+#include "result/MemoryAttribution.h"
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+namespace pb {
+
+class PeakRecorder {
+public:
+    enum class StepPhase { Forward, Backward, Optimizer };
+
+    // `resident` are the tensors alive before the step with their part (weights, gradients, optimizer
+    // state); `allocatedAtStart` is the allocator's count of live bytes now.
+    PeakRecorder(const torch::Device &device, int64_t allocatedAtStart, const std::vector<std::pair<torch::Tensor, MemoryPart>> &resident);
+    ~PeakRecorder();
+    PeakRecorder(const PeakRecorder &) = delete;
+    PeakRecorder &operator=(const PeakRecorder &) = delete;
+
+    void setPhase(StepPhase phase);
+    // After a backward pass: the live allocations that hold these parameters' .grad are gradients.
+    void noteGradients(const std::vector<torch::Tensor> &parameters);
+    // Stops recording and attributes the live set at the highest running total seen.
+    MemoryAttribution finish(int64_t step);
+
+    struct State;
+
+private:
+    std::shared_ptr<State> m_state;
+};
+
+} // namespace pb

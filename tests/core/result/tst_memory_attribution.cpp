@@ -1,0 +1,103 @@
+// The one JSON form of a measured peak attribution: round trip, and malformed input named by field.
+#include "result/MemoryAttribution.h"
+#include "estimate/MemoryEstimate.h"
+#include "util/Errors.h"
+
+#include <QJsonArray>
+#include <QtTest>
+
+using namespace pb;
+
+namespace {
+
+MemoryAttribution sample()
+{
+    MemoryAttribution a;
+    a.step = 3;
+    a.device = "cuda:0";
+    a.peakAllocatedBytes = 1000;
+    a.peakPhase = "backward";
+    a.peakSite = "head / aten::mm";
+    a.parts[static_cast<size_t>(MemoryPart::TrainableWeights)] = 400;
+    a.parts[static_cast<size_t>(MemoryPart::WeightCasts)] = 100;
+    a.parts[static_cast<size_t>(MemoryPart::Logits)] = 300;
+    a.parts[static_cast<size_t>(MemoryPart::Other)] = 200;
+    a.sites = {{"forward", "head", "aten::mm", MemoryPart::Logits, 300, 1}, {"forward", "attention", "aten::_to_copy", MemoryPart::WeightCasts, 100, 4}};
+    return a;
+}
+
+} // namespace
+
+class TestMemoryAttribution : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void roundTrip()
+    {
+        const MemoryAttribution a = sample();
+        const MemoryAttribution b = memoryAttributionFromJson(toJson(a), "m");
+        QCOMPARE(b.step, a.step);
+        QCOMPARE(b.device, a.device);
+        QCOMPARE(b.peakAllocatedBytes, a.peakAllocatedBytes);
+        QCOMPARE(b.peakSite, a.peakSite);
+        QVERIFY(b.parts == a.parts);
+        QCOMPARE(b.sites.size(), size_t(2));
+        QCOMPARE(b.sites[1].part, MemoryPart::WeightCasts);
+        QCOMPARE(b.sites[1].blocks, int64_t(4));
+        // The summary keeps the largest sites only.
+        QCOMPARE(memoryAttributionFromJson(toJson(a, 1), "m").sites.size(), size_t(1));
+    }
+
+    void foldsIntoTheEstimatorsParts()
+    {
+        const MemoryBreakdown b = measuredBreakdown(sample());
+        QCOMPARE(b.trainableWeights, int64_t(500)); // weight casts book as the estimator books autocast's copies
+        QCOMPARE(b.logits, int64_t(300));
+        QCOMPARE(b.tensors(), int64_t(800));        // "other" has no estimator part
+    }
+
+    void malformedNamesTheField_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("part name") << "sites.0.part" << QJsonValue(QStringLiteral("weights")) << "m.sites[0].part";
+        QTest::newRow("negative bytes") << "sites.1.bytes" << QJsonValue(-5) << "m.sites[1].bytes";
+        QTest::newRow("fractional") << "parts.logits" << QJsonValue(1.5) << "m.parts.logits";
+        QTest::newRow("missing part") << "parts.gradients" << QJsonValue(QJsonValue::Undefined) << "m.parts.gradients";
+        QTest::newRow("text") << "peak_phase" << QJsonValue(3) << "m.peak_phase";
+    }
+
+    void malformedNamesTheField()
+    {
+        QFETCH(QString, path);
+        QFETCH(QJsonValue, value);
+        QFETCH(QString, field);
+        QJsonObject json = toJson(sample());
+        const QStringList keys = path.split(QLatin1Char('.'));
+        if (keys[0] == QLatin1String("sites")) {
+            QJsonArray sites = json.value(QStringLiteral("sites")).toArray();
+            QJsonObject site = sites[keys[1].toInt()].toObject();
+            site.insert(keys[2], value);
+            sites[keys[1].toInt()] = site;
+            json.insert(QStringLiteral("sites"), sites);
+        } else if (keys[0] == QLatin1String("parts")) {
+            QJsonObject parts = json.value(QStringLiteral("parts")).toObject();
+            if (value.isUndefined())
+                parts.remove(keys[1]);
+            else
+                parts.insert(keys[1], value);
+            json.insert(QStringLiteral("parts"), parts);
+        } else {
+            json.insert(keys[0], value);
+        }
+        try {
+            memoryAttributionFromJson(json, "m");
+            QFAIL("accepted");
+        } catch (const InvalidInputError &e) {
+            QCOMPARE(QString::fromStdString(e.where()), field);
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestMemoryAttribution)
+#include "tst_memory_attribution.moc"

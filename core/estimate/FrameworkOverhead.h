@@ -11,7 +11,8 @@ namespace pb {
 struct FrameworkOverhead {
     std::string backend;             // "cpu", "cuda", "rocm"
     int64_t contextBytes = 0;        // context + library handles: device used minus allocator reserve
-    int64_t blasWorkspaceBytes = 0;  // per-stream GEMM workspace allocated through the allocator
+    int64_t blasWorkspaceBytes = 0;  // GEMM workspace outside the allocator's count
+    int64_t allocatorBlasBytes = 0;  // GEMM workspaces the caching allocator holds (in its allocated bytes)
     double fragmentationFraction = 0;// reserved / allocated - 1 of the caching allocator
     bool measuredHere = false;       // false: a published/typical figure that must be calibrated
     std::string source;

@@ -12,6 +12,7 @@ QJsonObject toJson(const MemoryBreakdown &b)
         {QStringLiteral("optimizer"), static_cast<double>(b.optimizer)},
         {QStringLiteral("activations"), static_cast<double>(b.activations)},
         {QStringLiteral("logits"), static_cast<double>(b.logits)},
+        {QStringLiteral("blas_workspaces"), static_cast<double>(b.blasWorkspaces)},
         {QStringLiteral("workspace"), static_cast<double>(b.workspace)},
         {QStringLiteral("framework"), static_cast<double>(b.framework)},
     };

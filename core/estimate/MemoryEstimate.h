@@ -52,11 +52,13 @@ struct MemoryBreakdown {
     int64_t optimizer = 0;           // states and the step's temporaries
     int64_t activations = 0;         // saved for backward, transients, gathered FSDP parameters
     int64_t logits = 0;              // logits, their fp32 copy, log-softmax and its gradient
+    int64_t blasWorkspaces = 0;      // cuBLAS/cuBLASLt workspaces held by the caching allocator
     int64_t workspace = 0;           // GEMM workspace, allocator rounding and fragmentation
     int64_t framework = 0;           // device context and library handles
 
     int64_t weights() const { return frozenWeights + trainableWeights; }
-    int64_t tensors() const { return weights() + gradients + optimizer + activations + logits; }
+    // What the allocator's peak statistic counts.
+    int64_t tensors() const { return weights() + gradients + optimizer + activations + logits + blasWorkspaces; }
     int64_t total() const { return tensors() + workspace + framework; }
 };
 

@@ -72,10 +72,14 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
 
     MemoryBreakdown base;
+    base.blasWorkspaces = frameworkOverhead(backendOf(options)).allocatorBlasBytes;
     base.frozenWeights = ceilDiv(ms.frozenWeights, sh.weights);
     base.trainableWeights = ceilDiv(ms.trainableWeights, sh.weights);
     const int64_t optimizerStates = ceilDiv(ms.optimizerStates, sh.optimizer);
-    const int64_t stepTemporary = ceilDiv(ms.optimizerStepTemporary, sh.optimizer);
+    // The engine's AdamW on CUDA with LibTorch >= 2.1 is the fused kernel, updating in place.
+    const bool fusedAdamW = options.device == DeviceKind::Cuda && libTorch2(options) && train.optimizer.kind == OptimizerKind::AdamW &&
+                            !(options.torchVersion.rfind("2.0", 0) == 0);
+    const int64_t stepTemporary = fusedAdamW ? 0 : ceilDiv(ms.optimizerStepTemporary, sh.optimizer);
     // FSDP keeps the all-gathered block in the compute dtype (MixedPrecision(param_dtype)) and
     // prefetches the next one: two blocks; its low-precision copy replaces autocast's cache.
     const int64_t gatheredBytes = sh.gathered ? 2 * ms.largestBlockParams * c : 0;

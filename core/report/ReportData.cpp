@@ -27,6 +27,8 @@ std::vector<RunRecord> relatedRuns(const HistoryStore &store, const QString &kin
     return out;
 }
 
+} // namespace
+
 MemoryEstimate estimateForRun(const RunConfig &config, const RunRecord &run)
 {
     const QJsonObject env = run.summary.value(QStringLiteral("environment")).toObject(run.environment);
@@ -41,8 +43,6 @@ MemoryEstimate estimateForRun(const RunConfig &config, const RunRecord &run)
         o.fusedAttentionAvailable = std::atoi(torch.c_str()) >= 2;
     return estimateMemory(config, o);
 }
-
-} // namespace
 
 ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalog &catalog)
 {

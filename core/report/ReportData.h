@@ -37,6 +37,9 @@ struct ReportData {
     std::vector<BillingPlan> recommendedPlans; // the term decision of the recommended row
 };
 
+// The estimator's prediction for `config` on the device `run` used (its recorded environment).
+MemoryEstimate estimateForRun(const RunConfig &config, const RunRecord &run);
+
 // Throws InvalidInputError("--run", ...) when the run does not exist.
 ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalog &catalog);
 

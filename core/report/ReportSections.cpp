@@ -4,6 +4,7 @@
 #include "report/ReportCanvas.h"
 #include "report/ReportCharts.h"
 #include "report/ReportData.h"
+#include "result/MemoryAttribution.h"
 #include "util/Units.h"
 #include "workflow/CheckpointThroughput.h"
 
@@ -146,13 +147,28 @@ void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
     }
     const MemoryEstimate &e = *d.estimate;
     const MemoryBreakdown &b = e.breakdown;
+    // The pilot's attribution of its peak (last warm-up step), when the run has one.
+    std::optional<MemoryAttribution> attribution;
+    QString attributionError;
+    if (const QJsonValue stored = d.run.summary.value(QStringLiteral("memory_attribution")); stored.isObject()) {
+        try {
+            attribution = memoryAttributionFromJson(stored.toObject(), "memory_attribution");
+        } catch (const std::exception &error) {
+            attributionError = QString::fromUtf8(error.what());
+        }
+    }
     const auto [unit, unitName] = byteUnit(std::max(measured, static_cast<double>(e.peakAllocatedBytes)));
     auto seg = [&, unit = unit](const char *name, int64_t bytes, QColor color) { return BarSegment {QString::fromLatin1(name), static_cast<double>(bytes) / unit, color}; };
+    // One colour per part in both bars.
+    auto parts = [&](const MemoryBreakdown &x) {
+        return std::vector<BarSegment> {seg("weights", x.weights(), QColor(70, 110, 170)),          seg("gradients", x.gradients, QColor(230, 140, 50)),
+                                        seg("optimizer states", x.optimizer, QColor(120, 170, 80)), seg("activations", x.activations, QColor(190, 80, 80)),
+                                        seg("logits", x.logits, QColor(140, 100, 180)),             seg("BLAS workspaces, other", x.blasWorkspaces, QColor(150, 150, 150))};
+    };
     const std::vector<StackedBar> bars {
-        {QStringLiteral("Predicted peak allocated (estimator)"),
-         {seg("weights", b.weights(), QColor(70, 110, 170)), seg("gradients", b.gradients, QColor(230, 140, 50)), seg("optimizer states", b.optimizer, QColor(120, 170, 80)),
-          seg("activations", b.activations, QColor(190, 80, 80)), seg("logits", b.logits, QColor(140, 100, 180))}},
-        {QStringLiteral("Measured peak allocated (pilot)"), {BarSegment {QStringLiteral("measured"), measured / unit, QColor(90, 90, 90)}}},
+        {QStringLiteral("Predicted peak allocated (estimator)"), parts(b)},
+        attribution ? StackedBar {QStringLiteral("Measured peak allocated (pilot, by part)"), parts(measuredBreakdown(*attribution))}
+                    : StackedBar {QStringLiteral("Measured peak allocated (pilot)"), {BarSegment {QStringLiteral("measured"), measured / unit, QColor(90, 90, 90)}}},
     };
     drawStackedBars(c.painter(), c.reserve(150), QStringLiteral("Peak allocated tensor memory, predicted against measured"),
                     QStringLiteral("memory (%1)").arg(unitName), bars);
@@ -171,6 +187,19 @@ void paintMemoryBudget(ReportCanvas &c, const ReportData &d)
     for (auto it = byPhase.begin(); it != byPhase.end(); ++it)
         phases << QStringLiteral("%1 %2").arg(it.key(), sizeText(it.value().toDouble()));
     kv.push_back({QStringLiteral("Measured peak by phase"), phases.join(QStringLiteral(", "))});
+    if (attribution) {
+        kv.push_back({QStringLiteral("Attributed peak"), QStringLiteral("step %1, %2 pass, reached by %3")
+                                                             .arg(attribution->step)
+                                                             .arg(qs(attribution->peakPhase), qs(attribution->peakSite))});
+        QStringList top;
+        for (size_t i = 0; i < std::min<size_t>(attribution->sites.size(), 5); ++i) {
+            const auto &site = attribution->sites[i];
+            top << QStringLiteral("%1 %2 (%3%4)").arg(qs(site.scope), formatBytes(site.bytes), qs(site.phase), site.op.empty() ? QString() : QStringLiteral(", ") + qs(site.op));
+        }
+        kv.push_back({QStringLiteral("Largest sites at the peak"), top.join(QStringLiteral("; "))});
+    } else if (!attributionError.isEmpty()) {
+        kv.push_back({QStringLiteral("Attributed peak"), QStringLiteral("unreadable: ") + attributionError});
+    }
     c.keyValues(kv, 160);
 }
 

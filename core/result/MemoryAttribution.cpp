@@ -108,6 +108,9 @@ MemoryBreakdown measuredBreakdown(const MemoryAttribution &a)
     b.optimizer = a.part(MemoryPart::Optimizer);
     b.activations = a.part(MemoryPart::Activations);
     b.logits = a.part(MemoryPart::Logits);
+    // What was live before the step and is no model or optimizer tensor: on CUDA, the BLAS
+    // workspaces the caching allocator holds.
+    b.blasWorkspaces = a.part(MemoryPart::Other);
     return b;
 }
 

@@ -49,7 +49,8 @@ QJsonObject toJson(const MemoryAttribution &attribution, int maxSites = -1);
 MemoryAttribution memoryAttributionFromJson(const QJsonObject &json, const std::string &where);
 
 // The measured parts folded into the estimator's breakdown fields (weight casts count as trainable
-// weights, as the estimator books autocast's copies), for drawing the two side by side.
+// weights, as the estimator books autocast's copies; "other" as the BLAS workspaces, which is what
+// it is on CUDA), for drawing the two side by side.
 MemoryBreakdown measuredBreakdown(const MemoryAttribution &attribution);
 
 } // namespace pb

@@ -35,7 +35,7 @@ QJsonObject memorySnapshotJson(const RunConfig &config, const Environment &env, 
         row("optimizer", b.optimizer, m.optimizer);
         row("activations", b.activations, m.activations);
         row("logits", b.logits, m.logits);
-        row("unattributed", 0, measured.part(MemoryPart::Other));
+        row("blas_workspaces_and_other", b.blasWorkspaces, m.blasWorkspaces);
         row("peak_allocated", e.peakAllocatedBytes, measured.peakAllocatedBytes);
         out.insert(QStringLiteral("estimate"), QJsonObject {{QStringLiteral("peak_allocated_bytes"), static_cast<double>(e.peakAllocatedBytes)},
                                                             {QStringLiteral("peak_phase"), QString::fromStdString(e.peakPhase)},

@@ -35,11 +35,12 @@ private Q_SLOTS:
             const QJsonObject e = v.toObject();
             cards << e.value(QStringLiteral("card")).toString();
             const QJsonObject b = e.value(QStringLiteral("breakdown")).toObject();
-            for (const char *key : {"weights", "gradients", "optimizer", "activations", "logits", "workspace", "framework"})
+            for (const char *key : {"weights", "gradients", "optimizer", "activations", "logits", "blas_workspaces", "workspace", "framework"})
                 QVERIFY2(b.contains(QLatin1String(key)), key);
             const double parts = b.value(QStringLiteral("weights")).toDouble() + b.value(QStringLiteral("gradients")).toDouble() +
                                  b.value(QStringLiteral("optimizer")).toDouble() + b.value(QStringLiteral("activations")).toDouble() +
-                                 b.value(QStringLiteral("logits")).toDouble() + b.value(QStringLiteral("workspace")).toDouble() +
+                                 b.value(QStringLiteral("logits")).toDouble() + b.value(QStringLiteral("blas_workspaces")).toDouble() +
+                                 b.value(QStringLiteral("workspace")).toDouble() +
                                  b.value(QStringLiteral("framework")).toDouble();
             QCOMPARE(parts, e.value(QStringLiteral("total_bytes")).toDouble());
             if (cards.last().startsWith(QLatin1String("a100")) || cards.last().startsWith(QLatin1String("h100")))

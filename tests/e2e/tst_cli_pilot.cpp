@@ -1,6 +1,8 @@
 // pilotbench-cli basics and the pilot command, run as a user would.
 #include "e2e/CliProcess.h"
 #include <QDateTime>
+#include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -166,6 +168,36 @@ private Q_SLOTS:
         r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("2"),
                  QStringLiteral("--db"), db()});
         QCOMPARE(r.exitCode, 0);
+    }
+
+    void memorySnapshotSetsMeasuredBesideEstimated()
+    {
+        const QString file = m_dir.filePath(QStringLiteral("snapshot.json"));
+        const auto r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("1"),
+                            QStringLiteral("--warmup"), QStringLiteral("2"), QStringLiteral("--db"), db(), QStringLiteral("--memory-snapshot"), file});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("memory at the peak (step 2"), r.out.constData());
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject snapshot = QJsonDocument::fromJson(f.readAll()).object();
+        const QJsonObject measured = snapshot.value(QStringLiteral("measured")).toObject();
+        QCOMPARE(measured.value(QStringLiteral("step")).toInt(), 2);
+        QVERIFY(measured.value(QStringLiteral("sites")).toArray().size() > 5);
+        // The CPU estimator is exact for the model's state, and the activations are where the
+        // attribution puts them within a few percent.
+        QHash<QString, QJsonObject> rows;
+        for (const auto &v : snapshot.value(QStringLiteral("comparison")).toArray())
+            rows.insert(v.toObject().value(QStringLiteral("part")).toString(), v.toObject());
+        for (const char *part : {"trainable_weights", "optimizer", "gradients"})
+            QVERIFY2(rows.value(QLatin1String(part)).value(QStringLiteral("difference_bytes")).toDouble() == 0.0, part);
+        const double activations = rows.value(QStringLiteral("activations")).value(QStringLiteral("measured_bytes")).toDouble();
+        QVERIFY(activations > 0);
+        QVERIFY(std::fabs(rows.value(QStringLiteral("activations")).value(QStringLiteral("difference_bytes")).toDouble()) < 0.05 * activations);
+        // An output in a folder that does not exist is refused before any run is recorded.
+        const auto bad = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db(),
+                              QStringLiteral("--memory-snapshot"), m_dir.filePath(QStringLiteral("nowhere/snapshot.json"))});
+        QCOMPARE(bad.exitCode, 2);
+        QVERIFY2(bad.err.contains("--memory-snapshot"), bad.err.constData());
     }
 
     void badInputExitsTwoNamingIt_data()

@@ -7,6 +7,7 @@
 #include "config/RunConfigJson.h"
 #include "history/HistoryStore.h"
 #include "history/HistoryView.h"
+#include "history/PeakMemoryView.h"
 #include "history/HistoryWriter.h"
 #include "history/OverlayCharts.h"
 #include "history/RunTableModel.h"
@@ -20,6 +21,8 @@
 #include <QTableView>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QTableWidget>
+#include <QLabel>
 #include <QtTest>
 
 using namespace pb;
@@ -27,7 +30,8 @@ using namespace pb::ui;
 
 namespace {
 
-int64_t writeRun(HistoryWriter &writer, const QString &kind, const RunConfig &config, int steps, double baseMs, Verdict verdict)
+int64_t writeRun(HistoryWriter &writer, const QString &kind, const RunConfig &config, int steps, double baseMs, Verdict verdict,
+                 std::optional<MemoryAttribution> attribution = std::nullopt)
 {
     RunStart start;
     start.kind = kind;
@@ -54,6 +58,7 @@ int64_t writeRun(HistoryWriter &writer, const QString &kind, const RunConfig &co
         writer.appendSample(id, s);
     }
     summary.stepTimeP50Ms = baseMs + steps / 2.0;
+    summary.memoryAttribution = attribution;
     writer.finishRun(id, summary);
     writer.flush();
     return id;
@@ -85,17 +90,53 @@ private Q_SLOTS:
         m_a = writeRun(writer, QStringLiteral("pilot"), a, 10, 100.0, Verdict::Fits);
         m_b = writeRun(writer, QStringLiteral("pilot"), b, 20, 200.0, Verdict::Fits);
         m_scale = writeRun(writer, QStringLiteral("scale"), a, 3, 50.0, Verdict::DoesNotFit);
+        MemoryAttribution peak;
+        peak.step = 2;
+        peak.device = "cpu";
+        peak.peakAllocatedBytes = 3000;
+        peak.peakPhase = "backward";
+        peak.peakSite = "head / aten::mm";
+        peak.parts[static_cast<size_t>(MemoryPart::TrainableWeights)] = 1000;
+        peak.parts[static_cast<size_t>(MemoryPart::Logits)] = 2000;
+        peak.sites = {{"forward", "head", "aten::mm", MemoryPart::Logits, 2000, 1}, {"before", "trainable parameters", "", MemoryPart::TrainableWeights, 1000, 7}};
+        RunConfig c = a; // a config of its own, so the staged checklist below still sees m_a and m_b
+        c.name = "tiny-c";
+        c.train.seqLen = 16;
+        m_attributed = writeRun(writer, QStringLiteral("pilot"), c, 4, 100.0, Verdict::Fits, peak);
+    }
+
+    void peakMemoryTabShowsTheAttribution()
+    {
+        HistoryView view(m_db);
+        view.openRun(m_attributed);
+        auto *peak = view.findChild<PeakMemoryView *>(QStringLiteral("peakMemory"));
+        QVERIFY(peak);
+        auto *sites = peak->findChild<QTableWidget *>(QStringLiteral("peakSites"));
+        QCOMPARE(sites->rowCount(), 2);
+        QCOMPARE(sites->item(0, 2)->text(), QStringLiteral("head"));
+        QCOMPARE(sites->item(0, 0)->text(), QStringLiteral("logits"));
+        bool named = false;
+        for (auto *label : peak->findChildren<QLabel *>())
+            named = named || label->text().contains(QStringLiteral("reached by head / aten::mm"));
+        QVERIFY(named);
+        // A run without one says so and lists nothing.
+        view.openRun(m_b);
+        QCOMPARE(sites->rowCount(), 0);
+        bool missing = false;
+        for (auto *label : peak->findChildren<QLabel *>())
+            missing = missing || label->text().contains(QStringLiteral("no attribution"));
+        QVERIFY(missing);
     }
 
     void tableListsAndFilters()
     {
         HistoryView view(m_db);
-        QCOMPARE(view.model()->rowCount(), 3);
+        QCOMPARE(view.model()->rowCount(), 4);
         // Newest first in the model; sorted by id descending in the view.
-        QCOMPARE(view.proxy()->index(0, RunTableModel::Id).data(RunTableModel::RunIdRole).toLongLong(), m_scale);
+        QCOMPARE(view.proxy()->index(0, RunTableModel::Id).data(RunTableModel::RunIdRole).toLongLong(), m_attributed);
         view.table()->sortByColumn(RunTableModel::P50, Qt::AscendingOrder);
         QCOMPARE(view.proxy()->index(0, 0).data(RunTableModel::RunIdRole).toLongLong(), m_scale); // p50 51.5 ms
-        QCOMPARE(view.proxy()->index(2, 0).data(RunTableModel::RunIdRole).toLongLong(), m_b);     // p50 210 ms
+        QCOMPARE(view.proxy()->index(3, 0).data(RunTableModel::RunIdRole).toLongLong(), m_b);     // p50 210 ms
         QTest::keyClicks(view.findChild<QLineEdit *>(QStringLiteral("historyFilter")), QStringLiteral("scale"));
         QCOMPARE(view.proxy()->rowCount(), 1);
     }
@@ -135,7 +176,7 @@ private Q_SLOTS:
     {
         HistoryView view(m_db);
         view.table()->selectAll();
-        QCOMPARE(view.selectedRunIds().size(), size_t(3));
+        QCOMPARE(view.selectedRunIds().size(), size_t(4));
         view.overlayRuns({m_a, m_b});
         QCOMPARE(view.overlay()->seriesCount(), 2);
         const auto series = view.overlay()->stepTimeView()->chart()->series();
@@ -220,6 +261,7 @@ private Q_SLOTS:
 
 private:
     QTemporaryDir m_dir;
+    int64_t m_attributed = 0;
     QString m_db;
     int64_t m_a = 0, m_b = 0, m_scale = 0;
 };

@@ -13,12 +13,18 @@ namespace {
 constexpr int kLegendHeight = 22;
 constexpr int kRowHeight = 66;
 
-const QColor &segmentColor(size_t i)
+} // namespace
+
+const QColor &budgetSegmentColor(size_t i)
 {
     static const QColor colors[] {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xe1, 0x57, 0x59), QColor(0x76, 0xb7, 0xb2),
                                   QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48), QColor(0xb0, 0x7a, 0xa1)};
     return colors[i % 7];
 }
+
+namespace {
+
+const QColor &segmentColor(size_t i) { return budgetSegmentColor(i); }
 
 // One decimal: the row's text shares its line with the bar.
 QString sizeText(int64_t bytes) { return formatBytes(bytes, 1); }
@@ -29,7 +35,7 @@ std::vector<BudgetSegment> budgetSegments(const MemoryBreakdown &b)
 {
     return {{MemoryBudgetWidget::tr("weights"), b.weights()},   {MemoryBudgetWidget::tr("gradients"), b.gradients},
             {MemoryBudgetWidget::tr("optimizer"), b.optimizer}, {MemoryBudgetWidget::tr("activations"), b.activations},
-            {MemoryBudgetWidget::tr("logits"), b.logits},       {MemoryBudgetWidget::tr("workspace"), b.workspace},
+            {MemoryBudgetWidget::tr("logits"), b.logits},       {MemoryBudgetWidget::tr("workspace"), b.workspace + b.blasWorkspaces},
             {MemoryBudgetWidget::tr("framework"), b.framework}};
 }
 

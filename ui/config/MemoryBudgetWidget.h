@@ -5,6 +5,7 @@
 // than a chart with a legend per series.
 #include "estimate/MemoryEstimate.h"
 
+#include <QColor>
 #include <QString>
 #include <QWidget>
 
@@ -45,5 +46,7 @@ struct BudgetSegment {
     int64_t bytes = 0;
 };
 std::vector<BudgetSegment> budgetSegments(const MemoryBreakdown &breakdown);
+// The colour of segment i of budgetSegments(), for views that draw the same parts.
+const QColor &budgetSegmentColor(size_t i);
 
 } // namespace pb::ui

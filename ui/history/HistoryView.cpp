@@ -4,6 +4,7 @@
 #include "charts/RunCharts.h"
 #include "history/HistoryStore.h"
 #include "history/OverlayCharts.h"
+#include "history/PeakMemoryView.h"
 #include "history/RunTableModel.h"
 #include "report/ReportWriter.h"
 #include "util/Units.h"
@@ -126,6 +127,8 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
     dl->addWidget(m_diff);
     m_details->addTab(m_charts, tr("Run charts"));
     m_details->addTab(m_summary, tr("Summary"));
+    m_peakMemory = new PeakMemoryView(m_details);
+    m_details->addTab(m_peakMemory, tr("Peak memory"));
     m_details->addTab(m_overlay, tr("Overlay"));
     m_details->addTab(diffPage, tr("Config diff"));
     split->addWidget(m_details);
@@ -261,6 +264,7 @@ void HistoryView::openRun(qint64 runId)
         row(tr("Notes"), r.notes);
         html += QStringLiteral("</table>");
         m_summary->setHtml(html);
+        m_peakMemory->setRun(r);
         m_details->setCurrentWidget(m_charts);
         Q_EMIT statusMessage(tr("Opened run %1 (%2 samples)").arg(runId).arg(r.sampleCount));
     } catch (const std::exception &e) {

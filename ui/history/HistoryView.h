@@ -24,6 +24,7 @@ namespace pb::ui {
 class OverlayCharts;
 class RunCharts;
 class RunTableModel;
+class PeakMemoryView;
 
 class HistoryView final : public QWidget {
     Q_OBJECT
@@ -77,6 +78,7 @@ private:
     QLineEdit *m_filter = nullptr;
     QComboBox *m_kind = nullptr;
     QTabWidget *m_details = nullptr;
+    PeakMemoryView *m_peakMemory = nullptr;
     RunCharts *m_charts = nullptr;
     QTextBrowser *m_summary = nullptr;
     OverlayCharts *m_overlay = nullptr;

@@ -112,7 +112,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // while a block is rebuilt. A CUDA generator's state lives in host memory.
     const int64_t rngState = options.device == DeviceKind::Cpu && train.recompute ? kCpuGeneratorStateBytes : 0;
     const int64_t gradPerLayer = ceilDiv(ms.perLayerGradientBytes, sh.gradients);
-    const int64_t gradHead = ceilDiv(ms.headGradientBytes, sh.gradients);
+    // A tied embedding is also lm_head: the head's gradient for it is made first and waits in the
+    // autograd engine's input buffer for the embedding's own, which comes last; the two are then
+    // summed out of place (the peak recorder saw both and their sum live at once on an H200).
+    const int64_t tiedGradient = config.model.tieEmbeddings ? ceilDiv(ms.embeddingGradientBytes, sh.gradients) : 0;
+    const int64_t gradHead = ceilDiv(ms.headGradientBytes, sh.gradients) + tiedGradient;
     const int64_t gradAll = ceilDiv(ms.gradients, sh.gradients);
     int64_t savedAll = 0;
     for (auto s : act.savedPerBlock)
@@ -196,7 +200,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k], 0, grads, copyPerLayer - copiesFreedAtAttention(k));
         }
     }
-    consider(0, 0, gradAll + gradientBuffers, 0);
+    consider(0, 0, gradAll + gradientBuffers + 2 * tiedGradient, 0);
     out.backward = best;
 
     // Optimizer step: weights, gradients, states and the largest per-parameter transient.

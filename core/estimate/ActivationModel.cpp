@@ -324,6 +324,11 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     const int64_t mulKept = (routerGrad ? c * nk * h : 0) + (expertsGrad ? dx2 * nk : 0);
     walk.saved += mulKept;
     const int64_t savedAfterMul = walk.saved;
+    // index_add's source gradient is grad.index_select(index).expand_as(source): autograd keeps the
+    // weighted outputs themselves (seen by the peak recorder, LibTorch 1.13 and 2.11 alike).
+    const int64_t outputs = c * nk * h, weighted = dOut * nk * h;
+    const int64_t indexAddKept = expertsGrad ? weighted : 0;
+    walk.saved += indexAddKept;
     // index_add into zeros_like(flat) keeps only `token`. The shared expert: the dense MLP of width
     // shared_expert_intermediate_size; its gate's sigmoid keeps its output, and the product keeps
     // that output (the same tensor) and the shared expert's output.
@@ -344,16 +349,15 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     // Grad-mode forward: beside the kept set, the locals of SparseMoe::forward stay alive until it
     // returns (logits, the routing tensors not kept, the permuted tokens, every expert's output,
     // the weighted outputs), with the norm output and the residual held by the block.
-    const int64_t outputs = c * nk * h, weighted = dOut * nk * h;
     const int64_t common = hAlive + (flatKept ? 0 : dx2 * n * h) + (jitter ? dx2 * n * h : 0) + c * n * experts +
                            (routerGrad ? 0 : 4 * n * experts + 8 * n * k + 8 * nk) +
                            (dx2 != 4 || !(moe.normalizeTopK && routerGrad) ? dx2 * n * k : 0) + (tokenKept ? 0 : 8 * nk) +
                            (expertsGrad ? 0 : dx2 * nk) + (permutedKept ? 0 : dx2 * nk * h);
     out.forwardPeak = std::max({savedAfterMul + common + outputs + (routerGrad ? 0 : outputs) + weighted, // the multiply (and the concatenation)
                                 savedAfterMul + common + outputs + weighted + 2 * dx2 * n * h,            // index_add: zeros and its result
-                                hasShared ? walk.saved + common + outputs + weighted + 2 * dx2 * n * h + c * n * h : 0, // out + s
+                                hasShared ? walk.saved - indexAddKept + common + outputs + weighted + 2 * dx2 * n * h + c * n * h : 0, // out + s
                                 // the load-balancing statistics: one_hot(chosen) in int64 and its fp32 copy
-                                walk.saved + common + outputs + weighted + dx2 * n * h + 12 * nk * experts});
+                                walk.saved - indexAddKept + common + outputs + weighted + dx2 * n * h + 12 * nk * experts});
 
     // Under no_grad (recompute's forward) nothing is kept: the residual, the norm output, the
     // routing tensors, the permuted tokens, and at worst the last expert's intermediates, the
@@ -392,7 +396,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     // index_add's backward gathers the weighted outputs' gradient ([n*k, h]); the multiply makes the
     // outputs' gradient and, for the weights, the full product before it is summed to [n*k, 1].
     consider(grads + flatGrad - released + weighted + (expertsGrad ? weighted : 0) + (routerGrad ? weighted : 0));
-    released += mulKept;
+    released += mulKept + indexAddKept;
     int64_t catGrad = expertsGrad ? c * nk * h : 0;    // split into the experts' views
     const int64_t pairGrad = routerGrad ? dx2 * nk : 0;
     int64_t permutedGrad = 0;

@@ -257,12 +257,13 @@ private Q_SLOTS:
         // the experts' gate out, silu out, up out 3*4*512*48 = 294,912 and down inputs 4*512*48
         // = 98,304; the weighting multiply: the concatenated outputs 4*512*64 = 131,072 and the pair
         // weights 4*512 = 2,048; shared expert 3*4*256*64 = 196,608 + down input 65,536; its gate:
-        // sigmoid output 4*256 = 1,024 and the shared output 4*256*64 = 65,536          = 1,068,032.
-        // Layer 1 - layer 0 = 1,068,032 - 786,432 = 281,600.
+        // sigmoid output 4*256 = 1,024 and the shared output 4*256*64 = 65,536; index_add keeps its
+        // source, the weighted outputs 4*512*64 = 131,072                            = 1,199,104.
+        // Layer 1 - layer 0 = 1,199,104 - 786,432 = 412,672.
         const RunConfig c = tinyMoe();
         const ActivationBytes a = activationBytes(c, true, false);
         QCOMPARE(a.savedPerBlock.size(), size_t(2));
-        QCOMPARE(a.savedPerBlock[1] - a.savedPerBlock[0], 281600LL);
+        QCOMPARE(a.savedPerBlock[1] - a.savedPerBlock[0], 412672LL);
         // Backward of the sparse MLP, at its worst point (the weighting multiply): the shared
         // expert ran first (its weight gradients 3*64*64*4 + 64*4 = 49,408 B, its kept 328,704 B
         // released, the norm output's gradient 65,536 B begun); index_add's gathered gradient and
@@ -298,37 +299,39 @@ private Q_SLOTS:
         QTest::addColumn<QString>("variant");
         QTest::addColumn<int>("layer");       // the sparse layer compared
         QTest::addColumn<qint64>("perPair");  // bytes kept per routed (token, choice) pair
-        // Per routed pair, from the ops of SparseMoe::forward (h = 64, expert width 48, rank 16):
+        // Per routed pair, from the ops of SparseMoe::forward (h = 64, expert width 48, rank 16).
+        // Wherever the experts' outputs need a gradient, index_add also keeps its source, the
+        // weighted row (the multiply's promoted dtype times 64), counted last in each sum below.
         // fp32, all trainable: top-k index 8, order 8, token 8; its permuted row 4*64; its expert's
         // gate out, silu out, up out 3*4*48 and down input 4*48; its concatenated output row 4*64
-        // and pair weight 4: 24 + 256 + 768 + 256 + 4 = 1,308.
-        QTest::newRow("fp32") << int(Precision::Fp32) << int(TrainMode::Full) << "" << 1 << 1308LL;
+        // and pair weight 4: 24 + 256 + 768 + 256 + 4 = 1,308 + 4*64 = 1,564.
+        QTest::newRow("fp32") << int(Precision::Fp32) << int(TrainMode::Full) << "" << 1 << 1564LL;
         // normalize_top_k: weights / sum keeps the fp32 weights, 4 more per pair (the sum is per token).
-        QTest::newRow("fp32 normalized") << int(Precision::Fp32) << int(TrainMode::Full) << "normalize" << 1 << 1312LL;
+        QTest::newRow("fp32 normalized") << int(Precision::Fp32) << int(TrainMode::Full) << "normalize" << 1 << 1568LL;
         // bf16-mixed: fp32 residual and norm output, bf16 compute. The experts' gate and up each
         // keep autocast's bf16 cast of the row instead of the row: 2*2*64; SwiGLU 3*2*48 + down
         // input 2*48; the bf16 output row 2*64 and the fp32 pair weight 4:
-        // 24 + 256 + 384 + 128 + 4 = 796.
-        QTest::newRow("bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Full) << "" << 1 << 796LL;
+        // 24 + 256 + 384 + 128 + 4 = 796 + 4*64 = 1,052.
+        QTest::newRow("bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Full) << "" << 1 << 1052LL;
         // Pure bf16: the permuted row kept once 2*64; SwiGLU 384; output row 2*64, pair weight 2:
-        // 24 + 128 + 384 + 128 + 2 = 666.
-        QTest::newRow("bf16") << int(Precision::Bf16) << int(TrainMode::Full) << "" << 1 << 666LL;
+        // 24 + 128 + 384 + 128 + 2 = 666 + 2*64 = 794.
+        QTest::newRow("bf16") << int(Precision::Bf16) << int(TrainMode::Full) << "" << 1 << 794LL;
         // LoRA on q,k,v,o under bf16-mixed: the residual and norm output are bf16 (frozen
         // embedding and norm); the experts are frozen, so their inputs and down's are not kept, but
         // the gradient flows through them: gate out, silu out, up out 3*2*48; output row 2*64 (the
-        // router's weights need a gradient), pair weight 2: 24 + 288 + 128 + 2 = 442.
-        QTest::newRow("lora bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Lora) << "" << 1 << 442LL;
+        // router's weights need a gradient), pair weight 2: 24 + 288 + 128 + 2 = 442 + 2*64 = 570.
+        QTest::newRow("lora bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Lora) << "" << 1 << 570LL;
         // LoRA all-linear under bf16-mixed: every expert projection carries an adapter. The bf16
         // permuted row kept once 2*64; gate's and up's lora_B keep A's output 2*2*16; SwiGLU 3*2*48;
         // down keeps its input 2*48 and its lora_B's 2*16; output row 2*64, pair weight 2:
-        // 24 + 128 + 64 + 288 + 96 + 32 + 128 + 2 = 762.
-        QTest::newRow("lora all-linear bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Lora) << "all-linear" << 1 << 762LL;
+        // 24 + 128 + 64 + 288 + 96 + 32 + 128 + 2 = 762 + 2*64 = 890.
+        QTest::newRow("lora all-linear bf16-mixed") << int(Precision::Bf16Mixed) << int(TrainMode::Lora) << "all-linear" << 1 << 890LL;
         // Mixtral's names (w1, w3, w2 for gate, up, down), every layer sparse, LoRA on gate_proj
         // only, fp32: the first layer has no gradient flowing in, and the router is frozen, so only
         // the experts' w1 adapters need anything: token 8; the permuted row 4*64 (lora_A reads it),
         // lora_B's input 4*16; gate out (silu) and up out (the product) 2*4*48; pair weight 4:
-        // 8 + 256 + 64 + 384 + 4 = 716.
-        QTest::newRow("mixtral lora w1") << int(Precision::Fp32) << int(TrainMode::Lora) << "mixtral" << 0 << 716LL;
+        // 8 + 256 + 64 + 384 + 4 = 716 + 4*64 = 972.
+        QTest::newRow("mixtral lora w1") << int(Precision::Fp32) << int(TrainMode::Lora) << "mixtral" << 0 << 972LL;
         // Only layer 1's router trains ("...mlp.gate.weight", which no gate_proj matches): top-k
         // index, order, token 24 and the concatenated output row the multiply keeps for the
         // router's gradient 4*64: 280.

@@ -130,7 +130,9 @@ void paintEnvironment(ReportCanvas &c, const ReportData &d)
         {QStringLiteral("Config hash"), qs(d.run.configHash)},
         {QStringLiteral("Model revision"), orDash(str(s, "model_revision"))},
         {QStringLiteral("Data revision"), orDash(str(s, "data_revision"))},
-        {QStringLiteral("Kernels"), QStringLiteral("attention %1, optimizer %2").arg(orDash(str(s, "attention_path")), orDash(str(s, "optimizer_path")))},
+        {QStringLiteral("Kernels"), QStringLiteral("attention %1, optimizer %2, loss %3")
+                                        .arg(orDash(str(s, "attention_path")), orDash(str(s, "optimizer_path")),
+                                             d.config ? QString::fromLatin1(toString(d.config->train.kernels)) : QStringLiteral("-"))},
     },
                 125, 7.5); // a sha256 revision (71 characters) stays on one line
 

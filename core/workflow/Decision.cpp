@@ -318,8 +318,9 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         out.pilotRunId = pilot->runId;
         out.scaleRunIds = pilot->scaleRunIds;
         out.pilotDevice = pilot->deviceLabel;
+        out.pilotKernels = toString(config.train.kernels);
         out.assumptions.push_back("step times from pilot run " + std::to_string(pilot->runId) + " on " + pilot->deviceLabel + " (" + fixed(pilot->stepTimeMs, 2)
-                                  + " ms per step); measured where the card is the one it ran on, modelled elsewhere");
+                                  + " ms per step, measured with " + out.pilotKernels + " kernels); measured where the card is the one it ran on, modelled elsewhere");
     }
     out.assumptions.push_back("the global batch stays as configured on every card count; fit and the largest micro-batch are per GPU at the configured micro-batch");
     out.assumptions.push_back("useful tokens are the planned tokens (" + fixed(out.plannedTokens, 0) + "): no failed or repeated steps are budgeted");
@@ -530,6 +531,7 @@ QJsonObject toJson(const Comparison &c)
         {QStringLiteral("config_hash"), QString::fromStdString(c.configHash)},
         {QStringLiteral("pilot_run_id"), c.pilotRunId ? QJsonValue(static_cast<double>(*c.pilotRunId)) : QJsonValue(QJsonValue::Null)},
         {QStringLiteral("pilot_device"), QString::fromStdString(c.pilotDevice)},
+        {QStringLiteral("pilot_kernels"), QString::fromStdString(c.pilotKernels)},
         {QStringLiteral("restore_check_run_id"), c.restoreCheckRunId ? QJsonValue(static_cast<double>(*c.restoreCheckRunId)) : QJsonValue(QJsonValue::Null)},
         {QStringLiteral("checkpoint_bytes"), static_cast<double>(c.checkpointBytes)},
         {QStringLiteral("checkpoint_write_bytes_per_s"), c.checkpointWriteBytesPerSecond},

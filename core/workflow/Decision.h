@@ -111,6 +111,7 @@ struct Comparison {
     std::vector<int64_t> scaleRunIds;            // the scaling steps whose efficiency was used
     std::optional<int64_t> restoreCheckRunId;    // whose verify and restore rates were used
     std::string pilotDevice;
+    std::string pilotKernels;                    // train.kernels the pilot ran ("eager", "fused"): the config's, as the hash matches
     // One checkpoint of the planned job (checkpointBytesFor) and the measured rates it was timed
     // at (bytes per second, 0: not measured); the same for every row.
     int64_t checkpointBytes = 0;

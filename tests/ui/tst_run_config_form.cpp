@@ -105,6 +105,7 @@ QString issueText(const RunConfigForm &form)
 RunConfig everyFieldSet()
 {
     RunConfig c = presetConfig(QStringLiteral("tiny"));
+    c.train.kernels = KernelPath::Fused;
     c.train.schedule.kind = ScheduleKind::Linear;
     c.train.schedule.warmupSteps = 30;
     c.train.schedule.totalSteps = 777;
@@ -187,6 +188,7 @@ private Q_SLOTS:
         QTest::newRow("job amount in digits") << QStringLiteral("job.amount") << QStringLiteral("2_500_000_000_000") << QJsonValue(2.5e12);
         QTest::newRow("dataset tokens") << QStringLiteral("job.dataset_tokens") << QStringLiteral("250000000") << QJsonValue(2.5e8);
         QTest::newRow("deadline") << QStringLiteral("job.deadline_hours") << QStringLiteral("36.5") << QJsonValue(36.5);
+        QTest::newRow("kernels") << QStringLiteral("train.kernels") << QStringLiteral("fused") << QJsonValue(QStringLiteral("fused"));
     }
     void editWritesItsField()
     {

@@ -347,7 +347,7 @@ void CompareView::showComparison(const Comparison &c)
     m_table->resizeColumnsToContents();
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_recommendation->setText(qs(c.recommendation));
-    m_basis->setText(c.pilotRunId ? tr("step times from pilot run %1 on %2").arg(*c.pilotRunId).arg(qs(c.pilotDevice))
+    m_basis->setText(c.pilotRunId ? tr("step times from pilot run %1 on %2, measured with %3 kernels").arg(*c.pilotRunId).arg(qs(c.pilotDevice), qs(c.pilotKernels))
                                   : tr("no pilot of this config in the history: step times modelled"));
     m_notice->setText(tr("Catalog (%1) modelled on %2. %3").arg(qs(c.catalogSource), qs(c.catalogDate), qs(c.catalogNotice)));
     Q_EMIT comparisonChanged();

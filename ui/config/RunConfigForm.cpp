@@ -126,6 +126,9 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     connect(m_recompute, &QCheckBox::toggled, this, &RunConfigForm::onEdited);
     tf->addRow(QString(), m_recompute);
     tf->addRow(tr("Attention"), addCombo(QStringLiteral("train.attention"), enumNames({AttentionImpl::Auto, AttentionImpl::Math, AttentionImpl::Flash, AttentionImpl::MemEfficient})));
+    auto *kernels = addCombo(QStringLiteral("train.kernels"), enumNames({KernelPath::Eager, KernelPath::Fused}));
+    kernels->setToolTip(tr("eager: Transformers' ops; fused: the language-model head and its cross-entropy in chunks of tokens, never the full logits"));
+    tf->addRow(tr("Kernels"), kernels);
     m_seed = new QLineEdit(train);
     m_seed->setObjectName(QStringLiteral("seed"));
     m_seed->setMaximumWidth(170);
@@ -363,6 +366,7 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("train.grad_accum", t.gradAccum);
     m_recompute->setChecked(t.recompute);
     combo("train.attention", toString(t.attention));
+    combo("train.kernels", toString(t.kernels));
     m_seed->setText(QString::number(config.seed));
 
     auto text = [this](const char *field, const QString &v) { static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(field)))->setText(v); };
@@ -430,6 +434,8 @@ RunConfig RunConfigForm::config() const
     c.train.recompute = m_recompute->isChecked();
     if (auto v = parseEnum<AttentionImpl>(combo("train.attention")))
         c.train.attention = *v;
+    if (auto v = parseEnum<KernelPath>(combo("train.kernels")))
+        c.train.kernels = *v;
     bool ok = false;
     const qulonglong seed = m_seed->text().trimmed().toULongLong(&ok);
     if (ok)

@@ -266,7 +266,7 @@ void PeakRecorder::noteGradients(const std::vector<torch::Tensor> &parameters)
     }
 }
 
-MemoryAttribution PeakRecorder::finish(int64_t step)
+MemoryAttribution PeakRecorder::finish(int64_t step, int64_t allocatorPeak)
 {
     uninstall(m_state.get());
     State &s = *m_state;
@@ -283,7 +283,7 @@ MemoryAttribution PeakRecorder::finish(int64_t step)
             peak = s.events[i].total;
             peakAt = i;
         }
-    out.peakAllocatedBytes = peak;
+    out.peakAllocatedBytes = std::max(peak, allocatorPeak);
 
     auto resident = s.resident;
     int64_t unknownResident = s.allocatedAtStart;
@@ -337,8 +337,8 @@ MemoryAttribution PeakRecorder::finish(int64_t step)
         out.sites.push_back(std::move(site));
     }
     // What the events could not place (frees on threads the hook does not see, allocator rounding).
-    if (peak > attributed)
-        out.parts[static_cast<size_t>(MemoryPart::Other)] += peak - attributed;
+    if (out.peakAllocatedBytes > attributed)
+        out.parts[static_cast<size_t>(MemoryPart::Other)] += out.peakAllocatedBytes - attributed;
     std::sort(out.sites.begin(), out.sites.end(), [](const MemorySite &a, const MemorySite &b) { return a.bytes > b.bytes; });
     if (peakAt) {
         const auto &label = s.labels[static_cast<size_t>(s.events[*peakAt].label)];

@@ -30,7 +30,9 @@ public:
     // After a backward pass: the live allocations that hold these parameters' .grad are gradients.
     void noteGradients(const std::vector<torch::Tensor> &parameters);
     // Stops recording and attributes the live set at the highest running total seen.
-    MemoryAttribution finish(int64_t step);
+    // `allocatorPeak` is the allocator's own peak statistic for the step: a thread the hook does not
+    // see (the CPU loader's batches) can set it between two events; "other" then takes the gap.
+    MemoryAttribution finish(int64_t step, int64_t allocatorPeak);
 
     struct State;
 

@@ -282,7 +282,7 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
     ++m_session.step;
     sample.step = m_session.step;
     if (recorder)
-        m_run.summary.memoryAttribution = recorder->finish(m_session.step);
+        m_run.summary.memoryAttribution = recorder->finish(m_session.step, m_probe.read().peakAllocatedBytes);
     const auto reading = m_probe.read();
     sample.allocatedBytes = reading.allocatedBytes;
     sample.reservedBytes = reading.reservedBytes;

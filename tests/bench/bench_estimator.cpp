@@ -177,6 +177,8 @@ int main(int argc, char **argv)
             std::printf("%-60s  predicted %9.2f MiB  pilot %s: %.160s\n", row.label.c_str(), mib(row.predicted), pb::toString(run.summary.verdict), run.summary.message.c_str());
             return;
         }
+        // The training steps' peak (warm-up and measured): the summary's overall peak also covers
+        // model construction, which is not a training step.
         const auto &byPhase = run.summary.peakAllocatedByPhase;
         for (const char *phase : {"warmup", "train"})
             if (const auto it = byPhase.find(phase); it != byPhase.end())
@@ -186,6 +188,8 @@ int main(int argc, char **argv)
         std::printf("%-60s  predicted %9.2f MiB  measured %9.2f MiB  error %+6.2f%%  (%-8s)  accelerate %+8.1f%%  deepspeed %+8.1f%%", row.label.c_str(),
                     mib(row.predicted), mib(row.measured), errorPct(row.predicted, row.measured), row.phase.c_str(), errorPct(row.accelerate, row.measured),
                     errorPct(row.deepspeed, row.measured));
+        if (cuda)
+            std::printf("  reserved %9.2f MiB  device used %9.2f MiB  (used - reserved %7.2f MiB)", mib(row.reserved), mib(row.deviceUsed), mib(row.deviceUsed - row.reserved));
         if (run.summary.memoryAttribution) {
             // The part the estimate misses most, against the measured attribution of the peak.
             const pb::MemoryBreakdown m = pb::measuredBreakdown(*run.summary.memoryAttribution), &e = estimate.breakdown;
@@ -239,44 +243,10 @@ int main(int argc, char **argv)
                             config.train.recompute = recompute;
                             config.train.seqLen = seq;
                             config.train.microBatch = micro;
-                            config.train.gradAccum = 1;
-                            config.validation.everySteps = 0;
-                            config.checkpoint.everySteps = 0;
                             Row row;
                             row.label = preset.toStdString() + " " + pb::toString(mode) + " " + pb::toString(precision) + (recompute ? " rc" : "   ") +
                                         " T=" + std::to_string(seq) + " B=" + std::to_string(micro);
-                            const pb::MemoryEstimate estimate = pb::estimateMemory(config, options);
-                            row.predicted = estimate.peakAllocatedBytes;
-                            row.phase = estimate.peakPhase;
-                            row.accelerate = pb::accelerateTrainingBytes(config);
-                            row.deepspeed = pb::deepSpeedModelStatesBytes(config, pb::ParallelStrategy::None, 1);
-                            pb::PilotOptions opts;
-                            opts.device = device;
-                            opts.steps = 2;
-                            opts.warmupSteps = 1;
-                            pb::PilotEngine engine;
-                            const pb::PilotRun run = engine.run(config, opts, nullptr);
-                            if (run.summary.verdict != pb::Verdict::Fits) {
-                                std::printf("%-44s  pilot %s: %s\n", row.label.c_str(), pb::toString(run.summary.verdict), run.summary.message.c_str());
-                                continue;
-                            }
-                            // The training steps' peak (warm-up and measured): the summary's overall
-                            // peak also covers model construction, which is not a training step.
-                            const auto &byPhase = run.summary.peakAllocatedByPhase;
-                            for (const char *phase : {"warmup", "train"})
-                                if (const auto it = byPhase.find(phase); it != byPhase.end())
-                                    row.measured = std::max(row.measured, it->second);
-                            row.reserved = run.summary.peakReservedBytes;
-                            row.deviceUsed = run.summary.peakDeviceUsedBytes;
-                            rows.push_back(row);
-                            std::printf("%-44s  predicted %9.2f MiB  measured %9.2f MiB  error %+6.2f%%  (%-8s)  accelerate %+8.1f%%  deepspeed %+8.1f%%",
-                                        row.label.c_str(), mib(row.predicted), mib(row.measured), errorPct(row.predicted, row.measured), row.phase.c_str(),
-                                        errorPct(row.accelerate, row.measured), errorPct(row.deepspeed, row.measured));
-                            if (cuda)
-                                std::printf("  reserved %9.2f MiB  device used %9.2f MiB  (used - reserved %7.2f MiB)", mib(row.reserved), mib(row.deviceUsed),
-                                            mib(row.deviceUsed - row.reserved));
-                            std::printf("\n");
-                            std::fflush(stdout);
+                            measure(config, row);
                         }
     }
     std::vector<double> ours, acc, ds;

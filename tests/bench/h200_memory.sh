@@ -5,15 +5,7 @@
 # Rows: mha-full mha-lora mha-recompute mha-lora-fp32 olmoe-lora-recompute llama-full (all when none named).
 # mha-* is a 1.7B dense decoder of the shape issue 18 describes (as many KV heads as query heads,
 # tied embeddings, 49k vocabulary); olmoe-* is the 4-layer OLMoE of tests/bench/h200_moe.sh.
-set -uo pipefail
-OUT=${OUT:-/tmp/pb-out}
-mkdir -p "$OUT"
-. .cuda-deps/env.sh
-export BUILD_DIR=${BUILD_DIR:-/tmp/build-cuda}
-if [ ! -x "$BUILD_DIR/app/pilotbench-cli" ]; then
-  PB_TARGETS="pilotbench-cli" scripts/build-cuda > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
-fi
-CLI=$BUILD_DIR/app/pilotbench-cli
+. tests/bench/h200_build.sh
 W=/tmp/memory; rm -rf $W; mkdir -p $W
 MHA=(--preset llama-3.2-1b --set model.layers=24 --set model.kv_heads=32 --set model.vocab_size=49152)
 $CLI config new "${MHA[@]}" --out $W/mha.json > /dev/null || exit 1

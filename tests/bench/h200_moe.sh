@@ -7,15 +7,7 @@
 #     our own loss of the next step (same weights, same tokens);
 #  2. step time and peak allocated, our pilot beside Transformers eager (tests/bench/hf_moe_reference.py);
 #  3. measured peaks for the estimator rows (full/LoRA x recompute off/on x two sequence lengths).
-set -uo pipefail
-OUT=${OUT:-/tmp/pb-out}
-mkdir -p "$OUT"
-. .cuda-deps/env.sh
-export BUILD_DIR=${BUILD_DIR:-/tmp/build-cuda}
-if [ ! -x "$BUILD_DIR/app/pilotbench-cli" ]; then
-  PB_TARGETS="pilotbench-cli" scripts/build-cuda > "$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
-fi
-CLI=$BUILD_DIR/app/pilotbench-cli
+. tests/bench/h200_build.sh
 W=/tmp/moe; rm -rf $W; mkdir -p $W
 python3 - <<'PY'
 import numpy as np

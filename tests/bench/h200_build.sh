@@ -1,0 +1,16 @@
+# Sourced by the H200 scripts: $OUT, the staged dependencies, and a CUDA build in $BUILD_DIR of the
+# targets in $PB_TARGETS (pilotbench-cli when unset) unless their binaries are already there.
+set -uo pipefail
+OUT=${OUT:-/tmp/pb-out}
+mkdir -p "$OUT"
+. .cuda-deps/env.sh
+export BUILD_DIR=${BUILD_DIR:-/tmp/build-cuda}
+PB_TARGETS=${PB_TARGETS:-pilotbench-cli}
+pb_missing=0
+for t in $PB_TARGETS; do
+  [ -x "$BUILD_DIR/app/$t" ] || [ -x "$BUILD_DIR/tests/$t" ] || pb_missing=1
+done
+if [ $pb_missing = 1 ]; then
+  PB_TARGETS="$PB_TARGETS" scripts/build-cuda > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A3 "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; exit 1; }
+fi
+CLI=$BUILD_DIR/app/pilotbench-cli

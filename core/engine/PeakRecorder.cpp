@@ -40,6 +40,12 @@ struct Frame {
 };
 thread_local std::vector<Frame> t_frames;
 
+// The model's own scope a frame names (RECORD_USER_SCOPE("pb.attention") -> "attention"), or null.
+const char *modelScope(const Frame &frame)
+{
+    return frame.scope == at::RecordScope::USER_SCOPE && std::strncmp(frame.name, "pb.", 3) == 0 ? frame.name + 3 : nullptr;
+}
+
 // Operators that only make storage for the operator around them: the site is that outer operator.
 bool allocatesForCaller(const char *name)
 {
@@ -97,8 +103,8 @@ struct PeakRecorder::State {
         bool cast = false;
         for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
             if (it->scope == at::RecordScope::USER_SCOPE) {
-                if (scope.empty() && std::strncmp(it->name, "pb.", 3) == 0)
-                    scope = it->name + 3;
+                if (const char *own = modelScope(*it); scope.empty() && own)
+                    scope = own;
             } else if (it->scope == at::RecordScope::BACKWARD_FUNCTION) {
                 if (nodeSeq < 0) {
                     nodeSeq = it->seq;
@@ -141,12 +147,12 @@ struct PeakRecorder::State {
         events.push_back({ptr, size, total, id});
     }
 
-    std::optional<std::string> innermostScope() const
+    static const char *innermostScope()
     {
         for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it)
-            if (it->scope == at::RecordScope::USER_SCOPE && std::strncmp(it->name, "pb.", 3) == 0)
-                return std::string(it->name + 3);
-        return std::nullopt;
+            if (const char *own = modelScope(*it))
+                return own;
+        return nullptr;
     }
 };
 
@@ -167,9 +173,9 @@ std::unique_ptr<at::ObserverContext> enterFunction(const at::RecordFunction &fn)
         // The backward node an operator creates carries its sequence number: remember the scope so
         // the node's allocations in the backward pass are booked to the same part of the model.
         if (frame.seq >= 0 && state->phase.load() == PeakRecorder::StepPhase::Forward) {
-            if (auto scope = state->innermostScope()) {
+            if (const char *scope = PeakRecorder::State::innermostScope()) {
                 std::lock_guard lock(state->mutex);
-                state->forwardScopeOfSeq[frame.seq] = *scope;
+                state->forwardScopeOfSeq[frame.seq] = scope;
             }
         }
     }
@@ -183,8 +189,9 @@ void exitFunction(const at::RecordFunction &, at::ObserverContext *)
         t_frames.pop_back();
 }
 
+// Shares the state: an autograd task's copy of the thread's debug info can outlive the recorder.
 struct Reporter final : c10::MemoryReportingInfoBase {
-    explicit Reporter(PeakRecorder::State *s) : state(s) {}
+    explicit Reporter(std::shared_ptr<PeakRecorder::State> s) : state(std::move(s)) {}
     // LibTorch 1.13 passes the totals as int64_t, 2.x as size_t: with both defined (no `override`),
     // whichever the installed c10 declares is the override.
     void reportMemoryUsage(void *ptr, int64_t size, int64_t total, int64_t, c10::Device device) { state->onEvent(ptr, size, total, device); }
@@ -193,30 +200,8 @@ struct Reporter final : c10::MemoryReportingInfoBase {
         state->onEvent(ptr, size, static_cast<int64_t>(total), device);
     }
     bool memoryProfilingEnabled() const override { return true; }
-    PeakRecorder::State *state;
+    std::shared_ptr<PeakRecorder::State> state;
 };
-
-struct Installation {
-    at::CallbackHandle callback = 0;
-    std::unique_ptr<c10::DebugInfoGuard> reporter;
-};
-
-std::map<const PeakRecorder::State *, Installation> &installations()
-{
-    static std::map<const PeakRecorder::State *, Installation> map;
-    return map;
-}
-
-void uninstall(const PeakRecorder::State *state)
-{
-    auto &all = installations();
-    const auto found = all.find(state);
-    if (found == all.end())
-        return;
-    at::removeCallback(found->second.callback);
-    g_active.store(nullptr, std::memory_order_release);
-    all.erase(found); // the guard puts the thread's previous debug info back
-}
 
 int64_t residentBytes(const torch::Tensor &t)
 {
@@ -243,13 +228,20 @@ PeakRecorder::PeakRecorder(const torch::Device &device, int64_t allocatedAtStart
     }
     State *expected = nullptr;
     TORCH_CHECK(g_active.compare_exchange_strong(expected, m_state.get()), "one peak recorder at a time");
-    Installation installation;
-    installation.reporter = std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<Reporter>(m_state.get()));
-    installation.callback = at::addGlobalCallback(at::RecordFunctionCallback(&enterFunction, &exitFunction).needsInputs(true));
-    installations()[m_state.get()] = std::move(installation);
+    m_reporter = std::make_unique<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE, std::make_shared<Reporter>(m_state));
+    m_callback = at::addGlobalCallback(at::RecordFunctionCallback(&enterFunction, &exitFunction).needsInputs(true));
 }
 
-PeakRecorder::~PeakRecorder() { uninstall(m_state.get()); }
+PeakRecorder::~PeakRecorder() { uninstall(); }
+
+void PeakRecorder::uninstall()
+{
+    if (!m_reporter)
+        return;
+    at::removeCallback(m_callback);
+    g_active.store(nullptr, std::memory_order_release);
+    m_reporter.reset(); // puts the thread's previous debug info back
+}
 
 void PeakRecorder::setPhase(StepPhase phase) { m_state->phase.store(phase); }
 
@@ -268,7 +260,7 @@ void PeakRecorder::noteGradients(const std::vector<torch::Tensor> &parameters)
 
 MemoryAttribution PeakRecorder::finish(int64_t step, int64_t allocatorPeak)
 {
-    uninstall(m_state.get());
+    uninstall();
     State &s = *m_state;
     std::lock_guard lock(s.mutex);
     MemoryAttribution out;

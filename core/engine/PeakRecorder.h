@@ -8,6 +8,8 @@
 // measures the CPU build in CI and a CUDA card. Costs host time only: used on a warm-up step.
 #include "result/MemoryAttribution.h"
 
+#include <ATen/record_function.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -37,7 +39,11 @@ public:
     struct State;
 
 private:
+    void uninstall();
+
     std::shared_ptr<State> m_state;
+    at::CallbackHandle m_callback = 0;
+    std::unique_ptr<c10::DebugInfoGuard> m_reporter; // set while recording
 };
 
 } // namespace pb

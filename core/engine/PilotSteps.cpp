@@ -281,9 +281,9 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
     sample.loss = lossSum / static_cast<double>(train.gradAccum);
     ++m_session.step;
     sample.step = m_session.step;
-    if (recorder)
-        m_run.summary.memoryAttribution = recorder->finish(m_session.step, m_probe.read().peakAllocatedBytes);
     const auto reading = m_probe.read();
+    if (recorder)
+        m_run.summary.memoryAttribution = recorder->finish(m_session.step, reading.peakAllocatedBytes);
     sample.allocatedBytes = reading.allocatedBytes;
     sample.reservedBytes = reading.reservedBytes;
     sample.peakAllocatedBytes = reading.peakAllocatedBytes;

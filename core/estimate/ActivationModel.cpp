@@ -329,7 +329,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     const int64_t outputs = c * nk * h, weighted = dOut * nk * h;
     const int64_t indexAddKept = expertsGrad ? weighted : 0;
     walk.saved += indexAddKept;
-    // index_add into zeros_like(flat) keeps only `token`. The shared expert: the dense MLP of width
+    // index_add into zeros_like(flat) keeps `token` and its source, both counted above. The shared expert: the dense MLP of width
     // shared_expert_intermediate_size; its gate's sigmoid keeps its output, and the product keeps
     // that output (the same tensor) and the shared expert's output.
     int64_t sharedKept = 0;

@@ -1,8 +1,7 @@
 #include "workflow/MemorySnapshot.h"
 
-#include "estimate/MemoryBreakdownJson.h"
 #include "config/RunConfigJson.h"
-#include "estimate/MemoryEstimator.h"
+#include "estimate/MemoryBreakdownJson.h"
 #include "workflow/PilotCalibration.h"
 
 #include <QJsonArray>
@@ -16,10 +15,7 @@ QJsonObject memorySnapshotJson(const RunConfig &config, const Environment &env, 
                      {QStringLiteral("torch_version"), QString::fromStdString(env.torchVersion)},
                      {QStringLiteral("measured"), toJson(measured)}};
     try {
-        EstimateOptions options;
-        setLocalDevice(options, env.device, env);
-        options.localCapacityBytes = 0; // only the tensor peak is compared
-        const MemoryEstimate e = estimateMemory(config, options);
+        const MemoryEstimate e = localTensorEstimate(config, env.device, env);
         const MemoryBreakdown m = measuredBreakdown(measured);
         QJsonArray rows;
         auto row = [&](const char *part, int64_t predicted, int64_t got) {

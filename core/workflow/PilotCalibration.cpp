@@ -22,6 +22,15 @@ void setLocalDevice(EstimateOptions &options, const std::string &device, const E
     options.torchVersion = env.torchVersion;
 }
 
+MemoryEstimate localTensorEstimate(const RunConfig &config, const std::string &device, const Environment &env)
+{
+    EstimateOptions options;
+    setLocalDevice(options, device, env);
+    // Only the tensor peak is compared: the capacity search would be wasted work here.
+    options.localCapacityBytes = 0;
+    return estimateMemory(config, options);
+}
+
 std::optional<int64_t> measuredFrameworkBytes(const std::string &device, const PilotSummary &summary)
 {
     if (!isCuda(device))
@@ -36,11 +45,7 @@ CalibrationRecord calibrationRecord(const RunConfig &config, const std::string &
 {
     if (summary.peakAllocatedBytes <= 0)
         throw InvalidInputError("calibration", "the pilot measured no peak allocated bytes");
-    EstimateOptions options;
-    setLocalDevice(options, device, env);
-    // Only the tensor peak is compared: the capacity search would be wasted work here.
-    options.localCapacityBytes = 0;
-    const MemoryEstimate estimate = estimateMemory(config, options);
+    const MemoryEstimate estimate = localTensorEstimate(config, device, env);
     if (estimate.peakAllocatedBytes <= 0)
         throw InvalidInputError("calibration", "the estimator predicted no peak allocated bytes");
     CalibrationRecord r;

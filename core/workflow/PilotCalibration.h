@@ -15,6 +15,8 @@ namespace pb {
 // Points `options` at a local device (kind, fused attention, capacity, name, LibTorch version) as
 // `pilotbench-cli estimate --device` does, so a stored residual compares like with like.
 void setLocalDevice(EstimateOptions &options, const std::string &device, const Environment &env);
+// The estimator's tensor peak for `config` on that local device (no capacity search).
+MemoryEstimate localTensorEstimate(const RunConfig &config, const std::string &device, const Environment &env);
 // CUDA: peak device used minus peak reserved; CPU: 0 (no device context). Unset where the pilot had
 // no device-used reading or it was below the reserve.
 std::optional<int64_t> measuredFrameworkBytes(const std::string &device, const PilotSummary &summary);

@@ -13,6 +13,9 @@ namespace {
 constexpr int kLegendHeight = 22;
 constexpr int kRowHeight = 66;
 
+// One decimal: the row's text shares its line with the bar.
+QString sizeText(int64_t bytes) { return formatBytes(bytes, 1); }
+
 } // namespace
 
 const QColor &budgetSegmentColor(size_t i)
@@ -21,15 +24,6 @@ const QColor &budgetSegmentColor(size_t i)
                                   QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48), QColor(0xb0, 0x7a, 0xa1)};
     return colors[i % 7];
 }
-
-namespace {
-
-const QColor &segmentColor(size_t i) { return budgetSegmentColor(i); }
-
-// One decimal: the row's text shares its line with the bar.
-QString sizeText(int64_t bytes) { return formatBytes(bytes, 1); }
-
-} // namespace
 
 std::vector<BudgetSegment> budgetSegments(const MemoryBreakdown &b)
 {
@@ -92,7 +86,7 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
             lx = area.left();
             ly += kLegendHeight;
         }
-        p.fillRect(QRect(lx, ly + 5, 10, 10), segmentColor(i));
+        p.fillRect(QRect(lx, ly + 5, 10, 10), budgetSegmentColor(i));
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(QPoint(lx + 14, ly + 5 + fm.ascent() - 2), names[i].name);
         lx += w;
@@ -148,7 +142,7 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
             at += segments[i].bytes;
             const int x1 = xOf(at);
             if (x1 > x0)
-                p.fillRect(QRect(x0, bar.top(), x1 - x0, bar.height()), segmentColor(i));
+                p.fillRect(QRect(x0, bar.top(), x1 - x0, bar.height()), budgetSegmentColor(i));
         }
         p.setPen(QPen(palette().color(QPalette::WindowText), 1));
         p.setBrush(Qt::NoBrush);

@@ -244,6 +244,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     const int64_t nk = n * k;                       // routed (token, choice) pairs, whatever the split
     const int64_t dOut = std::max(c, dx2);          // the experts' output times the weights (flat's dtype): promoted
     const bool mixedCasts = walk.mixed && dx2 == 4; // autocast casts an fp32 input anew for each linear
+    const int64_t pd = mixedCasts ? c : dx2;        // the permuted tokens, cast once for all experts under autocast
     const bool hasShared = si > 0, gated = hasShared && moe.sharedExpertGate;
     const bool jitter = moe.routerJitter > 0;
     const Projection &sg = layer.shared.proj[0], &su = layer.shared.proj[1], &sd = layer.shared.proj[2];
@@ -298,18 +299,20 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     const bool tokenKept = expertsGrad || routerGrad;
     if (tokenKept)
         walk.saved += 8 * nk;
-    // permuted = index_select(flat, token), [n*k, h]: index_select keeps only its index, but the
-    // experts' gate and up read slices of it. Without per-linear casts the one tensor is kept.
-    const bool permutedKept = !mixedCasts && expertsRead;
+    // permuted = index_select(flat, token), [n*k, h], cast once to the compute dtype under autocast
+    // (the fp32 gather dropped): index_select keeps only its index, but the experts' gate and up
+    // read slices of it, so the one tensor is kept.
+    const bool permutedKept = expertsRead;
     if (permutedKept)
-        walk.saved += dx2 * nk * h;
+        walk.saved += pd * nk * h;
+    const int64_t savedAtPermute = walk.saved;
     // Each expert's SwiGLU on its slice, as the dense MLP: silu keeps gate's output, the product
     // silu(g) and up's output, down its input when it trains.
     std::vector<int64_t> expertKept(layer.experts.size(), 0);
     for (size_t i = 0; i < layer.experts.size(); ++i) {
         const ExpertFlags &e = layer.experts[i];
         BlockWalk ew(config, tokensOf(i), !walk.meanKeepsInput);
-        ew.linears(h, dx2, {e.proj[0], e.proj[1]}, /*inputCounted=*/true);
+        ew.linears(h, pd, {e.proj[0], e.proj[1]}, /*inputCounted=*/true);
         const bool gGrad = y2Grad || e.proj[0].needsGrad(), uGrad = y2Grad || e.proj[1].needsGrad();
         ew.saved += (gGrad ? c * ew.n * ei : 0) + (uGrad ? c * ew.n * ei : 0) + (gGrad ? c * ew.n * ei : 0);
         ew.linears(ei, c, {e.proj[2]});
@@ -352,8 +355,9 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     const int64_t common = hAlive + (flatKept ? 0 : dx2 * n * h) + (jitter ? dx2 * n * h : 0) + c * n * experts +
                            (routerGrad ? 0 : 4 * n * experts + 8 * n * k + 8 * nk) +
                            (dx2 != 4 || !(moe.normalizeTopK && routerGrad) ? dx2 * n * k : 0) + (tokenKept ? 0 : 8 * nk) +
-                           (expertsGrad ? 0 : dx2 * nk) + (permutedKept ? 0 : dx2 * nk * h);
-    out.forwardPeak = std::max({savedAfterMul + common + outputs + (routerGrad ? 0 : outputs) + weighted, // the multiply (and the concatenation)
+                           (expertsGrad ? 0 : dx2 * nk) + (permutedKept ? 0 : pd * nk * h);
+    out.forwardPeak = std::max({savedAtPermute + common + (mixedCasts ? dx2 * nk * h : 0), // the gather beside its cast
+                                savedAfterMul + common + outputs + (routerGrad ? 0 : outputs) + weighted, // the multiply (and the concatenation)
                                 savedAfterMul + common + outputs + weighted + 2 * dx2 * n * h,            // index_add: zeros and its result
                                 hasShared ? walk.saved - indexAddKept + common + outputs + weighted + 2 * dx2 * n * h + c * n * h : 0, // out + s
                                 // the load-balancing statistics: one_hot(chosen) in int64 and its fp32 copy
@@ -366,8 +370,8 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     for (size_t i = 0; i < layer.experts.size(); ++i)
         largest = std::max(largest, tokensOf(i));
     const int64_t noGradBase = residual + dx2 * n * h * (jitter ? 2 : 1) + c * n * experts + 4 * n * experts + 8 * n * k + dx2 * n * k +
-                               16 * nk + dx2 * nk + dx2 * nk * h;
-    out.noGradLive = noGradBase + std::max({outputs + 4 * c * largest * ei, 2 * outputs + weighted, outputs + weighted + 2 * dx2 * n * h,
+                               16 * nk + dx2 * nk + pd * nk * h;
+    out.noGradLive = noGradBase + std::max({mixedCasts ? dx2 * nk * h : 0, outputs + 4 * c * largest * ei, 2 * outputs + weighted, outputs + weighted + 2 * dx2 * n * h,
                                             hasShared ? outputs + weighted + dx2 * n * h + 4 * c * n * si + c * n * h + (gated ? c * n * h : 0) : 0,
                                             outputs + weighted + dx2 * n * h + 12 * nk * experts});
 
@@ -413,15 +417,20 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
                 catGrad = 0;   // its last view consumed
             grads += e.gradBytes[0] + e.gradBytes[1];
             freed += e.copyBytes[0] + e.copyBytes[1];
-            released += expertKept[i] + (i == 0 && permutedKept ? dx2 * nk * h : 0);
+            released += expertKept[i] + (i == 0 && permutedKept ? pd * nk * h : 0);
             if (y2Grad) {
-                // narrow's backward writes the slice's gradient into a zero [n*k, h] tensor, then
-                // added into the permuted tokens' gradient.
-                consider(grads + flatGrad + catGrad + pairGrad + permutedGrad + dx2 * nk * h + dx2 * ne * h - released);
-                permutedGrad = dx2 * nk * h;
+                // gate's and up's input gradients, the second added into the first where split's
+                // backward keeps each expert's until the last.
+                consider(grads + flatGrad + catGrad + pairGrad + permutedGrad + 2 * pd * ne * h - released);
+                permutedGrad += pd * ne * h;
             }
         }
     if (y2Grad) {
+        // split's backward concatenates them; under autocast the cast's backward makes flat's dtype.
+        consider(grads + flatGrad + pairGrad + 2 * pd * nk * h - released);
+        if (mixedCasts)
+            consider(grads + flatGrad + pairGrad + (pd + dx2) * nk * h - released);
+        permutedGrad = dx2 * nk * h;
         // index_select's backward scatters it back into a zero [n, h].
         consider(grads + flatGrad + pairGrad + permutedGrad + dx2 * n * h - released);
         flatGrad = dx2 * n * h;

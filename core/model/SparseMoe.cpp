@@ -2,6 +2,7 @@
 #include "model/Transformer.h"
 
 #include "config/ParameterTable.h"
+#include "engine/TorchCompat.h"
 
 namespace pb {
 
@@ -42,17 +43,22 @@ torch::Tensor SparseMoeImpl::forward(const torch::Tensor &x)
     const auto order = flatChoice.argsort(); // ties in any order: each pair is weighted and added on its own
     const auto token = order.div(k, "floor");
     const auto counts = torch::bincount(flatChoice, {}, m_moe.experts).to(torch::kCPU); // the one host sync per layer
-    const auto permuted = flat.index_select(0, token);
+    auto permuted = flat.index_select(0, token);
+    // One autocast cast for all experts, as Transformers' one per expert: autocast would cast each
+    // expert's slice anew for gate and for up. The gather stays in flat's dtype, so the backward
+    // sums a token's k gradients in it.
+    const auto deviceType = flat.device().type();
+    if (compat::autocastEnabled(deviceType) && permuted.scalar_type() != compat::autocastDtype(deviceType))
+        permuted = permuted.to(compat::autocastDtype(deviceType));
     const auto pairWeights = weights.reshape({-1}).index_select(0, order).unsqueeze(-1);
-    std::vector<torch::Tensor> outputs;
-    int64_t begin = 0;
+    // One split, not a narrow per expert: narrow's backward writes every expert's gradient into its
+    // own zero tensor of all n*k rows, split's concatenates them once.
     const auto *count = counts.data_ptr<int64_t>();
-    for (int64_t e = 0; e < m_moe.experts; ++e) {
-        if (count[e] == 0)
-            continue;
-        outputs.push_back(expertList[static_cast<size_t>(e)]->forward(permuted.narrow(0, begin, count[e])));
-        begin += count[e];
-    }
+    const auto slices = permuted.split_with_sizes(c10::IntArrayRef(count, static_cast<size_t>(m_moe.experts)), 0);
+    std::vector<torch::Tensor> outputs;
+    for (int64_t e = 0; e < m_moe.experts; ++e)
+        if (count[e] > 0)
+            outputs.push_back(expertList[static_cast<size_t>(e)]->forward(slices[static_cast<size_t>(e)]));
     const auto expertOut = torch::cat(outputs, 0) * pairWeights;
     auto out = torch::zeros_like(flat).index_add(0, token, expertOut.to(flat.scalar_type()));
     if (shared) {

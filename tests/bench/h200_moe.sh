@@ -6,7 +6,8 @@
 #     checkpoints; Transformers loads those weights and computes the loss on that sequence, beside
 #     our own loss of the next step (same weights, same tokens);
 #  2. step time and peak allocated, our pilot beside Transformers eager (tests/bench/hf_moe_reference.py);
-#  3. measured peaks for the estimator rows (full/LoRA x recompute off/on x two sequence lengths).
+#  3. measured peaks for the estimator rows (full/LoRA x recompute off/on x two sequence lengths;
+#     MODES, RECOMPUTE and SEQS narrow them; PRESETS the compared presets).
 . tests/bench/h200_build.sh
 W=/tmp/moe; rm -rf $W; mkdir -p $W
 python3 - <<'PY'
@@ -21,27 +22,26 @@ for P in olmoe-1b-7b qwen3-30b-a3b mixtral-8x7b; do
   $CLI config new --preset $P --set model.layers=${LAYERS[$P]} --set train.micro_batch=4 --out $W/$P.json
 done
 WHAT=${1:-both}
-for P in olmoe-1b-7b qwen3-30b-a3b mixtral-8x7b; do
+for P in ${PRESETS:-olmoe-1b-7b qwen3-30b-a3b mixtral-8x7b}; do
   [ $WHAT = rows ] && break
   echo "== $P (${LAYERS[$P]} layers): loss parity"
   $CLI pilot --config $W/$P.json --device cuda:0 "${DATA[@]}" --steps 2 --warmup 0 --set checkpoint.every_steps=1 --checkpoint-dir $W/ck-$P \
       --db $W/h.db --jsonl 2>$W/$P.parity.err | tail -1 > $W/$P.parity.json
-  python3 -c "import json; d=json.load(open('$W/$P.parity.json')); print(json.dumps({'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))"
+  python3 -c "import json; d=json.load(open('$W/$P.parity.json')); print(json.dumps({'preset': '$P', 'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))" | tee -a $OUT/moe.jsonl
   python3 tests/bench/hf_moe_reference.py --config $W/$P.json --weights $W/ck-$P/step-00000001 --tokens $W/same.bin --steps 0 --warmup 0 2>$W/$P.hfw.err \
-      | tee $OUT/parity_$P.json || tail -5 $W/$P.hfw.err
+      | tee -a $OUT/moe.jsonl; [ ${PIPESTATUS[0]} = 0 ] || tail -5 $W/$P.hfw.err | tee -a $OUT/moe.err
   echo "== $P: step time and peak, ours then Transformers eager"
   $CLI pilot --config $W/$P.json --device cuda:0 "${DATA[@]}" --steps 10 --warmup 3 --db $W/h.db --jsonl 2>/dev/null | tail -1 \
       | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print(json.dumps({k: d.get(k) for k in ['verdict','step_time_mean_ms','tokens_per_s','peak_allocated_bytes','final_loss','message']}))" \
-      | tee $OUT/ours_$P.json
-  python3 tests/bench/hf_moe_reference.py --config $W/$P.json --tokens $W/same.bin --steps 10 --warmup 3 2>$W/$P.hf.err | tee $OUT/hf_$P.json || tail -5 $W/$P.hf.err
+      | tee -a $OUT/moe.jsonl
+  python3 tests/bench/hf_moe_reference.py --config $W/$P.json --tokens $W/same.bin --steps 10 --warmup 3 2>$W/$P.hf.err | tee -a $OUT/moe.jsonl; [ ${PIPESTATUS[0]} = 0 ] || tail -5 $W/$P.hf.err | tee -a $OUT/moe.err
 done
 [ $WHAT = compare ] && exit 0
 echo "== estimator rows (olmoe-1b-7b, 4 layers): measured peaks"
-[ $WHAT = rows ] && python3 tests/bench/hf_moe_reference.py --config $W/mixtral-8x7b.json --tokens $W/same.bin --steps 10 --warmup 3 2>$W/mixtral.hf.err | tee $OUT/hf_mixtral-8x7b.json
-for mode in full lora; do for rc in false true; do for seq in 1024 2048; do
+for mode in ${MODES:-full lora}; do for rc in ${RECOMPUTE:-false true}; do for seq in ${SEQS:-1024 2048}; do
   extra=(--set train.recompute=$rc --set train.seq_len=$seq)
   [ $mode = lora ] && extra+=(--set train.mode=lora --set train.lora.rank=16)
-  snap=$OUT/moe_snapshot_${mode}_${rc}_${seq}.json
+  snap=$W/moe_snapshot_${mode}_${rc}_${seq}.json
   $CLI pilot --config $W/olmoe-1b-7b.json --device cuda:0 "${extra[@]}" --steps 1 --warmup 2 --db $W/h.db --jsonl --memory-snapshot $snap 2>/dev/null | tail -1 \
     | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); s=json.load(open('$snap')); e=s.get('estimate',{}).get('peak_allocated_bytes'); m=max(d.get('peak_allocated_by_phase',{}).get(p,0) for p in ('warmup','train')); print(json.dumps({'mode':'$mode','recompute':'$rc','seq':$seq,'peak_allocated_bytes':m,'estimated_bytes':e,'error_pct':round(100*(e-m)/m,2) if e and m else None,'step_time_mean_ms':d.get('step_time_mean_ms'),'verdict':d.get('verdict')}))" \
     | tee -a $OUT/estimator_rows.jsonl

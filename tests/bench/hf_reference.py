@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The peer PilotBench is compared with: Hugging Face Transformers + PyTorch, eager, the same
 configuration as a PilotBench preset (random weights from the same shape), bf16 autocast, fused
-AdamW, gradient clipping at 1.0. Prints one JSON line with ms/step, tokens/s, MFU and peak memory.
+AdamW, gradient clipping at 1.0; PEFT's LoRA where the run's train.mode is lora. Prints one JSON line with ms/step, tokens/s, MFU and peak memory.
 
     python3 tests/bench/hf_reference.py --config build/llama-3.2-1b.json --steps 10 --warmup 3
 """
@@ -54,7 +54,12 @@ def main():
     torch.manual_seed(cfg.get("seed", 0))
     model = LlamaForCausalLM(hf).cuda().train()
     n_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+    if t["mode"] == "lora":  # the peer of train.mode lora: PEFT's adapters on the run's targets
+        from peft import LoraConfig, get_peft_model
+        lora = t["lora"]
+        model = get_peft_model(model, LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                                                 target_modules=lora["targets"]))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
                             weight_decay=t["weight_decay"], fused=True)
     fwd = torch.compile(model) if args.compile else model
     b, s = t["micro_batch"], t["seq_len"]
@@ -67,7 +72,7 @@ def main():
     tokens = b * s
     flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hf.head_dim * s) * tokens
     free, total = torch.cuda.mem_get_info()
-    print(json.dumps({"impl": "transformers+pytorch" + (" compile" if args.compile else " eager"),
+    print(json.dumps({"impl": "transformers+pytorch" + (" peft" if t["mode"] == "lora" else "") + (" compile" if args.compile else " eager"),
                       "torch": torch.__version__, "params": n_params, "step_ms": mean,
                       "p50_ms": statistics.median(times), "tokens_per_s": tokens / (mean / 1000),
                       "mfu": flops / (mean / 1000) / (args.peak_tflops * 1e12),

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# H200 kernels comparison (issue 16), from the repository root on a CUDA host with .cuda-deps staged:
+#   bash tests/bench/h200_kernels.sh [ours|all] [CONFIG...]
+# CONFIG: llama-3.2-1b, llama-3.2-1b-lora (LoRA r16 on q,k,v,o), qwen2.5-0.5b (all three when none
+# is named). Each row in one call: our pilot with train.kernels eager and fused, then (with `all`)
+# Transformers eager and + torch.compile (PEFT for the LoRA row), 3 warm-up + 10 measured steps.
+# Prints one table; every row's JSON goes to $OUT/kernels.jsonl.
+. tests/bench/h200_build.sh
+WHAT=${1:-all}; shift || true
+CONFIGS=("$@"); [ ${#CONFIGS[@]} = 0 ] && CONFIGS=(llama-3.2-1b llama-3.2-1b-lora qwen2.5-0.5b)
+W=/tmp/kern; mkdir -p $W
+for C in "${CONFIGS[@]}"; do
+  preset=${C%-lora}; extra=(); [ $C != $preset ] && extra=(--set train.mode=lora)
+  $CLI config new --preset $preset "${extra[@]}" --set train.micro_batch=8 --out $W/$C.json
+  for K in eager fused; do
+    $CLI pilot --config $W/$C.json --device cuda:0 --set train.kernels=$K --steps 10 --warmup 3 --db $W/h.db --jsonl 2>$W/$C-$K.err | tail -1 \
+      | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print(json.dumps({'config':'$C','impl':'pilotbench $K','step_ms':d.get('step_time_mean_ms'),'tokens_per_s':d.get('tokens_per_s'),'mfu':d.get('mfu'),'peak_allocated_bytes':d.get('peak_allocated_bytes'),'verdict':d.get('verdict'),'message':d.get('message')}))" \
+      >> $OUT/kernels.jsonl || tail -3 $W/$C-$K.err
+  done
+  [ $WHAT = ours ] && continue
+  for compile in "" --compile; do
+    python3 tests/bench/hf_reference.py --config $W/$C.json --steps 10 --warmup 3 $compile 2>$W/$C-hf.err \
+      | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['config']='$C'; print(json.dumps(d))" >> $OUT/kernels.jsonl || tail -3 $W/$C-hf.err
+  done
+done
+python3 - "$OUT/kernels.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("%-18s %-34s %9s %10s %6s %10s" % ("config", "implementation", "ms/step", "tokens/s", "MFU", "peak GiB"))
+for r in rows:
+    mfu = r.get("mfu")
+    print("%-18s %-34s %9.1f %10.0f %6s %10.2f" % (r["config"], r.get("impl"), r.get("step_ms") or 0, r.get("tokens_per_s") or 0,
+          "%.1f%%" % (100 * mfu) if mfu else "-", (r.get("peak_allocated_bytes") or 0) / 2**30))
+PY

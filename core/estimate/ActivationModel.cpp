@@ -165,7 +165,8 @@ class BlockWalk {
 public:
     BlockWalk(const RunConfig &config, int64_t tokens, bool libTorch2)
         : n(tokens), mixed(usesAutocast(config.train.precision)),
-          c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2)
+          c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2),
+          fusedNorm(config.train.kernels == KernelPath::Fused)
     {
     }
 
@@ -175,6 +176,17 @@ public:
     // autocast (pow, mean, rsqrt and mul run in their inputs' dtypes).
     int64_t norm(int64_t width, int64_t dx, bool inGrad, bool weightTrains, int64_t dw, bool &outGrad, bool isBlockInput = false)
     {
+        outGrad = inGrad || weightTrains;
+        if (fusedNorm) {
+            // model/FusedOps.h's fusedRmsNorm keeps x itself and its per-row rstd, and returns
+            // autocast's dtype under autocast (one 16-bit tensor the projections share).
+            if (outGrad) {
+                saved += dx * n * width + 4 * n;
+                if (isBlockInput)
+                    inputSaved += dx * n * width;
+            }
+            return mixed ? c : std::max(dx, dw);
+        }
         if (inGrad) {
             // pow and the multiply by rsqrt keep h: x itself when x is fp32 (the block input,
             // counted here), else its fp32 copy; rsqrt keeps its result. LibTorch 1.13's mean keeps
@@ -187,7 +199,6 @@ public:
         // (the fp32 product is then dropped).
         if (weightTrains)
             saved += (dx == 4 ? 4 : dx) * n * width;
-        outGrad = inGrad || weightTrains;
         return std::max(dx, dw);
     }
 
@@ -212,6 +223,7 @@ public:
     const bool mixed;
     const int64_t c, rank;
     const bool meanKeepsInput;
+    bool fusedNorm;   // the block and final norms under train.kernels = fused (q/k norms stay eager)
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };
@@ -446,13 +458,16 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
 
 } // namespace
 
-int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden)
+int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels) { return fusedKernels || c == 4 ? c : c + 4; }
+
+int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t bytesPerLogit)
 {
-    const int64_t chunks = std::max<int64_t>(1, (vocab + hidden - 1) / std::max<int64_t>(hidden, 1));
-    return std::max<int64_t>(1, (tokens + chunks - 1) / chunks);
+    constexpr int64_t budget = 512LL * 1024 * 1024;
+    const int64_t chunk = budget / std::max<int64_t>(1, vocab * bytesPerLogit);
+    return std::clamp<int64_t>(chunk, 1, std::max<int64_t>(tokens, 1));
 }
 
-ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2)
+ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels)
 {
     const ModelShape &m = config.model;
     const TrainConfig &train = config.train;
@@ -505,6 +520,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         if (m.qkNorm != QkNorm::None) {
             const bool perHead = m.qkNorm == QkNorm::Head;
             BlockWalk qWalk(config, perHead ? n * heads : n, libTorch2), kWalk(config, perHead ? n * m.kvHeads : n, libTorch2);
+            qWalk.fusedNorm = kWalk.fusedNorm = false;
             bool qOut = false, kOut = false;
             dq = qWalk.norm(perHead ? hd : qDim, c, y1Grad || q.needsGrad(), layer.qNormTrains, paramBytes(layer.qNormTrains), qOut);
             const int64_t dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
@@ -558,8 +574,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         SparseMlpBytes sparse;
         if (layer.sparse) {
             anySparse = true;
-            // The post-attention residual is kept by the norm when fp32 and needing a gradient.
-            const int64_t hAlive = (attnGrad || gradFlows) && r == 4 ? 0 : r * n * h;
+            // The post-attention residual is kept by the norm when fp32 and needing a gradient
+            // (by the fused norm in any dtype).
+            const int64_t hAlive = (attnGrad || gradFlows) && (r == 4 || walk.fusedNorm) ? 0 : r * n * h;
             sparse = sparseMlp(config, layer, walk, dx2, y2Grad, r * n * h, hAlive);
             out.unkeptAutocastCopies += sparse.unkeptCopies;
         } else if (m.activation == ActivationKind::Gelu) {
@@ -631,18 +648,23 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     const int64_t logitsElems = n * vocab;
     if (train.kernels == KernelPath::Fused) {
         // Chunked linear cross-entropy (LinearCrossEntropy.h): the head keeps no input; a chunk's
-        // logits, their fp32 copy, the fp32 gradient and its compute-dtype cast live one chunk at a
-        // time; the gradients of the head's input (compute dtype) and weight (fp32) are made in
-        // the forward pass and kept until backward scales them into new tensors.
-        const int64_t chunk = linearCrossEntropyChunkTokens(n, vocab, h);
+        // logits (and without the kernel their fp32 copy, where their gradient is made in place)
+        // live one chunk at a time, beside the chunk's weight-gradient product ([V, h], compute
+        // dtype) once the logits hold their gradient; the gradients of the head's input (compute
+        // dtype) and weight (fp32) are made in the forward pass and kept until backward scales
+        // them into new tensors.
+        const int64_t perLogit = linearCrossEntropyBytesPerLogit(c, fusedKernels);
+        const int64_t chunk = linearCrossEntropyChunkTokens(n, vocab, perLogit);
         const int64_t gradInput = headInputGrad ? c * n * h : 0;
         const int64_t gradWeight = headTrains ? 4 * vocab * h : 0;
         out.headSaved = 0;
         out.headOutputAlive = headInputBytes * n * h + (headInputBytes != c ? c * n * h : 0);
-        out.logitsForwardPeak = (8 + c) * chunk * vocab + gradInput + gradWeight;
+        out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (headTrains ? c * vocab * h : 0)) + gradInput + gradWeight;
         out.logitsSaved = gradInput + gradWeight;
         out.logitsBackwardPeak = out.logitsSaved + (headInputGrad ? headInputBytes * n * h : 0);
-        out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused); the full logits are never made");
+        out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +
+                                  (fusedKernels ? ", CUDA kernel" : ", LibTorch ops") + "); the full logits are never made");
+        out.assumptions.push_back("norms: fused RMSNorm (train.kernels = fused) keeping its input and per-row statistics, output in the compute dtype");
     } else {
         // Loss: logits (compute dtype), their fp32 copy, log-softmax output (fp32, kept). In
         // backward, nll_loss's gradient, log-softmax's gradient and the kept output coexist.

@@ -46,10 +46,16 @@ struct ActivationBytes {
 };
 
 // `libTorch2`: the LibTorch release is 2.x (its autograd keeps less in places than 1.13's).
-ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2);
+// `fusedKernels`: train.kernels = fused runs the CUDA kernels (a CUDA build on a CUDA device),
+// not their LibTorch composite stand-ins.
+ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels = false);
 
-// The tokens per chunk of the fused linear cross-entropy: ceil(vocab / hidden) chunks, so one
-// chunk's logits are about as large as the hidden states (Liger-Kernel's rule).
-int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t hidden);
+// Bytes one logit of a fused linear cross-entropy chunk holds at its worst point: the logits in
+// the compute dtype `c`, and without the kernel their fp32 copy.
+int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels);
+// The tokens per chunk: as many as keep a chunk within 512 MiB at `bytesPerLogit` (one chunk's
+// weight-gradient product is then added to the fp32 sum a few times a step, not once per
+// hidden-sized chunk), at least 1, at most `tokens`.
+int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t bytesPerLogit);
 
 } // namespace pb

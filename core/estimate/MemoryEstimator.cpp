@@ -66,7 +66,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
 {
     const auto &train = config.train;
     const ModelStateBytes ms = modelStateBytes(config);
-    const ActivationBytes act = activationBytes(config, fusedAttentionFor(config, options), libTorch2(options));
+    const ActivationBytes act = activationBytes(config, fusedAttentionFor(config, options), libTorch2(options), options.device == DeviceKind::Cuda);
     const Sharding sh = shardingFor(options.strategy, options.gpus);
     const int64_t layers = static_cast<int64_t>(act.savedPerBlock.size());
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
@@ -339,7 +339,7 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
 
     const StepCost cost = stepCost(config, [&] {
         int64_t saved = 0;
-        for (auto s : activationBytes(config, fusedAttentionFor(config, options), libTorch2(options)).savedPerBlock)
+        for (auto s : activationBytes(config, fusedAttentionFor(config, options), libTorch2(options), options.device == DeviceKind::Cuda).savedPerBlock)
             saved += s;
         return saved;
     }());

@@ -1,6 +1,7 @@
 #include "model/LinearCrossEntropy.h"
 
 #include "engine/TorchCompat.h"
+#include "model/FusedOps.h"
 #include "estimate/ActivationModel.h"
 
 namespace pb {
@@ -19,8 +20,9 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         torch::NoGradGuard noGrad;
         const auto hc = hidden.to(computeType), wc = weight.to(computeType);
         const auto valid = targets.ne(-100);
-        const auto count = valid.sum().to(torch::kFloat);
-        const auto safeTargets = targets.clamp_min(0);
+        // One host read per step: the kernel takes the mean's 1/count as a scalar.
+        const double count = static_cast<double>(valid.sum().item<int64_t>());
+        const double scale = count > 0 ? 1.0 / count : 0.0;
         auto lossSum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
         torch::Tensor gradHidden = hiddenGrad ? torch::empty_like(hc) : torch::Tensor();
         torch::Tensor gradWeight = weightGrad ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat)) : torch::Tensor();
@@ -28,28 +30,22 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         for (int64_t begin = 0; begin < n; begin += chunk) {
             const int64_t len = std::min(chunk, n - begin);
             const auto h = hc.narrow(0, begin, len);
-            const auto t = safeTargets.narrow(0, begin, len).unsqueeze(1);
-            const auto keep = valid.narrow(0, begin, len).to(torch::kFloat);
-            const auto logits = torch::matmul(h, wc.t()).to(torch::kFloat);
-            const auto lse = torch::logsumexp(logits, -1);
-            lossSum += ((lse - logits.gather(1, t).squeeze(1)) * keep).sum();
-            if (!hiddenGrad && !weightGrad)
-                continue;
-            // d(mean loss)/d(logits) = (softmax - onehot) / count on the kept rows.
-            auto g = (logits - lse.unsqueeze(1)).exp_();
-            g.scatter_add_(1, t, -torch::ones_like(t, g.options()));
-            g.mul_((keep / count).unsqueeze(1));
-            const auto gc = g.to(computeType);
-            if (hiddenGrad)
-                gradHidden.narrow(0, begin, len).copy_(torch::matmul(gc, wc));
+            // The chunk's logits become their own gradient, (softmax - onehot) / count, in place.
+            auto logits = torch::matmul(h, wc.t());
+            lossSum += crossEntropyGradInPlace(logits, targets.narrow(0, begin, len), scale).sum();
+            if (hiddenGrad) {
+                auto out = gradHidden.narrow(0, begin, len);
+                at::mm_out(out, logits, wc);
+            }
             if (weightGrad)
-                gradWeight.add_(torch::matmul(gc.t(), h));
+                gradWeight.add_(torch::matmul(logits.t(), h));
         }
+        const auto mean = lossSum / count; // NaN when every target is ignored, as the eager mean
         compat::setAutocast(deviceType, autocast, autocastType);
         ctx->save_for_backward({gradHidden, gradWeight});
         ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());
         ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
-        return lossSum / count;
+        return mean;
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
@@ -69,7 +65,14 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
 
 torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens)
 {
-    const int64_t chunk = chunkTokens > 0 ? chunkTokens : linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), hidden.size(1));
+    int64_t chunk = chunkTokens;
+    if (chunk <= 0) {
+        const auto deviceType = hidden.device().type();
+        const auto computeType = compat::autocastEnabled(deviceType) ? compat::autocastDtype(deviceType)
+                                                                     : at::promote_types(hidden.scalar_type(), weight.scalar_type());
+        const int64_t c = static_cast<int64_t>(c10::elementSize(computeType));
+        chunk = linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), linearCrossEntropyBytesPerLogit(c, fusedKernelsOn(hidden.device())));
+    }
     return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk);
 }
 

@@ -1,17 +1,17 @@
 #pragma once
 // Internal to the engine (includes torch): the mean cross-entropy of linear(hidden, weight), the
 // language-model head and its loss, without the full logits. Tokens go through in chunks; a
-// chunk's logits (compute dtype), their fp32 copy and its gradient live only while that chunk is
-// processed, and the gradients of hidden and weight are made in the forward pass (as Liger-Kernel's
-// fused linear cross-entropy does), so the backward only scales them. The maths is Transformers'
-// ForCausalLMLoss: logits upcast to fp32, targets of -100 ignored, mean over the rest.
+// chunk's logits become their own gradient in place (model/FusedOps.h: a CUDA kernel, else an fp32
+// copy) and live only while that chunk is processed, and the gradients of hidden and weight are
+// made in the forward pass (as Liger-Kernel's fused linear cross-entropy does), so the backward
+// only scales them. The maths is Transformers' ForCausalLMLoss: logits upcast to fp32, targets of
+// -100 ignored, mean over the rest.
 #include <torch/torch.h>
 
 namespace pb {
 
-// hidden [N, h], weight [V, h], targets [N] (int64). chunkTokens <= 0: chosen so that one chunk's
-// logits are about as large as the hidden states (ceil(V / h) chunks).
-// (estimate/ActivationModel.h's linearCrossEntropyChunkTokens, which the estimator shares).
+// hidden [N, h], weight [V, h], targets [N] (int64). chunkTokens <= 0: chosen from memory by
+// estimate/ActivationModel.h's linearCrossEntropyChunkTokens, which the estimator shares.
 torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens = 0);
 
 } // namespace pb

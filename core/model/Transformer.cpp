@@ -1,6 +1,7 @@
 #include "model/Transformer.h"
 
 #include "config/ParameterTable.h"
+#include "model/FusedOps.h"
 #include "model/LinearCrossEntropy.h"
 #include "engine/TorchCompat.h"
 
@@ -126,7 +127,7 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
     return y + adapted * m_scaling;
 }
 
-RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options) : m_eps(eps)
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused) : m_eps(eps), m_fused(fused)
 {
     weight = register_parameter("weight", emptyParam({dim}, options));
 }
@@ -134,6 +135,8 @@ RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &op
 torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
 {
     RECORD_USER_SCOPE("pb.norm");
+    if (m_fused)
+        return fusedRmsNorm(x, weight, m_eps);
     // As LlamaRMSNorm: normalise in fp32, return to the input dtype, then scale.
     const auto inputType = x.scalar_type();
     auto h = x.to(torch::kFloat);
@@ -209,9 +212,10 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
 DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)
 {
     const auto &m = config.model;
-    inputNorm = register_module("input_layernorm", RmsNorm(m.hiddenSize, m.normEps, options));
+    const bool fused = config.train.kernels == KernelPath::Fused;
+    inputNorm = register_module("input_layernorm", RmsNorm(m.hiddenSize, m.normEps, options, fused));
     attention = register_module("self_attn", SelfAttention(config, runtime, options));
-    postNorm = register_module("post_attention_layernorm", RmsNorm(m.hiddenSize, m.normEps, options));
+    postNorm = register_module("post_attention_layernorm", RmsNorm(m.hiddenSize, m.normEps, options, fused));
     if (layer >= 0 && m.moe.sparse(layer)) {
         const std::string name = expertNames(m).prefix;
         moe = register_module(name.substr(0, name.size() - 1), SparseMoe(config, options));
@@ -237,7 +241,7 @@ DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &
         blocks.emplace_back(config, runtime, options, i);
         layers->push_back(blocks.back());
     }
-    norm = register_module("norm", RmsNorm(m.hiddenSize, m.normEps, options));
+    norm = register_module("norm", RmsNorm(m.hiddenSize, m.normEps, options, config.train.kernels == KernelPath::Fused));
 }
 
 DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device)

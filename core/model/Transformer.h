@@ -56,12 +56,14 @@ TORCH_MODULE(LoraLinear);
 
 class RmsNormImpl : public torch::nn::Module {
 public:
-    RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options);
+    // `fused`: model/FusedOps.h's fusedRmsNorm (train.kernels = fused on the block and final norms).
+    RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused = false);
     torch::Tensor forward(const torch::Tensor &x);
     torch::Tensor weight;
 
 private:
     double m_eps;
+    bool m_fused;
 };
 TORCH_MODULE(RmsNorm);
 

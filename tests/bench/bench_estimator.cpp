@@ -15,6 +15,7 @@
 //       rotate through it. Each row also prints the part (weights, activations, ...) whose
 //       estimate is furthest from the pilot's measured attribution, and the summary groups the
 //       errors by architecture trait and gives the calibrated error (one row calibrating another).
+//   ... --kernels fused                      every row with train.kernels = fused
 #include "config/HfImport.h"
 #include "config/Presets.h"
 #include "engine/Environment.h"
@@ -141,6 +142,8 @@ int main(int argc, char **argv)
     const QStringList presets = value("--presets", cuda ? QStringLiteral("llama-3.2-1b,qwen2.5-0.5b") : QStringLiteral("tiny,small")).split(QLatin1Char(','));
     const bool quick = args.contains(QLatin1String("--quick"));
     const bool list = args.contains(QLatin1String("--list")); // print the rows and their estimates only
+    // --kernels fused: every row with train.kernels = fused (on CUDA the estimate assumes the kernels).
+    const bool fusedKernels = value("--kernels", QStringLiteral("eager")) == QLatin1String("fused");
 
     const pb::Environment env = pb::captureEnvironment(device);
     pb::EstimateOptions options;
@@ -153,6 +156,10 @@ int main(int argc, char **argv)
     int index = 0;
     auto measure = [&](pb::RunConfig config, Row row) {
         config.train.gradAccum = 1;
+        if (fusedKernels) {
+            config.train.kernels = pb::KernelPath::Fused;
+            row.label += " fused";
+        }
         config.validation.everySteps = 0;
         config.checkpoint.everySteps = 0;
         const pb::MemoryEstimate estimate = pb::estimateMemory(config, options);

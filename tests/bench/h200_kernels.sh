@@ -4,7 +4,8 @@
 # CONFIG: llama-3.2-1b, llama-3.2-1b-lora (LoRA r16 on q,k,v,o), qwen2.5-0.5b (all three when none
 # is named). Each row in one call: our pilot with train.kernels eager and fused, then (with `all`)
 # Transformers eager and + torch.compile (PEFT for the LoRA row), 3 warm-up + 10 measured steps.
-# Prints one table; every row's JSON goes to $OUT/kernels.jsonl.
+# Prints one table (our rows with the estimator's error against their training steps' peak, from
+# --memory-snapshot); every row's JSON goes to $OUT/kernels.jsonl.
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
 CONFIGS=("$@"); [ ${#CONFIGS[@]} = 0 ] && CONFIGS=(llama-3.2-1b llama-3.2-1b-lora qwen2.5-0.5b)
@@ -13,8 +14,9 @@ for C in "${CONFIGS[@]}"; do
   preset=${C%-lora}; extra=(); [ $C != $preset ] && extra=(--set train.mode=lora)
   $CLI config new --preset $preset "${extra[@]}" --set train.micro_batch=8 --out $W/$C.json
   for K in eager fused; do
-    $CLI pilot --config $W/$C.json --device cuda:0 --set train.kernels=$K --steps 10 --warmup 3 --db $W/h.db --jsonl 2>$W/$C-$K.err | tail -1 \
-      | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print(json.dumps({'config':'$C','impl':'pilotbench $K','step_ms':d.get('step_time_mean_ms'),'tokens_per_s':d.get('tokens_per_s'),'mfu':d.get('mfu'),'peak_allocated_bytes':d.get('peak_allocated_bytes'),'verdict':d.get('verdict'),'message':d.get('message')}))" \
+    snap=$W/snapshot-$C-$K.json
+    $CLI pilot --config $W/$C.json --device cuda:0 --set train.kernels=$K --steps 10 --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$C-$K.err | tail -1 \
+      | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); s=json.load(open('$snap')); e=s.get('estimate',{}).get('peak_allocated_bytes'); m=max(d.get('peak_allocated_by_phase',{}).get(p,0) for p in ('warmup','train')); print(json.dumps({'config':'$C','impl':'pilotbench $K','step_ms':d.get('step_time_mean_ms'),'tokens_per_s':d.get('tokens_per_s'),'mfu':d.get('mfu'),'peak_allocated_bytes':d.get('peak_allocated_bytes'),'training_peak_bytes':m,'estimated_bytes':e,'estimate_error_pct':round(100*(e-m)/m,2) if e and m else None,'verdict':d.get('verdict'),'message':d.get('message')}))" \
       >> $OUT/kernels.jsonl || tail -3 $W/$C-$K.err
   done
   [ $WHAT = ours ] && continue
@@ -26,9 +28,9 @@ done
 python3 - "$OUT/kernels.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("%-18s %-34s %9s %10s %6s %10s" % ("config", "implementation", "ms/step", "tokens/s", "MFU", "peak GiB"))
+print("%-18s %-34s %9s %10s %6s %10s %9s" % ("config", "implementation", "ms/step", "tokens/s", "MFU", "peak GiB", "estimate"))
 for r in rows:
-    mfu = r.get("mfu")
-    print("%-18s %-34s %9.1f %10.0f %6s %10.2f" % (r["config"], r.get("impl"), r.get("step_ms") or 0, r.get("tokens_per_s") or 0,
-          "%.1f%%" % (100 * mfu) if mfu else "-", (r.get("peak_allocated_bytes") or 0) / 2**30))
+    mfu, err = r.get("mfu"), r.get("estimate_error_pct")
+    print("%-18s %-34s %9.1f %10.0f %6s %10.2f %9s" % (r["config"], r.get("impl"), r.get("step_ms") or 0, r.get("tokens_per_s") or 0,
+          "%.1f%%" % (100 * mfu) if mfu else "-", (r.get("peak_allocated_bytes") or 0) / 2**30, "%+.2f%%" % err if err is not None else ""))
 PY

@@ -1,0 +1,232 @@
+// The CUDA kernels of train.kernels = fused (FusedKernels.h). One block per row for the row-wise
+// ones (a row is at most a few hundred KiB, so its second read mostly hits L2); fp32 arithmetic.
+#include "kernels/FusedKernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <stdexcept>
+#include <string>
+
+namespace pb::kernels {
+namespace {
+
+__device__ __forceinline__ float toFloat(float v) { return v; }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T fromFloat(float v);
+template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half(v); }
+
+constexpr int kThreads = 256;
+
+// Block-wide sum; every thread gets the result. `shared` holds kThreads / 32 floats.
+__device__ float blockSum(float v, float *shared)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads(); // shared may still be read by the previous call
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    float total = 0.f;
+    for (int i = 0; i < kThreads / 32; ++i)
+        total += shared[i];
+    return total;
+}
+
+// Online log-sum-exp pair (max, sum of exp(x - max)) merged across a block.
+__device__ void mergeLse(float &m, float &s, float om, float os)
+{
+    if (om == -FLT_MAX)
+        return;
+    if (m == -FLT_MAX) {
+        m = om;
+        s = os;
+        return;
+    }
+    const float nm = fmaxf(m, om);
+    s = s * __expf(m - nm) + os * __expf(om - nm);
+    m = nm;
+}
+
+template <typename T>
+__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, float *rowLoss)
+{
+    __shared__ float sm[kThreads / 32], ss[kThreads / 32];
+    T *row = logits + blockIdx.x * vocab;
+    const int64_t target = targets[blockIdx.x];
+    float m = -FLT_MAX, s = 0.f;
+    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
+        const float v = toFloat(row[j]);
+        if (v > m) {
+            s = s * __expf(m - v) + 1.f;
+            m = v;
+        } else {
+            s += __expf(v - m);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        mergeLse(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) {
+        sm[warp] = m;
+        ss[warp] = s;
+    }
+    __syncthreads();
+    m = -FLT_MAX;
+    s = 0.f;
+    for (int i = 0; i < kThreads / 32; ++i)
+        mergeLse(m, s, sm[i], ss[i]);
+    const float lse = m + logf(s);
+    const bool ignored = target == ignoreIndex || target < 0 || target >= vocab;
+    __syncthreads(); // every thread has read the target's logit below before any writes it
+    const float targetLogit = ignored ? 0.f : toFloat(row[target]);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        rowLoss[blockIdx.x] = ignored ? 0.f : lse - targetLogit;
+    const float rowScale = ignored ? 0.f : scale;
+    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
+        const float p = __expf(toFloat(row[j]) - lse);
+        row[j] = fromFloat<T>((p - (j == target ? 1.f : 0.f)) * rowScale);
+    }
+}
+
+template <typename X, typename W, typename Y>
+__global__ void rmsNormForwardKernel(const X *x, const W *w, Y *y, float *rstd, int64_t cols, float eps)
+{
+    __shared__ float shared[kThreads / 32];
+    const X *xr = x + blockIdx.x * cols;
+    Y *yr = y + blockIdx.x * cols;
+    float sq = 0.f;
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+        const float v = toFloat(xr[j]);
+        sq += v * v;
+    }
+    const float r = rsqrtf(blockSum(sq, shared) / static_cast<float>(cols) + eps);
+    if (threadIdx.x == 0)
+        rstd[blockIdx.x] = r;
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+        const float xn = toFloat(fromFloat<X>(toFloat(xr[j]) * r)); // rounded to x's dtype, as h.to(input dtype)
+        yr[j] = fromFloat<Y>(toFloat(w[j]) * xn);
+    }
+}
+
+// Blocks stride over rows; each keeps its dw partial sums in shared memory (cols floats).
+template <typename DY, typename X, typename W>
+__global__ void rmsNormBackwardKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial, int64_t rows, int64_t cols)
+{
+    extern __shared__ float dwShared[];
+    __shared__ float shared[kThreads / 32];
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads)
+        dwShared[j] = 0.f;
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const DY *g = dy + row * cols;
+        const X *xr = x + row * cols;
+        const float r = rstd[row];
+        float dot = 0.f;
+        for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+            const float xn = toFloat(xr[j]) * r;
+            const float gy = toFloat(g[j]);
+            dot += gy * toFloat(w[j]) * xn;
+            dwShared[j] += gy * toFloat(fromFloat<X>(xn));
+        }
+        const float mean = blockSum(dot, shared) / static_cast<float>(cols);
+        X *dxr = dx + row * cols;
+        for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+            const float xn = toFloat(xr[j]) * r;
+            dxr[j] = fromFloat<X>(r * (toFloat(g[j]) * toFloat(w[j]) - xn * mean));
+        }
+    }
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads)
+        dwPartial[blockIdx.x * cols + j] = dwShared[j];
+}
+
+void check(cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess)
+        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Calls f with a value of the C++ type of `t`.
+template <typename F> void dispatch(Dtype t, F &&f)
+{
+    switch (t) {
+    case Dtype::Float32: f(float {}); break;
+    case Dtype::BFloat16: f(__nv_bfloat16 {}); break;
+    case Dtype::Float16: f(__half {}); break;
+    }
+}
+
+} // namespace
+
+void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
+                             float scale, float *rowLoss, void *stream)
+{
+    if (rows == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        crossEntropyKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<T *>(logits), targets, vocab, ignoreIndex, scale, rowLoss);
+    });
+    check(cudaGetLastError(), "cross-entropy kernel");
+}
+
+void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,
+                    float eps, void *stream)
+{
+    if (rows == 0)
+        return;
+    dispatch(xType, [&](auto xt) {
+        dispatch(wType, [&](auto wt) {
+            dispatch(yType, [&](auto yt) {
+                using X = decltype(xt);
+                using W = decltype(wt);
+                using Y = decltype(yt);
+                rmsNormForwardKernel<X, W, Y><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+                    static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, cols, eps);
+            });
+        });
+    });
+    check(cudaGetLastError(), "RMSNorm forward kernel");
+}
+
+int64_t rmsNormPartials(int64_t rows)
+{
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    return rows < 2 * static_cast<int64_t>(sms) ? rows : 2 * static_cast<int64_t>(sms);
+}
+
+void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
+                     float *dwPartial, int64_t rows, int64_t cols, void *stream)
+{
+    if (rows == 0)
+        return;
+    const int64_t blocks = rmsNormPartials(rows);
+    const size_t sharedBytes = static_cast<size_t>(cols) * sizeof(float);
+    dispatch(dyType, [&](auto dyt) {
+        dispatch(xType, [&](auto xt) {
+            dispatch(wType, [&](auto wt) {
+                using DY = decltype(dyt);
+                using X = decltype(xt);
+                using W = decltype(wt);
+                auto kernel = rmsNormBackwardKernel<DY, X, W>;
+                if (sharedBytes > 48 * 1024)
+                    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)), "shared memory");
+                kernel<<<static_cast<unsigned>(blocks), kThreads, sharedBytes, static_cast<cudaStream_t>(stream)>>>(
+                    static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols);
+            });
+        });
+    });
+    check(cudaGetLastError(), "RMSNorm backward kernel");
+}
+
+} // namespace pb::kernels

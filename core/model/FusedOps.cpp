@@ -1,0 +1,139 @@
+#include "model/FusedOps.h"
+
+#include "engine/TorchCompat.h"
+
+#ifdef PB_WITH_CUDA_KERNELS
+#include "kernels/FusedKernels.h"
+
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace pb {
+namespace {
+
+#ifdef PB_WITH_CUDA_KERNELS
+kernels::Dtype kernelType(at::ScalarType t)
+{
+    switch (t) {
+    case at::kFloat: return kernels::Dtype::Float32;
+    case at::kBFloat16: return kernels::Dtype::BFloat16;
+    case at::kHalf: return kernels::Dtype::Float16;
+    default: throw std::invalid_argument(std::string("no fused kernel for dtype ") + c10::toString(t));
+    }
+}
+
+bool kernelDtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
+
+void *currentStream(const torch::Tensor &t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+#endif
+
+struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &weight, double eps,
+                                 int64_t outType)
+    {
+        const auto out = static_cast<at::ScalarType>(outType);
+        const auto cols = x.size(-1);
+        const auto x2 = x.contiguous().view({-1, cols});
+        torch::Tensor y, rstd;
+#ifdef PB_WITH_CUDA_KERNELS
+        if (x.is_cuda() && kernelDtype(x.scalar_type()) && kernelDtype(weight.scalar_type()) && kernelDtype(out)) {
+            const auto w = weight.contiguous();
+            y = torch::empty(x2.sizes(), x2.options().dtype(out));
+            rstd = torch::empty({x2.size(0)}, x2.options().dtype(torch::kFloat));
+            kernels::rmsNormForward(x2.data_ptr(), kernelType(x2.scalar_type()), w.data_ptr(), kernelType(w.scalar_type()), y.data_ptr(),
+                                    kernelType(out), rstd.data_ptr<float>(), x2.size(0), cols, static_cast<float>(eps), currentStream(x2));
+        }
+#endif
+        if (!y.defined()) {
+            const auto xf = x2.to(torch::kFloat);
+            rstd = torch::rsqrt(xf.pow(2).mean(-1) + eps);
+            y = (weight * (xf * rstd.unsqueeze(1)).to(x2.scalar_type())).to(out);
+        }
+        ctx->save_for_backward({x2, weight, rstd});
+        ctx->saved_data["out_type"] = outType;
+        auto shape = x.sizes().vec();
+        return y.view(shape);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const auto &x2 = saved[0], &weight = saved[1], &rstd = saved[2];
+        const auto cols = x2.size(1);
+        const auto shape = gradOutputs[0].sizes().vec();
+        const auto dy = gradOutputs[0].contiguous().view({-1, cols});
+        torch::Tensor dx, dw;
+#ifdef PB_WITH_CUDA_KERNELS
+        if (x2.is_cuda() && kernelDtype(dy.scalar_type()) && kernelDtype(x2.scalar_type()) && kernelDtype(weight.scalar_type())) {
+            const auto w = weight.contiguous();
+            dx = torch::empty_like(x2);
+            const auto partials = torch::empty({kernels::rmsNormPartials(x2.size(0)), cols}, x2.options().dtype(torch::kFloat));
+            kernels::rmsNormBackward(dy.data_ptr(), kernelType(dy.scalar_type()), x2.data_ptr(), kernelType(x2.scalar_type()), w.data_ptr(),
+                                     kernelType(w.scalar_type()), rstd.data_ptr<float>(), dx.data_ptr(), partials.data_ptr<float>(), x2.size(0), cols,
+                                     currentStream(x2));
+            dw = partials.sum(0).to(weight.scalar_type());
+        }
+#endif
+        if (!dx.defined()) {
+            const auto xn = x2.to(torch::kFloat) * rstd.unsqueeze(1);
+            const auto g = dy.to(torch::kFloat);
+            dw = (g * xn.to(x2.scalar_type()).to(torch::kFloat)).sum(0).to(weight.scalar_type());
+            const auto gw = g * weight.to(torch::kFloat);
+            const auto mean = (gw * xn).mean(-1, /*keepdim=*/true);
+            dx = (rstd.unsqueeze(1) * (gw - xn * mean)).to(x2.scalar_type());
+        }
+        return {dx.view(shape), weight.requires_grad() ? dw : torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+};
+
+} // namespace
+
+bool fusedKernelsOn(const torch::Device &device)
+{
+#ifdef PB_WITH_CUDA_KERNELS
+    return device.is_cuda();
+#else
+    (void)device;
+    return false;
+#endif
+}
+
+torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale)
+{
+    TORCH_CHECK(logits.dim() == 2 && logits.is_contiguous(), "crossEntropyGradInPlace: logits must be a contiguous [rows, vocab] tensor");
+#ifdef PB_WITH_CUDA_KERNELS
+    if (logits.is_cuda() && kernelDtype(logits.scalar_type())) {
+        const auto rows = logits.size(0), vocab = logits.size(1);
+        const auto t = targets.to(torch::kLong).contiguous();
+        auto rowLoss = torch::empty({rows}, logits.options().dtype(torch::kFloat));
+        kernels::crossEntropyGradInPlace(logits.data_ptr(), kernelType(logits.scalar_type()), t.data_ptr<int64_t>(), rows, vocab, -100,
+                                         static_cast<float>(scale), rowLoss.data_ptr<float>(), currentStream(logits));
+        return rowLoss;
+    }
+#endif
+    // The same maths in place on one fp32 copy: shift by the row maximum, exponentiate, normalise.
+    const auto valid = targets.ne(-100);
+    const auto safe = targets.clamp_min(0).unsqueeze(1);
+    auto lf = logits.scalar_type() == torch::kFloat ? logits : logits.to(torch::kFloat);
+    lf.sub_(std::get<0>(lf.max(1, /*keepdim=*/true)));
+    const auto shiftedTarget = lf.gather(1, safe).squeeze(1);
+    lf.exp_();
+    const auto sum = lf.sum(1);
+    const auto keep = valid.to(torch::kFloat);
+    const auto rowLoss = (sum.log() - shiftedTarget) * keep;
+    lf.div_(sum.unsqueeze(1));
+    lf.scatter_add_(1, safe, -torch::ones_like(safe, lf.options()));
+    lf.mul_((keep * scale).unsqueeze(1));
+    if (!lf.is_same(logits))
+        logits.copy_(lf);
+    return rowLoss;
+}
+
+torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps)
+{
+    const auto deviceType = x.device().type();
+    const auto outType = compat::autocastEnabled(deviceType) ? compat::autocastDtype(deviceType) : at::promote_types(x.scalar_type(), weight.scalar_type());
+    return RmsNormFunction::apply(x, weight, eps, static_cast<int64_t>(outType));
+}
+
+} // namespace pb

@@ -57,6 +57,12 @@ bool fusedAttentionFor(const RunConfig &config, const EstimateOptions &options)
     return usesFusedAttention(config, libTorch2(options), options.device == DeviceKind::Cuda);
 }
 
+// The activations as the options' device runs them (a CUDA build runs the fused kernels).
+ActivationBytes activationBytesFor(const RunConfig &config, const EstimateOptions &options)
+{
+    return activationBytes(config, fusedAttentionFor(config, options), libTorch2(options), options.device == DeviceKind::Cuda);
+}
+
 struct Phases {
     MemoryBreakdown forward, backward, optimizer;
 };
@@ -66,7 +72,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
 {
     const auto &train = config.train;
     const ModelStateBytes ms = modelStateBytes(config);
-    const ActivationBytes act = activationBytes(config, fusedAttentionFor(config, options), libTorch2(options), options.device == DeviceKind::Cuda);
+    const ActivationBytes act = activationBytesFor(config, options);
     const Sharding sh = shardingFor(options.strategy, options.gpus);
     const int64_t layers = static_cast<int64_t>(act.savedPerBlock.size());
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
@@ -339,7 +345,7 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
 
     const StepCost cost = stepCost(config, [&] {
         int64_t saved = 0;
-        for (auto s : activationBytes(config, fusedAttentionFor(config, options), libTorch2(options), options.device == DeviceKind::Cuda).savedPerBlock)
+        for (auto s : activationBytesFor(config, options).savedPerBlock)
             saved += s;
         return saved;
     }());

@@ -84,9 +84,8 @@ __global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vo
         mergeLse(m, s, sm[i], ss[i]);
     const float lse = m + logf(s);
     const bool ignored = target == ignoreIndex || target < 0 || target >= vocab;
-    __syncthreads(); // every thread has read the target's logit below before any writes it
     const float targetLogit = ignored ? 0.f : toFloat(row[target]);
-    __syncthreads();
+    __syncthreads(); // every thread has read the target's logit before any overwrites it
     if (threadIdx.x == 0)
         rowLoss[blockIdx.x] = ignored ? 0.f : lse - targetLogit;
     const float rowScale = ignored ? 0.f : scale;
@@ -206,11 +205,10 @@ int64_t rmsNormPartials(int64_t rows)
 }
 
 void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
-                     float *dwPartial, int64_t rows, int64_t cols, void *stream)
+                     float *dwPartial, int64_t partials, int64_t rows, int64_t cols, void *stream)
 {
     if (rows == 0)
         return;
-    const int64_t blocks = rmsNormPartials(rows);
     const size_t sharedBytes = static_cast<size_t>(cols) * sizeof(float);
     dispatch(dyType, [&](auto dyt) {
         dispatch(xType, [&](auto xt) {
@@ -221,7 +219,7 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
                 auto kernel = rmsNormBackwardKernel<DY, X, W>;
                 if (sharedBytes > 48 * 1024)
                     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)), "shared memory");
-                kernel<<<static_cast<unsigned>(blocks), kThreads, sharedBytes, static_cast<cudaStream_t>(stream)>>>(
+                kernel<<<static_cast<unsigned>(partials), kThreads, sharedBytes, static_cast<cudaStream_t>(stream)>>>(
                     static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols);
             });
         });

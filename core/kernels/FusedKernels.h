@@ -22,9 +22,9 @@ void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void
                     float eps, void *stream);
 
 // Its backward: dx (x's dtype) and per-block partial sums of dw [partials, cols] (fp32; the
-// caller sums the rows), partials = rmsNormPartials(rows).
+// caller sums the rows), partials from rmsNormPartials(rows), one block each.
 void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
-                     float *dwPartial, int64_t rows, int64_t cols, void *stream);
+                     float *dwPartial, int64_t partials, int64_t rows, int64_t cols, void *stream);
 int64_t rmsNormPartials(int64_t rows);
 
 } // namespace pb::kernels

@@ -50,7 +50,6 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
             y = (weight * (xf * rstd.unsqueeze(1)).to(x2.scalar_type())).to(out);
         }
         ctx->save_for_backward({x2, weight, rstd});
-        ctx->saved_data["out_type"] = outType;
         auto shape = x.sizes().vec();
         return y.view(shape);
     }
@@ -69,8 +68,8 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
             dx = torch::empty_like(x2);
             const auto partials = torch::empty({kernels::rmsNormPartials(x2.size(0)), cols}, x2.options().dtype(torch::kFloat));
             kernels::rmsNormBackward(dy.data_ptr(), kernelType(dy.scalar_type()), x2.data_ptr(), kernelType(x2.scalar_type()), w.data_ptr(),
-                                     kernelType(w.scalar_type()), rstd.data_ptr<float>(), dx.data_ptr(), partials.data_ptr<float>(), x2.size(0), cols,
-                                     currentStream(x2));
+                                     kernelType(w.scalar_type()), rstd.data_ptr<float>(), dx.data_ptr(), partials.data_ptr<float>(),
+                                     partials.size(0), x2.size(0), cols, currentStream(x2));
             dw = partials.sum(0).to(weight.scalar_type());
         }
 #endif
@@ -87,6 +86,12 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
 };
 
 } // namespace
+
+at::ScalarType eagerComputeType(const torch::Tensor &input, const torch::Tensor &weight)
+{
+    const auto deviceType = input.device().type();
+    return compat::autocastEnabled(deviceType) ? compat::autocastDtype(deviceType) : at::promote_types(input.scalar_type(), weight.scalar_type());
+}
 
 bool fusedKernelsOn(const torch::Device &device)
 {
@@ -131,9 +136,7 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
 
 torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps)
 {
-    const auto deviceType = x.device().type();
-    const auto outType = compat::autocastEnabled(deviceType) ? compat::autocastDtype(deviceType) : at::promote_types(x.scalar_type(), weight.scalar_type());
-    return RmsNormFunction::apply(x, weight, eps, static_cast<int64_t>(outType));
+    return RmsNormFunction::apply(x, weight, eps, static_cast<int64_t>(eagerComputeType(x, weight)));
 }
 
 } // namespace pb

@@ -13,6 +13,10 @@ namespace pb {
 // dtype. No autograd: LinearCrossEntropy's forward calls it under no_grad.
 torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale);
 
+// The dtype an eager linear of `input` and `weight` computes in: autocast's where it is on for
+// their device, else the promotion of the two.
+at::ScalarType eagerComputeType(const torch::Tensor &input, const torch::Tensor &weight);
+
 // Whether crossEntropyGradInPlace runs a kernel for tensors on `device` (it then needs no fp32 copy).
 bool fusedKernelsOn(const torch::Device &device);
 

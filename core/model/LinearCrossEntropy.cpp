@@ -13,8 +13,7 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         const auto deviceType = hidden.device().type();
         const bool autocast = compat::autocastEnabled(deviceType);
         const auto autocastType = compat::autocastDtype(deviceType);
-        // The dtype the eager head computes in: autocast's, else the promotion of the two.
-        const auto computeType = autocast ? autocastType : at::promote_types(hidden.scalar_type(), weight.scalar_type());
+        const auto computeType = eagerComputeType(hidden, weight);
         const bool hiddenGrad = hidden.requires_grad(), weightGrad = weight.requires_grad();
         compat::setAutocast(deviceType, false, autocastType);
         torch::NoGradGuard noGrad;
@@ -67,10 +66,7 @@ torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tenso
 {
     int64_t chunk = chunkTokens;
     if (chunk <= 0) {
-        const auto deviceType = hidden.device().type();
-        const auto computeType = compat::autocastEnabled(deviceType) ? compat::autocastDtype(deviceType)
-                                                                     : at::promote_types(hidden.scalar_type(), weight.scalar_type());
-        const int64_t c = static_cast<int64_t>(c10::elementSize(computeType));
+        const int64_t c = static_cast<int64_t>(c10::elementSize(eagerComputeType(hidden, weight)));
         chunk = linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), linearCrossEntropyBytesPerLogit(c, fusedKernelsOn(hidden.device())));
     }
     return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk);

@@ -16,7 +16,7 @@ for C in "${CONFIGS[@]}"; do
   for K in eager fused; do
     snap=$W/snapshot-$C-$K.json
     $CLI pilot --config $W/$C.json --device cuda:0 --set train.kernels=$K --steps 10 --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$C-$K.err | tail -1 \
-      | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); s=json.load(open('$snap')); e=s.get('estimate',{}).get('peak_allocated_bytes'); m=max(d.get('peak_allocated_by_phase',{}).get(p,0) for p in ('warmup','train')); print(json.dumps({'config':'$C','impl':'pilotbench $K','step_ms':d.get('step_time_mean_ms'),'tokens_per_s':d.get('tokens_per_s'),'mfu':d.get('mfu'),'peak_allocated_bytes':d.get('peak_allocated_bytes'),'training_peak_bytes':m,'estimated_bytes':e,'estimate_error_pct':round(100*(e-m)/m,2) if e and m else None,'verdict':d.get('verdict'),'message':d.get('message')}))" \
+      | python3 tests/bench/pilot_row.py $snap "{\"config\": \"$C\", \"impl\": \"pilotbench $K\"}" \
       >> $OUT/kernels.jsonl || tail -3 $W/$C-$K.err
   done
   [ $WHAT = ours ] && continue

@@ -43,6 +43,6 @@ for mode in ${MODES:-full lora}; do for rc in ${RECOMPUTE:-false true}; do for s
   [ $mode = lora ] && extra+=(--set train.mode=lora --set train.lora.rank=16)
   snap=$W/moe_snapshot_${mode}_${rc}_${seq}.json
   $CLI pilot --config $W/olmoe-1b-7b.json --device cuda:0 "${extra[@]}" --steps 1 --warmup 2 --db $W/h.db --jsonl --memory-snapshot $snap 2>/dev/null | tail -1 \
-    | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); s=json.load(open('$snap')); e=s.get('estimate',{}).get('peak_allocated_bytes'); m=max(d.get('peak_allocated_by_phase',{}).get(p,0) for p in ('warmup','train')); print(json.dumps({'mode':'$mode','recompute':'$rc','seq':$seq,'peak_allocated_bytes':m,'estimated_bytes':e,'error_pct':round(100*(e-m)/m,2) if e and m else None,'step_time_mean_ms':d.get('step_time_mean_ms'),'verdict':d.get('verdict')}))" \
+    | python3 tests/bench/pilot_row.py $snap "{\"mode\": \"$mode\", \"recompute\": \"$rc\", \"seq\": $seq}" \
     | tee -a $OUT/estimator_rows.jsonl
 done; done; done

@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 
+#include <set>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -13,10 +14,34 @@
 #define PB_TORCH_AT_LEAST(major, minor) \
     (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
+#if PB_TORCH_AT_LEAST(2, 0)
+#include <torch/csrc/autograd/profiler_kineto.h>
+#endif
+
 namespace pb::compat {
 
 inline bool hasScaledDotProductAttention() { return PB_TORCH_AT_LEAST(2, 0); }
 inline bool hasFusedAdamW() { return PB_TORCH_AT_LEAST(2, 1); }
+
+// Runs `work` under the Kineto profiler (CPU ops and CUDA kernels) and writes its Chrome trace
+// (Perfetto reads it) to `path`. False, running nothing, where the C++ profiler API is 1.13's.
+template <typename F> bool traceToFile(const std::string &path, F &&work)
+{
+#if PB_TORCH_AT_LEAST(2, 0)
+    namespace impl = torch::profiler::impl;
+    const impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+    const std::set<impl::ActivityType> activities {impl::ActivityType::CPU, impl::ActivityType::CUDA};
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+    work();
+    torch::autograd::profiler::disableProfiler()->save(path);
+    return true;
+#else
+    (void)path;
+    (void)work;
+    return false;
+#endif
+}
 
 // The key torch::optim files a parameter's state under in Optimizer::state(): its TensorImpl's
 // address printed as text in 1.13 (c10::guts::to_string), the pointer itself in later 2.x releases

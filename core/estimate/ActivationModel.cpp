@@ -166,7 +166,7 @@ public:
     BlockWalk(const RunConfig &config, int64_t tokens, bool libTorch2)
         : n(tokens), mixed(usesAutocast(config.train.precision)),
           c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2),
-          fusedNorm(config.train.kernels == KernelPath::Fused)
+          kernelsFused(config.train.kernels == KernelPath::Fused)
     {
     }
 
@@ -177,7 +177,7 @@ public:
     int64_t norm(int64_t width, int64_t dx, bool inGrad, bool weightTrains, int64_t dw, bool &outGrad, bool isBlockInput = false)
     {
         outGrad = inGrad || weightTrains;
-        if (fusedNorm) {
+        if (kernelsFused) {
             // model/FusedOps.h's fusedRmsNorm keeps x itself and its per-row rstd, and returns
             // autocast's dtype under autocast (one 16-bit tensor the projections share).
             if (outGrad) {
@@ -223,7 +223,7 @@ public:
     const bool mixed;
     const int64_t c, rank;
     const bool meanKeepsInput;
-    bool fusedNorm;   // the block and final norms under train.kernels = fused (q/k norms stay eager)
+    bool kernelsFused;   // train.kernels = fused: fused block and final norms (q/k norms stay eager) and dense SwiGLU
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };
@@ -516,21 +516,23 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // the rotary, per head (rows of head_dim) or over the whole projection. Its output takes the
         // weight's dtype where that is wider (an fp32 master under autocast), and so do q and k
         // after the rotary (k is promoted by q's tables).
-        int64_t dq = c, dkr = c;
+        int64_t dq = c, dk = c, dkr = c;
         if (m.qkNorm != QkNorm::None) {
             const bool perHead = m.qkNorm == QkNorm::Head;
             BlockWalk qWalk(config, perHead ? n * heads : n, libTorch2), kWalk(config, perHead ? n * m.kvHeads : n, libTorch2);
-            qWalk.fusedNorm = kWalk.fusedNorm = false;
+            qWalk.kernelsFused = kWalk.kernelsFused = false;
             bool qOut = false, kOut = false;
             dq = qWalk.norm(perHead ? hd : qDim, c, y1Grad || q.needsGrad(), layer.qNormTrains, paramBytes(layer.qNormTrains), qOut);
-            const int64_t dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
+            dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
             walk.saved += qWalk.saved + kWalk.saved;
             dkr = std::max(dk, dq);
             qkvGrad = qkvGrad || qOut || kOut;
         }
         // cos/sin are cast to q's dtype: the compute dtype, or, for an fp32 q under a 16-bit compute
         // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream).
-        const int64_t layerRotaryCasts = dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * hd) : rotaryCasts;
+        // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
+        const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk;
+        const int64_t layerRotaryCasts = fusedRotary ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * hd) : rotaryCasts;
         // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
         // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
         // the kernel keeps the expanded copies and the projections' own k and v stay alive beside
@@ -576,7 +578,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             anySparse = true;
             // The post-attention residual is kept by the norm when fp32 and needing a gradient
             // (by the fused norm in any dtype).
-            const int64_t hAlive = (attnGrad || gradFlows) && (r == 4 || walk.fusedNorm) ? 0 : r * n * h;
+            const int64_t hAlive = (attnGrad || gradFlows) && (r == 4 || walk.kernelsFused) ? 0 : r * n * h;
             sparse = sparseMlp(config, layer, walk, dx2, y2Grad, r * n * h, hAlive);
             out.unkeptAutocastCopies += sparse.unkeptCopies;
         } else if (m.activation == ActivationKind::Gelu) {
@@ -593,14 +595,18 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             const auto gate = proj("gate_proj"), up = proj("up_proj"), down = proj("down_proj");
             walk.linears(h, dx2, {gate, up});
             const bool gGrad = y2Grad || gate.needsGrad(), uGrad = y2Grad || up.needsGrad();
-            walk.saved += (gGrad ? c * n * inter : 0)  // silu keeps gate's output
-                          + (uGrad ? c * n * inter : 0) // silu(g) * up keeps silu(g) when up needs grad
-                          + (gGrad ? c * n * inter : 0);// ... and up's output when gate needs grad
+            if (walk.kernelsFused) // the fused SwiGLU keeps gate's and up's outputs
+                walk.saved += gGrad || uGrad ? 2 * c * n * inter : 0;
+            else
+                walk.saved += (gGrad ? c * n * inter : 0)  // silu keeps gate's output
+                              + (uGrad ? c * n * inter : 0) // silu(g) * up keeps silu(g) when up needs grad
+                              + (gGrad ? c * n * inter : 0);// ... and up's output when gate needs grad
             walk.linears(inter, c, {down});
             // Backward: down's input gradient (replacing the product when down kept it), then
-            // the multiply makes the gradients of silu(g) and of up while its kept inputs are held.
+            // the gradients of gate's and up's outputs are made while the kept inputs are held.
             mlpBackward = 3 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
-            mlpLive = 4 * c * n * inter;
+            // Under no_grad: gate's and up's outputs and the product (eager: silu(g) beside them).
+            mlpLive = (walk.kernelsFused ? 3 : 4) * c * n * inter;
         }
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
@@ -665,6 +671,8 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +
                                   (fusedKernels ? ", CUDA kernel" : ", LibTorch ops") + "); the full logits are never made");
         out.assumptions.push_back("norms: fused RMSNorm (train.kernels = fused) keeping its input and per-row statistics, output in the compute dtype");
+        out.assumptions.push_back("MLP and rotary: fused SwiGLU keeping gate's and up's outputs (silu recomputed in backward); fused rotary on q and k "
+                                  "(no 16-bit copies of the tables); MoE experts stay eager");
     } else {
         // Loss: logits (compute dtype), their fp32 copy, log-softmax output (fp32, kept). In
         // backward, nll_loss's gradient, log-softmax's gradient and the kept output coexist.

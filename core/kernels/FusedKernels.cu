@@ -7,6 +7,8 @@
 #include <cuda_runtime.h>
 
 #include <cfloat>
+#include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -146,6 +148,105 @@ __global__ void rmsNormBackwardKernel(const DY *dy, const X *x, const W *w, cons
         dwPartial[blockIdx.x * cols + j] = dwShared[j];
 }
 
+// V elements of T in one 16-byte load or store where the pointers allow it (V = 1 otherwise).
+template <typename T, int V> struct alignas(sizeof(T) * V) Pack {
+    T v[V];
+};
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
+// Grid-stride over packs of V elements, then the tail one at a time: f.operator()<W>(i) handles
+// elements [i, i + W).
+template <int V, typename F> __device__ void forEachPack(int64_t n, F &&f)
+{
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int64_t packs = n / V;
+    for (int64_t p = first; p < packs; p += stride)
+        f.template operator()<V>(p * V);
+    for (int64_t i = packs * V + first; i < n; i += stride)
+        f.template operator()<1>(i);
+}
+
+template <typename T> struct SwigluForward {
+    const T *g, *u;
+    T *out;
+    template <int W> __device__ void operator()(int64_t i) const
+    {
+        const auto gp = *reinterpret_cast<const Pack<T, W> *>(g + i);
+        const auto up = *reinterpret_cast<const Pack<T, W> *>(u + i);
+        Pack<T, W> o;
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+            const float x = toFloat(gp.v[k]);
+            const float s = toFloat(fromFloat<T>(x / (1.f + expf(-x)))); // torch.silu's output, rounded
+            o.v[k] = fromFloat<T>(s * toFloat(up.v[k]));
+        }
+        *reinterpret_cast<Pack<T, W> *>(out + i) = o;
+    }
+};
+
+template <typename T> struct SwigluBackward {
+    const T *dOut, *g, *u;
+    T *dg, *du;
+    template <int W> __device__ void operator()(int64_t i) const
+    {
+        const auto dp = *reinterpret_cast<const Pack<T, W> *>(dOut + i);
+        const auto gp = *reinterpret_cast<const Pack<T, W> *>(g + i);
+        const auto up = *reinterpret_cast<const Pack<T, W> *>(u + i);
+        Pack<T, W> dgp, dup;
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+            const float x = toFloat(gp.v[k]), d = toFloat(dp.v[k]);
+            const float sig = sigmoid(x);
+            const float s = toFloat(fromFloat<T>(x / (1.f + expf(-x))));
+            dup.v[k] = fromFloat<T>(d * s);
+            const float ds = toFloat(fromFloat<T>(d * toFloat(up.v[k])));
+            dgp.v[k] = fromFloat<T>(ds * sig * (1.f + x * (1.f - sig)));
+        }
+        *reinterpret_cast<Pack<T, W> *>(dg + i) = dgp;
+        *reinterpret_cast<Pack<T, W> *>(du + i) = dup;
+    }
+};
+
+template <int V, typename F> __global__ void packKernel(int64_t n, F f) { forEachPack<V>(n, f); }
+
+bool aligned16(std::initializer_list<const void *> pointers)
+{
+    for (const void *p : pointers)
+        if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+            return false;
+    return true;
+}
+
+// Each thread rotates one (x[j], x[j + half]) pair of a row's head.
+template <typename T>
+__global__ void rotaryKernel(const T *x, T *y, const float *cos, const float *sin, int64_t pairs, int64_t heads, int64_t half, int64_t seqLen,
+                             bool inverse)
+{
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < pairs; p += stride) {
+        const int64_t j = p % half, rowHead = p / half;
+        const int64_t pos = (rowHead / heads) % seqLen;
+        const int64_t at = rowHead * 2 * half + j;
+        const float a = toFloat(x[at]), b = toFloat(x[at + half]);
+        const float *c = cos + pos * 2 * half, *s = sin + pos * 2 * half;
+        if (!inverse) { // rotate_half(x) = (-x2, x1)
+            y[at] = fromFloat<T>(a * c[j] - b * s[j]);
+            y[at + half] = fromFloat<T>(b * c[j + half] + a * s[j + half]);
+        } else {
+            y[at] = fromFloat<T>(a * c[j] + b * s[j + half]);
+            y[at + half] = fromFloat<T>(b * c[j + half] - a * s[j]);
+        }
+    }
+}
+
+unsigned elementwiseBlocks(int64_t work)
+{
+    const int64_t blocks = (work + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(blocks < 65536 ? (blocks < 1 ? 1 : blocks) : 65536);
+}
+
 void check(cudaError_t e, const char *what)
 {
     if (e != cudaSuccess)
@@ -160,6 +261,16 @@ template <typename F> void dispatch(Dtype t, F &&f)
     case Dtype::BFloat16: f(__nv_bfloat16 {}); break;
     case Dtype::Float16: f(__half {}); break;
     }
+}
+
+// Launches f over n elements of T in 16-byte packs where every pointer is 16-byte aligned.
+template <typename T, typename F> void launchPacked(int64_t n, std::initializer_list<const void *> pointers, void *stream, const F &f)
+{
+    constexpr int V = 16 / sizeof(T);
+    if (aligned16(pointers))
+        packKernel<V><<<elementwiseBlocks(n / V + 1), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
+    else
+        packKernel<1><<<elementwiseBlocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
 }
 
 } // namespace
@@ -225,6 +336,44 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
         });
     });
     check(cudaGetLastError(), "RMSNorm backward kernel");
+}
+
+void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, void *stream)
+{
+    if (n == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        launchPacked<T>(n, {g, u, out}, stream, SwigluForward<T> {static_cast<const T *>(g), static_cast<const T *>(u), static_cast<T *>(out)});
+    });
+    check(cudaGetLastError(), "SwiGLU forward kernel");
+}
+
+void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, void *stream)
+{
+    if (n == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        launchPacked<T>(n, {dOut, g, u, dg, du}, stream,
+                        SwigluBackward<T> {static_cast<const T *>(dOut), static_cast<const T *>(g), static_cast<const T *>(u),
+                                           static_cast<T *>(dg), static_cast<T *>(du)});
+    });
+    check(cudaGetLastError(), "SwiGLU backward kernel");
+}
+
+void rotary(const void *x, void *y, Dtype type, const float *cos, const float *sin, int64_t rows, int64_t heads, int64_t headDim,
+            int64_t seqLen, bool inverse, void *stream)
+{
+    const int64_t pairs = rows * heads * (headDim / 2);
+    if (pairs == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        rotaryKernel<T><<<elementwiseBlocks(pairs), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs, heads, headDim / 2, seqLen, inverse);
+    });
+    check(cudaGetLastError(), "rotary kernel");
 }
 
 } // namespace pb::kernels

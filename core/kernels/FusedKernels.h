@@ -27,4 +27,17 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
                      float *dwPartial, int64_t partials, int64_t rows, int64_t cols, void *stream);
 int64_t rmsNormPartials(int64_t rows);
 
+// SwiGLU as LlamaMLP's silu(g) * u on n elements of `type`: silu computed in fp32 and rounded to
+// `type` (torch.silu's output), then the product rounded once.
+void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, void *stream);
+// Its backward, rounding where eager's mul and silu backward round: ds = dOut * u; du = dOut *
+// silu(g) (recomputed, never kept); dg = ds * silu'(g).
+void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, void *stream);
+
+// The rotary embedding of x [rows, heads, headDim] (`type`; row r is position r % seqLen) by the
+// fp32 tables cos, sin [seqLen, headDim]: y = x * cos + rotate_half(x) * sin in fp32, rounded once.
+// `inverse` applies its transpose (rotation by minus the angle), which is its backward.
+void rotary(const void *x, void *y, Dtype type, const float *cos, const float *sin, int64_t rows, int64_t heads, int64_t headDim,
+            int64_t seqLen, bool inverse, void *stream);
+
 } // namespace pb::kernels

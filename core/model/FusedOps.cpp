@@ -25,6 +25,11 @@ kernels::Dtype kernelType(at::ScalarType t)
 bool kernelDtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
 
 void *currentStream(const torch::Tensor &t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+
+bool sameKernelType(const torch::Tensor &a, const torch::Tensor &b)
+{
+    return a.is_cuda() && kernelDtype(a.scalar_type()) && a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes();
+}
 #endif
 
 struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
@@ -85,6 +90,87 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     }
 };
 
+struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &gate, const torch::Tensor &up)
+    {
+        ctx->save_for_backward({gate, up});
+#ifdef PB_WITH_CUDA_KERNELS
+        if (sameKernelType(gate, up)) {
+            const auto g = gate.contiguous(), u = up.contiguous();
+            auto out = torch::empty_like(g);
+            kernels::swigluForward(g.data_ptr(), u.data_ptr(), out.data_ptr(), kernelType(g.scalar_type()), g.numel(), currentStream(g));
+            return out;
+        }
+#endif
+        auto out = torch::silu(gate);
+        return out.scalar_type() == at::promote_types(gate.scalar_type(), up.scalar_type()) ? out.mul_(up) : out * up;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const auto &gate = saved[0], &up = saved[1];
+        const auto &dOut = gradOutputs[0];
+#ifdef PB_WITH_CUDA_KERNELS
+        if (sameKernelType(gate, up) && dOut.scalar_type() == gate.scalar_type()) {
+            const auto g = gate.contiguous(), u = up.contiguous(), d = dOut.contiguous();
+            auto dg = torch::empty_like(g), du = torch::empty_like(u);
+            kernels::swigluBackward(d.data_ptr(), g.data_ptr(), u.data_ptr(), dg.data_ptr(), du.data_ptr(), kernelType(g.scalar_type()), g.numel(),
+                                    currentStream(g));
+            return {dg, du};
+        }
+#endif
+        // Eager's roundings, one intermediate alive at a time: silu's gradient from dOut * up,
+        // then up's from dOut * silu(gate) in silu's own buffer.
+        const auto dg = torch::silu_backward((dOut * up).to(gate.scalar_type()), gate);
+        auto du = torch::silu(gate);
+        du = du.scalar_type() == at::promote_types(du.scalar_type(), dOut.scalar_type()) ? du.mul_(dOut) : du * dOut;
+        return {dg, du.to(up.scalar_type())};
+    }
+};
+
+// rotate_half's transpose: (x1, x2) -> (x2, -x1).
+torch::Tensor rotateHalfTransposed(const torch::Tensor &x)
+{
+    const auto half = x.size(-1) / 2;
+    return torch::cat({x.slice(-1, half), -x.slice(-1, 0, half)}, -1);
+}
+
+// x [b, t, heads, hd] rotated by the tables (or by minus their angle), in fp32, rounded once.
+torch::Tensor rotate(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin, bool inverse)
+{
+    const auto xc = x.contiguous();
+#ifdef PB_WITH_CUDA_KERNELS
+    if (xc.is_cuda() && kernelDtype(xc.scalar_type()) && cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat) {
+        const auto c = cos.contiguous(), s = sin.contiguous();
+        auto y = torch::empty_like(xc);
+        kernels::rotary(xc.data_ptr(), y.data_ptr(), kernelType(xc.scalar_type()), c.data_ptr<float>(), s.data_ptr<float>(),
+                        xc.size(0) * xc.size(1), xc.size(2), xc.size(3), xc.size(1), inverse, currentStream(xc));
+        return y;
+    }
+#endif
+    const auto t = xc.size(1), hd = xc.size(3);
+    const auto c = cos.to(torch::kFloat).view({1, t, 1, hd}), s = sin.to(torch::kFloat).view({1, t, 1, hd});
+    auto xf = xc.to(torch::kFloat);
+    auto turned = (inverse ? rotateHalfTransposed(xf * s) : rotateHalf(xf).mul_(s));
+    auto y = xf.is_same(xc) ? xf * c : xf.mul_(c);
+    return y.add_(turned).to(xc.scalar_type());
+}
+
+struct RotaryFunction : public torch::autograd::Function<RotaryFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
+    {
+        ctx->save_for_backward({cos, sin});
+        return rotate(x, cos, sin, false);
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        const auto saved = ctx->get_saved_variables();
+        return {rotate(gradOutputs[0], saved[0], saved[1], true), torch::Tensor(), torch::Tensor()};
+    }
+};
+
 } // namespace
 
 at::ScalarType eagerComputeType(const torch::Tensor &input, const torch::Tensor &weight)
@@ -137,6 +223,21 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
 torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps)
 {
     return RmsNormFunction::apply(x, weight, eps, static_cast<int64_t>(eagerComputeType(x, weight)));
+}
+
+torch::Tensor rotateHalf(const torch::Tensor &x)
+{
+    const auto half = x.size(-1) / 2;
+    return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
+}
+
+torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up) { return SwigluFunction::apply(gate, up); }
+
+torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
+{
+    TORCH_CHECK(x.dim() == 4 && cos.dim() == 2 && x.size(1) == cos.size(0) && x.size(3) == cos.size(1) && x.size(3) % 2 == 0,
+                "fusedRotary: x must be [batch, seq, heads, headDim] with [seq, headDim] tables and an even headDim");
+    return RotaryFunction::apply(x, cos, sin);
 }
 
 } // namespace pb

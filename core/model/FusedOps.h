@@ -26,4 +26,16 @@ bool fusedKernelsOn(const torch::Device &device);
 // keeps x, the weight and the per-row rstd only.
 torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps);
 
+// LlamaMLP's silu(gate) * up, rounded as eager's two ops round it; its autograd keeps gate and up
+// only (eager keeps silu(gate) too) and recomputes silu in the backward.
+torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up);
+
+// q or k [batch, seq, heads, headDim] times the rotary tables cos, sin [seq, headDim] (fp32), as
+// x * cos + rotate_half(x) * sin computed in fp32 and rounded once to x's dtype (eager rounds the
+// tables and each of its three ops). Its autograd keeps only the tables, which the model holds anyway.
+torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
+
+// Transformers' rotate_half, (x1, x2) -> (-x2, x1) over the last dimension: the eager rotary's.
+torch::Tensor rotateHalf(const torch::Tensor &x);
+
 } // namespace pb

@@ -66,12 +66,6 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
     }
 };
 
-torch::Tensor rotateHalf(const torch::Tensor &x)
-{
-    const auto half = x.size(-1) / 2;
-    return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
-}
-
 // Transformers' _compute_llama3_parameters: wavelengths shorter than original/high_freq_factor keep
 // their frequency, those longer than original/low_freq_factor are divided by the factor, and those
 // between are interpolated smoothly.
@@ -146,7 +140,7 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
 
 SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
     : m_heads(config.model.attentionHeads), m_kvHeads(config.model.kvHeads), m_headDim(config.model.effectiveHeadDim()),
-      m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention)
+      m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention), m_fusedRotary(config.train.kernels == KernelPath::Fused)
 {
     const auto &m = config.model;
     const auto &lora = config.train.lora;
@@ -178,17 +172,27 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const torch::Te
         qp = qNorm->forward(qp);
         kp = kNorm->forward(kp);
     }
-    auto qs = qp.transpose(1, 2);
-    auto ks = kp.transpose(1, 2);
+    torch::Tensor qs, ks;
+    // The fused rotary keeps each tensor's dtype; eager promotes k to an fp32 q's (a q_norm with an
+    // fp32 weight), so that case stays eager.
+    if (m_fusedRotary && qp.scalar_type() == kp.scalar_type()) {
+        qs = fusedRotary(qp, cos, sin).transpose(1, 2);
+        ks = fusedRotary(kp, cos, sin).transpose(1, 2);
+    } else {
+        qs = qp.transpose(1, 2);
+        ks = kp.transpose(1, 2);
+        const auto c = cos.to(qs.scalar_type()), s = sin.to(qs.scalar_type());
+        qs = qs * c + rotateHalf(qs) * s;
+        ks = ks * c + rotateHalf(ks) * s;
+    }
     auto vs = v->forward(x).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
-    const auto c = cos.to(qs.scalar_type()), s = sin.to(qs.scalar_type());
-    qs = qs * c + rotateHalf(qs) * s;
-    ks = ks * c + rotateHalf(ks) * s;
     auto attended = compat::groupedCausalAttention(qs, ks, vs, m_fused);
     return o->forward(attended.transpose(1, 2).reshape({b, t, m_heads * m_headDim}));
 }
 
-MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names)
+MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names,
+                 bool fusedSwiglu)
+    : m_fusedSwiglu(fusedSwiglu)
 {
     const auto &m = config.model;
     const auto &lora = config.train.lora;
@@ -206,6 +210,8 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
     if (!gate)
         return down->forward(torch::gelu(up->forward(x), "tanh"));
     // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)).
+    if (m_fusedSwiglu)
+        return down->forward(fusedSwiglu(gate->forward(x), up->forward(x)));
     return down->forward(torch::silu(gate->forward(x)) * up->forward(x));
 }
 
@@ -220,7 +226,7 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
         const std::string name = expertNames(m).prefix;
         moe = register_module(name.substr(0, name.size() - 1), SparseMoe(config, options));
     } else {
-        mlp = register_module("mlp", Mlp(config, options));
+        mlp = register_module("mlp", Mlp(config, options, 0, std::array<std::string, 3> {"gate_proj", "up_proj", "down_proj"}, fused));
     }
 }
 

@@ -78,6 +78,7 @@ private:
     int64_t m_heads, m_kvHeads, m_headDim;
     QkNorm m_qkNorm;
     bool m_fused;
+    bool m_fusedRotary;   // train.kernels = fused
 };
 TORCH_MODULE(SelfAttention);
 
@@ -85,11 +86,15 @@ class MlpImpl : public torch::nn::Module {
 public:
     // The dense MLP of `config` (intermediate_size, gate_proj/up_proj/down_proj), or one of
     // `intermediate` width whose projections are named `names` (an expert; LoRA targets still say
-    // gate_proj, up_proj, down_proj).
+    // gate_proj, up_proj, down_proj). `fusedSwiglu`: model/FusedOps.h's (the dense MLP under
+    // train.kernels = fused; experts stay eager).
     MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate = 0,
-            const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"});
+            const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"}, bool fusedSwiglu = false);
     torch::Tensor forward(const torch::Tensor &x);
     LoraLinear gate {nullptr}, up {nullptr}, down {nullptr};
+
+private:
+    bool m_fusedSwiglu;
 };
 TORCH_MODULE(Mlp);
 

@@ -1,7 +1,9 @@
 // Overhead of the pilot's probes: the engine's instrumented step (synchronised phase timing, memory
 // reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
 // precision that synchronises once at the end. Prints both and their ratio, measured in one run.
-//   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...]
+//   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE]
+// --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
+// tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
 #include "engine/Optimizer.h"
 #include "engine/PilotEngine.h"
@@ -31,7 +33,7 @@ void sync(const torch::Device &device)
 #endif
 }
 
-double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps)
+double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps, const std::string &trace = {})
 {
     torch::manual_seed(config.seed);
     ModelRuntime runtime;
@@ -65,7 +67,16 @@ double bareLoopMs(const RunConfig &config, const torch::Device &device, int warm
     for (int i = 0; i < steps; ++i)
         step();
     sync(device);
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+    if (!trace.empty()) {
+        const bool written = compat::traceToFile(trace, [&] {
+            step();
+            step();
+            sync(device);
+        });
+        std::printf(written ? "trace of 2 bare steps: %s\n" : "no trace (%s): the C++ profiler needs LibTorch 2.x\n", trace.c_str());
+    }
+    return ms;
 }
 
 } // namespace
@@ -97,7 +108,7 @@ int main(int argc, char **argv)
     options.warmupSteps = warmup;
     double instrumented[2], bare[2];
     for (int round = 0; round < 2; ++round) {
-        bare[round] = bareLoopMs(config, device, warmup, steps);
+        bare[round] = bareLoopMs(config, device, warmup, steps, round == 1 ? value("--trace", QString()).toStdString() : std::string());
         const PilotRun run = engine.run(config, options);
         instrumented[round] = run.summary.stepTimeMeanMs;
         std::printf("round %d: bare %.2f ms/step, instrumented %.2f ms/step (verdict %s)\n", round + 1, bare[round], instrumented[round], toString(run.summary.verdict));

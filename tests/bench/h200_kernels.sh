@@ -3,7 +3,8 @@
 #   bash tests/bench/h200_kernels.sh [ours|all] [CONFIG...]
 # CONFIG: llama-3.2-1b, llama-3.2-1b-lora (LoRA r16 on q,k,v,o), qwen2.5-0.5b (all three when none
 # is named). Each row in one call: our pilot with train.kernels eager and fused, then (with `all`)
-# Transformers eager and + torch.compile (PEFT for the LoRA row), 3 warm-up + 10 measured steps.
+# Transformers eager and + torch.compile (PEFT for the LoRA row, its base in bf16 as ours; then
+# eager with an fp32 base, and eager without PEFT's input casts), 3 warm-up + 10 measured steps.
 # Prints one table (our rows with the estimator's error against their training steps' peak, from
 # --memory-snapshot); every row's JSON goes to $OUT/kernels.jsonl.
 . tests/bench/h200_build.sh
@@ -20,17 +21,18 @@ for C in "${CONFIGS[@]}"; do
       >> $OUT/kernels.jsonl || tail -3 $W/$C-$K.err
   done
   [ $WHAT = ours ] && continue
-  for compile in "" --compile; do
-    python3 tests/bench/hf_reference.py --config $W/$C.json --steps 10 --warmup 3 $compile 2>$W/$C-hf.err \
+  variants=("" --compile); [ $C != $preset ] && variants+=("--lora-base fp32" --peft-no-input-cast)
+  for variant in "${variants[@]}"; do
+    python3 tests/bench/hf_reference.py --config $W/$C.json --steps 10 --warmup 3 $variant 2>$W/$C-hf.err \
       | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['config']='$C'; print(json.dumps(d))" >> $OUT/kernels.jsonl || tail -3 $W/$C-hf.err
   done
 done
 python3 - "$OUT/kernels.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("%-18s %-34s %9s %10s %6s %10s %9s" % ("config", "implementation", "ms/step", "tokens/s", "MFU", "peak GiB", "estimate"))
+print("%-18s %-42s %9s %10s %6s %10s %9s" % ("config", "implementation", "ms/step", "tokens/s", "MFU", "peak GiB", "estimate"))
 for r in rows:
     mfu, err = r.get("mfu"), r.get("estimate_error_pct")
-    print("%-18s %-34s %9.1f %10.0f %6s %10.2f %9s" % (r["config"], r.get("impl"), r.get("step_ms") or 0, r.get("tokens_per_s") or 0,
+    print("%-18s %-42s %9.1f %10.0f %6s %10.2f %9s" % (r["config"], r.get("impl"), r.get("step_ms") or 0, r.get("tokens_per_s") or 0,
           "%.1f%%" % (100 * mfu) if mfu else "-", (r.get("peak_allocated_bytes") or 0) / 2**30, "%+.2f%%" % err if err is not None else ""))
 PY

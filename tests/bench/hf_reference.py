@@ -3,6 +3,12 @@
 configuration as a PilotBench preset (random weights from the same shape), bf16 autocast, fused
 AdamW, gradient clipping at 1.0; PEFT's LoRA where the run's train.mode is lora. Prints one JSON line with ms/step, tokens/s, MFU and peak memory.
 
+LoRA loads the base model as PEFT's LoRA recipes do and as PilotBench stores frozen weights: in
+bf16 under bf16-mixed (PEFT then keeps its adapters in fp32, autocast_adapter_dtype); with
+--lora-base fp32 the base stays fp32, so every frozen weight is cast anew each step. PEFT casts
+each adapter's input to the adapter's dtype (fp32) before lora_A, which autocast casts back to bf16;
+--peft-no-input-cast turns that off (cast_input_dtype_enabled, as peft.helpers.disable_input_dtype_casting).
+
     python3 tests/bench/hf_reference.py --config build/llama-3.2-1b.json --steps 10 --warmup 3
 """
 import argparse, json, statistics, time
@@ -46,6 +52,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--peak-tflops", type=float, default=989.0)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--lora-base", choices=["auto", "fp32"], default="auto")
+    ap.add_argument("--peft-no-input-cast", action="store_true")
     args = ap.parse_args()
     cfg = json.load(open(args.config))
     m, t = cfg["model"], cfg["train"]
@@ -57,8 +65,14 @@ def main():
     if t["mode"] == "lora":  # the peer of train.mode lora: PEFT's adapters on the run's targets
         from peft import LoraConfig, get_peft_model
         lora = t["lora"]
+        if args.lora_base == "auto" and t["precision"] == "bf16-mixed":
+            model = model.to(torch.bfloat16)
         model = get_peft_model(model, LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                                                  target_modules=lora["targets"]))
+        if args.peft_no_input_cast:
+            for module in model.modules():
+                if hasattr(module, "cast_input_dtype_enabled"):
+                    module.cast_input_dtype_enabled = False
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
                             weight_decay=t["weight_decay"], fused=True)
     fwd = torch.compile(model) if args.compile else model
@@ -72,7 +86,11 @@ def main():
     tokens = b * s
     flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hf.head_dim * s) * tokens
     free, total = torch.cuda.mem_get_info()
-    print(json.dumps({"impl": "transformers+pytorch" + (" peft" if t["mode"] == "lora" else "") + (" compile" if args.compile else " eager"),
+    dtypes = lambda trains: sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.requires_grad == trains})
+    print(json.dumps({"impl": "transformers+pytorch" + (" peft" if t["mode"] == "lora" else "") + (" compile" if args.compile else " eager")
+                      + (" fp32-base" if t["mode"] == "lora" and args.lora_base == "fp32" else "")
+                      + (" no-input-cast" if args.peft_no_input_cast else ""),
+                      "trainable_dtypes": dtypes(True), "frozen_dtypes": dtypes(False),
                       "torch": torch.__version__, "params": n_params, "step_ms": mean,
                       "p50_ms": statistics.median(times), "tokens_per_s": tokens / (mean / 1000),
                       "mfu": flops / (mean / 1000) / (args.peak_tflops * 1e12),

@@ -99,22 +99,30 @@ private Q_SLOTS:
         }
     }
 
-    // The model with train.kernels = fused gives the eager model's loss and gradients (fp32), tied
-    // and untied heads, with LoRA.
+    // The model with train.kernels = fused (norms, SwiGLU, rotary, loss) gives the eager model's
+    // loss and gradients (fp32), tied and untied heads, with LoRA, recompute and q/k norms.
     void modelPathsAgree_data()
     {
         QTest::addColumn<bool>("tied");
         QTest::addColumn<bool>("lora");
-        QTest::newRow("untied, full") << false << false;
-        QTest::newRow("tied, full") << true << false;
-        QTest::newRow("untied, LoRA") << false << true;
+        QTest::addColumn<bool>("recompute");
+        QTest::addColumn<bool>("qkNorm");
+        QTest::newRow("untied, full") << false << false << false << false;
+        QTest::newRow("tied, full") << true << false << false << false;
+        QTest::newRow("untied, LoRA") << false << true << false << false;
+        QTest::newRow("tied, full, recompute") << true << false << true << false;
+        QTest::newRow("untied, LoRA, recompute, q/k norm") << false << true << true << true;
     }
     void modelPathsAgree()
     {
         QFETCH(bool, tied);
         QFETCH(bool, lora);
+        QFETCH(bool, recompute);
+        QFETCH(bool, qkNorm);
         RunConfig c = presetConfig(QStringLiteral("tiny"));
         c.model.tieEmbeddings = tied;
+        if (qkNorm)
+            c.model.qkNorm = QkNorm::Head;
         if (lora)
             c.train.mode = TrainMode::Lora;
         auto tokens = (torch::manual_seed(3), torch::randint(0, c.model.vocabSize, {3, 21}, torch::kLong));
@@ -123,7 +131,7 @@ private Q_SLOTS:
         double losses[2];
         for (int fused = 0; fused < 2; ++fused) {
             c.train.kernels = fused ? KernelPath::Fused : KernelPath::Eager;
-            DecoderModel model(c, ModelRuntime {false, false}, torch::kCPU);
+            DecoderModel model(c, ModelRuntime {false, recompute}, torch::kCPU);
             model->initialise(1);
             auto loss = model->loss(x, y);
             loss.backward();

@@ -1,0 +1,193 @@
+// The fused SwiGLU and rotary (model/FusedOps.h) against the eager ops they replace, on the CPU's
+// composite ops and, where there is a GPU, the CUDA kernels: odd sizes, unaligned storage (the
+// kernels' one-element path), fp32 and bf16; and a bf16-autocast model whose fused path gives the
+// eager path's loss and gradients within bf16's rounding.
+#include "config/Presets.h"
+#include "engine/TorchCompat.h"
+#include "model/FusedOps.h"
+#include "model/Transformer.h"
+
+#include <QtTest>
+
+using namespace pb;
+
+namespace {
+
+QStringList devices()
+{
+    QStringList d {QStringLiteral("cpu")};
+    if (torch::cuda::is_available())
+        d << QStringLiteral("cuda");
+    return d;
+}
+
+double relativeError(const torch::Tensor &a, const torch::Tensor &b)
+{
+    const auto fa = a.to(torch::kDouble), fb = b.to(torch::kDouble);
+    return ((fa - fb).norm() / fb.norm().clamp_min(1e-30)).item<double>();
+}
+
+} // namespace
+
+class TestFusedOps : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void swigluMatchesEager_data()
+    {
+        QTest::addColumn<int>("n");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("offset");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 1001", qPrintable(device)) << 1001 << false << 0 << device;
+            QTest::addRow("%s bf16 4096", qPrintable(device)) << 4096 << true << 0 << device;
+            QTest::addRow("%s bf16 4099 unaligned", qPrintable(device)) << 4099 << true << 1 << device;
+        }
+    }
+    // The same roundings as eager's silu and multiply (forward) and their backwards: equal up to
+    // the last bit of an fp32 exp, which can move a bf16 rounding by one unit (2^-8) in the
+    // forward and, through two roundings, two units in gate's gradient.
+    void swigluMatchesEager()
+    {
+        QFETCH(int, n);
+        QFETCH(bool, bf16);
+        QFETCH(int, offset);
+        QFETCH(QString, device);
+        torch::manual_seed(n);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        // Storage one element longer, sliced at `offset`: an offset of one element is not 16-byte aligned.
+        const auto g0 = (torch::randn({n + offset}) * 3).to(dev, type), u0 = torch::randn({n + offset}).to(dev, type);
+        const auto dy = torch::randn({n}).to(dev, type);
+        auto g = g0.slice(0, offset).detach().requires_grad_(true), u = u0.slice(0, offset).detach().requires_grad_(true);
+        const auto ref = torch::silu(g) * u;
+        ref.backward(dy);
+        const auto refDg = g.grad().clone(), refDu = u.grad().clone();
+        g.grad().zero_();
+        u.grad().zero_();
+        const auto out = fusedSwiglu(g, u);
+        QCOMPARE(out.scalar_type(), type);
+        out.backward(dy);
+        const double fwd = bf16 ? 8e-3 : 1e-6, bwd = bf16 ? 1.6e-2 : 1e-5;
+        QVERIFY(torch::allclose(out.to(torch::kFloat), ref.to(torch::kFloat), fwd, 1e-6));
+        QVERIFY(torch::allclose(u.grad().to(torch::kFloat), refDu.to(torch::kFloat), fwd, 1e-6));
+        QVERIFY(torch::allclose(g.grad().to(torch::kFloat), refDg.to(torch::kFloat), bwd, 1e-6));
+    }
+
+    void rotaryMatchesReference_data()
+    {
+        QTest::addColumn<int>("headDim");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 hd 10", qPrintable(device)) << 10 << false << device;
+            QTest::addRow("%s bf16 hd 64", qPrintable(device)) << 64 << true << device;
+            QTest::addRow("%s bf16 hd 128", qPrintable(device)) << 128 << true << device;
+        }
+    }
+    // x * cos + rotate_half(x) * sin computed in fp32 and rounded once, and its exact transpose as
+    // the gradient, against autograd of the fp32 composite. The tables are random (not the model's
+    // duplicated halves) so the transpose is checked entry by entry.
+    void rotaryMatchesReference()
+    {
+        QFETCH(int, headDim);
+        QFETCH(bool, bf16);
+        QFETCH(QString, device);
+        torch::manual_seed(headDim);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t b = 2, t = 7, heads = 3;
+        const auto x = torch::randn({b, t, heads, headDim}).to(dev, type).requires_grad_(true);
+        const auto cos = torch::randn({t, headDim}).to(dev), sin = torch::randn({t, headDim}).to(dev);
+        const auto dy = torch::randn({b, t, heads, headDim}).to(dev, type);
+        const auto xf = x.to(torch::kFloat);
+        const auto c4 = cos.view({1, t, 1, headDim}), s4 = sin.view({1, t, 1, headDim});
+        const auto ref = xf * c4 + rotateHalf(xf) * s4;
+        ref.backward(dy.to(torch::kFloat));
+        const auto refDx = x.grad().clone();
+        x.grad().zero_();
+        const auto y = fusedRotary(x, cos, sin);
+        QCOMPARE(y.scalar_type(), type);
+        QCOMPARE(y.sizes(), x.sizes());
+        y.backward(dy);
+        // One rounding of the fp32 result (bf16: 2^-8 relative); fp32 to its summation order.
+        const double tol = bf16 ? 8e-3 : 1e-5;
+        QVERIFY(torch::allclose(y.to(torch::kFloat), ref.detach(), tol, 1e-5));
+        QVERIFY(torch::allclose(x.grad().to(torch::kFloat), refDx.to(torch::kFloat), tol, 1e-5));
+    }
+
+    // The tiny model under bf16 autocast, same seed and batch, eager and fused (norms, SwiGLU,
+    // rotary, loss), each against the same model in fp32: bf16 puts both a few per cent from the
+    // fp32 gradients, so the test asks that fused is no further from them than eager is (its
+    // worst tensor within 1.5x eager's worst, its loss within 2^-8) rather than a fixed bound
+    // that bf16 noise alone could break; a wrong term would be O(1) off.
+    void modelPathsAgreeUnderBf16_data()
+    {
+        QTest::addColumn<bool>("lora");
+        QTest::addColumn<bool>("recompute");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s full", qPrintable(device)) << false << false << device;
+            QTest::addRow("%s full, recompute", qPrintable(device)) << false << true << device;
+            QTest::addRow("%s LoRA", qPrintable(device)) << true << false << device;
+            QTest::addRow("%s LoRA, recompute", qPrintable(device)) << true << true << device;
+        }
+    }
+    void modelPathsAgreeUnderBf16()
+    {
+        QFETCH(bool, lora);
+        QFETCH(bool, recompute);
+        QFETCH(QString, device);
+        RunConfig c = presetConfig(QStringLiteral("tiny"));
+        c.train.precision = Precision::Bf16Mixed;
+        if (lora)
+            c.train.mode = TrainMode::Lora;
+        const torch::Device dev(device.toStdString());
+        auto tokens = (torch::manual_seed(5), torch::randint(0, c.model.vocabSize, {4, 65}, torch::kLong)).to(dev);
+        const auto x = tokens.slice(1, 0, 64), y = tokens.slice(1, 1, 65);
+        // Runs: 0 fp32 eager (the reference, holding run 1's weights), 1 bf16 eager, 2 bf16 fused.
+        std::map<std::string, torch::Tensor> grads[3], weights;
+        double losses[3];
+        for (int run : {1, 2, 0}) {
+            c.train.kernels = run == 2 ? KernelPath::Fused : KernelPath::Eager;
+            c.train.precision = run == 0 ? Precision::Fp32 : Precision::Bf16Mixed;
+            DecoderModel model(c, ModelRuntime {dev.is_cuda(), recompute}, dev);
+            model->initialise(1);
+            torch::manual_seed(11);
+            for (auto &item : model->named_parameters()) {
+                torch::NoGradGuard noGrad;
+                if (run == 0) // LoRA stores frozen weights in bf16: the reference takes those very values
+                    item.value().copy_(weights.at(item.key()));
+                else if (item.key().find("lora_B") != std::string::npos) // PEFT's zero B would leave A's gradient zero
+                    item.value().normal_(0, 0.02);
+                if (run == 1)
+                    weights[item.key()] = item.value().clone();
+            }
+            compat::setAutocast(dev.type(), run > 0, torch::kBFloat16);
+            auto loss = model->loss(x, y);
+            compat::setAutocast(dev.type(), false, torch::kBFloat16);
+            loss.backward();
+            losses[run] = loss.item<double>();
+            for (const auto &item : model->named_parameters())
+                if (item.value().grad().defined())
+                    grads[run][item.key()] = item.value().grad();
+        }
+        QCOMPARE(grads[2].size(), grads[0].size());
+        double worst[3] = {0, 0, 0};
+        std::string worstName;
+        for (const auto &[name, g] : grads[0])
+            for (int run = 1; run < 3; ++run) {
+                const double e = relativeError(grads[run][name], g);
+                if (e > worst[run] && run == 2)
+                    worstName = name;
+                worst[run] = std::max(worst[run], e);
+            }
+        qInfo("loss fp32 %.9g, bf16 eager %.9g, bf16 fused %.9g; worst gradient error against fp32: eager %.4g, fused %.4g (%s)", losses[0],
+              losses[1], losses[2], worst[1], worst[2], worstName.c_str());
+        QVERIFY(std::abs(losses[2] - losses[0]) <= std::ldexp(std::abs(losses[0]), -8));
+        QVERIFY2(worst[2] <= 1.5 * worst[1], worstName.c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestFusedOps)
+#include "tst_fused_ops.moc"

@@ -1,6 +1,6 @@
-// The fused SwiGLU and rotary (model/FusedOps.h) against the eager ops they replace, on the CPU's
-// composite ops and, where there is a GPU, the CUDA kernels: odd sizes, unaligned storage (the
-// kernels' one-element path), fp32 and bf16; and a bf16-autocast model whose fused path gives the
+// The fused ops (model/FusedOps.h: cross-entropy gradient in place, RMSNorm, SwiGLU, rotary)
+// against the eager ops they replace, on the CPU's composite ops and, where there is a GPU, the
+// CUDA kernels: odd sizes, unaligned storage (the kernels' one-element path), fp32 and bf16; and a bf16-autocast model whose fused path gives the
 // eager path's loss and gradients within bf16's rounding.
 #include "config/Presets.h"
 #include "engine/TorchCompat.h"
@@ -32,6 +32,102 @@ double relativeError(const torch::Tensor &a, const torch::Tensor &b)
 class TestFusedOps : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    // The in-place loss and gradient of a chunk against autograd's cross-entropy, on odd shapes,
+    // with ignored rows, in fp32 and bf16 (whose gradient is the fp32 one rounded once).
+    void crossEntropyGradInPlaceMatchesAutograd_data()
+    {
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("vocab");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 7x1001", qPrintable(device)) << 7 << 1001 << false << device;
+            QTest::addRow("%s fp32 1x3", qPrintable(device)) << 1 << 3 << false << device;
+            QTest::addRow("%s bf16 13x517", qPrintable(device)) << 13 << 517 << true << device;
+            QTest::addRow("%s bf16 5x151936", qPrintable(device)) << 5 << 151936 << true << device;
+        }
+    }
+    void crossEntropyGradInPlaceMatchesAutograd()
+    {
+        QFETCH(int, rows);
+        QFETCH(int, vocab);
+        QFETCH(bool, bf16);
+        QFETCH(QString, device);
+        torch::manual_seed(rows * 1000 + vocab);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const auto logits = (torch::randn({rows, vocab}) * 4).to(dev, type);
+        auto targets = torch::randint(0, vocab, {rows}, torch::kLong);
+        if (rows > 2)
+            targets[1] = -100;
+        targets = targets.to(dev);
+        const double scale = 0.25;
+        auto ref = logits.to(torch::kFloat).clone().requires_grad_(true);
+        const auto refLoss = torch::nn::functional::cross_entropy(
+            ref, targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kNone));
+        (refLoss.sum() * scale).backward();
+        auto work = logits.clone();
+        const auto rowLoss = crossEntropyGradInPlace(work, targets, scale);
+        // fp32 loss and gradient to fp32 rounding; a bf16 gradient to one bf16 rounding (2^-8
+        // relative) of the fp32 one, the kernel's fast exp adding a few fp32 ulps before it.
+        QVERIFY(torch::allclose(rowLoss, refLoss, 1e-5, 1e-5));
+        QCOMPARE(work.scalar_type(), type);
+        QVERIFY(torch::allclose(work.to(torch::kFloat), ref.grad(), bf16 ? 1e-2 : 1e-5, 1e-7));
+    }
+
+    // The fused RMSNorm's output and gradients against LlamaRMSNorm's composite ops, fp32 and
+    // under bf16 autocast (where the fused output is bf16: the composite's output rounded once).
+    void fusedRmsNormMatchesComposite_data()
+    {
+        QTest::addColumn<bool>("autocast");
+        QTest::addColumn<bool>("bf16Input");
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 67", qPrintable(device)) << false << false << 67 << device;
+            QTest::addRow("%s bf16 autocast 67", qPrintable(device)) << true << false << 67 << device;
+            QTest::addRow("%s bf16 autocast 2048", qPrintable(device)) << true << false << 2048 << device;
+            QTest::addRow("%s bf16 input 896", qPrintable(device)) << false << true << 896 << device;
+        }
+    }
+    void fusedRmsNormMatchesComposite()
+    {
+        QFETCH(bool, autocast);
+        QFETCH(bool, bf16Input);
+        QFETCH(int, cols);
+        QFETCH(QString, device);
+        torch::manual_seed(3);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16Input ? torch::kBFloat16 : torch::kFloat;
+        const auto x = torch::randn({3, 5, cols}).to(dev, type).requires_grad_(true);
+        const auto w = (torch::rand({cols}) + 0.5).to(dev, type).requires_grad_(true);
+        const auto dy = torch::randn({3, 5, cols}).to(dev);
+        const double eps = 1e-5;
+        auto composite = [&](const torch::Tensor &in, const torch::Tensor &weight) {
+            const auto h = in.to(torch::kFloat);
+            return weight * (h * torch::rsqrt(h.pow(2).mean(-1, true) + eps)).to(in.scalar_type());
+        };
+        const auto ref = composite(x, w);
+        ref.backward(dy.to(ref.scalar_type()));
+        const auto refDx = x.grad().clone(), refDw = w.grad().clone();
+        x.grad().zero_();
+        w.grad().zero_();
+        torch::Tensor y;
+        compat::setAutocast(dev.type(), autocast, torch::kBFloat16);
+        y = fusedRmsNorm(x, w, eps);
+        compat::setAutocast(dev.type(), false, torch::kBFloat16);
+        QCOMPARE(y.scalar_type(), autocast || bf16Input ? torch::kBFloat16 : torch::kFloat);
+        // The output: the composite's rounded once to bf16 (one bf16 ulp where the fp32 sums of
+        // squares differ in order), or fp32 to fp32 rounding.
+        const bool low = autocast || bf16Input;
+        QVERIFY(torch::allclose(y.to(torch::kFloat), ref.to(torch::kFloat), low ? 8e-3 : 1e-5, 1e-5));
+        y.backward(dy.to(y.scalar_type()));
+        // Gradients: the incoming gradient rounded to bf16 under autocast, so within bf16's 2^-8.
+        const double tol = low ? 2e-2 : 1e-4;
+        QVERIFY(torch::allclose(x.grad().to(torch::kFloat), refDx.to(torch::kFloat), tol, tol));
+        QVERIFY(torch::allclose(w.grad().to(torch::kFloat), refDw.to(torch::kFloat), tol, low ? 5e-2 : 1e-4));
+    }
+
     void swigluMatchesEager_data()
     {
         QTest::addColumn<int>("n");

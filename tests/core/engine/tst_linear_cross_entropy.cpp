@@ -1,11 +1,10 @@
 // The chunked linear cross-entropy (train.kernels = fused) against the eager head and loss on
 // random, odd shapes: the same loss and gradients, with ignored targets, tied and frozen heads, a
 // chunk that does not divide the tokens, and under bf16 autocast within bf16's rounding; the
-// fused ops (model/FusedOps.h) against the composite maths they replace.
+// model's fused path against its eager one (tst_fused_ops tests each fused op on its own).
 #include "config/Presets.h"
 #include "engine/TorchCompat.h"
 #include "estimate/ActivationModel.h"
-#include "model/FusedOps.h"
 #include "model/LinearCrossEntropy.h"
 #include "model/Transformer.h"
 
@@ -14,15 +13,6 @@
 using namespace pb;
 
 namespace {
-
-// Where the fused ops run: the CPU's composite ops, and the CUDA kernels where there is a GPU.
-QStringList devices()
-{
-    QStringList d {QStringLiteral("cpu")};
-    if (torch::cuda::is_available())
-        d << QStringLiteral("cuda");
-    return d;
-}
 
 torch::Tensor eager(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets)
 {
@@ -158,102 +148,6 @@ private Q_SLOTS:
         QCOMPARE(linearCrossEntropyChunkTokens(16384, 128256, 6), int64_t(697));
         QCOMPARE(linearCrossEntropyChunkTokens(10, 50, 4), int64_t(10)); // a small vocabulary: one chunk
         QCOMPARE(linearCrossEntropyChunkTokens(10, int64_t(1) << 40, 4), int64_t(1)); // never fewer than one token
-    }
-
-    // The in-place loss and gradient of a chunk against autograd's cross-entropy, on odd shapes,
-    // with ignored rows, in fp32 and bf16 (whose gradient is the fp32 one rounded once).
-    void crossEntropyGradInPlaceMatchesAutograd_data()
-    {
-        QTest::addColumn<int>("rows");
-        QTest::addColumn<int>("vocab");
-        QTest::addColumn<bool>("bf16");
-        QTest::addColumn<QString>("device");
-        for (const QString &device : devices()) {
-            QTest::addRow("%s fp32 7x1001", qPrintable(device)) << 7 << 1001 << false << device;
-            QTest::addRow("%s fp32 1x3", qPrintable(device)) << 1 << 3 << false << device;
-            QTest::addRow("%s bf16 13x517", qPrintable(device)) << 13 << 517 << true << device;
-            QTest::addRow("%s bf16 5x151936", qPrintable(device)) << 5 << 151936 << true << device;
-        }
-    }
-    void crossEntropyGradInPlaceMatchesAutograd()
-    {
-        QFETCH(int, rows);
-        QFETCH(int, vocab);
-        QFETCH(bool, bf16);
-        QFETCH(QString, device);
-        torch::manual_seed(rows * 1000 + vocab);
-        const torch::Device dev(device.toStdString());
-        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-        const auto logits = (torch::randn({rows, vocab}) * 4).to(dev, type);
-        auto targets = torch::randint(0, vocab, {rows}, torch::kLong);
-        if (rows > 2)
-            targets[1] = -100;
-        targets = targets.to(dev);
-        const double scale = 0.25;
-        auto ref = logits.to(torch::kFloat).clone().requires_grad_(true);
-        const auto refLoss = torch::nn::functional::cross_entropy(
-            ref, targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kNone));
-        (refLoss.sum() * scale).backward();
-        auto work = logits.clone();
-        const auto rowLoss = crossEntropyGradInPlace(work, targets, scale);
-        // fp32 loss and gradient to fp32 rounding; a bf16 gradient to one bf16 rounding (2^-8
-        // relative) of the fp32 one, the kernel's fast exp adding a few fp32 ulps before it.
-        QVERIFY(torch::allclose(rowLoss, refLoss, 1e-5, 1e-5));
-        QCOMPARE(work.scalar_type(), type);
-        QVERIFY(torch::allclose(work.to(torch::kFloat), ref.grad(), bf16 ? 1e-2 : 1e-5, 1e-7));
-    }
-
-    // The fused RMSNorm's output and gradients against LlamaRMSNorm's composite ops, fp32 and
-    // under bf16 autocast (where the fused output is bf16: the composite's output rounded once).
-    void fusedRmsNormMatchesComposite_data()
-    {
-        QTest::addColumn<bool>("autocast");
-        QTest::addColumn<bool>("bf16Input");
-        QTest::addColumn<int>("cols");
-        QTest::addColumn<QString>("device");
-        for (const QString &device : devices()) {
-            QTest::addRow("%s fp32 67", qPrintable(device)) << false << false << 67 << device;
-            QTest::addRow("%s bf16 autocast 67", qPrintable(device)) << true << false << 67 << device;
-            QTest::addRow("%s bf16 autocast 2048", qPrintable(device)) << true << false << 2048 << device;
-            QTest::addRow("%s bf16 input 896", qPrintable(device)) << false << true << 896 << device;
-        }
-    }
-    void fusedRmsNormMatchesComposite()
-    {
-        QFETCH(bool, autocast);
-        QFETCH(bool, bf16Input);
-        QFETCH(int, cols);
-        QFETCH(QString, device);
-        torch::manual_seed(3);
-        const torch::Device dev(device.toStdString());
-        const auto type = bf16Input ? torch::kBFloat16 : torch::kFloat;
-        const auto x = torch::randn({3, 5, cols}).to(dev, type).requires_grad_(true);
-        const auto w = (torch::rand({cols}) + 0.5).to(dev, type).requires_grad_(true);
-        const auto dy = torch::randn({3, 5, cols}).to(dev);
-        const double eps = 1e-5;
-        auto composite = [&](const torch::Tensor &in, const torch::Tensor &weight) {
-            const auto h = in.to(torch::kFloat);
-            return weight * (h * torch::rsqrt(h.pow(2).mean(-1, true) + eps)).to(in.scalar_type());
-        };
-        const auto ref = composite(x, w);
-        ref.backward(dy.to(ref.scalar_type()));
-        const auto refDx = x.grad().clone(), refDw = w.grad().clone();
-        x.grad().zero_();
-        w.grad().zero_();
-        torch::Tensor y;
-        compat::setAutocast(dev.type(), autocast, torch::kBFloat16);
-        y = fusedRmsNorm(x, w, eps);
-        compat::setAutocast(dev.type(), false, torch::kBFloat16);
-        QCOMPARE(y.scalar_type(), autocast || bf16Input ? torch::kBFloat16 : torch::kFloat);
-        // The output: the composite's rounded once to bf16 (one bf16 ulp where the fp32 sums of
-        // squares differ in order), or fp32 to fp32 rounding.
-        const bool low = autocast || bf16Input;
-        QVERIFY(torch::allclose(y.to(torch::kFloat), ref.to(torch::kFloat), low ? 8e-3 : 1e-5, 1e-5));
-        y.backward(dy.to(y.scalar_type()));
-        // Gradients: the incoming gradient rounded to bf16 under autocast, so within bf16's 2^-8.
-        const double tol = low ? 2e-2 : 1e-4;
-        QVERIFY(torch::allclose(x.grad().to(torch::kFloat), refDx.to(torch::kFloat), tol, tol));
-        QVERIFY(torch::allclose(w.grad().to(torch::kFloat), refDw.to(torch::kFloat), tol, low ? 5e-2 : 1e-4));
     }
 };
 

@@ -23,6 +23,31 @@ namespace pb::compat {
 inline bool hasScaledDotProductAttention() { return PB_TORCH_AT_LEAST(2, 0); }
 inline bool hasFusedAdamW() { return PB_TORCH_AT_LEAST(2, 1); }
 
+namespace detail {
+// addmm's out_dtype overload (a 16-bit product accumulated into fp32 by the GEMM itself), where
+// this LibTorch declares it; chosen by overload resolution rather than a version number.
+template <typename T>
+auto addmmOutDtype(T &acc, const T &a, const T &b, int) -> decltype(at::addmm_out(acc, acc, a, b, acc.scalar_type()), bool())
+{
+    at::addmm_out(acc, acc, a, b, acc.scalar_type());
+    return true;
+}
+template <typename T> bool addmmOutDtype(T &, const T &, const T &, long) { return false; }
+} // namespace detail
+
+// acc += a @ b inside the GEMM (beta = 1): a 16-bit a and b into an fp32 acc through addmm's
+// out_dtype on CUDA where LibTorch has it; elsewhere the product is made in a's dtype and added.
+inline void addMatmulInto(at::Tensor &acc, const at::Tensor &a, const at::Tensor &b)
+{
+    if (a.scalar_type() == acc.scalar_type()) {
+        acc.addmm_(a, b);
+        return;
+    }
+    if (acc.is_cuda() && detail::addmmOutDtype(acc, a, b, 0))
+        return;
+    acc.add_(at::matmul(a, b));
+}
+
 // Runs `work` under the Kineto profiler (CPU ops and CUDA kernels) and writes its Chrome trace
 // (Perfetto reads it) to `path`. False, running nothing, where the C++ profiler API is 1.13's.
 template <typename F> bool traceToFile(const std::string &path, F &&work)

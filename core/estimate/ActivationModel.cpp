@@ -655,8 +655,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     if (train.kernels == KernelPath::Fused) {
         // Chunked linear cross-entropy (LinearCrossEntropy.h): the head keeps no input; a chunk's
         // logits (and without the kernel their fp32 copy, where their gradient is made in place)
-        // live one chunk at a time, beside the chunk's weight-gradient product ([V, h], compute
-        // dtype) once the logits hold their gradient; the gradients of the head's input (compute
+        // live one chunk at a time; the gradients of the head's input (compute
         // dtype) and weight (fp32) are made in the forward pass and kept until backward scales
         // them into new tensors.
         const int64_t perLogit = linearCrossEntropyBytesPerLogit(c, fusedKernels);
@@ -665,7 +664,10 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t gradWeight = headTrains ? 4 * vocab * h : 0;
         out.headSaved = 0;
         out.headOutputAlive = headInputBytes * n * h + (headInputBytes != c ? c * n * h : 0);
-        out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (headTrains ? c * vocab * h : 0)) + gradInput + gradWeight;
+        // The weight gradient accumulates inside the GEMM, except for a 16-bit product into fp32
+        // without the CUDA path (the product is made, then added).
+        const bool productMade = headTrains && c != 4 && !fusedKernels;
+        out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight;
         out.logitsSaved = gradInput + gradWeight;
         out.logitsBackwardPeak = out.logitsSaved + (headInputGrad ? headInputBytes * n * h : 0);
         out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +

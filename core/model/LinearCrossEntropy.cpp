@@ -36,8 +36,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
                 auto out = gradHidden.narrow(0, begin, len);
                 at::mm_out(out, logits, wc);
             }
-            if (weightGrad)
-                gradWeight.add_(torch::matmul(logits.t(), h));
+            if (weightGrad) // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
+                compat::addMatmulInto(gradWeight, logits.t(), h);
         }
         const auto mean = lossSum / count; // NaN when every target is ignored, as the eager mean
         compat::setAutocast(deviceType, autocast, autocastType);

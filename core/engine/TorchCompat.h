@@ -36,14 +36,15 @@ template <typename T> bool addmmOutDtype(T &, const T &, const T &, long) { retu
 } // namespace detail
 
 // acc += a @ b inside the GEMM (beta = 1): a 16-bit a and b into an fp32 acc through addmm's
-// out_dtype on CUDA where LibTorch has it; elsewhere the product is made in a's dtype and added.
+// out_dtype on CUDA (from 2.11, the first release measured here: earlier ones declare the overload
+// but some refuse an fp32 self with 16-bit matrices); elsewhere the product is made and added.
 inline void addMatmulInto(at::Tensor &acc, const at::Tensor &a, const at::Tensor &b)
 {
     if (a.scalar_type() == acc.scalar_type()) {
         acc.addmm_(a, b);
         return;
     }
-    if (acc.is_cuda() && detail::addmmOutDtype(acc, a, b, 0))
+    if (PB_TORCH_AT_LEAST(2, 11) && acc.is_cuda() && detail::addmmOutDtype(acc, a, b, 0))
         return;
     acc.add_(at::matmul(a, b));
 }
@@ -58,7 +59,12 @@ template <typename F> bool traceToFile(const std::string &path, F &&work)
     const std::set<impl::ActivityType> activities {impl::ActivityType::CPU, impl::ActivityType::CUDA};
     torch::autograd::profiler::prepareProfiler(config, activities);
     torch::autograd::profiler::enableProfiler(config, activities);
-    work();
+    try {
+        work();
+    } catch (...) {
+        torch::autograd::profiler::disableProfiler(); // not left on for whoever runs next
+        throw;
+    }
     torch::autograd::profiler::disableProfiler()->save(path);
     return true;
 #else

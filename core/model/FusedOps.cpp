@@ -235,8 +235,9 @@ torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up) { 
 
 torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {
-    TORCH_CHECK(x.dim() == 4 && cos.dim() == 2 && x.size(1) == cos.size(0) && x.size(3) == cos.size(1) && x.size(3) % 2 == 0,
-                "fusedRotary: x must be [batch, seq, heads, headDim] with [seq, headDim] tables and an even headDim");
+    TORCH_CHECK(x.dim() == 4 && cos.dim() == 2 && x.size(1) == cos.size(0) && x.size(3) == cos.size(1) && x.size(3) % 2 == 0 &&
+                    sin.sizes() == cos.sizes() && sin.device() == x.device() && cos.device() == x.device(),
+                "fusedRotary: x must be [batch, seq, heads, headDim] with [seq, headDim] tables on its device and an even headDim");
     return RotaryFunction::apply(x, cos, sin);
 }
 

@@ -209,10 +209,11 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
     RECORD_USER_SCOPE("pb.mlp");
     if (!gate)
         return down->forward(torch::gelu(up->forward(x), "tanh"));
-    // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)).
-    if (m_fusedSwiglu)
-        return down->forward(fusedSwiglu(gate->forward(x), up->forward(x)));
-    return down->forward(torch::silu(gate->forward(x)) * up->forward(x));
+    // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)); gate first on both paths, so LoRA dropout
+    // draws its masks in one order.
+    const auto g = gate->forward(x);
+    const auto u = up->forward(x);
+    return down->forward(m_fusedSwiglu ? fusedSwiglu(g, u) : torch::silu(g) * u);
 }
 
 DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)

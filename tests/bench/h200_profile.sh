@@ -11,6 +11,7 @@ PATHS=("$@"); [ ${#PATHS[@]} = 0 ] && PATHS=(eager fused)
 for K in "${PATHS[@]}"; do
   $BUILD_DIR/tests/bench_probe_overhead --device cuda:0 --preset $C --steps 10 --set train.micro_batch=8 --set train.kernels=$K \
     --trace $OUT/trace-$C-$K.json 2>&1 | tee -a $OUT/probe-overhead.txt
+  [ -f $OUT/trace-$C-$K.json ] || continue
   python3 tests/bench/trace_top_kernels.py $OUT/trace-$C-$K.json --steps 2 --top 15 --label "$C $K" | tee -a $OUT/top-kernels.txt
   gzip -f $OUT/trace-$C-$K.json
 done

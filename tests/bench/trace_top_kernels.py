@@ -21,6 +21,8 @@ for e in events:
         total[e["name"]] += e["dur"]
         count[e["name"]] += 1
 busy = sum(total.values())
+if not busy:
+    raise SystemExit("%s: no CUDA kernels in this trace" % args.trace)
 print(json.dumps({"label": args.label, "kernel_ms_per_step": busy / 1000 / args.steps, "kernels_per_step": sum(count.values()) / args.steps}))
 print("%9s %6s %6s  %s" % ("ms/step", "share", "calls", "kernel"))
 for name, us in total.most_common(args.top):

@@ -137,6 +137,7 @@ private Q_SLOTS:
         for (const QString &device : devices()) {
             QTest::addRow("%s fp32 1001", qPrintable(device)) << 1001 << false << 0 << device;
             QTest::addRow("%s bf16 4096", qPrintable(device)) << 4096 << true << 0 << device;
+            QTest::addRow("%s bf16 4100 packs and tail", qPrintable(device)) << 4100 << true << 0 << device;
             QTest::addRow("%s bf16 4099 unaligned", qPrintable(device)) << 4099 << true << 1 << device;
         }
     }

@@ -153,8 +153,6 @@ template <typename T, int V> struct alignas(sizeof(T) * V) Pack {
     T v[V];
 };
 
-__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
-
 // Grid-stride over packs of V elements, then the tail one at a time: f.operator()<W>(i) handles
 // elements [i, i + W).
 template <int V, typename F> __device__ void forEachPack(int64_t n, F &&f)
@@ -198,8 +196,9 @@ template <typename T> struct SwigluBackward {
 #pragma unroll
         for (int k = 0; k < W; ++k) {
             const float x = toFloat(gp.v[k]), d = toFloat(dp.v[k]);
-            const float sig = sigmoid(x);
-            const float s = toFloat(fromFloat<T>(x / (1.f + expf(-x))));
+            const float e = expf(-x); // one exp for both sigmoid(x) and silu(x), each as PyTorch writes it
+            const float sig = 1.f / (1.f + e);
+            const float s = toFloat(fromFloat<T>(x / (1.f + e)));
             dup.v[k] = fromFloat<T>(d * s);
             const float ds = toFloat(fromFloat<T>(d * toFloat(up.v[k])));
             dgp.v[k] = fromFloat<T>(ds * sig * (1.f + x * (1.f - sig)));
@@ -263,6 +262,12 @@ template <typename F> void dispatch(Dtype t, F &&f)
     }
 }
 
+// Calls f with a value of the C++ type of each of `a`, `b` and `c`.
+template <typename F> void dispatch(Dtype a, Dtype b, Dtype c, F &&f)
+{
+    dispatch(a, [&](auto x) { dispatch(b, [&](auto y) { dispatch(c, [&](auto z) { f(x, y, z); }); }); });
+}
+
 // Launches f over n elements of T in 16-byte packs where every pointer is 16-byte aligned.
 template <typename T, typename F> void launchPacked(int64_t n, std::initializer_list<const void *> pointers, void *stream, const F &f)
 {
@@ -293,16 +298,12 @@ void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void
 {
     if (rows == 0)
         return;
-    dispatch(xType, [&](auto xt) {
-        dispatch(wType, [&](auto wt) {
-            dispatch(yType, [&](auto yt) {
-                using X = decltype(xt);
-                using W = decltype(wt);
-                using Y = decltype(yt);
-                rmsNormForwardKernel<X, W, Y><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-                    static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, cols, eps);
-            });
-        });
+    dispatch(xType, wType, yType, [&](auto xt, auto wt, auto yt) {
+        using X = decltype(xt);
+        using W = decltype(wt);
+        using Y = decltype(yt);
+        rmsNormForwardKernel<X, W, Y><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, cols, eps);
     });
     check(cudaGetLastError(), "RMSNorm forward kernel");
 }
@@ -321,19 +322,15 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
     if (rows == 0)
         return;
     const size_t sharedBytes = static_cast<size_t>(cols) * sizeof(float);
-    dispatch(dyType, [&](auto dyt) {
-        dispatch(xType, [&](auto xt) {
-            dispatch(wType, [&](auto wt) {
-                using DY = decltype(dyt);
-                using X = decltype(xt);
-                using W = decltype(wt);
-                auto kernel = rmsNormBackwardKernel<DY, X, W>;
-                if (sharedBytes > 48 * 1024)
-                    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)), "shared memory");
-                kernel<<<static_cast<unsigned>(partials), kThreads, sharedBytes, static_cast<cudaStream_t>(stream)>>>(
-                    static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols);
-            });
-        });
+    dispatch(dyType, xType, wType, [&](auto dyt, auto xt, auto wt) {
+        using DY = decltype(dyt);
+        using X = decltype(xt);
+        using W = decltype(wt);
+        auto kernel = rmsNormBackwardKernel<DY, X, W>;
+        if (sharedBytes > 48 * 1024)
+            check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)), "shared memory");
+        kernel<<<static_cast<unsigned>(partials), kThreads, sharedBytes, static_cast<cudaStream_t>(stream)>>>(
+            static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols);
     });
     check(cudaGetLastError(), "RMSNorm backward kernel");
 }

@@ -90,6 +90,12 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     }
 };
 
+// a * b, written into a's own buffer where a already has the product's dtype (a is a temporary).
+torch::Tensor timesInPlace(torch::Tensor a, const torch::Tensor &b)
+{
+    return a.scalar_type() == at::promote_types(a.scalar_type(), b.scalar_type()) ? a.mul_(b) : a * b;
+}
+
 struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
     static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &gate, const torch::Tensor &up)
     {
@@ -102,8 +108,7 @@ struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
             return out;
         }
 #endif
-        auto out = torch::silu(gate);
-        return out.scalar_type() == at::promote_types(gate.scalar_type(), up.scalar_type()) ? out.mul_(up) : out * up;
+        return timesInPlace(torch::silu(gate), up);
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
@@ -123,9 +128,7 @@ struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
         // Eager's roundings, one intermediate alive at a time: silu's gradient from dOut * up,
         // then up's from dOut * silu(gate) in silu's own buffer.
         const auto dg = torch::silu_backward((dOut * up).to(gate.scalar_type()), gate);
-        auto du = torch::silu(gate);
-        du = du.scalar_type() == at::promote_types(du.scalar_type(), dOut.scalar_type()) ? du.mul_(dOut) : du * dOut;
-        return {dg, du.to(up.scalar_type())};
+        return {dg, timesInPlace(torch::silu(gate), dOut).to(up.scalar_type())};
     }
 };
 

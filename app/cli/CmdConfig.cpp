@@ -1,6 +1,7 @@
 // `pilotbench-cli config new|validate|import-hf|show`: write, check, import and inspect run configs.
 #include "app/cli/CliSupport.h"
 #include "config/HfImport.h"
+#include "config/ModelTraitsText.h"
 #include "config/RunConfigJson.h"
 #include "config/RunConfigParse.h"
 #include "config/RunConfigValidation.h"
@@ -142,6 +143,8 @@ void printHuman(CliContext &ctx, const RunConfig &c, const ParamCounts &p)
                       .arg(m.layers).arg(m.hiddenSize).arg(m.attentionHeads).arg(m.kvHeads).arg(m.effectiveHeadDim()).arg(m.intermediateSize)
                       .arg(m.vocabSize).arg(m.maxPositions).arg(m.tieEmbeddings ? QStringLiteral("tied") : QStringLiteral("untied"))
                       .arg(m.attentionBias ? QStringLiteral(", q/k/v bias") : QString()));
+    if (m.activation != ActivationKind::SwiGlu)
+        line("activation", QString::fromLatin1(toString(m.activation)));
     if (m.moe.enabled()) {
         const auto &e = m.moe;
         line("experts", QStringLiteral("%1 per sparse layer, %2 per token, width %3%4%5; %6 of %7 layers sparse; aux loss weight %8")
@@ -152,6 +155,8 @@ void printHuman(CliContext &ctx, const RunConfig &c, const ParamCounts &p)
     }
     if (m.qkNorm != QkNorm::None)
         line("q/k norm", m.qkNorm == QkNorm::Head ? QStringLiteral("RMSNorm per head") : QStringLiteral("RMSNorm over the projection"));
+    for (const auto &[label, value] : describeModelTraits(m))
+        line(label.c_str(), QString::fromStdString(value));
     line("weights", m.weightsPath.empty() ? QStringLiteral("random initialisation") : QString::fromStdString(m.weightsPath));
     line("parameters", QStringLiteral("%1 total, %2 trainable (%3%)%4").arg(count(p.total), count(p.trainable)).arg(p.total > 0 ? 100.0 * p.trainable / p.total : 0.0, 0, 'f', 2)
                            .arg(p.active != p.total ? QStringLiteral(", %1 active per token").arg(count(p.active)) : QString()));

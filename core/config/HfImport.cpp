@@ -1,6 +1,9 @@
 #include "config/HfImport.h"
 
 #include "config/HfHubCache.h"
+#include "config/HfJsonFields.h"
+#include "config/HfDenseFamilies.h"
+#include "config/HfRope.h"
 #include "config/JsonReader.h"
 #include "config/RunConfigValidation.h"
 #include "util/Errors.h"
@@ -20,118 +23,25 @@
 namespace pb {
 namespace {
 
-std::string field(const std::string &where, const char *key) { return where + ": " + key; }
-
-int64_t requiredInt(const QJsonObject &json, const std::string &where, const char *key)
-{
-    const QJsonValue v = json.value(QLatin1String(key));
-    if (v.isUndefined() || v.isNull())
-        throw InvalidInputError(field(where, key), "required field is missing");
-    const double d = v.toDouble(-1);
-    if (!v.isDouble() || std::floor(d) != d || d <= 0 || d > static_cast<double>(kMaxExactJsonInteger))
-        throw InvalidInputError(field(where, key), "expected a positive integer, got " + jsonTypeName(v));
-    return static_cast<int64_t>(d);
-}
-
-// Optional fields: absent or null keep `fallback`.
-int64_t optionalInt(const QJsonObject &json, const std::string &where, const char *key, int64_t fallback)
-{
-    const QJsonValue v = json.value(QLatin1String(key));
-    return v.isUndefined() || v.isNull() ? fallback : requiredInt(json, where, key);
-}
-
-double optionalNumber(const QJsonObject &json, const std::string &where, const char *key, double fallback)
-{
-    const QJsonValue v = json.value(QLatin1String(key));
-    if (v.isUndefined() || v.isNull())
-        return fallback;
-    if (!v.isDouble())
-        throw InvalidInputError(field(where, key), "expected a number, got " + jsonTypeName(v));
-    return v.toDouble();
-}
-
-bool optionalBool(const QJsonObject &json, const std::string &where, const char *key, bool fallback)
-{
-    const QJsonValue v = json.value(QLatin1String(key));
-    if (v.isUndefined() || v.isNull())
-        return fallback;
-    if (!v.isBool())
-        throw InvalidInputError(field(where, key), "expected true or false, got " + jsonTypeName(v));
-    return v.toBool();
-}
-
 ActivationKind activationOf(const QJsonObject &json, const std::string &where)
 {
-    const QJsonValue v = json.value(QLatin1String("hidden_act"));
+    // Gemma's config classes name it hidden_activation (gelu_pytorch_tanh by default).
+    const bool gemma = json.value(QLatin1String("model_type")).toString().startsWith(QLatin1String("gemma"));
+    const QJsonValue v = gemma && present(json, "hidden_activation") ? json.value(QLatin1String("hidden_activation"))
+                         : gemma && !present(json, "hidden_act")    ? QJsonValue(QStringLiteral("gelu_pytorch_tanh"))
+                                                                    : json.value(QLatin1String("hidden_act"));
     const QString act = v.isString() ? v.toString() : QStringLiteral("silu");
     if (!v.isUndefined() && !v.isNull() && !v.isString())
-        throw InvalidInputError(field(where, "hidden_act"), "expected a string, got " + jsonTypeName(v));
+        throw InvalidInputError(hfField(where, "hidden_act"), "expected a string, got " + jsonTypeName(v));
     // These families' MLPs are gated (gate_proj * act(up_proj)), so the activation names the gate.
     if (act == QLatin1String("silu") || act == QLatin1String("swish"))
         return ActivationKind::SwiGlu;
-    if (act == QLatin1String("gelu") || act == QLatin1String("gelu_new") || act == QLatin1String("gelu_pytorch_tanh"))
+    // Transformers' "gelu" is the exact (erf) GELU; gelu_new and gelu_pytorch_tanh the tanh form.
+    if (act == QLatin1String("gelu"))
+        return ActivationKind::GeGluErf;
+    if (act == QLatin1String("gelu_new") || act == QLatin1String("gelu_pytorch_tanh"))
         return ActivationKind::GeGlu;
-    throw InvalidInputError(field(where, "hidden_act"), "unsupported activation '" + act.toStdString() + "' (supported: silu, gelu, gelu_new, gelu_pytorch_tanh)");
-}
-
-// One number of rope_scaling, required by its type.
-double ropeNumber(const QJsonObject &scaling, const std::string &where, const char *key)
-{
-    const std::string name = std::string("rope_scaling.") + key;
-    const QJsonValue v = scaling.value(QLatin1String(key));
-    if (v.isUndefined() || v.isNull())
-        throw InvalidInputError(field(where, name.c_str()), "required field is missing");
-    if (!v.isDouble() || !(v.toDouble() > 0))
-        throw InvalidInputError(field(where, name.c_str()), "expected a positive number, got " + jsonTypeName(v));
-    return v.toDouble();
-}
-
-// Transformers reads `rope_type`, or the older `type`, and fills the missing one from the other.
-// Types whose frequencies depend on the sequence length at run time (dynamic) or that also scale
-// attention (yarn, longrope) are refused rather than trained with the wrong positions.
-RopeScaling ropeScalingOf(const QJsonObject &json, const std::string &where)
-{
-    const QJsonValue v = json.value(QLatin1String("rope_scaling"));
-    if (v.isUndefined() || v.isNull())
-        return {};
-    if (!v.isObject())
-        throw InvalidInputError(field(where, "rope_scaling"), "expected an object with rope_type, or null, got " + jsonTypeName(v));
-    const QJsonObject o = v.toObject();
-    const char *typeKey = o.contains(QLatin1String("rope_type")) ? "rope_type" : "type";
-    const QJsonValue typeValue = o.value(QLatin1String(typeKey));
-    const std::string typeField = std::string("rope_scaling.") + typeKey;
-    if (typeValue.isUndefined())
-        throw InvalidInputError(field(where, "rope_scaling.rope_type"), "required field is missing (supported: default, linear, llama3)");
-    if (!typeValue.isString())
-        throw InvalidInputError(field(where, typeField.c_str()), "expected a string, got " + jsonTypeName(typeValue));
-    const std::string type = typeValue.toString().toStdString();
-
-    RopeScaling s;
-    if (type == "default")
-        return s;
-    if (type == "linear") {
-        s.type = RopeScalingType::Linear;
-        s.factor = ropeNumber(o, where, "factor");
-    } else if (type == "llama3") {
-        s.type = RopeScalingType::Llama3;
-        s.factor = ropeNumber(o, where, "factor");
-        s.lowFreqFactor = ropeNumber(o, where, "low_freq_factor");
-        s.highFreqFactor = ropeNumber(o, where, "high_freq_factor");
-        const double original = ropeNumber(o, where, "original_max_position_embeddings");
-        if (std::floor(original) != original || original > static_cast<double>(kMaxExactJsonInteger))
-            throw InvalidInputError(field(where, "rope_scaling.original_max_position_embeddings"), "expected a positive integer, got " + jsonTypeName(o.value(QLatin1String("original_max_position_embeddings"))));
-        s.originalMaxPositions = static_cast<int64_t>(original);
-    } else {
-        throw InvalidInputError(field(where, typeField.c_str()), "'" + type + "' is not supported (supported: default, linear, llama3); "
-                                "training without it would give the model other positions than it was trained with");
-    }
-    return s;
-}
-
-bool present(const QJsonObject &json, const char *key)
-{
-    const QJsonValue v = json.value(QLatin1String(key));
-    return !v.isUndefined() && !v.isNull();
+    throw InvalidInputError(hfField(where, "hidden_act"), "unsupported activation '" + act.toStdString() + "' (supported: silu, gelu, gelu_new, gelu_pytorch_tanh)");
 }
 
 // The Transformers model types whose MLP is a sparse mixture of experts.
@@ -179,7 +89,7 @@ void refuseExperts(const QJsonObject &json, const std::string &where, const std:
         const QJsonValue v = json.value(QLatin1String(key));
         if (v.isUndefined() || v.isNull() || (v.isDouble() && v.toDouble() == 0))
             continue;
-        throw InvalidInputError(field(where, key), "got " + jsonTypeName(v) + ", but model_type '" + type +
+        throw InvalidInputError(hfField(where, key), "got " + jsonTypeName(v) + ", but model_type '" + type +
                                 "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe)");
     }
 }
@@ -192,7 +102,7 @@ int64_t expertCount(const QJsonObject &json, const std::string &where, const cha
         return requiredInt(json, where, alias);
     const int64_t n = requiredInt(json, where, key);
     if (present(json, alias) && requiredInt(json, where, alias) != n)
-        throw InvalidInputError(field(where, alias), std::string("is another name for ") + key + " and must equal it (" + std::to_string(requiredInt(json, where, alias)) +
+        throw InvalidInputError(hfField(where, alias), std::string("is another name for ") + key + " and must equal it (" + std::to_string(requiredInt(json, where, alias)) +
                                 " != " + std::to_string(n) + ")");
     return n;
 }
@@ -204,7 +114,7 @@ std::vector<int64_t> layerList(const QJsonObject &json, const std::string &where
     if (v.isUndefined() || v.isNull())
         return {};
     if (!v.isArray())
-        throw InvalidInputError(field(where, key), "expected an array of layer indices, got " + jsonTypeName(v));
+        throw InvalidInputError(hfField(where, key), "expected an array of layer indices, got " + jsonTypeName(v));
     std::vector<int64_t> list;
     const QJsonArray array = v.toArray();
     for (qsizetype i = 0; i < array.size(); ++i) {
@@ -212,7 +122,7 @@ std::vector<int64_t> layerList(const QJsonObject &json, const std::string &where
         const double d = e.toDouble(-1);
         const std::string name = std::string(key) + "[" + std::to_string(i) + "]";
         if (!e.isDouble() || std::floor(d) != d || d < 0 || d >= static_cast<double>(layers))
-            throw InvalidInputError(field(where, name.c_str()), "expected a layer index from 0 to " + std::to_string(layers - 1) + " (num_hidden_layers - 1), got " + jsonTypeName(e));
+            throw InvalidInputError(hfField(where, name.c_str()), "expected a layer index from 0 to " + std::to_string(layers - 1) + " (num_hidden_layers - 1), got " + jsonTypeName(e));
         list.push_back(static_cast<int64_t>(d));
     }
     return list;
@@ -264,14 +174,14 @@ void refuseUnmodelledAttention(const QJsonObject &json, const std::string &where
         // A window that spans every position the model has is full attention.
         const QJsonValue v = json.value(QLatin1String("sliding_window"));
         if (!v.isUndefined() && !v.isNull() && !(v.isDouble() && v.toDouble() >= static_cast<double>(m.maxPositions)))
-            throw InvalidInputError(field(where, "sliding_window"), "got " + jsonTypeName(v) + "; sliding-window attention is not modelled (expected null, or at least max_position_embeddings = " +
+            throw InvalidInputError(hfField(where, "sliding_window"), "got " + jsonTypeName(v) + "; sliding-window attention is not modelled (expected null, or at least max_position_embeddings = " +
                                     std::to_string(m.maxPositions) + ")");
     } else if (type == "qwen2_moe" || type == "qwen3_moe") {
         if (optionalBool(json, where, "use_sliding_window", false))
-            throw InvalidInputError(field(where, "use_sliding_window"), "true is not supported (sliding-window attention is not modelled)");
+            throw InvalidInputError(hfField(where, "use_sliding_window"), "true is not supported (sliding-window attention is not modelled)");
     } else if (type == "olmoe") {
         if (present(json, "clip_qkv"))
-            throw InvalidInputError(field(where, "clip_qkv"), "got " + jsonTypeName(json.value(QLatin1String("clip_qkv"))) +
+            throw InvalidInputError(hfField(where, "clip_qkv"), "got " + jsonTypeName(json.value(QLatin1String("clip_qkv"))) +
                                     "; clipping queries, keys and values is not modelled (expected null)");
     }
 }
@@ -295,7 +205,16 @@ QJsonObject readConfigJson(const QString &file)
 
 const std::vector<std::string> &hfSupportedModelTypes()
 {
-    static const std::vector<std::string> types {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
+    static const std::vector<std::string> types = [] {
+        std::vector<std::string> t {"llama", "mistral", "qwen2"};
+        for (const auto &dense : hfDenseTraitTypes())
+            t.push_back(dense);
+        // Multimodal configs whose text model is piloted (text_config; the vision tower is not),
+        // then the mixtures of experts.
+        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"})
+            t.emplace_back(type);
+        return t;
+    }();
     return types;
 }
 
@@ -303,16 +222,50 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
 {
     const QJsonValue typeValue = json.value(QLatin1String("model_type"));
     if (!typeValue.isString())
-        throw InvalidInputError(field(where, "model_type"), typeValue.isUndefined() ? "required field is missing" : "expected a string, got " + jsonTypeName(typeValue));
+        throw InvalidInputError(hfField(where, "model_type"), typeValue.isUndefined() ? "required field is missing" : "expected a string, got " + jsonTypeName(typeValue));
     const std::string type = typeValue.toString().toStdString();
     const auto &types = hfSupportedModelTypes();
     if (std::find(types.begin(), types.end(), type) == types.end()) {
         std::string list;
         for (const auto &t : types)
             list += (list.empty() ? "" : ", ") + t;
-        throw InvalidInputError(field(where, "model_type"), "unsupported model type '" + type + "' (supported: " + list + ")");
+        throw InvalidInputError(hfField(where, "model_type"), "unsupported model type '" + type + "' (supported: " + list + ")");
+    }
+    if (type == "gemma3" || type == "mistral3") {
+        // The text model of a multimodal config; its vision tower and projector are not piloted.
+        const QJsonValue text = json.value(QLatin1String("text_config"));
+        if (!text.isObject())
+            throw InvalidInputError(hfField(where, "text_config"), text.isUndefined() ? "required field is missing (the text model of a " + type + " config)"
+                                                                                       : "expected an object, got " + jsonTypeName(text));
+        QJsonObject inner = text.toObject();
+        if (!inner.contains(QLatin1String("model_type")))
+            inner.insert(QStringLiteral("model_type"), type == "gemma3" ? QStringLiteral("gemma3_text") : QStringLiteral("mistral"));
+        if (inner.value(QLatin1String("model_type")).toString() == QString::fromStdString(type))
+            throw InvalidInputError(hfField(where, "text_config.model_type"), "names the multimodal type itself");
+        // Keys the text config leaves to its parent (tied embeddings) are read from it; the sizes it
+        // leaves out take its config class's defaults (Gemma3TextConfig, Ministral3Config), as
+        // Transformers builds the text model (the published gemma-3-4b text_config omits several).
+        if (!inner.contains(QLatin1String("tie_word_embeddings")) && json.contains(QLatin1String("tie_word_embeddings")))
+            inner.insert(QStringLiteral("tie_word_embeddings"), json.value(QLatin1String("tie_word_embeddings")));
+        const QString innerType = inner.value(QLatin1String("model_type")).toString();
+        const QJsonObject defaults = innerType == QLatin1String("gemma3_text")
+                                         ? QJsonObject {{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+                                                        {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"max_position_embeddings", 131072}}
+                                     : innerType == QLatin1String("ministral3")
+                                         ? QJsonObject {{"vocab_size", 131072}, {"hidden_size", 4096}, {"intermediate_size", 14336}, {"num_hidden_layers", 34},
+                                                        {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"head_dim", 128}, {"max_position_embeddings", 262144}}
+                                         : QJsonObject {};
+        for (auto it = defaults.begin(); it != defaults.end(); ++it)
+            if (!inner.contains(it.key()))
+                inner.insert(it.key(), it.value());
+        ModelShape m = hfModelShape(inner, where + " text_config");
+        // Gemma3ForConditionalGeneration never soft-caps its final logits.
+        if (type == "gemma3")
+            m.traits.finalSoftcap = 0;
+        return m;
     }
     const bool moe = isMoeType(type);
+    const bool traitFamily = std::find(hfDenseTraitTypes().begin(), hfDenseTraitTypes().end(), type) != hfDenseTraitTypes().end();
     if (moe)
         refuseUnmodelledMoeKeys(json, where, type);
     else
@@ -335,23 +288,37 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     m.maxPositions = requiredInt(json, where, "max_position_embeddings");
     m.headDim = optionalInt(json, where, "head_dim", 0);
     m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", false);
-    m.ropeTheta = optionalNumber(json, where, "rope_theta", type == "mixtral" ? 1e6 : 10000.0);
-    m.ropeScaling = ropeScalingOf(json, where);
+    const HfRope rope = hfRope(json, where, type == "mixtral" ? 1e6 : 10000.0);
+    m.ropeTheta = rope.theta;
+    m.ropeScaling = rope.scaling;
     m.normEps = optionalNumber(json, where, "rms_norm_eps", type == "mixtral" || type == "olmoe" ? 1e-5 : 1e-6);
     m.activation = activationOf(json, where);
     m.norm = NormKind::RmsNorm;
+    if (traitFamily) {
+        applyDenseFamily(json, where, type, m);
+        return m;
+    }
     if (type == "qwen2") {
         // Qwen2 always has q/k/v biases and no o_proj bias; its config has no switch for them.
         m.attentionBias = true;
     } else if (type == "qwen2_moe") {
         // Likewise Qwen2-MoE, whose newer config class names the switch qkv_bias.
         m.attentionBias = optionalBool(json, where, "qkv_bias", true);
+    } else if (!moe) {
+        // LlamaAttention's attention_bias puts a bias on all four projections, o_proj's included.
+        m.attentionBias = m.traits.outputBias = optionalBool(json, where, "attention_bias", false);
     } else if (optionalBool(json, where, "attention_bias", false)) {
-        // Llama's attention_bias also adds an o_proj bias, which the parameter table does not model.
-        throw InvalidInputError(field(where, "attention_bias"), "true is not supported for " + type + " (it adds an o_proj bias the model does not have)");
+        throw InvalidInputError(hfField(where, "attention_bias"), "true is not supported for " + type + " (attention biases of expert models are not modelled)");
     }
-    if (optionalBool(json, where, "mlp_bias", false))
-        throw InvalidInputError(field(where, "mlp_bias"), "true is not supported (MLP biases are not modelled)");
+    if (moe && optionalBool(json, where, "mlp_bias", false))
+        throw InvalidInputError(hfField(where, "mlp_bias"), "true is not supported (MLP biases are not modelled for experts)");
+    m.traits.mlpBias = !moe && optionalBool(json, where, "mlp_bias", false);
+    if (type == "mistral" && present(json, "sliding_window")) {
+        // MistralAttention: every layer slides when the config gives a window shorter than the context.
+        const int64_t window = requiredInt(json, where, "sliding_window");
+        if (window < m.maxPositions)
+            m.traits.slidingWindow = window;
+    }
     if (moe) {
         refuseUnmodelledAttention(json, where, type, m);
         // RMSNorm of the queries and keys before RoPE: per head (Qwen3), over the projection (OLMoE).

@@ -160,6 +160,23 @@ void JsonReader::read(const char *key, std::vector<int64_t> &value)
     }
 }
 
+void JsonReader::read(const char *key, std::vector<double> &value)
+{
+    if (const auto v = take(key)) {
+        if (!v->isArray())
+            typeError(key, "an array of numbers", *v);
+        std::vector<double> out;
+        const QJsonArray array = v->toArray();
+        for (qsizetype i = 0; i < array.size(); ++i) {
+            const std::string item = std::string(key) + "[" + std::to_string(i) + "]";
+            if (!array[i].isDouble() || !std::isfinite(array[i].toDouble()))
+                typeError(item.c_str(), "a number", array[i]);
+            out.push_back(array[i].toDouble());
+        }
+        value = std::move(out);
+    }
+}
+
 std::optional<JsonReader> JsonReader::object(const char *key)
 {
     const auto v = take(key);

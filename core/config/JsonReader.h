@@ -31,6 +31,7 @@ public:
     void read(const char *key, std::string &value);
     void read(const char *key, std::vector<std::string> &value);
     void read(const char *key, std::vector<int64_t> &value);   // integers of at least 0
+    void read(const char *key, std::vector<double> &value);    // finite numbers
     void read(const char *key, std::optional<double> &value);  // null or absent: unset
     // The enum's file names (toString) are the only accepted values.
     template <typename E> void readEnum(const char *key, E &value);

@@ -19,6 +19,46 @@ ExpertNames expertNames(const ModelShape &model)
     return {"mlp.", "gate_proj", "up_proj", "down_proj"};
 }
 
+std::vector<ProjectionShape> denseProjections(const ModelShape &m)
+{
+    const int64_t h = m.hiddenSize, hd = m.effectiveHeadDim(), i = m.intermediateSize;
+    const int64_t qDim = m.attentionHeads * hd, kvDim = m.kvHeads * hd;
+    const ModelTraits &t = m.traits;
+    std::vector<ProjectionShape> p;
+    if (t.fusedQkv) {
+        p.push_back({"qkv_proj", h, qDim + 2 * kvDim, m.attentionBias, true});
+    } else {
+        p.push_back({"q_proj", h, qDim, m.attentionBias, true});
+        p.push_back({"k_proj", h, kvDim, m.attentionBias, true});
+        p.push_back({"v_proj", h, kvDim, m.attentionBias, true});
+    }
+    p.push_back({"o_proj", qDim, h, t.outputBias, true});
+    if (m.activation == ActivationKind::Gelu) {
+        p.push_back({"up_proj", h, i, t.mlpBias, false});
+    } else if (t.fusedGateUp) {
+        p.push_back({"gate_up_proj", h, 2 * i, t.mlpBias, false});
+    } else {
+        p.push_back({"gate_proj", h, i, t.mlpBias, false});
+        p.push_back({"up_proj", h, i, t.mlpBias, false});
+    }
+    p.push_back({"down_proj", i, h, t.mlpBias, false});
+    return p;
+}
+
+BlockNormNames blockNormNames(const ModelShape &m)
+{
+    switch (m.traits.normPlacement) {
+    case NormPlacement::Pre: return {"input_layernorm", "", "post_attention_layernorm", ""};
+    case NormPlacement::Post: return {"", "post_attention_layernorm", "", "post_feedforward_layernorm"};
+    case NormPlacement::Sandwich:
+        // GLM-4 names its four norms by what they follow; Gemma by what they precede or follow.
+        if (m.family == "glm4")
+            return {"input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"};
+        return {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"};
+    }
+    return {};
+}
+
 std::vector<ParameterInfo> parameterTable(const RunConfig &config)
 {
     const ModelShape &m = config.model;
@@ -27,7 +67,6 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
     const int64_t qDim = m.attentionHeads * hd;
     const int64_t kvDim = m.kvHeads * hd;
     const bool layerNorm = m.norm == NormKind::LayerNorm;
-    const bool gated = m.activation != ActivationKind::Gelu;
     const int64_t r = config.train.lora.rank;
     std::vector<ParameterInfo> table;
 
@@ -61,19 +100,25 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
         }
     };
 
+    const auto projections = denseProjections(m);
+    const BlockNormNames norms = blockNormNames(m);
     add("model.embed_tokens.weight", {m.vocabSize, h}, -1, true);
     for (int i = 0; i < m.layers; ++i) {
         const std::string prefix = "model.layers." + std::to_string(i) + ".";
-        addNorm(prefix + "input_layernorm", i);
-        addProjection(prefix + "self_attn.", "q_proj", h, qDim, m.attentionBias, i);
-        addProjection(prefix + "self_attn.", "k_proj", h, kvDim, m.attentionBias, i);
-        addProjection(prefix + "self_attn.", "v_proj", h, kvDim, m.attentionBias, i);
-        addProjection(prefix + "self_attn.", "o_proj", qDim, h, false, i);
+        auto addNormIf = [&](const std::string &name) {
+            if (!name.empty())
+                addNorm(prefix + name, i);
+        };
+        addNormIf(norms.beforeAttention);
+        for (const auto &p : projections)
+            if (p.attention)
+                addProjection(prefix + "self_attn.", p.name, p.in, p.out, p.bias, i);
         if (m.qkNorm != QkNorm::None) {
             add(prefix + "self_attn.q_norm.weight", {m.qkNorm == QkNorm::Head ? hd : qDim}, i, false);
             add(prefix + "self_attn.k_norm.weight", {m.qkNorm == QkNorm::Head ? hd : kvDim}, i, false);
         }
-        addNorm(prefix + "post_attention_layernorm", i);
+        addNormIf(norms.afterAttention);
+        addNormIf(norms.beforeMlp);
         if (m.moe.sparse(i)) {
             const ExpertNames n = expertNames(m);
             const std::string mlp = prefix + n.prefix;
@@ -100,11 +145,11 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
                     add(mlp + "shared_expert_gate.weight", {1, h}, i, true);
             }
         } else {
-            if (gated)
-                addProjection(prefix + "mlp.", "gate_proj", h, m.intermediateSize, false, i);
-            addProjection(prefix + "mlp.", "up_proj", h, m.intermediateSize, false, i);
-            addProjection(prefix + "mlp.", "down_proj", m.intermediateSize, h, false, i);
+            for (const auto &p : projections)
+                if (!p.attention)
+                    addProjection(prefix + "mlp.", p.name, p.in, p.out, p.bias, i);
         }
+        addNormIf(norms.afterMlp);
     }
     addNorm("model.norm", -1);
     if (!m.tieEmbeddings)

@@ -31,6 +31,21 @@ struct ExpertNames {
     std::string gate, up, down;
 };
 ExpertNames expertNames(const ModelShape &model);
+// A dense layer's projections as the family's checkpoints name them: q/k/v (or Phi-3's fused
+// qkv_proj), o_proj, then the MLP's gate/up (or the fused gate_up_proj, gate's half first) and down.
+struct ProjectionShape {
+    std::string name;
+    int64_t in = 0, out = 0;
+    bool bias = false;
+    bool attention = false;   // before o_proj's output joins the residual
+};
+std::vector<ProjectionShape> denseProjections(const ModelShape &model);
+// The norms of a decoder block by checkpoint name, empty where the placement has none: before
+// attention, on attention's output, before the MLP, on the MLP's output.
+struct BlockNormNames {
+    std::string beforeAttention, afterAttention, beforeMlp, afterMlp;
+};
+BlockNormNames blockNormNames(const ModelShape &model);
 // True when `projection` (q_proj, ..., down_proj) gets a LoRA adapter under this config.
 bool loraTargets(const RunConfig &config, const std::string &projection);
 

@@ -32,14 +32,15 @@ constexpr std::array<std::pair<OptimizerKind, const char *>, 7> kOptimizers {{{O
 constexpr std::array<std::pair<Precision, const char *>, 4> kPrecisions {{{Precision::Fp32, "fp32"}, {Precision::Bf16Mixed, "bf16-mixed"}, {Precision::Bf16, "bf16"}, {Precision::Fp16Mixed, "fp16-mixed"}}};
 constexpr std::array<std::pair<AttentionImpl, const char *>, 4> kAttention {{{AttentionImpl::Auto, "auto"}, {AttentionImpl::Math, "math"}, {AttentionImpl::Flash, "flash"}, {AttentionImpl::MemEfficient, "mem-efficient"}}};
 constexpr std::array<std::pair<NormKind, const char *>, 2> kNorms {{{NormKind::RmsNorm, "rmsnorm"}, {NormKind::LayerNorm, "layernorm"}}};
-constexpr std::array<std::pair<ActivationKind, const char *>, 3> kActivations {{{ActivationKind::SwiGlu, "swiglu"}, {ActivationKind::GeGlu, "geglu"}, {ActivationKind::Gelu, "gelu"}}};
+constexpr std::array<std::pair<ActivationKind, const char *>, 4> kActivations {{{ActivationKind::SwiGlu, "swiglu"}, {ActivationKind::GeGlu, "geglu"}, {ActivationKind::Gelu, "gelu"}, {ActivationKind::GeGluErf, "geglu-erf"}}};
 constexpr std::array<std::pair<ScheduleKind, const char *>, 3> kSchedules {{{ScheduleKind::Constant, "constant"}, {ScheduleKind::Cosine, "cosine"}, {ScheduleKind::Linear, "linear"}}};
 constexpr std::array<std::pair<DataKind, const char *>, 3> kDataKinds {{{DataKind::Synthetic, "synthetic"}, {DataKind::TokenFile, "tokens"}, {DataKind::Jsonl, "jsonl"}}};
 constexpr std::array<std::pair<LengthDistribution, const char *>, 3> kLengths {{{LengthDistribution::Fixed, "fixed"}, {LengthDistribution::Uniform, "uniform"}, {LengthDistribution::FromFile, "file"}}};
 constexpr std::array<std::pair<JobUnit, const char *>, 2> kJobUnits {{{JobUnit::Tokens, "tokens"}, {JobUnit::Epochs, "epochs"}}};
 constexpr std::array<std::pair<KernelPath, const char *>, 2> kKernelPaths {{{KernelPath::Eager, "eager"}, {KernelPath::Fused, "fused"}}};
 constexpr std::array<std::pair<QkNorm, const char *>, 3> kQkNorms {{{QkNorm::None, "none"}, {QkNorm::Head, "head"}, {QkNorm::Full, "full"}}};
-constexpr std::array<std::pair<RopeScalingType, const char *>, 3> kRopeScalings {{{RopeScalingType::None, "none"}, {RopeScalingType::Llama3, "llama3"}, {RopeScalingType::Linear, "linear"}}};
+constexpr std::array<std::pair<RopeScalingType, const char *>, 5> kRopeScalings {{{RopeScalingType::None, "none"}, {RopeScalingType::Llama3, "llama3"}, {RopeScalingType::Linear, "linear"}, {RopeScalingType::Yarn, "yarn"}, {RopeScalingType::LongRope, "longrope"}}};
+constexpr std::array<std::pair<NormPlacement, const char *>, 3> kNormPlacements {{{NormPlacement::Pre, "pre"}, {NormPlacement::Post, "post"}, {NormPlacement::Sandwich, "sandwich"}}};
 
 } // namespace
 
@@ -55,6 +56,7 @@ const char *toString(LengthDistribution v) { return nameOf(kLengths, v); }
 const char *toString(JobUnit v) { return nameOf(kJobUnits, v); }
 const char *toString(RopeScalingType v) { return nameOf(kRopeScalings, v); }
 const char *toString(QkNorm v) { return nameOf(kQkNorms, v); }
+const char *toString(NormPlacement v) { return nameOf(kNormPlacements, v); }
 const char *toString(KernelPath v) { return nameOf(kKernelPaths, v); }
 
 template <> std::optional<TrainMode> parseEnum(const std::string &n) { return lookup(kTrainModes, n); }
@@ -69,6 +71,7 @@ template <> std::optional<LengthDistribution> parseEnum(const std::string &n) { 
 template <> std::optional<JobUnit> parseEnum(const std::string &n) { return lookup(kJobUnits, n); }
 template <> std::optional<RopeScalingType> parseEnum(const std::string &n) { return lookup(kRopeScalings, n); }
 template <> std::optional<QkNorm> parseEnum(const std::string &n) { return lookup(kQkNorms, n); }
+template <> std::optional<NormPlacement> parseEnum(const std::string &n) { return lookup(kNormPlacements, n); }
 template <> std::optional<KernelPath> parseEnum(const std::string &n) { return lookup(kKernelPaths, n); }
 
 ParamCounts countParameters(const RunConfig &config)

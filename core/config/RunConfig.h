@@ -15,12 +15,17 @@ enum class OptimizerKind { AdamW, Adam, Sgd, Adagrad, RmsProp, AdamW8bit, Adafac
 enum class Precision { Fp32, Bf16Mixed, Bf16, Fp16Mixed };
 enum class AttentionImpl { Auto, Math, Flash, MemEfficient };
 enum class NormKind { RmsNorm, LayerNorm };
-enum class ActivationKind { SwiGlu, GeGlu, Gelu };
+// The MLP: SwiGLU (silu(gate) * up), GeGLU with the tanh-approximated GELU (Gemma's
+// gelu_pytorch_tanh) or the exact one (erf), or an ungated GELU.
+enum class ActivationKind { SwiGlu, GeGlu, Gelu, GeGluErf };
 enum class ScheduleKind { Constant, Cosine, Linear };
 enum class DataKind { Synthetic, TokenFile, Jsonl };
 enum class LengthDistribution { Fixed, Uniform, FromFile };
 enum class JobUnit { Tokens, Epochs };
-enum class RopeScalingType { None, Llama3, Linear };
+enum class RopeScalingType { None, Llama3, Linear, Yarn, LongRope };
+// Where a decoder block normalises: before each sub-layer (Llama), on each sub-layer's output before
+// the residual add (OLMo 2), or both (Gemma 2/3 and GLM-4's four norms per layer).
+enum class NormPlacement { Pre, Post, Sandwich };
 // RMSNorm of queries and keys before RoPE: per head (Qwen3) or over the whole projection (OLMoE).
 enum class QkNorm { None, Head, Full };
 // The loss's kernels: eager (Transformers' ops, today's numerics and memory) or fused (the
@@ -35,7 +40,80 @@ struct RopeScaling {
     double factor = 0;                 // llama3, linear
     double lowFreqFactor = 0;          // llama3
     double highFreqFactor = 0;         // llama3
-    int64_t originalMaxPositions = 0;  // llama3: the pre-training context length
+    int64_t originalMaxPositions = 0;  // llama3, yarn, longrope: the pre-training context length
+    // yarn: the ramp between the fast and slow wavelengths, mscale terms, and whether the ramp's
+    // bounds are truncated to integers; 0 / defaults as Transformers' _compute_yarn_parameters.
+    double betaFast = 32, betaSlow = 1, mscale = 0, mscaleAllDim = 0;
+    bool truncate = true;
+    double attentionFactor = 0;        // yarn, longrope: scales cos and sin; 0: derived from factor
+    std::vector<double> shortFactor, longFactor; // longrope: one divisor per frequency
+
+    static RopeScaling linear(double factor)
+    {
+        RopeScaling s;
+        s.type = RopeScalingType::Linear;
+        s.factor = factor;
+        return s;
+    }
+    static RopeScaling llama3(double factor, double lowFreqFactor, double highFreqFactor, int64_t originalMaxPositions)
+    {
+        RopeScaling s = linear(factor);
+        s.type = RopeScalingType::Llama3;
+        s.lowFreqFactor = lowFreqFactor;
+        s.highFreqFactor = highFreqFactor;
+        s.originalMaxPositions = originalMaxPositions;
+        return s;
+    }
+};
+
+// Which layers a rule picks: every `every`-th layer (layer + 1 divisible by it) and the listed ones.
+struct LayerSelection {
+    int64_t every = 0;
+    std::vector<int64_t> layers;
+
+    bool empty() const { return every <= 0 && layers.empty(); }
+    bool contains(int64_t layer) const
+    {
+        return (every > 0 && (layer + 1) % every == 0) || std::find(layers.begin(), layers.end(), layer) != layers.end();
+    }
+    bool operator==(const LayerSelection &o) const { return every == o.every && layers == o.layers; }
+};
+
+// The traits in which the dense families differ from Llama. Each default is Llama's, and a trait
+// is written to a config only when it differs, so configs without it keep their hashes. The
+// engine, the estimator, parameter counting and checkpoint naming read these, never the family.
+struct ModelTraits {
+    // Attention per layer.
+    int64_t slidingWindow = 0;               // 0: full attention; W: a query sees the W keys ending at itself
+    LayerSelection globalLayers;             // with a window: the layers that keep full attention (none: all slide)
+    LayerSelection noRopeLayers;             // layers without rotary positions (SmolLM3's NoPE layers)
+    // Rotary.
+    double partialRotary = 1.0;              // share of head_dim rotated (partial_rotary_factor)
+    double localRopeTheta = 0;               // sliding layers' base, unscaled (Gemma 3); 0: the global rotary
+    bool ropeInterleaved = false;            // pairs (2i, 2i+1) rotate (GLM) instead of (i, i + d/2)
+    // Norms.
+    NormPlacement normPlacement = NormPlacement::Pre;
+    bool normUnitOffset = false;             // RMSNorm scales by (1 + weight), weights start at 0 (Gemma)
+    bool normScaleInFp32 = false;            // the weight multiplies in fp32 before the cast back (Gemma, OLMo 2)
+    // Attention details.
+    double attentionScale = 0;               // 0: 1/sqrt(head_dim); query_pre_attn_scalar^-0.5, Granite's attention_multiplier
+    double attentionSoftcap = 0;             // tanh soft-capping of the attention logits (Gemma 2); 0: off
+    double finalSoftcap = 0;                 // ... of the final logits; 0: off
+    double queryTemperatureBeta = 0;         // Llama 4 / Ministral 3: q x (1 + beta ln(1 + floor(pos / length))); 0: off
+    int64_t queryTemperatureLength = 0;
+    bool outputBias = false;                 // o_proj bias
+    bool mlpBias = false;                    // biases on the MLP's projections
+    // Scales.
+    double embeddingScale = 1.0;             // Gemma: sqrt(hidden); Granite: embedding_multiplier
+    bool embeddingScaleRounded = false;      // the factor rounded to the embedding's dtype first (Gemma)
+    double residualScale = 1.0;              // sub-layer outputs times this before the residual add (Granite)
+    double logitsDivisor = 1.0;              // logits divided by this (Granite's logits_scaling)
+    // Fused projections (Phi-3: qkv_proj and gate_up_proj; GLM-4: gate_up_proj), named as the family's.
+    bool fusedQkv = false;
+    bool fusedGateUp = false;
+
+    bool usesSliding(int64_t layer) const { return slidingWindow > 0 && !globalLayers.contains(layer); }
+    bool usesRope(int64_t layer) const { return !noRopeLayers.contains(layer); }
 };
 
 // A sparse mixture-of-experts MLP in place of the dense one (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE):
@@ -81,10 +159,13 @@ struct ModelShape {
     RopeScaling ropeScaling;
     double normEps = 1e-5;
     QkNorm qkNorm = QkNorm::None;
+    ModelTraits traits;
     MoeConfig moe;
     std::string weightsPath;         // local folder of *.safetensors; empty: random initialisation
 
     int64_t effectiveHeadDim() const { return headDim > 0 ? headDim : (attentionHeads > 0 ? hiddenSize / attentionHeads : 0); }
+    // The rotated dimensions of a head: int(head_dim * partial_rotary_factor), as Transformers rounds.
+    int64_t rotaryDim() const { return static_cast<int64_t>(static_cast<double>(effectiveHeadDim()) * traits.partialRotary); }
 };
 
 struct LoraConfig {
@@ -198,6 +279,7 @@ const char *toString(LengthDistribution v);
 const char *toString(JobUnit v);
 const char *toString(RopeScalingType v);
 const char *toString(QkNorm v);
+const char *toString(NormPlacement v);
 const char *toString(KernelPath v);
 template <typename E> std::optional<E> parseEnum(const std::string &name);
 
@@ -212,10 +294,11 @@ inline bool usesFusedAttention(const RunConfig &config, bool fusedAvailable, boo
     return !(config.deterministic && cudaDevice && config.train.attention == AttentionImpl::Auto);
 }
 
-// Layer-level names of the projections, as in Hugging Face checkpoints.
+// Layer-level names of the projections, as in Hugging Face checkpoints (Phi-3's fused qkv_proj and
+// gate_up_proj among them).
 inline const std::vector<std::string> &projectionNames()
 {
-    static const std::vector<std::string> names {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    static const std::vector<std::string> names {"q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
     return names;
 }
 

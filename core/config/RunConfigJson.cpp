@@ -1,6 +1,7 @@
 #include "config/RunConfigJson.h"
 
 #include "config/JsonReader.h"
+#include "config/ModelTraitsJson.h"
 #include "config/RunConfigParse.h"
 #include "config/RunConfigValidation.h"
 #include "util/Errors.h"
@@ -56,10 +57,19 @@ void readModel(JsonReader r, ModelShape &m)
         s->read("low_freq_factor", m.ropeScaling.lowFreqFactor);
         s->read("high_freq_factor", m.ropeScaling.highFreqFactor);
         s->read("original_max_positions", m.ropeScaling.originalMaxPositions);
+        s->read("beta_fast", m.ropeScaling.betaFast);
+        s->read("beta_slow", m.ropeScaling.betaSlow);
+        s->read("mscale", m.ropeScaling.mscale);
+        s->read("mscale_all_dim", m.ropeScaling.mscaleAllDim);
+        s->read("truncate", m.ropeScaling.truncate);
+        s->read("attention_factor", m.ropeScaling.attentionFactor);
+        s->read("short_factor", m.ropeScaling.shortFactor);
+        s->read("long_factor", m.ropeScaling.longFactor);
         s->finish();
     }
     r.read("norm_eps", m.normEps);
     r.readEnum("qk_norm", m.qkNorm);
+    readModelTraits(r, m.traits);
     if (auto e = r.object("moe")) {
         MoeConfig &moe = m.moe;
         e->read("experts", moe.experts);
@@ -107,7 +117,26 @@ void writeRopeScaling(const RopeScaling &s, QJsonObject &model)
     if (s.type == RopeScalingType::Llama3) {
         o.insert(QStringLiteral("low_freq_factor"), s.lowFreqFactor);
         o.insert(QStringLiteral("high_freq_factor"), s.highFreqFactor);
+    }
+    if (s.type == RopeScalingType::Llama3 || s.type == RopeScalingType::Yarn || s.type == RopeScalingType::LongRope)
         o.insert(QStringLiteral("original_max_positions"), integer(s.originalMaxPositions));
+    if (s.type == RopeScalingType::Yarn) {
+        o.insert(QStringLiteral("beta_fast"), s.betaFast);
+        o.insert(QStringLiteral("beta_slow"), s.betaSlow);
+        o.insert(QStringLiteral("mscale"), s.mscale);
+        o.insert(QStringLiteral("mscale_all_dim"), s.mscaleAllDim);
+        o.insert(QStringLiteral("truncate"), s.truncate);
+    }
+    if (s.type == RopeScalingType::Yarn || s.type == RopeScalingType::LongRope)
+        o.insert(QStringLiteral("attention_factor"), s.attentionFactor);
+    if (s.type == RopeScalingType::LongRope) {
+        QJsonArray shortFactor, longFactor;
+        for (double f : s.shortFactor)
+            shortFactor.append(f);
+        for (double f : s.longFactor)
+            longFactor.append(f);
+        o.insert(QStringLiteral("short_factor"), shortFactor);
+        o.insert(QStringLiteral("long_factor"), longFactor);
     }
     model.insert(QStringLiteral("rope_scaling"), o);
 }
@@ -233,6 +262,7 @@ QJsonObject toJson(const RunConfig &c)
         {"rope_theta", m.ropeTheta}, {"norm_eps", m.normEps}, {"weights_path", str(m.weightsPath)},
     };
     writeRopeScaling(m.ropeScaling, model);
+    writeModelTraits(m.traits, model);
     writeSparseParts(m, model);
     const TrainConfig &t = c.train;
     QJsonObject lora {{"rank", integer(t.lora.rank)}, {"alpha", t.lora.alpha}, {"dropout", t.lora.dropout}, {"targets", strings(t.lora.targets)}};

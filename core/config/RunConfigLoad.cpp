@@ -1,5 +1,6 @@
 // Reading a config named by a file path or `preset:NAME`, and the `--set PATH=VALUE` overrides.
 #include "config/RunConfigJson.h"
+#include "config/ModelTraitsJson.h"
 #include "config/RunConfigParse.h"
 #include "config/JsonText.h"
 #include "util/Errors.h"
@@ -112,11 +113,21 @@ void applyOverride(QJsonObject &json, const QString &assignment)
     // Every path --set may name: the defaults, plus the optional sections they leave out.
     static const QJsonObject schema = [] {
         RunConfig full;
-        full.model.ropeScaling.type = RopeScalingType::Llama3;
+        // longrope's record carries every rope_scaling key but llama3's two, added here.
+        full.model.ropeScaling.type = RopeScalingType::LongRope;
+        full.model.traits = everyModelTraitSet();
         full.model.qkNorm = QkNorm::Head;
         full.model.moe.experts = 1;
         full.train.kernels = KernelPath::Fused;
-        return toJson(full);
+        QJsonObject json = toJson(full);
+        QJsonObject model = json.value(QStringLiteral("model")).toObject();
+        QJsonObject rope = model.value(QStringLiteral("rope_scaling")).toObject();
+        for (const char *key : {"low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim"})
+            rope.insert(QLatin1String(key), 1.0);
+        rope.insert(QStringLiteral("truncate"), true);
+        model.insert(QStringLiteral("rope_scaling"), rope);
+        json.insert(QStringLiteral("model"), model);
+        return json;
     }();
     setPath(json, schema, parts, 0, assignment.mid(eq + 1), path);
 }

@@ -65,27 +65,6 @@ public:
     }
 };
 
-struct Projection {
-    const char *name;
-    int64_t in;
-    int64_t out;
-    bool bias;
-};
-
-std::vector<Projection> projections(const ModelShape &m)
-{
-    const int64_t hd = m.effectiveHeadDim();
-    const int64_t q = m.attentionHeads * hd;
-    const int64_t kv = m.kvHeads * hd;
-    std::vector<Projection> p {{"q_proj", m.hiddenSize, q, m.attentionBias}, {"k_proj", m.hiddenSize, kv, m.attentionBias},
-                               {"v_proj", m.hiddenSize, kv, m.attentionBias}, {"o_proj", q, m.hiddenSize, false}};
-    if (m.activation != ActivationKind::Gelu)
-        p.push_back({"gate_proj", m.hiddenSize, m.intermediateSize, false});
-    p.push_back({"up_proj", m.hiddenSize, m.intermediateSize, false});
-    p.push_back({"down_proj", m.intermediateSize, m.hiddenSize, false});
-    return p;
-}
-
 // Same structure as parameterTable(), in checked arithmetic, without listing anything.
 std::optional<int64_t> checkedParameterCount(const RunConfig &c)
 {
@@ -94,7 +73,7 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     if (mul(m.attentionHeads, hd) == std::nullopt || mul(m.kvHeads, hd) == std::nullopt)
         return std::nullopt;
     const int64_t normSize = m.norm == NormKind::LayerNorm ? 2 : 1;
-    auto projection = [&c](std::optional<int64_t> sum, int64_t in, int64_t out, bool bias, const char *role) {
+    auto projection = [&c](std::optional<int64_t> sum, int64_t in, int64_t out, bool bias, const std::string &role) {
         sum = add(sum, mul(in, out));
         if (bias)
             sum = add(sum, out);
@@ -102,12 +81,15 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
             sum = add(sum, mul(c.train.lora.rank, add(in, out)));
         return sum;
     };
-    std::optional<int64_t> attention = mul(2 * normSize, m.hiddenSize);
+    const BlockNormNames norms = blockNormNames(m);
+    int64_t blockNorms = 0;
+    for (const auto *name : {&norms.beforeAttention, &norms.afterAttention, &norms.beforeMlp, &norms.afterMlp})
+        blockNorms += name->empty() ? 0 : 1;
+    std::optional<int64_t> attention = mul(blockNorms * normSize, m.hiddenSize);
     std::optional<int64_t> dense = 0;
-    const auto all = projections(m);
-    for (size_t i = 0; i < all.size(); ++i) { // q, k, v, o, then the dense MLP's
-        auto &sum = i < 4 ? attention : dense;
-        sum = projection(sum, all[i].in, all[i].out, all[i].bias, all[i].name);
+    for (const auto &p : denseProjections(m)) {
+        auto &sum = p.attention ? attention : dense;
+        sum = projection(sum, p.in, p.out, p.bias, p.name);
     }
     if (m.qkNorm == QkNorm::Head)
         attention = add(attention, 2 * hd);
@@ -188,14 +170,43 @@ void checkRopeScaling(Checker &k, const RopeScaling &s)
         k.require(set, field(name), "is required by type " + type);
         return set;
     };
+    const bool yarn = s.type == RopeScalingType::Yarn, longRope = s.type == RopeScalingType::LongRope;
     if (s.type == RopeScalingType::None)
-        unused(s.factor != 0, "factor", "llama3 or linear");
+        unused(s.factor != 0, "factor", "llama3, linear, yarn or longrope");
     else if (needed(s.factor != 0, "factor"))
-        k.range(s.factor, 1, true, INFINITY, false, field("factor"));
+        k.range(s.factor, longRope ? 0 : 1, !longRope, INFINITY, false, field("factor"));
+    if (!yarn) {
+        const RopeScaling d;
+        unused(s.betaFast != d.betaFast, "beta_fast", "yarn");
+        unused(s.betaSlow != d.betaSlow, "beta_slow", "yarn");
+        unused(s.mscale != 0, "mscale", "yarn");
+        unused(s.mscaleAllDim != 0, "mscale_all_dim", "yarn");
+        unused(!s.truncate, "truncate", "yarn");
+    } else {
+        k.range(s.betaFast, 0, false, INFINITY, false, field("beta_fast"));
+        k.range(s.betaSlow, 0, false, INFINITY, false, field("beta_slow"));
+        k.range(s.mscale, 0, true, INFINITY, false, field("mscale"));
+        k.range(s.mscaleAllDim, 0, true, INFINITY, false, field("mscale_all_dim"));
+    }
+    if (!yarn && !longRope)
+        unused(s.attentionFactor != 0, "attention_factor", "yarn or longrope");
+    else
+        k.range(s.attentionFactor, 0, true, INFINITY, false, field("attention_factor"));
+    if (!longRope) {
+        unused(!s.shortFactor.empty(), "short_factor", "longrope");
+        unused(!s.longFactor.empty(), "long_factor", "longrope");
+    }
+    if (yarn || longRope) {
+        unused(s.lowFreqFactor != 0, "low_freq_factor", "llama3");
+        unused(s.highFreqFactor != 0, "high_freq_factor", "llama3");
+        if (needed(s.originalMaxPositions != 0, "original_max_positions"))
+            k.positive(s.originalMaxPositions, field("original_max_positions"));
+        return;
+    }
     if (s.type != RopeScalingType::Llama3) {
         unused(s.lowFreqFactor != 0, "low_freq_factor", "llama3");
         unused(s.highFreqFactor != 0, "high_freq_factor", "llama3");
-        unused(s.originalMaxPositions != 0, "original_max_positions", "llama3");
+        unused(s.originalMaxPositions != 0, "original_max_positions", "llama3, yarn or longrope");
         return;
     }
     const bool low = needed(s.lowFreqFactor != 0, "low_freq_factor");
@@ -210,6 +221,46 @@ void checkRopeScaling(Checker &k, const RopeScaling &s)
                   "must exceed model.rope_scaling.low_freq_factor (" + shortNumber(s.highFreqFactor) + " <= " + shortNumber(s.lowFreqFactor) + ")");
     if (needed(s.originalMaxPositions != 0, "original_max_positions"))
         k.positive(s.originalMaxPositions, field("original_max_positions"));
+}
+
+void checkSelection(Checker &k, const LayerSelection &s, int64_t layers, const std::string &field)
+{
+    k.nonNegative(s.every, field + ".every");
+    for (int64_t layer : s.layers)
+        k.require(layer < layers, field + ".layers", "layer " + std::to_string(layer) + " is not a layer of this model (0.." + std::to_string(layers - 1) + ")");
+}
+
+void checkTraits(Checker &k, const ModelShape &m)
+{
+    const ModelTraits &t = m.traits;
+    k.nonNegative(t.slidingWindow, "model.sliding_window");
+    checkSelection(k, t.globalLayers, m.layers, "model.global_layers");
+    checkSelection(k, t.noRopeLayers, m.layers, "model.no_rope_layers");
+    if (t.slidingWindow == 0)
+        k.require(t.globalLayers.empty(), "model.global_layers", "names the layers that keep full attention among sliding ones; set model.sliding_window too");
+    if (t.slidingWindow == 0)
+        k.require(t.localRopeTheta == 0, "model.local_rope_theta", "is the sliding layers' rotary base; set model.sliding_window too");
+    k.range(t.partialRotary, 0, false, 1, true, "model.partial_rotary");
+    if (m.attentionHeads > 0 && m.headDim >= 0 && std::isfinite(t.partialRotary) && t.partialRotary > 0) {
+        const int64_t dim = m.rotaryDim();
+        k.require(dim >= 2 && dim % 2 == 0, "model.partial_rotary", "must rotate an even number of dimensions of at least 2 (head_dim " + std::to_string(m.effectiveHeadDim()) +
+                  " x " + shortNumber(t.partialRotary) + " = " + std::to_string(dim) + ")");
+    }
+    k.range(t.localRopeTheta, 0, true, INFINITY, false, "model.local_rope_theta");
+    k.range(t.attentionScale, 0, true, INFINITY, false, "model.attention_scale");
+    k.range(t.attentionSoftcap, 0, true, INFINITY, false, "model.attention_softcap");
+    k.range(t.finalSoftcap, 0, true, INFINITY, false, "model.final_softcap");
+    k.range(t.queryTemperatureBeta, 0, true, INFINITY, false, "model.query_temperature_beta");
+    k.nonNegative(t.queryTemperatureLength, "model.query_temperature_length");
+    if (t.queryTemperatureBeta > 0)
+        k.require(t.queryTemperatureLength > 0, "model.query_temperature_length", "must be positive when model.query_temperature_beta is set");
+    k.range(t.embeddingScale, 0, false, INFINITY, false, "model.embedding_scale");
+    k.range(t.residualScale, 0, false, INFINITY, false, "model.residual_scale");
+    k.range(t.logitsDivisor, 0, false, INFINITY, false, "model.logits_divisor");
+    k.require(!(t.fusedGateUp && m.activation == ActivationKind::Gelu), "model.fused_gate_up", "needs a gated MLP (activation swiglu, geglu or geglu-erf)");
+    k.require(!(t.mlpBias && m.moe.enabled()), "model.mlp_bias", "MLP biases are not modelled for experts");
+    k.require(!(t.fusedGateUp && m.moe.enabled()), "model.fused_gate_up", "fused expert projections are not modelled");
+    k.require(m.norm == NormKind::RmsNorm || (!t.normUnitOffset && !t.normScaleInFp32), "model.norm_unit_offset", "applies to RMSNorm only");
 }
 
 void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
@@ -252,6 +303,12 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
     k.require(!m.family.empty(), "model.family", "must not be empty (e.g. llama, mistral, qwen2)");
     k.range(m.ropeTheta, 0, false, INFINITY, false, "model.rope_theta");
     checkRopeScaling(k, m.ropeScaling);
+    if (m.ropeScaling.type == RopeScalingType::LongRope && m.headDim >= 0 && m.attentionHeads > 0) {
+        const size_t half = static_cast<size_t>(m.rotaryDim() / 2);
+        k.require(m.ropeScaling.shortFactor.size() == half, "model.rope_scaling.short_factor", "needs one factor per rotary frequency (" + std::to_string(half) + "), got " + std::to_string(m.ropeScaling.shortFactor.size()));
+        k.require(m.ropeScaling.longFactor.size() == half, "model.rope_scaling.long_factor", "needs one factor per rotary frequency (" + std::to_string(half) + "), got " + std::to_string(m.ropeScaling.longFactor.size()));
+    }
+    checkTraits(k, m);
     k.range(m.normEps, 0, false, 1, false, "model.norm_eps");
     checkMoe(k, m, shapeOk);
 }
@@ -269,18 +326,30 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
         const bool rankOk = k.positive(t.lora.rank, "train.lora.rank");
         k.range(t.lora.alpha, 0, false, INFINITY, false, "train.lora.alpha");
         k.range(t.lora.dropout, 0, true, 1, false, "train.lora.dropout");
-        k.require(!t.lora.targets.empty(), "train.lora.targets", "must name at least one projection (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj or all-linear)");
-        const auto &names = projectionNames();
+        // The model's own projection names (Phi-3's qkv_proj and gate_up_proj where fused); a
+        // sparse model's experts are still targeted as gate_proj, up_proj, down_proj.
+        const auto dense = denseProjections(c.model);
+        std::vector<std::string> names;
+        for (const auto &p : dense)
+            names.push_back(p.name);
+        if (c.model.moe.enabled())
+            for (const char *role : {"gate_proj", "up_proj"})
+                if (std::find(names.begin(), names.end(), role) == names.end())
+                    names.emplace_back(role);
+        std::string known;
+        for (const auto &n : names)
+            known += n + ", ";
+        k.require(!t.lora.targets.empty(), "train.lora.targets", "must name at least one projection (" + known + "or all-linear)");
         for (const auto &target : t.lora.targets)
             k.require(target == "all-linear" || std::find(names.begin(), names.end(), target) != names.end(), "train.lora.targets",
-                      "unknown projection '" + target + "' (known: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, all-linear)");
+                      "unknown projection '" + target + "' for this model (known: " + known + "all-linear)");
         if (rankOk && shapeOk) {
-            for (const auto &p : projections(c.model)) {
+            for (const auto &p : dense) {
                 if (!loraTargets(c, p.name))
                     continue;
                 const int64_t width = std::min(p.in, p.out);
                 k.require(t.lora.rank <= width, "train.lora.rank",
-                          "must not exceed the width of the targeted layer " + std::string(p.name) + " (" + std::to_string(t.lora.rank) + " > " + std::to_string(width) + ")");
+                          "must not exceed the width of the targeted layer " + p.name + " (" + std::to_string(t.lora.rank) + " > " + std::to_string(width) + ")");
             }
         }
     }

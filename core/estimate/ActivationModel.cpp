@@ -4,6 +4,7 @@
 #include "estimate/ModelStates.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace pb {
@@ -25,8 +26,10 @@ struct ExpertFlags {
 
 struct LayerFlags {
     std::map<std::string, Projection> proj;
-    bool inputNormTrains = false;
-    bool postNormTrains = false;
+    // The block's norms by role (config/ParameterTable.h's BlockNormNames): before attention, on its
+    // output, before the MLP, on its output; whether each exists and whether its weight trains.
+    bool normExists[4] = {false, false, false, false};
+    bool normTrains[4] = {false, false, false, false};
     bool qNormTrains = false, kNormTrains = false;   // model.qk_norm
     int64_t downGradBytes = 0;            // gradients of down_proj (made first in the block's backward)
     int64_t afterAttentionGradBytes = 0;  // gradients of the MLP, the second norm and o_proj
@@ -63,6 +66,11 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             layers[i].experts.resize(static_cast<size_t>(m.moe.experts));
         }
     const ExpertNames names = expertNames(m);
+    const BlockNormNames normNames = blockNormNames(m);
+    const std::string *normRoles[4] = {&normNames.beforeAttention, &normNames.afterAttention, &normNames.beforeMlp, &normNames.afterMlp};
+    for (auto &layer : layers)
+        for (int role = 0; role < 4; ++role)
+            layer.normExists[role] = !normRoles[role]->empty();
     embeddingTrains = finalNormTrains = headTrains = false;
     for (const auto &p : parameterTable(config)) {
         if (p.layer < 0) {
@@ -127,13 +135,19 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             }
             continue;
         }
+        // The norm of this parameter's role, if it is one of the block's norms.
+        int normRole = -1;
+        for (int role = 0; role < 4; ++role)
+            if (!normRoles[role]->empty() && p.name.find("." + *normRoles[role] + ".weight") != std::string::npos)
+                normRole = role;
         if (p.trainable) {
-            if (p.name.find(".mlp.") != std::string::npos || p.name.find("post_attention_layernorm") != std::string::npos ||
-                p.name.find(".o_proj.") != std::string::npos) {
+            // Made in the block's backward once the attention's part is reached: the MLP's, every norm
+            // after attention's input, o_proj's; the MLP's output norm and down_proj's come first.
+            if (p.name.find(".mlp.") != std::string::npos || normRole > 0 || p.name.find(".o_proj.") != std::string::npos) {
                 layer.afterAttentionGradBytes += bytes;
                 layer.afterAttentionCopyBytes += copy;
             }
-            if (p.name.find(".down_proj.") != std::string::npos) {
+            if (p.name.find(".down_proj.") != std::string::npos || normRole == 3) {
                 layer.downGradBytes += bytes;
                 layer.downCopyBytes += copy;
             }
@@ -147,10 +161,8 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             else if (p.name.find(".weight") != std::string::npos)
                 proj.trainable = p.trainable;
         }
-        if (p.name.find("input_layernorm.weight") != std::string::npos)
-            layer.inputNormTrains = p.trainable;
-        if (p.name.find("post_attention_layernorm.weight") != std::string::npos)
-            layer.postNormTrains = p.trainable;
+        if (normRole >= 0)
+            layer.normTrains[normRole] = p.trainable;
         if (p.name.find("self_attn.q_norm.weight") != std::string::npos)
             layer.qNormTrains = p.trainable;
         if (p.name.find("self_attn.k_norm.weight") != std::string::npos)
@@ -166,7 +178,8 @@ public:
     BlockWalk(const RunConfig &config, int64_t tokens, bool libTorch2)
         : n(tokens), mixed(usesAutocast(config.train.precision)),
           c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2),
-          kernelsFused(config.train.kernels == KernelPath::Fused)
+          kernelsFused(config.train.kernels == KernelPath::Fused),
+          normScaleInFp32(config.model.traits.normScaleInFp32 || config.model.traits.normUnitOffset)
     {
     }
 
@@ -177,6 +190,21 @@ public:
     int64_t norm(int64_t width, int64_t dx, bool inGrad, bool weightTrains, int64_t dw, bool &outGrad, bool isBlockInput = false)
     {
         outGrad = inGrad || weightTrains;
+        if (normScaleInFp32) {
+            // Gemma's and OLMo 2's RMSNorm: h = x.float(); h' = h * rsqrt(mean(h^2) + eps); the fp32
+            // product h' * (1 + weight | weight) rounded to x's dtype once. pow and the rsqrt
+            // product keep h (x itself when fp32) and rsqrt's output; the weight's product keeps
+            // h' for the weight's gradient. Never the fused kernel.
+            if (inGrad) {
+                saved += 4 * n * width + (meanKeepsInput ? 4 * n * width : 0) + 4 * n;
+                if (isBlockInput)
+                    inputSaved += dx == 4 ? 4 * n * width : 0;
+            }
+            if (weightTrains)
+                saved += 4 * n * width;
+            (void)dw;
+            return dx;
+        }
         if (kernelsFused) {
             // model/FusedOps.h's fusedRmsNorm keeps x itself and its per-row rstd, and returns
             // autocast's dtype under autocast (one 16-bit tensor the projections share).
@@ -224,6 +252,7 @@ public:
     const int64_t c, rank;
     const bool meanKeepsInput;
     bool kernelsFused;   // train.kernels = fused: fused block and final norms (q/k norms stay eager) and dense SwiGLU
+    bool normScaleInFp32; // model.norm_scale_fp32 / norm_unit_offset: Gemma's and OLMo 2's RMSNorm, always eager
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };
@@ -458,7 +487,11 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
 
 } // namespace
 
-int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels) { return fusedKernels || c == 4 ? c : c + 4; }
+int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softcap)
+{
+    // softcap: tanh's derivative of the chunk, in the logits' dtype, beside them.
+    return (fusedKernels || c == 4 ? c : c + 4) + (softcap ? c : 0);
+}
 
 int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t bytesPerLogit)
 {
@@ -492,25 +525,51 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     const int64_t r = paramBytes(embeddingTrains);
 
     const int64_t groups = std::max<int64_t>(1, heads / std::max<int64_t>(1, m.kvHeads));
-    const int64_t rotaryCasts = c != 4 ? 2 * c * t * hd : 0;    // cos/sin cast per layer to the compute dtype
+    const ModelTraits &traits = m.traits;
+    const int64_t rotaryDim = m.rotaryDim();
+    const bool plainRotary = rotaryDim == hd && !traits.ropeInterleaved;   // the fused rotary's form
+    const double defaultScale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(hd, 1)));
+    const bool rescaled = traits.attentionScale > 0 && std::abs(traits.attentionScale - defaultScale) > 1e-12 * defaultScale;
+    // The dense MLP's form: the fused SwiGLU kernel only for separate gate and up projections.
+    const bool fusedSwiglu = train.kernels == KernelPath::Fused && m.activation == ActivationKind::SwiGlu && !traits.fusedGateUp;
     int64_t noGradPeak = 0;
     bool anySparse = false;
+    int64_t layerIndex = -1;
 
     for (const auto &layer : layers) {
+        ++layerIndex;
+        const bool hasRope = traits.usesRope(layerIndex);
+        const bool window = traits.usesSliding(layerIndex);
+        // cos/sin cast per layer to the compute dtype (none for a layer without rotary).
+        const int64_t rotaryCasts = c != 4 && hasRope ? 2 * c * t * rotaryDim : 0;
+        // Transformers' eager attention (model/Transformer.cpp's eagerAttention) where the fused kernel
+        // cannot take the layer: soft-capped logits, or a window or scale without a fused kernel.
+        const bool eagerForm = traits.attentionSoftcap > 0 || (!fused && (window || rescaled));
+        const bool layerFused = fused && !eagerForm;
         auto proj = [&](const char *name) {
             const auto it = layer.proj.find(name);
             return it == layer.proj.end() ? Projection {} : it->second;
         };
         BlockWalk walk(config, n, libTorch2);
         bool y1Grad = false;
-        const int64_t dx1 = walk.norm(h, r, gradFlows, layer.inputNormTrains, paramBytes(layer.inputNormTrains), y1Grad, true);
-        const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj");
-        walk.linears(h, dx1, {q, k, v});
-        bool qkvGrad = y1Grad || q.needsGrad() || k.needsGrad() || v.needsGrad();
+        int64_t dx1 = r;
+        if (layer.normExists[0]) {
+            dx1 = walk.norm(h, r, gradFlows, layer.normTrains[0], paramBytes(layer.normTrains[0]), y1Grad, true);
+        } else {
+            // Post-norm (OLMo 2): q, k, v read the block's input itself.
+            y1Grad = gradFlows;
+        }
+        const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj"), qkvFused = proj("qkv_proj");
+        const std::vector<Projection> qkvReaders = traits.fusedQkv ? std::vector<Projection> {qkvFused} : std::vector<Projection> {q, k, v};
+        if (!layer.normExists[0] && !(walk.mixed && r == 4) &&
+            std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); }))
+            walk.inputSaved += r * n * h;
+        walk.linears(h, dx1, qkvReaders);
+        bool qkvGrad = y1Grad || std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); });
         // A matmul keeps its weight only to pass a gradient to its input: over an input that
         // needs none (LoRA's first block without recompute), lora_A's 16-bit copy is not kept.
         if (walk.mixed && !y1Grad)
-            for (const auto &p : {q, k, v})
+            for (const auto &p : qkvReaders)
                 out.unkeptAutocastCopies += p.lora ? 2 * walk.rank * h : 0;
         // q/k norm (model.qk_norm): an RMSNorm on the projections' outputs (compute dtype) before
         // the rotary, per head (rows of head_dim) or over the whole projection. Its output takes the
@@ -531,13 +590,14 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // cos/sin are cast to q's dtype: the compute dtype, or, for an fp32 q under a 16-bit compute
         // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream).
         // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
-        const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk;
-        const int64_t layerRotaryCasts = fusedRotary ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * hd) : rotaryCasts;
+        const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk && plainRotary;
+        const int64_t layerRotaryCasts = !hasRope || fusedRotary ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
         // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
         // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
         // the kernel keeps the expanded copies and the projections' own k and v stay alive beside
         // them. q is fp32 under fp32, and under autocast after a q_norm with an fp32 weight.
-        const bool expandedKv = fused && dq == 4 && groups > 1;
+        // A window goes to SDPA as a mask, and the kernels that take one have no grouped heads either.
+        const bool expandedKv = layerFused && (dq == 4 || window) && groups > 1;
         const int64_t kvKept = expandedKv ? qDim : kvDim;
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast
@@ -548,7 +608,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
         int64_t forwardAbove = 0, atAttention = 0;
         if (qkvGrad) {
-            if (fused) {
+            if (layerFused) {
                 // SDPA keeps q, k, v as given (GQA heads shared through enable_gqa), its output
                 // (laid out [B, T, heads, hd], so o_proj's input is a view of it) and the fp32 log-sum-exp.
                 walk.saved += c * n * (qDim + 2 * kvKept) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts;
@@ -561,17 +621,32 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                 // Math path: the bmms keep contiguous copies of q and of k, v expanded to all heads
                 // (the rotary output is laid out [B, T, heads, hd]); the softmax keeps its output,
                 // which the second bmm keeps too; masked_fill keeps the T x T mask.
-                walk.saved += 3 * c * n * qDim + t * t + layerRotaryCasts + scores;
+                // Transformers' eager form (softmax in fp32, rounded back) keeps the fp32
+                // probabilities and their cast, and a soft-cap's tanh keeps its output.
+                const int64_t probabilities = eagerForm && c != 4 ? scores * 4 / c + scores : scores;
+                const int64_t capped = traits.attentionSoftcap > 0 ? scores : 0;
+                walk.saved += 3 * c * n * qDim + t * t + layerRotaryCasts + probabilities + capped;
                 atAttention = walk.saved;
                 // At the second bmm: the masked scores and the output beside the kept set, and
                 // q, k, v as the rotary left them (and an fp32 k expanded, cast for the bmm).
                 forwardAbove = walk.saved + scores + c * n * qDim + qkvAlive + y1Alive + (dkr != c && groups > 1 ? dkr * n * qDim : 0);
             }
         }
-        walk.linears(qDim, c, {o}, fused && qkvGrad);
-        const bool attnGrad = qkvGrad || o.needsGrad();
+        walk.linears(qDim, c, {o}, layerFused && qkvGrad);
+        bool attnGrad = qkvGrad || o.needsGrad();
+        if (layer.normExists[1]) { // a norm on attention's output (OLMo 2, Gemma, GLM-4)
+            bool outGrad = false;
+            walk.norm(h, c, attnGrad, layer.normTrains[1], paramBytes(layer.normTrains[1]), outGrad);
+            attnGrad = outGrad;
+        }
         bool y2Grad = false;
-        const int64_t dx2 = walk.norm(h, r, attnGrad || gradFlows, layer.postNormTrains, paramBytes(layer.postNormTrains), y2Grad);
+        int64_t dx2 = r;
+        if (layer.normExists[2]) {
+            dx2 = walk.norm(h, r, attnGrad || gradFlows, layer.normTrains[2], paramBytes(layer.normTrains[2]), y2Grad);
+        } else {
+            // Post-norm: the MLP reads the residual stream itself (its linears keep it).
+            y2Grad = attnGrad || gradFlows;
+        }
         int64_t mlpBackward = 0, mlpLive = 0;
         SparseMlpBytes sparse;
         if (layer.sparse) {
@@ -592,10 +667,14 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             mlpBackward = 2 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
             mlpLive = 2 * c * n * inter;
         } else {
-            const auto gate = proj("gate_proj"), up = proj("up_proj"), down = proj("down_proj");
-            walk.linears(h, dx2, {gate, up});
+            // Gated: silu or gelu(gate) * up; a fused gate_up_proj's two halves are views of one
+            // output, which keeps the same bytes as the two outputs.
+            const auto fusedGateUp = proj("gate_up_proj");
+            const auto gate = traits.fusedGateUp ? fusedGateUp : proj("gate_proj"), up = traits.fusedGateUp ? fusedGateUp : proj("up_proj");
+            const auto down = proj("down_proj");
+            walk.linears(h, dx2, traits.fusedGateUp ? std::vector<Projection> {fusedGateUp} : std::vector<Projection> {gate, up});
             const bool gGrad = y2Grad || gate.needsGrad(), uGrad = y2Grad || up.needsGrad();
-            if (walk.kernelsFused) // the fused SwiGLU keeps gate's and up's outputs
+            if (fusedSwiglu) // the fused SwiGLU keeps gate's and up's outputs
                 walk.saved += gGrad || uGrad ? 2 * c * n * inter : 0;
             else
                 walk.saved += (gGrad ? c * n * inter : 0)  // silu keeps gate's output
@@ -606,7 +685,12 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             // the gradients of gate's and up's outputs are made while the kept inputs are held.
             mlpBackward = 3 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
             // Under no_grad: gate's and up's outputs and the product (eager: silu(g) beside them).
-            mlpLive = (walk.kernelsFused ? 3 : 4) * c * n * inter;
+            mlpLive = (fusedSwiglu ? 3 : 4) * c * n * inter;
+        }
+        if (layer.normExists[3]) { // a norm on the MLP's output
+            bool outGrad = false;
+            const bool mlpGrad = y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
+            walk.norm(h, c, mlpGrad, layer.normTrains[3], paramBytes(layer.normTrains[3]), outGrad);
         }
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
@@ -617,15 +701,15 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
         // it, and at the softmax's backward its input and output gradients (plus, on the math
         // path, the expanded v's gradient, or q, k, v's gradients from the fused kernel).
-        const int64_t attnGrads = fused ? 3 * c * n * qDim : 2 * scores + c * n * qDim;
+        const int64_t attnGrads = layerFused ? 3 * c * n * qDim : 2 * scores + c * n * qDim;
         out.backwardAttentionExtraPerBlock.push_back(atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved);
         // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the
         // MLP (residual, norm output, its intermediates and down's output). Under autocast the
         // fused kernel's 16-bit casts of an fp32 q and k are alive beside them.
-        const int64_t kernelCasts = fused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
+        const int64_t kernelCasts = layerFused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
         const int64_t attnNoGrad = dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
-                                   (fused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
+                                   (layerFused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
         const int64_t mlpNoGrad = layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h;
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
@@ -658,7 +742,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // live one chunk at a time; the gradients of the head's input (compute
         // dtype) and weight (fp32) are made in the forward pass and kept until backward scales
         // them into new tensors.
-        const int64_t perLogit = linearCrossEntropyBytesPerLogit(c, fusedKernels);
+        const int64_t perLogit = linearCrossEntropyBytesPerLogit(c, fusedKernels, m.traits.finalSoftcap > 0);
         const int64_t chunk = linearCrossEntropyChunkTokens(n, vocab, perLogit);
         const int64_t gradInput = headInputGrad ? c * n * h : 0;
         const int64_t gradWeight = headTrains ? 4 * vocab * h : 0;
@@ -681,8 +765,16 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         out.logitsForwardPeak = c * logitsElems + (c != 4 ? 4 * logitsElems : 0) + 4 * logitsElems;
         out.logitsSaved = 4 * logitsElems;
         out.logitsBackwardPeak = 12 * logitsElems;
+        if (m.traits.finalSoftcap > 0) {
+            // Soft-capping (Gemma 2): tanh keeps its output beside the capped logits.
+            out.logitsForwardPeak += c * logitsElems;
+            out.logitsSaved += c * logitsElems;
+            out.logitsBackwardPeak += c * logitsElems;
+        }
     }
-    out.sharedTables = 2 * 4 * t * hd;
+    // The fp32 rotary tables (a second pair for sliding layers of their own base), and the window
+    // mask every sliding layer shares.
+    out.sharedTables = 2 * 4 * t * m.rotaryDim() * (m.traits.localRopeTheta > 0 ? 2 : 1) + (m.traits.slidingWindow > 0 ? t * t : 0);
     out.inputBytes = 2 * 8 * n;
 
     out.assumptions.push_back(fused ? "attention: fused scaled_dot_product_attention (no T x T scores kept)"

@@ -52,7 +52,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
 
 // Bytes one logit of a fused linear cross-entropy chunk holds at its worst point: the logits in
 // the compute dtype `c`, and without the kernel their fp32 copy.
-int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels);
+int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softcap = false);
 // The tokens per chunk: as many as keep a chunk within 512 MiB at `bytesPerLogit` (the weight
 // gradient then takes a few accumulations a step, not one per hidden-sized chunk), at least 1, at
 // most `tokens`.

@@ -3,6 +3,8 @@
 #include "config/ParameterTable.h"
 #include "estimate/ModelStates.h"
 
+#include <algorithm>
+
 namespace pb {
 
 StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
@@ -26,9 +28,12 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
         forward += 2 * n * used;
         backward += 2 * n * used + (p.trainable ? 2 * n * used : 0);
     }
-    const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) *
-                                    static_cast<double>(train.seqLen) * static_cast<double>(m.attentionHeads * m.effectiveHeadDim()) *
-                                    static_cast<double>(m.layers);
+    // Keys each query is scored against, summed over layers: the sequence, or a sliding layer's window.
+    double keys = 0;
+    for (int64_t layer = 0; layer < m.layers; ++layer)
+        keys += static_cast<double>(m.traits.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen);
+    const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) * keys *
+                                    static_cast<double>(m.attentionHeads * m.effectiveHeadDim());
     forward += attentionForward;
     backward += 2 * attentionForward;
 

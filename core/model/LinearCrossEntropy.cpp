@@ -8,7 +8,7 @@ namespace pb {
 namespace {
 
 struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossEntropyFunction> {
-    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor hidden, torch::Tensor weight, torch::Tensor targets, int64_t chunk)
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor hidden, torch::Tensor weight, torch::Tensor targets, int64_t chunk, double divisor, double softcap)
     {
         const auto deviceType = hidden.device().type();
         const bool autocast = compat::autocastEnabled(deviceType);
@@ -31,7 +31,20 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
             const auto h = hc.narrow(0, begin, len);
             // The chunk's logits become their own gradient, (softmax - onehot) / count, in place.
             auto logits = torch::matmul(h, wc.t());
+            // Softcapping's derivative, 1 - tanh^2, is taken before the logits become their gradient.
+            torch::Tensor capDerivative;
+            if (divisor != 1.0)
+                logits.div_(divisor);
+            if (softcap > 0) {
+                logits.div_(softcap).tanh_();
+                capDerivative = 1 - logits.square();
+                logits.mul_(softcap);
+            }
             lossSum += crossEntropyGradInPlace(logits, targets.narrow(0, begin, len), scale).sum();
+            if (capDerivative.defined())
+                logits.mul_(capDerivative);
+            if (divisor != 1.0)
+                logits.div_(divisor);
             if (hiddenGrad) {
                 auto out = gradHidden.narrow(0, begin, len);
                 at::mm_out(out, logits, wc);
@@ -56,20 +69,21 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
             gradHidden = (saved[0] * scale.to(saved[0].scalar_type())).to(static_cast<at::ScalarType>(ctx->saved_data["hidden_type"].toInt()));
         if (saved[1].defined())
             gradWeight = (saved[1] * scale).to(static_cast<at::ScalarType>(ctx->saved_data["weight_type"].toInt()));
-        return {gradHidden, gradWeight, torch::Tensor(), torch::Tensor()};
+        return {gradHidden, gradWeight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };
 
 } // namespace
 
-torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens)
+torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens,
+                                 const LogitsTransform &transform)
 {
     int64_t chunk = chunkTokens;
     if (chunk <= 0) {
         const int64_t c = static_cast<int64_t>(c10::elementSize(eagerComputeType(hidden, weight)));
-        chunk = linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), linearCrossEntropyBytesPerLogit(c, fusedKernelsOn(hidden.device())));
+        chunk = linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), linearCrossEntropyBytesPerLogit(c, fusedKernelsOn(hidden.device()), transform.softcap > 0));
     }
-    return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk);
+    return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk, transform.divisor, transform.softcap);
 }
 
 } // namespace pb

@@ -10,8 +10,16 @@
 
 namespace pb {
 
+// What the model does to its logits before the loss: Granite divides them, Gemma 2 soft-caps them
+// (cap * tanh(z / cap)), each in the logits' dtype as Transformers does.
+struct LogitsTransform {
+    double divisor = 1.0;
+    double softcap = 0.0;   // 0: none
+};
+
 // hidden [N, h], weight [V, h], targets [N] (int64). chunkTokens <= 0: chosen from memory by
 // estimate/ActivationModel.h's linearCrossEntropyChunkTokens, which the estimator shares.
-torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens = 0);
+torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens = 0,
+                                 const LogitsTransform &transform = {});
 
 } // namespace pb

@@ -15,6 +15,14 @@ torch::Tensor emptyParam(std::vector<int64_t> shape, const torch::TensorOptions 
     return torch::empty(shape, options);
 }
 
+// The block inputs as BlockRecompute carries them: an empty tensor stands for an absent one (no
+// rotary on a NoPE layer, no window on a full one).
+LayerInputs layerInputs(const torch::Tensor &cos, const torch::Tensor &sin, const torch::Tensor &windowMask)
+{
+    auto given = [](const torch::Tensor &t) { return t.numel() > 0 ? t : torch::Tensor(); };
+    return {given(cos), given(sin), given(windowMask)};
+}
+
 // Re-runs a decoder block during backward instead of keeping its activations (what PyTorch's
 // reentrant torch.utils.checkpoint does; the C++ frontend has no such utility). Autocast is
 // thread-local and backward may run on another thread, so its state is saved and re-entered,
@@ -22,7 +30,8 @@ torch::Tensor emptyParam(std::vector<int64_t> shape, const torch::TensorOptions 
 struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
     // Outputs: the block's, and (a sparse block) its router probability sum, which the auxiliary
     // loss differentiates; a dense block gives an empty tensor there.
-    static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, torch::Tensor x, torch::Tensor cos, torch::Tensor sin, int64_t blockAddress)
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor windowMask,
+                                                  int64_t blockAddress)
     {
         auto *block = reinterpret_cast<DecoderBlockImpl *>(blockAddress);
         const auto deviceType = x.device().type();
@@ -30,9 +39,9 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         ctx->saved_data["autocast"] = compat::autocastEnabled(deviceType);
         ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(compat::autocastDtype(deviceType));
         ctx->saved_data["rng"] = at::globalContext().defaultGenerator(x.device()).get_state();
-        ctx->save_for_backward({x, cos, sin});
+        ctx->save_for_backward({x, cos, sin, windowMask});
         torch::NoGradGuard noGrad;
-        auto out = block->forward(x, cos, sin);
+        auto out = block->forward(x, layerInputs(cos, sin, windowMask));
         return {out, block->moe ? block->moe->routerProbabilitySum : torch::zeros({0}, x.options().dtype(torch::kFloat))};
     }
 
@@ -54,7 +63,7 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         {
             torch::AutoGradMode enableGrad(true);
             compat::setAutocast(deviceType, autocast, dtype);
-            out = block->forward(x, saved[1], saved[2]);
+            out = block->forward(x, layerInputs(saved[1], saved[2], saved[3]));
             compat::setAutocast(deviceType, previousAutocast, previousDtype);
         }
         generator.set_state(rngNow);
@@ -62,7 +71,7 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
             torch::autograd::backward({out, block->moe->routerProbabilitySum}, {gradOutputs[0], gradOutputs[1]});
         else
             torch::autograd::backward({out}, {gradOutputs[0]});
-        return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };
 
@@ -83,16 +92,68 @@ torch::Tensor llama3Frequencies(const torch::Tensor &invFreq, const RopeScaling 
     return torch::where(medium, smoothed, scaled);
 }
 
+// Transformers' _compute_yarn_parameters: frequencies between the fast and slow wavelengths ramp
+// from extrapolated (kept) to interpolated (divided by the factor); cos and sin are scaled by the
+// attention factor, from mscale where the config gives it.
+torch::Tensor yarnFrequencies(int64_t rotaryDim, double base, const RopeScaling &s, const torch::Device &device, double *attentionFactor)
+{
+    const double dim = static_cast<double>(rotaryDim);
+    constexpr double kPi = 3.14159265358979323846;
+    auto mscaleOf = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    if (attentionFactor)
+        *attentionFactor = s.attentionFactor > 0                   ? s.attentionFactor
+                           : s.mscale > 0 && s.mscaleAllDim > 0 ? mscaleOf(s.factor, s.mscale) / mscaleOf(s.factor, s.mscaleAllDim)
+                                                                  : mscaleOf(s.factor, 1.0);
+    const double original = static_cast<double>(s.originalMaxPositions);
+    auto correctionDim = [&](double rotations) { return dim * std::log(original / (rotations * 2 * kPi)) / (2 * std::log(base)); };
+    double low = correctionDim(s.betaFast), high = correctionDim(s.betaSlow);
+    if (s.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high)
+        high += 0.001;
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    const auto posFreqs = torch::pow(base, torch::arange(0, rotaryDim, 2, f32) / dim);
+    const auto extrapolation = 1.0 / posFreqs;
+    const auto interpolation = 1.0 / (s.factor * posFreqs);
+    const auto ramp = ((torch::arange(rotaryDim / 2, f32) - low) / (high - low)).clamp(0, 1);
+    const auto extrapolationFactor = 1 - ramp;
+    return interpolation * (1 - extrapolationFactor) + extrapolation * extrapolationFactor;
+}
+
 } // namespace
 
-torch::Tensor rotaryInverseFrequencies(int64_t headDim, double theta, const RopeScaling &scaling, const torch::Device &device)
+torch::Tensor rotaryInverseFrequencies(int64_t rotaryDim, double theta, const RopeScaling &scaling, const torch::Device &device, int64_t seqLen,
+                                       double *attentionFactor)
 {
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
-    const auto invFreq = 1.0 / torch::pow(theta, torch::arange(0, headDim, 2, f32) / static_cast<double>(headDim));
+    const double dim = static_cast<double>(rotaryDim);
+    if (attentionFactor)
+        *attentionFactor = 1.0;
+    // Transformers' exponent arange(0, dim, 2, int64).float() / dim: the same fp32 values as here.
+    const auto exponent = torch::arange(0, rotaryDim, 2, f32) / dim;
+    const auto invFreq = 1.0 / torch::pow(theta, exponent);
     switch (scaling.type) {
     case RopeScalingType::None: break;
     case RopeScalingType::Linear: return invFreq / scaling.factor;
     case RopeScalingType::Llama3: return llama3Frequencies(invFreq, scaling);
+    case RopeScalingType::Yarn: return yarnFrequencies(rotaryDim, theta, scaling, device, attentionFactor);
+    case RopeScalingType::LongRope: {
+        // _compute_longrope_parameters: the long factors once the sequence exceeds the pre-training
+        // context (longrope_frequency_update picks them per forward), the short ones within it.
+        const auto &factors = seqLen > scaling.originalMaxPositions ? scaling.longFactor : scaling.shortFactor;
+        const auto ext = torch::tensor(std::vector<float>(factors.begin(), factors.end()), f32);
+        if (attentionFactor) {
+            const double factor = scaling.factor;
+            *attentionFactor = scaling.attentionFactor > 0 ? scaling.attentionFactor
+                               : factor <= 1.0           ? 1.0
+                                                          : std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(scaling.originalMaxPositions)));
+        }
+        return 1.0 / (ext * torch::pow(theta, exponent));
+    }
     }
     return invFreq;
 }
@@ -121,8 +182,10 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
     return y + adapted * m_scaling;
 }
 
-RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused) : m_eps(eps), m_fused(fused)
+RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused, const ModelTraits &traits)
+    : m_eps(eps), m_unitOffset(traits.normUnitOffset), m_scaleInFp32(traits.normScaleInFp32)
 {
+    m_fused = fused && !m_unitOffset && !m_scaleInFp32;
     weight = register_parameter("weight", emptyParam({dim}, options));
 }
 
@@ -131,73 +194,182 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
     RECORD_USER_SCOPE("pb.norm");
     if (m_fused)
         return fusedRmsNorm(x, weight, m_eps);
-    // As LlamaRMSNorm: normalise in fp32, return to the input dtype, then scale.
+    // As LlamaRMSNorm: normalise in fp32, return to the input dtype, then scale. Gemma and OLMo 2
+    // scale the fp32 value (Gemma by 1 + weight) and round once at the end.
     const auto inputType = x.scalar_type();
     auto h = x.to(torch::kFloat);
     h = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + m_eps);
-    return weight * h.to(inputType);
+    if (m_scaleInFp32)
+        return (h * (m_unitOffset ? 1.0 + weight.to(torch::kFloat) : weight.to(torch::kFloat))).to(inputType);
+    return (m_unitOffset ? 1.0 + weight : weight) * h.to(inputType);
 }
+
+namespace {
+
+// Attention as Transformers' eager_attention_forward where the fused kernel cannot take the model's
+// form: soft-capped logits (Gemma 2), or no fused kernel in this build. q [B, H, T, D], k and v
+// [B, KV, T, D]; the softmax in fp32, rounded back to q's dtype. `windowMask` [T, T]: true where a
+// key is seen; undefined: causal.
+torch::Tensor eagerAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, double scale, double softcap, const torch::Tensor &windowMask)
+{
+    const int64_t groups = q.size(1) / k.size(1);
+    auto expand = [groups](const torch::Tensor &t) {
+        if (groups == 1)
+            return t;
+        return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
+    };
+    auto scores = torch::matmul(q, expand(k).transpose(-2, -1)) * scale;
+    if (softcap > 0)
+        scores = torch::tanh(scores / softcap) * softcap;
+    const auto t = q.size(-2);
+    const auto hidden = windowMask.defined() ? windowMask.logical_not()
+                                             : torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+    scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
+    return torch::matmul(torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type()), expand(v));
+}
+
+// Sliding-window or rescaled attention on the fused kernel: SDPA with the window as a boolean mask
+// (shared by every sliding layer) and the model's scale; k and v expanded to all heads, since the
+// kernels that take a mask have no grouped heads.
+torch::Tensor fusedMaskedAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, double scale, const torch::Tensor &windowMask)
+{
+#if PB_TORCH_AT_LEAST(2, 1)
+    const int64_t groups = q.size(1) / k.size(1);
+    auto expand = [groups](const torch::Tensor &t) {
+        if (groups == 1)
+            return t;
+        return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
+    };
+    if (!windowMask.defined())
+        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
+    return at::scaled_dot_product_attention(q, expand(k), expand(v), windowMask, 0.0, /*is_causal=*/false, scale);
+#else
+    return eagerAttention(q, k, v, scale, 0.0, windowMask);
+#endif
+}
+
+// GLM's rotate_half: pairs (2i, 2i+1) -> (-x[2i+1], x[2i]).
+torch::Tensor rotateInterleaved(const torch::Tensor &x)
+{
+    const auto pairs = x.unflatten(-1, {x.size(-1) / 2, 2});
+    return torch::stack({pairs.select(-1, 1).neg(), pairs.select(-1, 0)}, -1).flatten(-2);
+}
+
+} // namespace
 
 SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
     : m_heads(config.model.attentionHeads), m_kvHeads(config.model.kvHeads), m_headDim(config.model.effectiveHeadDim()),
-      m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention), m_fusedRotary(config.train.kernels == KernelPath::Fused)
+      m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention), m_interleaved(config.model.traits.ropeInterleaved),
+      m_softcap(config.model.traits.attentionSoftcap), m_temperatureBeta(config.model.traits.queryTemperatureBeta),
+      m_temperatureLength(config.model.traits.queryTemperatureLength)
 {
     const auto &m = config.model;
     const auto &lora = config.train.lora;
-    auto rank = [&](const char *name) { return loraTargets(config, name) ? lora.rank : 0; };
+    m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
+    // The fused rotary turns whole heads in Llama's layout.
+    m_fusedRotary = config.train.kernels == KernelPath::Fused && m.rotaryDim() == m_headDim && !m_interleaved;
+    auto rank = [&](const std::string &name) { return loraTargets(config, name) ? lora.rank : 0; };
+    for (const auto &p : denseProjections(m)) {
+        if (!p.attention)
+            continue;
+        auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, rank(p.name), lora.alpha, lora.dropout, options));
+        (p.name == "qkv_proj" ? qkv : p.name == "q_proj" ? q : p.name == "k_proj" ? k : p.name == "v_proj" ? v : o) = layer;
+    }
     const int64_t qDim = m_heads * m_headDim, kvDim = m_kvHeads * m_headDim;
-    q = register_module("q_proj", LoraLinear(m.hiddenSize, qDim, m.attentionBias, rank("q_proj"), lora.alpha, lora.dropout, options));
-    k = register_module("k_proj", LoraLinear(m.hiddenSize, kvDim, m.attentionBias, rank("k_proj"), lora.alpha, lora.dropout, options));
-    v = register_module("v_proj", LoraLinear(m.hiddenSize, kvDim, m.attentionBias, rank("v_proj"), lora.alpha, lora.dropout, options));
-    o = register_module("o_proj", LoraLinear(qDim, m.hiddenSize, false, rank("o_proj"), lora.alpha, lora.dropout, options));
     if (m_qkNorm != QkNorm::None) {
         const bool perHead = m_qkNorm == QkNorm::Head;
-        qNorm = register_module("q_norm", RmsNorm(perHead ? m_headDim : qDim, m.normEps, options));
-        kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options));
+        qNorm = register_module("q_norm", RmsNorm(perHead ? m_headDim : qDim, m.normEps, options, false, m.traits));
+        kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options, false, m.traits));
     }
 }
 
-torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
+torch::Tensor SelfAttentionImpl::rotate(const torch::Tensor &x, const torch::Tensor &c, const torch::Tensor &s) const
+{
+    // x [B, H, T, D]; the first rotaryDim dimensions turn, the rest pass (partial rotary).
+    const int64_t rotaryDim = c.size(-1);
+    if (rotaryDim == x.size(-1))
+        return x * c + (m_interleaved ? rotateInterleaved(x) : rotateHalf(x)) * s;
+    const auto turned = x.narrow(-1, 0, rotaryDim);
+    const auto rotated = turned * c + (m_interleaved ? rotateInterleaved(turned) : rotateHalf(turned)) * s;
+    return torch::cat({rotated, x.narrow(-1, rotaryDim, x.size(-1) - rotaryDim)}, -1);
+}
+
+torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInputs &in)
 {
     RECORD_USER_SCOPE("pb.attention");
     const auto b = x.size(0), t = x.size(1);
-    auto qp = q->forward(x), kp = k->forward(x);
-    if (m_qkNorm == QkNorm::Full) { // OLMoE: over the whole projection
+    const int64_t qDim = m_heads * m_headDim, kvDim = m_kvHeads * m_headDim;
+    torch::Tensor qp, kp, vp;
+    if (qkv) { // Phi-3: one projection, split as query, key, value
+        const auto all = qkv->forward(x);
+        qp = all.narrow(-1, 0, qDim);
+        kp = all.narrow(-1, qDim, kvDim);
+        vp = all.narrow(-1, qDim + kvDim, kvDim);
+    } else {
+        qp = q->forward(x);
+        kp = k->forward(x);
+    }
+    if (m_qkNorm == QkNorm::Full) { // OLMoE, OLMo 2: over the whole projection
         qp = qNorm->forward(qp);
         kp = kNorm->forward(kp);
     }
     qp = qp.view({b, t, m_heads, m_headDim});
     kp = kp.view({b, t, m_kvHeads, m_headDim});
-    if (m_qkNorm == QkNorm::Head) { // Qwen3: each head on its own
+    if (m_qkNorm == QkNorm::Head) { // Qwen3, Gemma 3: each head on its own
         qp = qNorm->forward(qp);
         kp = kNorm->forward(kp);
     }
     torch::Tensor qs, ks;
     // The fused rotary keeps each tensor's dtype; eager promotes k to an fp32 q's (a q_norm with an
     // fp32 weight), so that case stays eager.
-    if (m_fusedRotary && qp.scalar_type() == kp.scalar_type()) {
-        qs = fusedRotary(qp, cos, sin).transpose(1, 2);
-        ks = fusedRotary(kp, cos, sin).transpose(1, 2);
-    } else {
+    if (!in.cos.defined()) { // a layer without rotary (NoPE)
         qs = qp.transpose(1, 2);
         ks = kp.transpose(1, 2);
-        const auto c = cos.to(qs.scalar_type()), s = sin.to(qs.scalar_type());
-        qs = qs * c + rotateHalf(qs) * s;
-        ks = ks * c + rotateHalf(ks) * s;
+    } else if (m_fusedRotary && qp.scalar_type() == kp.scalar_type()) {
+        qs = fusedRotary(qp, in.cos, in.sin).transpose(1, 2);
+        ks = fusedRotary(kp, in.cos, in.sin).transpose(1, 2);
+    } else {
+        // As apply_rotary_pos_emb: q and k turned by tables cast to q's dtype.
+        const auto c = in.cos.to(qp.scalar_type()), s = in.sin.to(qp.scalar_type());
+        qs = rotate(qp.transpose(1, 2), c, s);
+        ks = rotate(kp.transpose(1, 2), c, s);
     }
-    auto vs = v->forward(x).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
-    auto attended = compat::groupedCausalAttention(qs, ks, vs, m_fused);
+    if (m_temperatureBeta > 0 && t > m_temperatureLength) {
+        // Llama 4's attention temperature on queries past the pre-training context (k untouched).
+        const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));
+        const auto scale = 1 + m_temperatureBeta * torch::log1p(torch::floor(pos / static_cast<double>(m_temperatureLength)));
+        qs = qs * scale.view({1, 1, t, 1}).to(qs.scalar_type());
+    }
+    auto vs = (qkv ? vp : v->forward(x)).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
+    const bool defaultScale = std::abs(m_scale * std::sqrt(static_cast<double>(m_headDim)) - 1.0) < 1e-12;
+    torch::Tensor attended;
+    if (m_softcap > 0 || (!m_fused && (in.windowMask.defined() || !defaultScale)))
+        attended = eagerAttention(qs, ks, vs, m_scale, m_softcap, in.windowMask);
+    else if (in.windowMask.defined() || !defaultScale)
+        attended = fusedMaskedAttention(qs, ks, vs, m_scale, in.windowMask);
+    else
+        attended = compat::groupedCausalAttention(qs, ks, vs, m_fused);
     return o->forward(attended.transpose(1, 2).reshape({b, t, m_heads * m_headDim}));
 }
 
 MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names,
                  bool fusedSwiglu)
-    : m_fusedSwiglu(fusedSwiglu)
+    : m_fusedSwiglu(fusedSwiglu && config.model.activation == ActivationKind::SwiGlu && !config.model.traits.fusedGateUp),
+      m_activation(config.model.activation)
 {
     const auto &m = config.model;
     const auto &lora = config.train.lora;
     const int64_t width = intermediate > 0 ? intermediate : m.intermediateSize;
     auto rank = [&](const char *name) { return loraTargets(config, name) ? lora.rank : 0; };
+    if (intermediate == 0) { // the dense MLP: the model's own projections
+        for (const auto &p : denseProjections(m)) {
+            if (p.attention)
+                continue;
+            auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, rank(p.name.c_str()), lora.alpha, lora.dropout, options));
+            (p.name == "gate_up_proj" ? gateUp : p.name == "gate_proj" ? gate : p.name == "up_proj" ? up : down) = layer;
+        }
+        return;
+    }
     if (m.activation != ActivationKind::Gelu)
         gate = register_module(names[0], LoraLinear(m.hiddenSize, width, false, rank("gate_proj"), lora.alpha, lora.dropout, options));
     up = register_module(names[1], LoraLinear(m.hiddenSize, width, false, rank("up_proj"), lora.alpha, lora.dropout, options));
@@ -207,36 +379,64 @@ MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, i
 torch::Tensor MlpImpl::forward(const torch::Tensor &x)
 {
     RECORD_USER_SCOPE("pb.mlp");
-    if (!gate)
+    if (!gate && !gateUp)
         return down->forward(torch::gelu(up->forward(x), "tanh"));
-    // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)); gate first on both paths, so LoRA dropout
-    // draws its masks in one order.
-    const auto g = gate->forward(x);
-    const auto u = up->forward(x);
+    // Gate first on both paths, so LoRA dropout draws its masks in one order.
+    torch::Tensor g, u;
+    if (gateUp) {
+        const auto both = gateUp->forward(x);
+        const int64_t width = both.size(-1) / 2;
+        g = both.narrow(-1, 0, width);
+        u = both.narrow(-1, width, width);
+    } else {
+        g = gate->forward(x);
+        u = up->forward(x);
+    }
+    switch (m_activation) {
+    case ActivationKind::GeGlu: return down->forward(torch::gelu(g, "tanh") * u);
+    case ActivationKind::GeGluErf: return down->forward(torch::gelu(g) * u);
+    default: break;
+    }
+    // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)).
     return down->forward(m_fusedSwiglu ? fusedSwiglu(g, u) : torch::silu(g) * u);
 }
 
 DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)
+    : m_residualScale(config.model.traits.residualScale)
 {
     const auto &m = config.model;
     const bool fused = config.train.kernels == KernelPath::Fused;
-    inputNorm = register_module("input_layernorm", RmsNorm(m.hiddenSize, m.normEps, options, fused));
+    const BlockNormNames names = blockNormNames(m);
+    auto norm = [&](const std::string &name) {
+        return name.empty() ? RmsNorm(nullptr) : register_module(name, RmsNorm(m.hiddenSize, m.normEps, options, fused, m.traits));
+    };
+    // Registered in the checkpoint's order of names within a layer.
+    beforeAttention = norm(names.beforeAttention);
     attention = register_module("self_attn", SelfAttention(config, runtime, options));
-    postNorm = register_module("post_attention_layernorm", RmsNorm(m.hiddenSize, m.normEps, options, fused));
+    afterAttention = norm(names.afterAttention);
+    beforeMlp = norm(names.beforeMlp);
     if (layer >= 0 && m.moe.sparse(layer)) {
         const std::string name = expertNames(m).prefix;
         moe = register_module(name.substr(0, name.size() - 1), SparseMoe(config, options));
     } else {
         mlp = register_module("mlp", Mlp(config, options, 0, std::array<std::string, 3> {"gate_proj", "up_proj", "down_proj"}, fused));
     }
+    afterMlp = norm(names.afterMlp);
 }
 
-torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
+torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInputs &in)
 {
     RECORD_USER_SCOPE("pb.block"); // the residual adds
-    auto h = x + attention->forward(inputNorm->forward(x), cos, sin);
-    const auto normed = postNorm->forward(h);
-    return h + (moe ? moe->forward(normed) : mlp->forward(normed));
+    auto scaled = [this](torch::Tensor t) { return m_residualScale == 1.0 ? t : t * m_residualScale; };
+    auto a = attention->forward(beforeAttention ? beforeAttention->forward(x) : x, in);
+    if (afterAttention)
+        a = afterAttention->forward(a);
+    auto h = x + scaled(a);
+    const auto normed = beforeMlp ? beforeMlp->forward(h) : h;
+    auto f = moe ? moe->forward(normed) : mlp->forward(normed);
+    if (afterMlp)
+        f = afterMlp->forward(f);
+    return h + scaled(f);
 }
 
 DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
@@ -248,12 +448,11 @@ DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &
         blocks.emplace_back(config, runtime, options, i);
         layers->push_back(blocks.back());
     }
-    norm = register_module("norm", RmsNorm(m.hiddenSize, m.normEps, options, config.train.kernels == KernelPath::Fused));
+    norm = register_module("norm", RmsNorm(m.hiddenSize, m.normEps, options, config.train.kernels == KernelPath::Fused, m.traits));
 }
 
 DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device)
-    : m_runtime(runtime), m_headDim(config.model.effectiveHeadDim()), m_ropeTheta(config.model.ropeTheta), m_ropeScaling(config.model.ropeScaling),
-      m_moe(config.model.moe), m_kernels(config.train.kernels)
+    : m_runtime(runtime), m_shape(config.model), m_moe(config.model.moe), m_kernels(config.train.kernels)
 {
     const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
     stack = register_module("model", DecoderStack(config, runtime, options));
@@ -293,7 +492,7 @@ void DecoderModelImpl::initialise(uint64_t seed)
         if (name.find("lora_B") != std::string::npos || (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0))
             p.zero_();
         else if (p.dim() == 1)
-            p.fill_(1.0);
+            p.fill_(m_shape.traits.normUnitOffset ? 0.0 : 1.0); // Gemma's norms scale by 1 + weight
         else if (name.find("lora_A") != std::string::npos)
             torch::nn::init::kaiming_uniform_(p, std::sqrt(5.0));
         else
@@ -310,26 +509,49 @@ std::vector<torch::Tensor> DecoderModelImpl::trainableParameters()
     return out;
 }
 
-void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device, at::ScalarType, torch::Tensor &cos, torch::Tensor &sin)
+void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, torch::Tensor &cos,
+                                    torch::Tensor &sin) const
 {
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
-    auto freqs = torch::outer(torch::arange(seqLen, f32), rotaryInverseFrequencies(m_headDim, m_ropeTheta, m_ropeScaling, device));
-    auto emb = torch::cat({freqs, freqs}, -1);
+    double attentionFactor = 1.0;
+    const auto invFreq = rotaryInverseFrequencies(m_shape.rotaryDim(), theta, scaling, device, seqLen, &attentionFactor);
+    auto freqs = torch::outer(torch::arange(seqLen, f32), invFreq);
+    // GLM pairs neighbouring dimensions: each frequency twice in a row instead of the two halves.
+    auto emb = m_shape.traits.ropeInterleaved ? freqs.repeat_interleave(2, -1) : torch::cat({freqs, freqs}, -1);
     cos = emb.cos();
     sin = emb.sin();
+    if (attentionFactor != 1.0) {
+        cos = cos * attentionFactor;
+        sin = sin * attentionFactor;
+    }
 }
 
 torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
 {
     if (m_blockHooks)
         m_blockHooks->beforeModel();
-    torch::Tensor h, cos, sin;
+    const ModelTraits &traits = m_shape.traits;
+    const int64_t t = inputs.size(1);
+    torch::Tensor h;
+    LayerInputs global, local;
     {
         RECORD_USER_SCOPE("pb.embedding");
         h = torch::embedding(stack->embedTokens->weight, inputs);
+        if (traits.embeddingScale != 1.0) // Gemma rounds sqrt(hidden) to the embedding's dtype first
+            h = traits.embeddingScaleRounded ? h * torch::scalar_tensor(traits.embeddingScale, h.options()) : h * traits.embeddingScale;
         if (m_inputNeedsGrad)
             h.requires_grad_(true);
-        rotaryTables(inputs.size(1), inputs.device(), h.scalar_type(), cos, sin);
+        rotaryTables(t, inputs.device(), m_shape.ropeTheta, m_shape.ropeScaling, global.cos, global.sin);
+        if (traits.slidingWindow > 0) {
+            // One mask for every sliding layer: key j is seen from query i when i - W < j <= i.
+            const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
+            const auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);
+            local.windowMask = distance.ge(0).logical_and(distance.lt(traits.slidingWindow));
+            if (traits.localRopeTheta > 0)
+                rotaryTables(t, inputs.device(), traits.localRopeTheta, RopeScaling {}, local.cos, local.sin);
+            else
+                local.cos = global.cos, local.sin = global.sin;
+        }
     }
     // Transformers' load_balancing_loss_func over all sparse layers' tokens at once: the share of
     // choices each expert got (per top-k place) times its mean routing probability, summed, times
@@ -340,13 +562,20 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         auto &block = stack->blocks[i];
         if (m_blockHooks)
             m_blockHooks->beforeBlock(i, h);
+        const int64_t layer = static_cast<int64_t>(i);
+        LayerInputs in = traits.usesSliding(layer) ? local : global;
+        if (!traits.usesRope(layer))
+            in.cos = in.sin = torch::Tensor();
         torch::Tensor layerProbabilities;
         if (m_runtime.recompute && is_training()) {
-            auto outputs = BlockRecompute::apply(h, cos, sin, reinterpret_cast<int64_t>(block.get()));
+            // A custom autograd function takes defined tensors only: an absent input travels empty.
+            const auto none = torch::empty({0}, h.options().dtype(torch::kFloat));
+            auto present = [&none](const torch::Tensor &t) { return t.defined() ? t : none; };
+            auto outputs = BlockRecompute::apply(h, present(in.cos), present(in.sin), present(in.windowMask), reinterpret_cast<int64_t>(block.get()));
             h = outputs[0];
             layerProbabilities = outputs[1];
         } else {
-            h = block->forward(h, cos, sin);
+            h = block->forward(h, in);
             if (block->moe)
                 layerProbabilities = block->moe->routerProbabilitySum;
         }
@@ -366,16 +595,35 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
     return stack->norm->forward(h);
 }
 
+torch::Tensor DecoderModelImpl::headLogits(const torch::Tensor &h)
+{
+    const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
+    const ModelTraits &traits = m_shape.traits;
+    auto logits = torch::nn::functional::linear(h, headWeight);
+    // Granite divides the logits; Gemma 2 soft-caps them (divide, tanh, multiply).
+    if (traits.logitsDivisor != 1.0)
+        logits = logits / traits.logitsDivisor;
+    if (traits.finalSoftcap > 0)
+        logits = torch::tanh(logits / traits.finalSoftcap) * traits.finalSoftcap;
+    return logits;
+}
+
+torch::Tensor DecoderModelImpl::logits(const torch::Tensor &inputs)
+{
+    return headLogits(hidden(inputs));
+}
+
 torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::Tensor &targets)
 {
     auto h = hidden(inputs);
     RECORD_USER_SCOPE("pb.head"); // the language-model head and the loss (the peak recorder's logits)
     const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
     torch::Tensor loss;
+    const ModelTraits &traits = m_shape.traits;
     if (m_kernels == KernelPath::Fused) {
-        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}));
+        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}), 0, LogitsTransform {traits.logitsDivisor, traits.finalSoftcap});
     } else {
-        auto logits = torch::nn::functional::linear(h, headWeight);
+        const auto logits = headLogits(h);
         // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.
         loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                                     torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));

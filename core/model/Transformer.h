@@ -28,10 +28,19 @@ struct ModelRuntime {
     bool recompute = false;
 };
 
-// The rotary inverse frequencies (headDim / 2 of them, float32 on `device`) with the model's rope
+// The rotary inverse frequencies (rotaryDim / 2 of them, float32 on `device`) with the model's rope
 // scaling applied, computed with the operations of Transformers' ROPE_INIT_FUNCTIONS
-// (modeling_rope_utils.py), so the tables match its own.
-torch::Tensor rotaryInverseFrequencies(int64_t headDim, double theta, const RopeScaling &scaling, const torch::Device &device);
+// (modeling_rope_utils.py), so the tables match its own. `seqLen` picks longrope's short or long
+// factors; `attentionFactor` receives the factor yarn and longrope scale cos and sin by (else 1).
+torch::Tensor rotaryInverseFrequencies(int64_t rotaryDim, double theta, const RopeScaling &scaling, const torch::Device &device, int64_t seqLen = 0,
+                                       double *attentionFactor = nullptr);
+
+// The inputs a decoder block reads besides the residual stream: the rotary tables of its kind of
+// layer (undefined for a layer without rotary) and, for a sliding layer, the boolean window mask
+// [T, T] (true: the key is seen), one per forward pass shared by every sliding layer.
+struct LayerInputs {
+    torch::Tensor cos, sin, windowMask;
+};
 
 // A module that only holds `weight` (embed_tokens, lm_head, lora_A, lora_B).
 class WeightHolderImpl : public torch::nn::Module {
@@ -56,29 +65,38 @@ TORCH_MODULE(LoraLinear);
 
 class RmsNormImpl : public torch::nn::Module {
 public:
-    // `fused`: model/FusedOps.h's fusedRmsNorm (train.kernels = fused on the block and final norms).
-    RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused = false);
+    // `fused`: model/FusedOps.h's fusedRmsNorm (train.kernels = fused on the block and final norms),
+    // used where the model's RMSNorm is Llama's; `traits` give Gemma's (1 + weight) and the fp32
+    // scaling of Gemma and OLMo 2.
+    RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused = false, const ModelTraits &traits = {});
     torch::Tensor forward(const torch::Tensor &x);
     torch::Tensor weight;
 
 private:
     double m_eps;
     bool m_fused;
+    bool m_unitOffset, m_scaleInFp32;
 };
 TORCH_MODULE(RmsNorm);
 
 class SelfAttentionImpl : public torch::nn::Module {
 public:
     SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
-    torch::Tensor forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
+    torch::Tensor forward(const torch::Tensor &x, const LayerInputs &in);
     LoraLinear q {nullptr}, k {nullptr}, v {nullptr}, o {nullptr};
+    LoraLinear qkv {nullptr};                 // Phi-3's fused projection, in place of q, k, v
     RmsNorm qNorm {nullptr}, kNorm {nullptr}; // model.qk_norm: per head (Qwen3) or over the projection (OLMoE)
 
 private:
+    torch::Tensor rotate(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin) const;
     int64_t m_heads, m_kvHeads, m_headDim;
     QkNorm m_qkNorm;
     bool m_fused;
     bool m_fusedRotary;   // train.kernels = fused
+    bool m_interleaved;
+    double m_scale, m_softcap;
+    double m_temperatureBeta;
+    int64_t m_temperatureLength;
 };
 TORCH_MODULE(SelfAttention);
 
@@ -92,9 +110,11 @@ public:
             const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"}, bool fusedSwiglu = false);
     torch::Tensor forward(const torch::Tensor &x);
     LoraLinear gate {nullptr}, up {nullptr}, down {nullptr};
+    LoraLinear gateUp {nullptr};   // Phi-3's and GLM-4's gate_up_proj (gate's half first), in place of gate and up
 
 private:
     bool m_fusedSwiglu;
+    ActivationKind m_activation;
 };
 TORCH_MODULE(Mlp);
 
@@ -126,11 +146,15 @@ class DecoderBlockImpl : public torch::nn::Module {
 public:
     // `layer`: its index, which decides whether it is sparse (model.moe).
     DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer);
-    torch::Tensor forward(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
-    RmsNorm inputNorm {nullptr}, postNorm {nullptr};
+    torch::Tensor forward(const torch::Tensor &x, const LayerInputs &in);
+    // model.norm_placement's norms; null where the placement has none (config/ParameterTable.h's blockNormNames).
+    RmsNorm beforeAttention {nullptr}, afterAttention {nullptr}, beforeMlp {nullptr}, afterMlp {nullptr};
     SelfAttention attention {nullptr};
     Mlp mlp {nullptr};                 // a dense layer
     SparseMoe moe {nullptr};           // a sparse one
+
+private:
+    double m_residualScale;
 };
 TORCH_MODULE(DecoderBlock);
 
@@ -152,6 +176,9 @@ public:
     // Mean cross-entropy (fp32) over targets != -100; a mixture of experts adds its load-balancing
     // loss times model.moe.aux_loss_weight, as Transformers does with output_router_logits.
     torch::Tensor loss(const torch::Tensor &inputs, const torch::Tensor &targets);
+    // The eager head's logits [B, T, V] as the loss sees them (Granite's division and Gemma 2's
+    // soft-cap applied), in the compute dtype.
+    torch::Tensor logits(const torch::Tensor &inputs);
     std::vector<torch::Tensor> trainableParameters();
     // Not owned; null: none.
     void setBlockHooks(BlockHooks *hooks) { m_blockHooks = hooks; }
@@ -163,11 +190,11 @@ public:
 
 private:
     torch::Tensor hidden(const torch::Tensor &inputs);
-    void rotaryTables(int64_t seqLen, const torch::Device &device, at::ScalarType dtype, torch::Tensor &cos, torch::Tensor &sin);
+    torch::Tensor headLogits(const torch::Tensor &h);
+    // The rotary tables [T, rotaryDim] (fp32, attention factor applied) of one base and scaling.
+    void rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, torch::Tensor &cos, torch::Tensor &sin) const;
     ModelRuntime m_runtime;
-    int64_t m_headDim;
-    double m_ropeTheta;
-    RopeScaling m_ropeScaling;
+    ModelShape m_shape;
     bool m_inputNeedsGrad = false;
     BlockHooks *m_blockHooks = nullptr;
     MoeConfig m_moe;

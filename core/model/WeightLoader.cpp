@@ -42,6 +42,12 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
     for (auto &item : model.named_parameters()) {
         const std::string &name = item.key();
         const SafetensorEntry *entry = files.find(name);
+        // A multimodal checkpoint (Gemma 3, Mistral 3) keeps its text model under language_model:
+        // model.language_model.* (Transformers 5) or language_model.model.* (older saves).
+        for (const auto &[ours, theirs] : {std::pair<std::string, std::string> {"model.", "model.language_model."}, {"model.", "language_model.model."},
+                                           {"lm_head.", "language_model.lm_head."}})
+            if (!entry && name.compare(0, ours.size(), ours) == 0)
+                entry = files.find(theirs + name.substr(ours.size()));
         if (!entry) {
             if (name.find(".lora_") != std::string::npos)
                 continue; // adapters start from their own initialisation
@@ -56,7 +62,7 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
             throw InvalidInputError(entry->file.toStdString(), "tensor '" + name + "' has dtype " + entry->dtype + ", which is not a floating-point weight");
         const auto source = torch::from_blob(const_cast<uchar *>(files.data(*entry)), entry->shape, torch::TensorOptions().dtype(*type));
         param.copy_(source);
-        used.insert(name);
+        used.insert(entry->name);
         ++report.loaded;
         report.bytes += entry->end - entry->begin;
     }

@@ -1,6 +1,7 @@
 #include "report/ReportSections.h"
 
 #include "BuildInfo.h"
+#include "config/ModelTraitsText.h"
 #include "report/ReportCanvas.h"
 #include "report/ReportCharts.h"
 #include "report/ReportData.h"
@@ -89,12 +90,18 @@ void paintDefinition(ReportCanvas &c, const ReportData &d)
     const auto &t = cfg.train;
     const QString job = cfg.job.unit == JobUnit::Tokens ? QStringLiteral("%1 tokens").arg(formatCount(cfg.job.amount))
                                                         : QStringLiteral("%1 epochs of %2 tokens").arg(cfg.job.amount).arg(formatCount(cfg.job.datasetTokens));
+    // The family's traits, each a row where it differs from Llama's (config/ModelTraitsText.h).
+    QString traits;
+    for (const auto &[label, value] : describeModelTraits(m))
+        traits += (traits.isEmpty() ? QString() : QStringLiteral("; ")) + QString::fromStdString(label + ": " + value);
     c.keyValues({
         {QStringLiteral("Name"), qs(cfg.name)},
         {QStringLiteral("Model"), QStringLiteral("%1 (family %2, preset %3, revision %4)").arg(orDash(d.run.model), qs(m.family), orDash(qs(m.preset)), orDash(qs(m.revision)))},
         {QStringLiteral("Shape"), QStringLiteral("%1 layers, hidden %2, %3 heads / %4 KV heads, head dim %5, intermediate %6, vocabulary %7, max positions %8")
                                       .arg(m.layers).arg(m.hiddenSize).arg(m.attentionHeads).arg(m.kvHeads).arg(m.effectiveHeadDim())
                                       .arg(m.intermediateSize).arg(m.vocabSize).arg(m.maxPositions)},
+        {QStringLiteral("Architecture"), traits.isEmpty() ? QStringLiteral("Llama's (pre-norm, full attention and rotary, %1)").arg(QString::fromLatin1(toString(m.activation)))
+                                                          : QString::fromLatin1(toString(m.activation)) + QStringLiteral("; ") + traits},
         {QStringLiteral("Parameters"), QStringLiteral("%1 total, %2 trainable (%3 exact total, %4 exact trainable)")
                                            .arg(formatCount(static_cast<double>(d.params.total)), formatCount(static_cast<double>(d.params.trainable)))
                                            .arg(d.params.total).arg(d.params.trainable)},

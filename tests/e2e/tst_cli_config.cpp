@@ -238,7 +238,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("expected");
         QTest::newRow("string") << QByteArray(R"("llama3")") << "rope_scaling: expected an object";
         QTest::newRow("array") << QByteArray("[32, 1, 4, 8192]") << "rope_scaling: expected an object";
-        QTest::newRow("yarn") << QByteArray(R"({"rope_type": "yarn", "factor": 4.0})") << "rope_scaling.rope_type: 'yarn' is not supported";
+        QTest::newRow("yarn without factor") << QByteArray(R"({"rope_type": "yarn"})") << "rope_scaling.factor: required field is missing";
         QTest::newRow("dynamic") << QByteArray(R"({"type": "dynamic", "factor": 2.0})") << "rope_scaling.type: 'dynamic' is not supported";
     }
     void importHfRefusesUnsupportedRopeScaling()

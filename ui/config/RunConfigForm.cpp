@@ -1,5 +1,7 @@
 #include "config/RunConfigForm.h"
 
+#include "config/ModelTraitsText.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -95,6 +97,12 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     m_fields.insert(m_tie->objectName(), m_tie);
     connect(m_tie, &QCheckBox::toggled, this, &RunConfigForm::onEdited);
     mf->addRow(QString(), m_tie);
+    // The traits that set this family apart from Llama, in words; edited under "Architecture".
+    m_traitsSummary = new QLabel(model);
+    m_traitsSummary->setObjectName(QStringLiteral("traitsSummary"));
+    m_traitsSummary->setWordWrap(true);
+    m_traitsSummary->setTextFormat(Qt::PlainText);
+    mf->addRow(tr("Architecture"), m_traitsSummary);
 
     auto *train = new QGroupBox(tr("Training"), this);
     auto *tf = new QFormLayout(train);
@@ -189,6 +197,27 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     jf->addRow(tr("Tokens per epoch"), addNumber(QStringLiteral("job.dataset_tokens"), QStringLiteral("2.5e8")));
     jf->addRow(tr("Deadline (hours)"), addNumber(QStringLiteral("job.deadline_hours"), tr("none")));
 
+    // The model's traits (model.sliding_window, ...): the families' differences from Llama.
+    auto *arch = new QGroupBox(tr("Architecture"), m_more);
+    auto *af = new QFormLayout(arch);
+    auto *window = addSpin(QStringLiteral("model.sliding_window"), 0);
+    window->setSpecialValueText(tr("none (full attention)"));
+    window->setToolTip(tr("Keys a query sees on sliding layers, itself included"));
+    af->addRow(tr("Sliding window"), window);
+    auto *globalEvery = addSpin(QStringLiteral("model.global_layers.every"), 0);
+    globalEvery->setSpecialValueText(tr("none: every layer slides"));
+    globalEvery->setToolTip(tr("With a window: every N-th layer keeps full attention (Gemma 3: 6, Gemma 2: 2)"));
+    af->addRow(tr("Full attention every"), globalEvery);
+    af->addRow(tr("Rotated share of head"), addNumber(QStringLiteral("model.partial_rotary"), QStringLiteral("1")));
+    af->addRow(tr("Sliding layers' rotary base"), addNumber(QStringLiteral("model.local_rope_theta"), tr("same as full layers")));
+    af->addRow(tr("Norm placement"), addCombo(QStringLiteral("model.norm_placement"), enumNames({NormPlacement::Pre, NormPlacement::Post, NormPlacement::Sandwich})));
+    af->addRow(QString(), addCheck(QStringLiteral("model.norm_unit_offset"), tr("Norms scale by 1 + weight (Gemma)")));
+    af->addRow(tr("Attention logit soft-cap"), addNumber(QStringLiteral("model.attention_softcap"), tr("none")));
+    af->addRow(tr("Final logit soft-cap"), addNumber(QStringLiteral("model.final_softcap"), tr("none")));
+    af->addRow(tr("Embedding scale"), addNumber(QStringLiteral("model.embedding_scale"), QStringLiteral("1")));
+    af->addRow(tr("Residual scale"), addNumber(QStringLiteral("model.residual_scale"), QStringLiteral("1")));
+    af->addRow(tr("Logits divisor"), addNumber(QStringLiteral("model.logits_divisor"), QStringLiteral("1")));
+
     auto *data = new QGroupBox(tr("Data"), m_more);
     auto *df = new QFormLayout(data);
     df->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
@@ -226,6 +255,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     left->addStretch(1);
     auto *right = new QVBoxLayout;
     right->addWidget(data);
+    right->addWidget(arch);
     right->addStretch(1);
     moreColumns->addLayout(left, 1);
     moreColumns->addLayout(right, 1);
@@ -351,6 +381,21 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("model.moe.experts_per_token", m.moe.expertsPerToken);
     spin("model.moe.expert_intermediate_size", m.moe.expertIntermediateSize);
     m_tie->setChecked(m.tieEmbeddings);
+    const ModelTraits &mt = m.traits;
+    spin("model.sliding_window", mt.slidingWindow);
+    spin("model.global_layers.every", mt.globalLayers.every);
+    auto number = [this](const char *field, double v, double none) {
+        static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(field)))->setText(v == none ? QString() : formatNumber(v));
+    };
+    number("model.partial_rotary", mt.partialRotary, 1.0);
+    number("model.local_rope_theta", mt.localRopeTheta, 0.0);
+    combo("model.norm_placement", toString(mt.normPlacement));
+    static_cast<QCheckBox *>(m_fields.value(QStringLiteral("model.norm_unit_offset")))->setChecked(mt.normUnitOffset);
+    number("model.attention_softcap", mt.attentionSoftcap, 0.0);
+    number("model.final_softcap", mt.finalSoftcap, 0.0);
+    number("model.embedding_scale", mt.embeddingScale, 1.0);
+    number("model.residual_scale", mt.residualScale, 1.0);
+    number("model.logits_divisor", mt.logitsDivisor, 1.0);
     const TrainConfig &t = config.train;
     combo("train.mode", toString(t.mode));
     spin("train.lora.rank", t.lora.rank);
@@ -416,6 +461,28 @@ RunConfig RunConfigForm::config() const
     c.model.moe.expertsPerToken = spin("model.moe.experts_per_token");
     c.model.moe.expertIntermediateSize = spin("model.moe.expert_intermediate_size");
     c.model.tieEmbeddings = m_tie->isChecked();
+    ModelTraits &mt = c.model.traits;
+    mt.slidingWindow = spin("model.sliding_window");
+    mt.globalLayers.every = spin("model.global_layers.every");
+    // An empty box is the trait's "none"; an unreadable one keeps the base value (validate() says why).
+    auto number = [this](const char *field, double none, double base) {
+        const QString text = static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(field)))->text();
+        if (text.trimmed().isEmpty())
+            return none;
+        const auto v = parseNumber(text);
+        return v ? (formatNumber(*v) == formatNumber(base) ? base : *v) : base;
+    };
+    const ModelTraits &bt = m_base.model.traits;
+    mt.partialRotary = number("model.partial_rotary", 1.0, bt.partialRotary);
+    mt.localRopeTheta = number("model.local_rope_theta", 0.0, bt.localRopeTheta);
+    if (auto v = parseEnum<NormPlacement>(combo("model.norm_placement")))
+        mt.normPlacement = *v;
+    mt.normUnitOffset = static_cast<QCheckBox *>(m_fields.value(QStringLiteral("model.norm_unit_offset")))->isChecked();
+    mt.attentionSoftcap = number("model.attention_softcap", 0.0, bt.attentionSoftcap);
+    mt.finalSoftcap = number("model.final_softcap", 0.0, bt.finalSoftcap);
+    mt.embeddingScale = number("model.embedding_scale", 1.0, bt.embeddingScale);
+    mt.residualScale = number("model.residual_scale", 1.0, bt.residualScale);
+    mt.logitsDivisor = number("model.logits_divisor", 1.0, bt.logitsDivisor);
     if (auto v = parseEnum<TrainMode>(combo("train.mode")))
         c.train.mode = *v;
     c.train.lora.rank = spin("train.lora.rank");
@@ -503,6 +570,13 @@ void RunConfigForm::onEdited()
     field("data.min_length")->setEnabled(lengths == LengthDistribution::Uniform);
     m_lengthsFileRow->setEnabled(lengths == LengthDistribution::FromFile);
     field("validation.batches")->setEnabled(static_cast<QSpinBox *>(field("validation.every_steps"))->value() > 0);
+    const bool sliding = static_cast<QSpinBox *>(field("model.sliding_window"))->value() > 0;
+    field("model.global_layers.every")->setEnabled(sliding);
+    field("model.local_rope_theta")->setEnabled(sliding);
+    QStringList traits;
+    for (const auto &[label, value] : describeModelTraits(config().model))
+        traits << QString::fromStdString(label + ": " + value);
+    m_traitsSummary->setText(traits.isEmpty() ? tr("Llama's (pre-norm, full attention and rotary)") : traits.join(QLatin1Char('\n')));
     validate();
     Q_EMIT changed();
 }
@@ -522,6 +596,9 @@ void RunConfigForm::validate()
     number("job.amount", false, "must be a number, like 1e9 or 1000000000");
     number("job.dataset_tokens", false, "must be a number of tokens, like 2.5e8 (0 when the job counts tokens)");
     number("job.deadline_hours", true, "must be a number of hours, or empty for no deadline");
+    for (const char *field : {"model.partial_rotary", "model.local_rope_theta", "model.attention_softcap", "model.final_softcap", "model.embedding_scale",
+                              "model.residual_scale", "model.logits_divisor"})
+        number(field, true, "must be a number, or empty for the default");
     for (auto &issue : validateRunConfig(config()))
         m_issues.push_back(std::move(issue));
 

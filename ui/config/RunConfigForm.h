@@ -55,6 +55,7 @@ private:
     void validate();
 
     RunConfig m_base;
+    QLabel *m_traitsSummary = nullptr;
     bool m_loading = false;
     QMap<QString, QWidget *> m_fields;
     std::vector<ValidationIssue> m_issues;

@@ -270,15 +270,15 @@ private Q_SLOTS:
         QTest::newRow("missing model_type") << "model_type" << "" << QJsonValue() << "model_type: required field is missing";
         QTest::newRow("unsupported type") << "" << "model_type" << QJsonValue(QStringLiteral("gpt2")) << "unsupported model type 'gpt2'";
         QTest::newRow("supported types listed") << "" << "model_type" << QJsonValue(QStringLiteral("deepseek_v3"))
-                                                << "(supported: llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe, olmoe)";
+                                                << "(supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, olmo3, phi3, glm4, smollm3, granite, ministral3, gemma3, mistral3, mixtral, qwen2_moe, qwen3_moe, olmoe)";
         QTest::newRow("dense type with num_local_experts") << "" << "num_local_experts" << QJsonValue(8)
                                                            << "num_local_experts: got the number 8, but model_type 'llama' is a dense model without experts";
         QTest::newRow("dense type with num_experts") << "" << "num_experts" << QJsonValue(4) << "num_experts: got the number 4, but model_type 'llama' is a dense model";
         QTest::newRow("string size") << "" << "hidden_size" << QJsonValue(QStringLiteral("4096")) << "hidden_size: expected a positive integer";
         QTest::newRow("zero heads") << "" << "num_attention_heads" << QJsonValue(0) << "num_attention_heads: expected a positive integer";
         QTest::newRow("activation") << "" << "hidden_act" << QJsonValue(QStringLiteral("relu")) << "unsupported activation 'relu'";
-        QTest::newRow("o_proj bias") << "" << "attention_bias" << QJsonValue(true) << "attention_bias: true is not supported";
-        QTest::newRow("mlp bias") << "" << "mlp_bias" << QJsonValue(true) << "mlp_bias: true is not supported";
+        QTest::newRow("attention bias not a bool") << "" << "attention_bias" << QJsonValue(QStringLiteral("yes")) << "attention_bias: expected true or false";
+        QTest::newRow("mlp bias not a bool") << "" << "mlp_bias" << QJsonValue(1) << "mlp_bias: expected true or false";
         QTest::newRow("kv heads rule") << "" << "num_key_value_heads" << QJsonValue(7) << "model.kv_heads: must divide model.attention_heads";
         // rope_scaling: refused rather than dropped, since it sets every position the model sees.
         const QJsonObject llama3 {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
@@ -287,7 +287,9 @@ private Q_SLOTS:
         QTest::newRow("rope scaling string") << "" << "rope_scaling" << QJsonValue(QStringLiteral("llama3")) << "rope_scaling: expected an object with rope_type, or null, got the string \"llama3\"";
         QTest::newRow("rope scaling array") << "" << "rope_scaling" << QJsonValue(QJsonArray {8.0, 1.0, 4.0}) << "rope_scaling: expected an object with rope_type, or null, got an array";
         QTest::newRow("rope scaling number") << "" << "rope_scaling" << QJsonValue(8.0) << "rope_scaling: expected an object";
-        QTest::newRow("rope yarn") << "" << "rope_scaling" << QJsonValue(QJsonObject {{"rope_type", "yarn"}, {"factor", 4.0}}) << "rope_scaling.rope_type: 'yarn' is not supported (supported: default, linear, llama3)";
+        QTest::newRow("rope su") << "" << "rope_scaling" << QJsonValue(QJsonObject {{"rope_type", "su"}, {"factor", 4.0}}) << "rope_scaling.rope_type: 'su' is not supported (supported: default, linear, llama3, yarn, longrope)";
+        QTest::newRow("yarn factor missing") << "" << "rope_scaling" << QJsonValue(QJsonObject {{"rope_type", "yarn"}}) << "rope_scaling.factor: required field is missing";
+        QTest::newRow("longrope factors missing") << "" << "rope_scaling" << QJsonValue(QJsonObject {{"rope_type", "longrope"}, {"short_factor", QJsonArray {1.0}}}) << "rope_scaling.long_factor: required field is missing";
         QTest::newRow("rope dynamic, legacy key") << "" << "rope_scaling" << QJsonValue(QJsonObject {{"type", "dynamic"}, {"factor", 2.0}}) << "rope_scaling.type: 'dynamic' is not supported";
         QTest::newRow("rope type missing") << "" << "rope_scaling" << QJsonValue(QJsonObject {{"factor", 8.0}}) << "rope_scaling.rope_type: required field is missing";
         QTest::newRow("rope type not a string") << "" << "rope_scaling" << with("rope_type", 3) << "rope_scaling.rope_type: expected a string";

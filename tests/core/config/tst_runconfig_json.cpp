@@ -1,6 +1,7 @@
 // RunConfig <-> JSON: round trip, stable hash, old and minimal files, refusals with clear messages.
 #include "config/Presets.h"
 #include "config/RunConfigJson.h"
+#include "config/RunConfigValidation.h"
 #include "config/RunConfigParse.h"
 #include "util/Errors.h"
 
@@ -149,7 +150,7 @@ private Q_SLOTS:
     {
         pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
         const std::string plainHash = pb::configHash(c);
-        c.model.ropeScaling = {pb::RopeScalingType::Llama3, 32, 1, 4, 8192};
+        c.model.ropeScaling = pb::RopeScaling::llama3(32, 1, 4, 8192);
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("run.json"));
         pb::saveRunConfig(c, path);
@@ -171,9 +172,91 @@ private Q_SLOTS:
         QVERIFY(text.indexOf("\"rope_scaling\"") < text.indexOf("\"norm_eps\""));
 
         // Linear scaling writes only the fields it uses.
-        c.model.ropeScaling = {pb::RopeScalingType::Linear, 4, 0, 0, 0};
+        c.model.ropeScaling = pb::RopeScaling::linear(4);
         QCOMPARE(pb::toJson(c).value(QStringLiteral("model")).toObject().value(QStringLiteral("rope_scaling")).toObject(), (QJsonObject {{"type", "linear"}, {"factor", 4}}));
         QCOMPARE(pb::runConfigFromJson(pb::toJson(c)).model.ropeScaling.factor, 4.0);
+    }
+    // Every model trait round-trips through the file, changes the hash, and is written only when
+    // it differs from Llama's (tiny-copy.json's hash above stays what it was).
+    void modelTraitsRoundTrip()
+    {
+        pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+        const std::string plainHash = pb::configHash(c);
+        const QJsonObject plainModel = pb::toJson(c).value(QStringLiteral("model")).toObject();
+        for (const char *key : {"sliding_window", "global_layers", "no_rope_layers", "partial_rotary", "norm_placement", "fused_qkv", "embedding_scale"})
+            QVERIFY2(!plainModel.contains(QLatin1String(key)), key);
+        pb::ModelTraits &t = c.model.traits;
+        t.slidingWindow = 8;
+        t.globalLayers = {2, {}};
+        t.noRopeLayers = {0, {1}};
+        t.partialRotary = 0.5;
+        t.localRopeTheta = 10000;
+        t.ropeInterleaved = true;
+        t.normPlacement = pb::NormPlacement::Sandwich;
+        t.normUnitOffset = t.normScaleInFp32 = true;
+        t.attentionScale = 0.0625;
+        t.attentionSoftcap = 50;
+        t.finalSoftcap = 30;
+        t.queryTemperatureBeta = 0.1;
+        t.queryTemperatureLength = 16;
+        t.outputBias = t.mlpBias = true;
+        t.embeddingScale = 8;
+        t.embeddingScaleRounded = true;
+        t.residualScale = 0.22;
+        t.logitsDivisor = 8;
+        t.fusedQkv = t.fusedGateUp = true;
+        c.model.ropeScaling.type = pb::RopeScalingType::Yarn;
+        c.model.ropeScaling.factor = 4;
+        c.model.ropeScaling.originalMaxPositions = 16;
+        c.model.ropeScaling.mscale = 1;
+        c.model.ropeScaling.mscaleAllDim = 1;
+        c.train.mode = pb::TrainMode::Lora;
+        c.train.lora.targets = {"qkv_proj", "gate_up_proj"};
+        QCOMPARE(QString::fromStdString(pb::validateRunConfig(c).empty() ? "" : pb::validateRunConfig(c).front().field + ": " + pb::validateRunConfig(c).front().message), QString());
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("run.json"));
+        pb::saveRunConfig(c, path);
+        const pb::RunConfig back = pb::loadRunConfig(path);
+        QCOMPARE(pb::toJson(back), pb::toJson(c));
+        QCOMPARE(pb::configHash(back), pb::configHash(c));
+        QVERIFY(pb::configHash(c) != plainHash);
+        QCOMPARE(back.model.traits.globalLayers.every, qint64(2));
+        QCOMPARE(back.model.traits.noRopeLayers.layers, std::vector<int64_t> {1});
+        QCOMPARE(back.model.traits.normPlacement, pb::NormPlacement::Sandwich);
+        QCOMPARE(back.model.ropeScaling.type, pb::RopeScalingType::Yarn);
+        QCOMPARE(back.model.ropeScaling.originalMaxPositions, qint64(16));
+        // --set reaches every trait, nested selections included.
+        const pb::RunConfig set = pb::loadRunConfig(QStringLiteral("preset:tiny"), {QStringLiteral("model.sliding_window=4"), QStringLiteral("model.global_layers.every=2"),
+                                                                                   QStringLiteral("model.norm_placement=post"), QStringLiteral("model.final_softcap=30")});
+        QCOMPARE(set.model.traits.slidingWindow, qint64(4));
+        QCOMPARE(set.model.traits.globalLayers.every, qint64(2));
+        QCOMPARE(set.model.traits.normPlacement, pb::NormPlacement::Post);
+        QCOMPARE(set.model.traits.finalSoftcap, 30.0);
+    }
+    void modelTraitsRefusals_data()
+    {
+        QTest::addColumn<QStringList>("sets");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("window layers without a window") << QStringList {QStringLiteral("model.global_layers.every=2")} << "model.global_layers";
+        QTest::newRow("layer out of range") << QStringList {QStringLiteral("model.no_rope_layers.layers=[7]")} << "model.no_rope_layers.layers";
+        QTest::newRow("odd rotary") << QStringList {QStringLiteral("model.partial_rotary=0.1")} << "model.partial_rotary";
+        QTest::newRow("rotary above 1") << QStringList {QStringLiteral("model.partial_rotary=1.5")} << "model.partial_rotary";
+        QTest::newRow("negative softcap") << QStringList {QStringLiteral("model.final_softcap=-1")} << "model.final_softcap";
+        QTest::newRow("zero divisor") << QStringList {QStringLiteral("model.logits_divisor=0")} << "model.logits_divisor";
+        QTest::newRow("lora on a fused name of an unfused model") << QStringList {QStringLiteral("train.mode=lora"), QStringLiteral("train.lora.targets=qkv_proj")} << "train.lora.targets";
+        QTest::newRow("lora on q_proj of a fused model") << QStringList {QStringLiteral("model.fused_qkv=true"), QStringLiteral("train.mode=lora"), QStringLiteral("train.lora.targets=q_proj")}
+                                                         << "train.lora.targets";
+        QTest::newRow("longrope factors of the wrong length")
+            << QStringList {QStringLiteral("model.rope_scaling.type=longrope"), QStringLiteral("model.rope_scaling.factor=2"), QStringLiteral("model.rope_scaling.original_max_positions=64"),
+                            QStringLiteral("model.rope_scaling.short_factor=[1,1]"), QStringLiteral("model.rope_scaling.long_factor=[1,1]")}
+            << "model.rope_scaling.short_factor";
+    }
+    void modelTraitsRefusals()
+    {
+        QFETCH(QStringList, sets);
+        QFETCH(QString, field);
+        const QString message = errorOf([&] { pb::loadRunConfig(QStringLiteral("preset:tiny"), sets); });
+        QVERIFY2(message.startsWith(field + QStringLiteral(": ")), qPrintable(message));
     }
     void minimalFileTakesDefaults()
     {
@@ -235,7 +318,9 @@ private Q_SLOTS:
         QTest::newRow("schema too old") << R"({"schema_version": 0})" << "schema_version" << "at least 1";
         QTest::newRow("top-level typo") << R"({"sede": 3})" << "sede" << "unknown key";
         QTest::newRow("rope scaling as a string") << R"({"model": {"rope_scaling": "llama3"}})" << "model.rope_scaling" << "expected an object";
-        QTest::newRow("unknown rope scaling") << R"({"model": {"rope_scaling": {"type": "yarn"}}})" << "model.rope_scaling.type" << "unknown value 'yarn' (expected one of: none, llama3, linear)";
+        QTest::newRow("unknown rope scaling") << R"({"model": {"rope_scaling": {"type": "dynamic"}}})" << "model.rope_scaling.type" << "unknown value 'dynamic' (expected one of: none, llama3, linear, yarn, longrope)";
+        QTest::newRow("unknown norm placement") << R"({"model": {"norm_placement": "middle"}})" << "model.norm_placement" << "unknown value 'middle' (expected one of: pre, post, sandwich)";
+        QTest::newRow("layer selection typo") << R"({"model": {"global_layers": {"evry": 6}}})" << "model.global_layers.evry" << "unknown key";
         QTest::newRow("rope scaling typo") << R"({"model": {"rope_scaling": {"type": "llama3", "original_max_position_embeddings": 8192}}})" << "model.rope_scaling.original_max_position_embeddings" << "unknown key";
     }
     void wrongTypes()

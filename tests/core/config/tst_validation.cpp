@@ -81,8 +81,8 @@ private Q_SLOTS:
         row("warmup negative", [](auto &c) { c.train.schedule.warmupSteps = -1; }, "train.schedule.warmup_steps", "must be 0 or more");
         row("min lr ratio 2", [](auto &c) { c.train.schedule.minLrRatio = 2; }, "train.schedule.min_lr_ratio", "must lie in [0, 1]");
         // Rope scaling: each field its type needs, none it does not use.
-        const auto llama3 = [](pb::RunConfig &c) { c.model.ropeScaling = {pb::RopeScalingType::Llama3, 32, 1, 4, 8192}; };
-        row("rope factor without a type", [](auto &c) { c.model.ropeScaling.factor = 8; }, "model.rope_scaling.factor", "is only used by type llama3 or linear, not none");
+        const auto llama3 = [](pb::RunConfig &c) { c.model.ropeScaling = pb::RopeScaling::llama3(32, 1, 4, 8192); };
+        row("rope factor without a type", [](auto &c) { c.model.ropeScaling.factor = 8; }, "model.rope_scaling.factor", "is only used by type llama3, linear, yarn or longrope, not none");
         row("llama3 without factor", [=](auto &c) { llama3(c); c.model.ropeScaling.factor = 0; }, "model.rope_scaling.factor", "is required by type llama3");
         row("llama3 factor below 1", [=](auto &c) { llama3(c); c.model.ropeScaling.factor = 0.5; }, "model.rope_scaling.factor", "must lie in [1, inf), got 0.5");
         row("llama3 without low factor", [=](auto &c) { llama3(c); c.model.ropeScaling.lowFreqFactor = 0; }, "model.rope_scaling.low_freq_factor", "is required by type llama3");
@@ -91,7 +91,7 @@ private Q_SLOTS:
         row("llama3 without original context", [=](auto &c) { llama3(c); c.model.ropeScaling.originalMaxPositions = 0; }, "model.rope_scaling.original_max_positions", "is required by type llama3");
         row("llama3 negative original context", [=](auto &c) { llama3(c); c.model.ropeScaling.originalMaxPositions = -8192; }, "model.rope_scaling.original_max_positions", "must be a positive integer");
         row("linear without factor", [](auto &c) { c.model.ropeScaling.type = pb::RopeScalingType::Linear; }, "model.rope_scaling.factor", "is required by type linear");
-        row("linear with a llama3 field", [](auto &c) { c.model.ropeScaling = {pb::RopeScalingType::Linear, 2, 0, 4, 0}; }, "model.rope_scaling.high_freq_factor", "is only used by type llama3, not linear");
+        row("linear with a llama3 field", [](auto &c) { c.model.ropeScaling = pb::RopeScaling::linear(2); c.model.ropeScaling.highFreqFactor = 4; }, "model.rope_scaling.high_freq_factor", "is only used by type llama3, not linear");
         // Schedules of validation and checkpoints.
         row("validation every negative", [](auto &c) { c.validation.everySteps = -1; }, "validation.every_steps", "must be 0 or more");
         row("validation without batches", [](auto &c) { c.validation.everySteps = 10; c.validation.batches = 0; }, "validation.batches", "must be positive when validation.every_steps is set");
@@ -162,9 +162,9 @@ private Q_SLOTS:
     void validRopeScaling()
     {
         pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
-        c.model.ropeScaling = {pb::RopeScalingType::Llama3, 32, 1, 4, 8192};
+        c.model.ropeScaling = pb::RopeScaling::llama3(32, 1, 4, 8192);
         QVERIFY2(pb::validateRunConfig(c).empty(), qPrintable(describe(pb::validateRunConfig(c))));
-        c.model.ropeScaling = {pb::RopeScalingType::Linear, 2, 0, 0, 0};
+        c.model.ropeScaling = pb::RopeScaling::linear(2);
         QVERIFY2(pb::validateRunConfig(c).empty(), qPrintable(describe(pb::validateRunConfig(c))));
     }
     void everyIssueIsListed()

@@ -12,7 +12,7 @@ using namespace pb;
 namespace {
 
 // Llama-3.2-1B's rope_scaling (config.json on the Hub).
-const RopeScaling kLlama32 {RopeScalingType::Llama3, 32, 1, 4, 8192};
+const RopeScaling kLlama32 = RopeScaling::llama3(32, 1, 4, 8192);
 
 double element(const torch::Tensor &t, int64_t i) { return t[i].item<double>(); }
 
@@ -52,7 +52,7 @@ private Q_SLOTS:
     }
     void linearDividesEveryFrequency()
     {
-        const auto f = rotaryInverseFrequencies(8, 10000.0, {RopeScalingType::Linear, 4, 0, 0, 0}, torch::kCPU);
+        const auto f = rotaryInverseFrequencies(8, 10000.0, RopeScaling::linear(4), torch::kCPU);
         for (int64_t i = 0; i < 4; ++i)
             QVERIFY(std::fabs(element(f, i) - std::pow(10.0, -double(i)) / 4) <= 1e-6 * std::pow(10.0, -double(i)) / 4);
     }
@@ -96,13 +96,13 @@ private Q_SLOTS:
     void decoderUsesTheScaling()
     {
         const auto none = tinyLoss({});
-        const auto linear = tinyLoss({RopeScalingType::Linear, 2, 0, 0, 0});
+        const auto linear = tinyLoss(RopeScaling::linear(2));
         QVERIFY2(!torch::equal(none, linear), "rope scaling did not reach the rotary tables");
         // Every wavelength of tiny (theta 10000, head dim 16) is at most 2 pi 10000^(7/8) ~ 19869:
         // with an original context of 1 all lie above low_freq_wavelen (divided, as linear); with one
         // of 10^9 all lie below high_freq_wavelen (kept, as none).
-        QVERIFY(torch::equal(tinyLoss({RopeScalingType::Llama3, 2, 1, 4, 1}), linear));
-        QVERIFY(torch::equal(tinyLoss({RopeScalingType::Llama3, 2, 1, 4, 1000000000}), none));
+        QVERIFY(torch::equal(tinyLoss(RopeScaling::llama3(2, 1, 4, 1)), linear));
+        QVERIFY(torch::equal(tinyLoss(RopeScaling::llama3(2, 1, 4, 1000000000)), none));
     }
 };
 

@@ -181,8 +181,8 @@ variants("hf-import", hf, [
     ("hidden-act-relu.json", "hidden_act", "relu"),
     ("hidden-act-number.json", "hidden_act", 1),
     ("tie-embeddings-string.json", "tie_word_embeddings", "yes"),
-    ("attention-bias-true.json", "attention_bias", True),
-    ("mlp-bias-true.json", "mlp_bias", True),
+    ("attention-bias-string.json", "attention_bias", "yes"),
+    ("mlp-bias-number.json", "mlp_bias", 1),
 ])
 write("hf-import", "malformed.json", hf_text.replace('"hidden_size": 64,', '"hidden_size": 64'))
 write("hf-import", "truncated.json", hf_text[: len(hf_text) // 2])

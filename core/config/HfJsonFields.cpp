@@ -1,0 +1,56 @@
+#include "config/HfJsonFields.h"
+
+#include "config/JsonReader.h"
+#include "util/Errors.h"
+
+#include <cmath>
+
+namespace pb {
+
+std::string hfField(const std::string &where, const char *key) { return where + ": " + key; }
+
+int64_t requiredInt(const QJsonObject &json, const std::string &where, const char *key)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    if (v.isUndefined() || v.isNull())
+        throw InvalidInputError(hfField(where, key), "required field is missing");
+    const double d = v.toDouble(-1);
+    if (!v.isDouble() || std::floor(d) != d || d <= 0 || d > static_cast<double>(kMaxExactJsonInteger))
+        throw InvalidInputError(hfField(where, key), "expected a positive integer, got " + jsonTypeName(v));
+    return static_cast<int64_t>(d);
+}
+
+// Optional fields: absent or null keep `fallback`.
+int64_t optionalInt(const QJsonObject &json, const std::string &where, const char *key, int64_t fallback)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    return v.isUndefined() || v.isNull() ? fallback : requiredInt(json, where, key);
+}
+
+double optionalNumber(const QJsonObject &json, const std::string &where, const char *key, double fallback)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    if (v.isUndefined() || v.isNull())
+        return fallback;
+    if (!v.isDouble())
+        throw InvalidInputError(hfField(where, key), "expected a number, got " + jsonTypeName(v));
+    return v.toDouble();
+}
+
+bool optionalBool(const QJsonObject &json, const std::string &where, const char *key, bool fallback)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    if (v.isUndefined() || v.isNull())
+        return fallback;
+    if (!v.isBool())
+        throw InvalidInputError(hfField(where, key), "expected true or false, got " + jsonTypeName(v));
+    return v.toBool();
+}
+
+bool present(const QJsonObject &json, const char *key)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    return !v.isUndefined() && !v.isNull();
+}
+
+} // namespace pb

@@ -1,0 +1,132 @@
+#include "config/ModelTraitsJson.h"
+
+#include <QJsonArray>
+
+namespace pb {
+namespace {
+
+QJsonValue integer(int64_t v) { return static_cast<double>(v); }
+
+QJsonObject selectionJson(const LayerSelection &s)
+{
+    QJsonObject o;
+    if (s.every > 0)
+        o.insert(QStringLiteral("every"), integer(s.every));
+    if (!s.layers.empty()) {
+        QJsonArray layers;
+        for (int64_t l : s.layers)
+            layers.append(integer(l));
+        o.insert(QStringLiteral("layers"), layers);
+    }
+    return o;
+}
+
+void readSelection(JsonReader &r, const char *key, LayerSelection &s)
+{
+    if (auto o = r.object(key)) {
+        o->read("every", s.every);
+        o->read("layers", s.layers);
+        o->finish();
+    }
+}
+
+} // namespace
+
+void writeModelTraits(const ModelTraits &t, QJsonObject &m)
+{
+    const ModelTraits d;
+    auto put = [&m](const char *key, const QJsonValue &v) { m.insert(QLatin1String(key), v); };
+    if (t.slidingWindow != d.slidingWindow)
+        put("sliding_window", integer(t.slidingWindow));
+    if (!t.globalLayers.empty())
+        put("global_layers", selectionJson(t.globalLayers));
+    if (!t.noRopeLayers.empty())
+        put("no_rope_layers", selectionJson(t.noRopeLayers));
+    if (t.partialRotary != d.partialRotary)
+        put("partial_rotary", t.partialRotary);
+    if (t.localRopeTheta != d.localRopeTheta)
+        put("local_rope_theta", t.localRopeTheta);
+    if (t.ropeInterleaved)
+        put("rope_interleaved", true);
+    if (t.normPlacement != d.normPlacement)
+        put("norm_placement", QString::fromLatin1(toString(t.normPlacement)));
+    if (t.normUnitOffset)
+        put("norm_unit_offset", true);
+    if (t.normScaleInFp32)
+        put("norm_scale_fp32", true);
+    if (t.attentionScale != d.attentionScale)
+        put("attention_scale", t.attentionScale);
+    if (t.attentionSoftcap != d.attentionSoftcap)
+        put("attention_softcap", t.attentionSoftcap);
+    if (t.finalSoftcap != d.finalSoftcap)
+        put("final_softcap", t.finalSoftcap);
+    if (t.queryTemperatureBeta != d.queryTemperatureBeta || t.queryTemperatureLength != d.queryTemperatureLength) {
+        put("query_temperature_beta", t.queryTemperatureBeta);
+        put("query_temperature_length", integer(t.queryTemperatureLength));
+    }
+    if (t.outputBias)
+        put("o_bias", true);
+    if (t.mlpBias)
+        put("mlp_bias", true);
+    if (t.embeddingScale != d.embeddingScale)
+        put("embedding_scale", t.embeddingScale);
+    if (t.embeddingScaleRounded)
+        put("embedding_scale_rounded", true);
+    if (t.residualScale != d.residualScale)
+        put("residual_scale", t.residualScale);
+    if (t.logitsDivisor != d.logitsDivisor)
+        put("logits_divisor", t.logitsDivisor);
+    if (t.fusedQkv)
+        put("fused_qkv", true);
+    if (t.fusedGateUp)
+        put("fused_gate_up", true);
+}
+
+void readModelTraits(JsonReader &r, ModelTraits &t)
+{
+    r.read("sliding_window", t.slidingWindow);
+    readSelection(r, "global_layers", t.globalLayers);
+    readSelection(r, "no_rope_layers", t.noRopeLayers);
+    r.read("partial_rotary", t.partialRotary);
+    r.read("local_rope_theta", t.localRopeTheta);
+    r.read("rope_interleaved", t.ropeInterleaved);
+    r.readEnum("norm_placement", t.normPlacement);
+    r.read("norm_unit_offset", t.normUnitOffset);
+    r.read("norm_scale_fp32", t.normScaleInFp32);
+    r.read("attention_scale", t.attentionScale);
+    r.read("attention_softcap", t.attentionSoftcap);
+    r.read("final_softcap", t.finalSoftcap);
+    r.read("query_temperature_beta", t.queryTemperatureBeta);
+    r.read("query_temperature_length", t.queryTemperatureLength);
+    r.read("o_bias", t.outputBias);
+    r.read("mlp_bias", t.mlpBias);
+    r.read("embedding_scale", t.embeddingScale);
+    r.read("embedding_scale_rounded", t.embeddingScaleRounded);
+    r.read("residual_scale", t.residualScale);
+    r.read("logits_divisor", t.logitsDivisor);
+    r.read("fused_qkv", t.fusedQkv);
+    r.read("fused_gate_up", t.fusedGateUp);
+}
+
+ModelTraits everyModelTraitSet()
+{
+    ModelTraits t;
+    t.slidingWindow = 4096;
+    t.globalLayers = {6, {0}};
+    t.noRopeLayers = {4, {0}};
+    t.partialRotary = 0.5;
+    t.localRopeTheta = 10000;
+    t.ropeInterleaved = true;
+    t.normPlacement = NormPlacement::Sandwich;
+    t.normUnitOffset = t.normScaleInFp32 = true;
+    t.attentionScale = t.attentionSoftcap = t.finalSoftcap = 1;
+    t.queryTemperatureBeta = 0.1;
+    t.queryTemperatureLength = 16384;
+    t.outputBias = t.mlpBias = true;
+    t.embeddingScale = t.residualScale = t.logitsDivisor = 2;
+    t.embeddingScaleRounded = true;
+    t.fusedQkv = t.fusedGateUp = true;
+    return t;
+}
+
+} // namespace pb

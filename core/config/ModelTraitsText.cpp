@@ -1,0 +1,115 @@
+#include "config/ModelTraitsText.h"
+
+#include <cstdio>
+
+namespace pb {
+namespace {
+
+std::string number(double v)
+{
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%g", v);
+    return buffer;
+}
+
+std::string ordinal(int64_t n)
+{
+    const int64_t tens = n % 100;
+    const char *suffix = tens >= 11 && tens <= 13 ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+    return std::to_string(n) + suffix;
+}
+
+int64_t countSelected(const LayerSelection &s, int64_t layers)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < layers; ++i)
+        n += s.contains(i) ? 1 : 0;
+    return n;
+}
+
+} // namespace
+
+std::string describeLayerSelection(const LayerSelection &s)
+{
+    std::string out;
+    if (s.every == 1)
+        out = "every layer";
+    else if (s.every > 1)
+        out = "every " + ordinal(s.every) + " layer";
+    if (!s.layers.empty()) {
+        out += out.empty() ? (s.layers.size() == 1 ? "layer " : "layers ") : (s.layers.size() == 1 ? " and layer " : " and layers ");
+        for (size_t i = 0; i < s.layers.size(); ++i)
+            out += (i ? ", " : "") + std::to_string(s.layers[i]);
+    }
+    return out.empty() ? "none" : out;
+}
+
+std::vector<std::pair<std::string, std::string>> describeModelTraits(const ModelShape &m)
+{
+    const ModelTraits &t = m.traits;
+    const ModelTraits d;
+    std::vector<std::pair<std::string, std::string>> out;
+    if (t.slidingWindow > 0) {
+        const int64_t full = countSelected(t.globalLayers, m.layers);
+        out.push_back({"attention", "sliding window of " + std::to_string(t.slidingWindow) + " on " + std::to_string(m.layers - full) + " of " + std::to_string(m.layers) +
+                                        " layers" + (full > 0 ? "; full attention on " + describeLayerSelection(t.globalLayers) : std::string())});
+    }
+    std::string rotary;
+    if (t.partialRotary != 1.0)
+        rotary += "partial (" + std::to_string(m.rotaryDim()) + " of " + std::to_string(m.effectiveHeadDim()) + " dimensions)";
+    if (t.ropeInterleaved)
+        rotary += std::string(rotary.empty() ? "" : ", ") + "interleaved pairs";
+    if (m.ropeScaling.type != RopeScalingType::None)
+        rotary += std::string(rotary.empty() ? "" : ", ") + toString(m.ropeScaling.type) + " scaling x" + number(m.ropeScaling.factor);
+    if (t.localRopeTheta > 0)
+        rotary += std::string(rotary.empty() ? "" : ", ") + "base " + number(m.ropeTheta) + " on full layers, " + number(t.localRopeTheta) + " unscaled on sliding ones";
+    if (!t.noRopeLayers.empty())
+        rotary += std::string(rotary.empty() ? "" : ", ") + "none on " + describeLayerSelection(t.noRopeLayers);
+    if (!rotary.empty())
+        out.push_back({"rotary", rotary});
+    if (t.normPlacement != d.normPlacement || t.normUnitOffset || t.normScaleInFp32) {
+        std::string norms = t.normPlacement == NormPlacement::Post       ? "post-norm (on each sub-layer's output)"
+                            : t.normPlacement == NormPlacement::Sandwich ? "sandwich (four per layer)"
+                                                                         : "pre-norm";
+        if (t.normUnitOffset)
+            norms += ", scaled by 1 + weight";
+        if (t.normScaleInFp32)
+            norms += ", scaled in fp32";
+        out.push_back({"norms", norms});
+    }
+    std::string attention;
+    if (t.attentionScale > 0)
+        attention += "scale " + number(t.attentionScale);
+    if (t.attentionSoftcap > 0)
+        attention += std::string(attention.empty() ? "" : ", ") + "logits soft-capped at " + number(t.attentionSoftcap);
+    if (t.queryTemperatureBeta > 0)
+        attention += std::string(attention.empty() ? "" : ", ") + "query temperature 1 + " + number(t.queryTemperatureBeta) + " ln(1 + pos / " +
+                     std::to_string(t.queryTemperatureLength) + ")";
+    if (t.outputBias)
+        attention += std::string(attention.empty() ? "" : ", ") + "o_proj bias";
+    if (t.fusedQkv)
+        attention += std::string(attention.empty() ? "" : ", ") + "fused qkv_proj";
+    if (!attention.empty())
+        out.push_back({"attn details", attention});
+    std::string mlp;
+    if (t.fusedGateUp)
+        mlp += "fused gate_up_proj";
+    if (t.mlpBias)
+        mlp += std::string(mlp.empty() ? "" : ", ") + "biases";
+    if (!mlp.empty())
+        out.push_back({"MLP", std::string(toString(m.activation)) + ", " + mlp});
+    std::string scales;
+    if (t.embeddingScale != 1.0)
+        scales += "embeddings x" + number(t.embeddingScale) + (t.embeddingScaleRounded ? " (rounded to their dtype)" : "");
+    if (t.residualScale != 1.0)
+        scales += std::string(scales.empty() ? "" : ", ") + "residual branches x" + number(t.residualScale);
+    if (t.logitsDivisor != 1.0)
+        scales += std::string(scales.empty() ? "" : ", ") + "logits / " + number(t.logitsDivisor);
+    if (t.finalSoftcap > 0)
+        scales += std::string(scales.empty() ? "" : ", ") + "logits soft-capped at " + number(t.finalSoftcap);
+    if (!scales.empty())
+        out.push_back({"scales", scales});
+    return out;
+}
+
+} // namespace pb

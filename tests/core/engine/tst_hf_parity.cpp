@@ -1,0 +1,163 @@
+// Every dense family against Transformers itself: a tiny random-weight model per model_type, its
+// config.json, weights and reference (input ids, float64 logits, loss and every parameter's
+// gradient) produced once on the device by tests/bench/hf_family_fixtures.py with Transformers 5.17.
+// Our engine imports the config, loads the same weights from safetensors and must reproduce them,
+// on the eager and the fused path, with and without recompute.
+#include "config/HfImport.h"
+#include "config/RunConfig.h"
+#include "engine/TorchCompat.h"
+#include "model/Safetensors.h"
+#include "model/Transformer.h"
+#include "model/WeightLoader.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+
+using namespace pb;
+
+namespace {
+
+const QString kFixtures = QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity");
+
+struct Reference {
+    torch::Tensor inputIds, logits, loss;
+    std::map<std::string, torch::Tensor> grads;
+    int64_t totalParameters = 0;
+};
+
+torch::Tensor tensorOf(SafetensorsFolder &folder, const SafetensorEntry &e)
+{
+    const auto type = e.dtype == "F64" ? torch::kDouble : e.dtype == "I64" ? torch::kLong : torch::kFloat;
+    return torch::from_blob(const_cast<uchar *>(folder.data(e)), e.shape, torch::TensorOptions().dtype(type)).clone();
+}
+
+Reference readReference(const QString &dir)
+{
+    Reference r;
+    SafetensorsFolder folder(dir + QStringLiteral("/reference"));
+    for (const auto &[name, entry] : folder.entries()) {
+        if (name == "input_ids")
+            r.inputIds = tensorOf(folder, entry);
+        else if (name == "logits")
+            r.logits = tensorOf(folder, entry);
+        else if (name == "loss")
+            r.loss = tensorOf(folder, entry);
+        else if (name.rfind("grad.", 0) == 0)
+            r.grads[name.substr(5)] = tensorOf(folder, entry);
+    }
+    QFile meta(dir + QStringLiteral("/meta.json"));
+    if (meta.open(QIODevice::ReadOnly))
+        r.totalParameters = QJsonDocument::fromJson(meta.readAll()).object().value(QStringLiteral("total_params")).toInteger();
+    return r;
+}
+
+// Transformers' causal-LM loss: each position predicts the next token; the last predicts nothing.
+torch::Tensor shiftedTargets(const torch::Tensor &ids)
+{
+    auto targets = torch::full_like(ids, -100);
+    targets.narrow(1, 0, ids.size(1) - 1).copy_(ids.narrow(1, 1, ids.size(1) - 1));
+    return targets;
+}
+
+double relativeError(const torch::Tensor &ours, const torch::Tensor &reference)
+{
+    const auto r = reference.to(torch::kDouble), o = ours.to(torch::kDouble);
+    return ((o - r).norm() / r.norm().clamp_min(1e-30)).item<double>();
+}
+
+} // namespace
+
+class TestHfParity : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void family_data()
+    {
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<int>("kernels");
+        QTest::addColumn<bool>("recompute");
+        const QStringList types = QDir(kFixtures).entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
+        QVERIFY2(types.size() >= 10, qPrintable(QStringLiteral("expected the committed fixtures of at least 10 families, found %1").arg(types.size())));
+        for (const QString &type : types) {
+            QTest::newRow(qPrintable(type + QStringLiteral("/eager"))) << type << 0 << false;
+            QTest::newRow(qPrintable(type + QStringLiteral("/fused"))) << type << 1 << false;
+            QTest::newRow(qPrintable(type + QStringLiteral("/eager+recompute"))) << type << 0 << true;
+        }
+    }
+    // fp32: the loss within 1e-5 relative of Transformers' float64 loss, logits and every gradient
+    // within 1e-4 relative (fp32 against float64 arithmetic).
+    void family()
+    {
+        QFETCH(QString, type);
+        QFETCH(int, kernels);
+        QFETCH(bool, recompute);
+        const QString dir = kFixtures + QLatin1Char('/') + type;
+        RunConfig c = importHfConfig(dir);
+        c.train.precision = Precision::Fp32;
+        c.train.kernels = kernels ? KernelPath::Fused : KernelPath::Eager;
+        const Reference ref = readReference(dir);
+        QVERIFY(ref.inputIds.defined() && ref.loss.defined() && ref.logits.defined());
+        QCOMPARE(countParameters(c).total, ref.totalParameters);
+
+        torch::manual_seed(0);
+        DecoderModel model(c, ModelRuntime {true, recompute}, torch::kCPU);
+        const auto report = loadSafetensors(*model, dir);
+        QCOMPARE(report.ignored, int64_t(0));
+        model->train();
+        const auto loss = model->loss(ref.inputIds, shiftedTargets(ref.inputIds));
+        const double expected = ref.loss.item<double>();
+        const double lossError = std::abs(loss.item<double>() - expected) / std::abs(expected);
+        QVERIFY2(lossError < 1e-5, qPrintable(QStringLiteral("loss %1 against Transformers' %2 (relative %3)").arg(loss.item<double>(), 0, 'g', 10).arg(expected, 0, 'g', 10).arg(lossError)));
+        loss.backward();
+        QCOMPARE(static_cast<size_t>(model->named_parameters().size()), ref.grads.size());
+        // A gradient that is zero in exact arithmetic (a key bias on a layer without rotary shifts
+        // every score of a query alike, which softmax ignores) is rounding noise on both sides: each
+        // is compared against the largest gradient's scale where it is smaller.
+        double largest = 0;
+        for (const auto &[name, grad] : ref.grads)
+            largest = std::max(largest, grad.to(torch::kDouble).norm().item<double>());
+        for (const auto &item : model->named_parameters()) {
+            const auto it = ref.grads.find(item.key());
+            QVERIFY2(it != ref.grads.end(), qPrintable(QString::fromStdString("no reference gradient for " + item.key())));
+            QVERIFY2(item.value().grad().defined(), qPrintable(QString::fromStdString("no gradient for " + item.key())));
+            const auto ours = item.value().grad().to(torch::kDouble), theirs = it->second.to(torch::kDouble);
+            const double e = (ours - theirs).norm().item<double>() / std::max(theirs.norm().item<double>(), 1e-4 * largest);
+            QVERIFY2(e < 1e-4, qPrintable(QString::fromStdString(item.key() + ": gradient off by " + std::to_string(e) + " relative (norm " +
+                                                                 std::to_string(theirs.norm().item<double>()) + ")")));
+        }
+        if (kernels == 0 && !recompute) {
+            torch::NoGradGuard noGrad;
+            const double e = relativeError(model->logits(ref.inputIds), ref.logits);
+            QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("logits off by %1 relative").arg(e)));
+        }
+    }
+    // Under bf16 autocast (fp32 masters) the loss stays within bf16 rounding of the float64 one.
+    void familyBf16_data()
+    {
+        QTest::addColumn<QString>("type");
+        for (const QString &type : QDir(kFixtures).entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+            QTest::newRow(qPrintable(type)) << type;
+    }
+    void familyBf16()
+    {
+        QFETCH(QString, type);
+        const QString dir = kFixtures + QLatin1Char('/') + type;
+        RunConfig c = importHfConfig(dir);
+        c.train.precision = Precision::Bf16Mixed;
+        const Reference ref = readReference(dir);
+        DecoderModel model(c, ModelRuntime {true, false}, torch::kCPU);
+        loadSafetensors(*model, dir);
+        torch::Tensor loss;
+        compat::setAutocast(torch::kCPU, true, torch::kBFloat16);
+        loss = model->loss(ref.inputIds, shiftedTargets(ref.inputIds));
+        compat::setAutocast(torch::kCPU, false, torch::kBFloat16);
+        const double expected = ref.loss.item<double>();
+        const double e = std::abs(loss.item<double>() - expected) / std::abs(expected);
+        QVERIFY2(e < 2e-2, qPrintable(QStringLiteral("bf16-mixed loss %1 against %2 (relative %3)").arg(loss.item<double>()).arg(expected).arg(e)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHfParity)
+#include "tst_hf_parity.moc"

@@ -54,13 +54,29 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--lora-base", choices=["auto", "fp32"], default="auto")
     ap.add_argument("--peft-no-input-cast", action="store_true")
+    ap.add_argument("--hf-config", help="build the family's own model from this Hugging Face config.json (any model_type) "
+                                        "with the run config's layer count, instead of a Llama of the run's shape")
     args = ap.parse_args()
     cfg = json.load(open(args.config))
     m, t = cfg["model"], cfg["train"]
-    hf = llama_config(m)
-    hf._attn_implementation = "sdpa"
     torch.manual_seed(cfg.get("seed", 0))
-    model = LlamaForCausalLM(hf).cuda().train()
+    if args.hf_config:
+        from transformers import AutoConfig, AutoModelForCausalLM
+        raw = json.load(open(args.hf_config))
+        raw = raw.get("text_config", raw) if raw.get("model_type") in ("gemma3", "mistral3") else raw
+        raw["num_hidden_layers"] = m["layers"]
+        raw.pop("layer_types", None)  # rebuilt by the config class for the reduced depth
+        raw.pop("no_rope_layers", None)
+        hf = AutoConfig.for_model(**raw)
+        # fp32 master weights as ours (the config's torch_dtype would build bf16); Gemma 2's soft-capped
+        # attention only exists in the eager form (SDPA drops the cap).
+        hf._attn_implementation = "eager" if raw["model_type"] == "gemma2" else "sdpa"
+        model = AutoModelForCausalLM.from_config(hf, dtype=torch.float32).cuda().train()
+        hf.head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+    else:
+        hf = llama_config(m)
+        hf._attn_implementation = "sdpa"
+        model = LlamaForCausalLM(hf).cuda().train()
     n_params = sum(p.numel() for p in model.parameters())
     if t["mode"] == "lora":  # the peer of train.mode lora: PEFT's adapters on the run's targets
         from peft import LoraConfig, get_peft_model
@@ -87,7 +103,7 @@ def main():
     flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hf.head_dim * s) * tokens
     free, total = torch.cuda.mem_get_info()
     dtypes = lambda trains: sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.requires_grad == trains})
-    print(json.dumps({"impl": "transformers+pytorch" + (" peft" if t["mode"] == "lora" else "") + (" compile" if args.compile else " eager")
+    print(json.dumps({"impl": ("transformers " + hf.model_type if args.hf_config else "transformers+pytorch") + (" peft" if t["mode"] == "lora" else "") + (" compile" if args.compile else " eager")
                       + (" fp32-base" if t["mode"] == "lora" and args.lora_base == "fp32" else "")
                       + (" no-input-cast" if args.peft_no_input_cast else ""),
                       "trainable_dtypes": dtypes(True), "frozen_dtypes": dtypes(False),

@@ -258,6 +258,85 @@ private Q_SLOTS:
         json.insert(QStringLiteral("some_future_field"), QJsonObject {{QStringLiteral("x"), 1}});
         QCOMPARE(pb::hfModelShape(json, "config.json").hiddenSize, qint64(4096));
     }
+    // The published config.json of each dense family imports with Transformers 5.17's own parameter
+    // count (tests/data/hf-parity/published-counts.json) and its traits.
+    void denseFamilies_data()
+    {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("repo");
+        QTest::addColumn<QString>("family");
+        QTest::newRow("qwen3") << "qwen3-8b" << "Qwen/Qwen3-8B" << "qwen3";
+        QTest::newRow("gemma3_text") << "gemma-3-12b" << "google/gemma-3-12b-it" << "gemma3_text";
+        QTest::newRow("gemma2") << "gemma-2-9b" << "google/gemma-2-9b" << "gemma2";
+        QTest::newRow("olmo2") << "olmo-2-7b" << "allenai/OLMo-2-1124-7B" << "olmo2";
+        QTest::newRow("phi3") << "phi-4" << "microsoft/phi-4" << "phi3";
+        QTest::newRow("smollm3") << "smollm3-3b" << "HuggingFaceTB/SmolLM3-3B" << "smollm3";
+        QTest::newRow("glm4") << "glm-4-9b" << "THUDM/GLM-4-9B-0414" << "glm4";
+        QTest::newRow("granite") << "granite-3.3-8b" << "ibm-granite/granite-3.3-8b-instruct" << "granite";
+        QTest::newRow("ministral3") << "ministral-3-8b" << "mistralai/Ministral-3-8B" << "ministral3";
+    }
+    void denseFamilies()
+    {
+        QFETCH(QString, folder);
+        QFETCH(QString, repo);
+        QFETCH(QString, family);
+        QFile countsFile(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/published-counts.json"));
+        QVERIFY(countsFile.open(QIODevice::ReadOnly));
+        const QJsonObject counts = QJsonDocument::fromJson(countsFile.readAll()).object().value(repo).toObject();
+        const pb::RunConfig c = pb::importHfConfig(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/") + folder);
+        QCOMPARE(QString::fromStdString(c.model.family), family);
+        QCOMPARE(pb::countParameters(c).total, counts.value(QStringLiteral("total_params")).toInteger());
+    }
+    void denseFamilyTraits()
+    {
+        const auto import = [](const char *folder) { return pb::importHfConfig(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/") + QLatin1String(folder)).model; };
+        const pb::ModelShape gemma3 = import("gemma-3-12b");
+        QCOMPARE(gemma3.traits.slidingWindow, qint64(1024));
+        QCOMPARE(gemma3.traits.globalLayers.every, qint64(6));
+        QCOMPARE(gemma3.traits.localRopeTheta, 10000.0);
+        QCOMPARE(gemma3.ropeTheta, 1000000.0);
+        QCOMPARE(gemma3.ropeScaling.type, pb::RopeScalingType::Linear);
+        QCOMPARE(gemma3.traits.normPlacement, pb::NormPlacement::Sandwich);
+        QVERIFY(gemma3.traits.normUnitOffset);
+        QCOMPARE(gemma3.qkNorm, pb::QkNorm::Head);
+        QCOMPARE(gemma3.activation, pb::ActivationKind::GeGlu);
+        const pb::ModelShape gemma2 = import("gemma-2-9b");
+        QCOMPARE(gemma2.traits.globalLayers.every, qint64(2));
+        QCOMPARE(gemma2.traits.attentionSoftcap, 50.0);
+        QCOMPARE(gemma2.traits.finalSoftcap, 30.0);
+        const pb::ModelShape olmo = import("olmo-2-7b");
+        QCOMPARE(olmo.traits.normPlacement, pb::NormPlacement::Post);
+        QCOMPARE(olmo.qkNorm, pb::QkNorm::Full);
+        const pb::ModelShape phi = import("phi-4");
+        QVERIFY(phi.traits.fusedQkv && phi.traits.fusedGateUp);
+        const pb::ModelShape glm = import("glm-4-9b");
+        QVERIFY(glm.traits.ropeInterleaved);
+        QCOMPARE(glm.rotaryDim(), glm.effectiveHeadDim() / 2);
+        QVERIFY(glm.attentionBias && !glm.traits.outputBias);
+        const pb::ModelShape smol = import("smollm3-3b");
+        QCOMPARE(smol.traits.noRopeLayers.every, qint64(4));
+        QVERIFY(!smol.traits.usesRope(3) && smol.traits.usesRope(4));
+        const pb::ModelShape granite = import("granite-3.3-8b");
+        QVERIFY(granite.traits.residualScale != 1.0 && granite.traits.logitsDivisor != 1.0 && granite.traits.embeddingScale != 1.0);
+        const pb::ModelShape ministral = import("ministral-3-8b");
+        QCOMPARE(ministral.ropeScaling.type, pb::RopeScalingType::Yarn);
+        QCOMPARE(ministral.traits.queryTemperatureBeta, 0.1);
+    }
+    void multimodalTextConfig()
+    {
+        // A gemma3 config nests its text model; the vision tower is not piloted, and sizes the
+        // text_config leaves out take Gemma3TextConfig's defaults.
+        QJsonObject text = QJsonDocument::fromJson([] {
+                               QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/gemma-3-12b/config.json"));
+                               return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+                           }()).object();
+        text.remove(QStringLiteral("vocab_size"));
+        const QJsonObject wrapper {{"model_type", "gemma3"}, {"text_config", text}, {"vision_config", QJsonObject {{"model_type", "siglip_vision_model"}}}};
+        const pb::RunConfig c = pb::hfRunConfig(wrapper, "config.json");
+        QCOMPARE(QString::fromStdString(c.model.family), QStringLiteral("gemma3_text"));
+        QCOMPARE(c.model.vocabSize, qint64(262208));
+        QCOMPARE(c.model.traits.finalSoftcap, 0.0);
+    }
     void refusals_data()
     {
         QTest::addColumn<QString>("remove");

@@ -23,6 +23,18 @@ private Q_SLOTS:
         QTest::newRow("mistral-7b") << "mistral-7b" << qint64(7248023552) << false;
         QTest::newRow("qwen2.5-7b") << "qwen2.5-7b" << qint64(7615616512) << false;
         QTest::newRow("qwen2.5-0.5b") << "qwen2.5-0.5b" << qint64(494032768) << true;
+        // The dense families of 2026: Transformers 5.17's own count of the same config.json
+        // (tests/data/hf/<name>/config.json, counted on the H200 by tests/bench/hf_family_fixtures.py
+        // --counts into tests/data/hf-parity/published-counts.json); text models only.
+        QTest::newRow("qwen3-8b") << "qwen3-8b" << qint64(8190735360) << false;
+        QTest::newRow("gemma-3-12b") << "gemma-3-12b" << qint64(11766034176) << true;
+        QTest::newRow("gemma-2-9b") << "gemma-2-9b" << qint64(9241705984) << true;
+        QTest::newRow("olmo-2-7b") << "olmo-2-7b" << qint64(7298617344) << false;
+        QTest::newRow("phi-4") << "phi-4" << qint64(14659507200) << false;
+        QTest::newRow("smollm3-3b") << "smollm3-3b" << qint64(3075098624) << true;
+        QTest::newRow("glm-4-9b") << "glm-4-9b" << qint64(9400279040) << false;
+        QTest::newRow("granite-3.3-8b") << "granite-3.3-8b" << qint64(8170864640) << true;
+        QTest::newRow("ministral-3-8b") << "ministral-3-8b" << qint64(8489553920) << false;
     }
     void publishedCounts()
     {

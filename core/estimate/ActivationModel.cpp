@@ -612,6 +612,10 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                 // SDPA keeps q, k, v as given (GQA heads shared through enable_gqa), its output
                 // (laid out [B, T, heads, hd], so o_proj's input is a view of it) and the fp32 log-sum-exp.
                 walk.saved += c * n * (qDim + 2 * kvKept) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts;
+                // A fused qkv_proj's v is a view of its whole output, so the kernel keeping v keeps
+                // the q and k columns' storage too (q and k are new tensors after the rotary).
+                if (traits.fusedQkv && !expandedKv)
+                    walk.saved += c * n * (qDim + kvDim);
                 atAttention = walk.saved;
                 // Beside them: the own k and v of expanded heads, and an fp32 q and k (expanded)
                 // whose 16-bit casts the kernel keeps.
@@ -684,6 +688,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             // Backward: down's input gradient (replacing the product when down kept it), then
             // the gradients of gate's and up's outputs are made while the kept inputs are held.
             mlpBackward = 3 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
+            // A fused gate_up_proj gathers its halves' gradients into one [n, 2 x inter] tensor.
+            if (traits.fusedGateUp && (gGrad || uGrad))
+                mlpBackward += c * n * inter;
             // Under no_grad: gate's and up's outputs and the product (eager: silu(g) beside them).
             mlpLive = (fusedSwiglu ? 3 : 4) * c * n * inter;
         }
@@ -753,7 +760,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const bool productMade = headTrains && c != 4 && !fusedKernels;
         out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight;
         out.logitsSaved = gradInput + gradWeight;
-        out.logitsBackwardPeak = out.logitsSaved + (headInputGrad ? headInputBytes * n * h : 0);
+        // Backward scales the kept gradients into new tensors while they are still held: the input's
+        // in its dtype, the weight's in fp32 (then cast to a 16-bit weight's dtype).
+        const int64_t headWeightBytes = paramBytes(headTrains);
+        const int64_t gradWeightScaled = headTrains ? 4 * vocab * h + (headWeightBytes != 4 ? headWeightBytes * vocab * h : 0) : 0;
+        out.logitsBackwardPeak = out.logitsSaved + (headInputGrad ? headInputBytes * n * h : 0) + gradWeightScaled;
         out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +
                                   (fusedKernels ? ", CUDA kernel" : ", LibTorch ops") + "); the full logits are never made");
         out.assumptions.push_back("norms: fused RMSNorm (train.kernels = fused) keeping its input and per-row statistics, output in the compute dtype");

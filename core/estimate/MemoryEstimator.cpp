@@ -158,6 +158,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         out.forward.logits = atLoss >= inBlock ? act.logitsForwardPeak : 0;
     }
 
+    // The fused loss computes its gradients in the forward pass: the head's 16-bit weight copy is
+    // gone by the backward (the eager head's matmul keeps it for its input's gradient).
+    const int64_t headCopyInBackward = train.kernels == KernelPath::Fused ? headCopy : 0;
     // Backward: the loss gradient first, then block by block from the top, freeing each block's
     // saved tensors (and autocast copies) as its gradients appear; the embedding's gradient last.
     MemoryBreakdown best = base;
@@ -178,7 +181,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     auto copiesFreedAtMlp = [&](size_t k) { return copyPerLayer > 0 ? act.backwardMlpCopiesFreedPerBlock[k] : 0; };
     auto copiesFreedAtAttention = [&](size_t k) { return copyPerLayer > 0 ? act.backwardAttentionCopiesFreedPerBlock[k] : 0; };
     if (!train.recompute) {
-        consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll - unkeptCopies);
+        consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll - unkeptCopies - headCopyInBackward);
         int64_t below = savedAll;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
@@ -191,7 +194,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             below -= act.savedPerBlock[k];
         }
     } else {
-        consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, 0, headCopy);
+        consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, 0, headCopy - headCopyInBackward);
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
             const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;

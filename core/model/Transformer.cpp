@@ -329,10 +329,17 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         qs = fusedRotary(qp, in.cos, in.sin).transpose(1, 2);
         ks = fusedRotary(kp, in.cos, in.sin).transpose(1, 2);
     } else {
-        // As apply_rotary_pos_emb: q and k turned by tables cast to q's dtype.
+        // As apply_rotary_pos_emb: q and k turned by tables cast to q's dtype. A partial rotary turns
+        // the [B, T, heads, hd] projections before the transpose, so its concatenation keeps their
+        // layout: SDPA then returns [B, T, heads, hd] and o_proj reads a view, not a copy.
         const auto c = in.cos.to(qp.scalar_type()), s = in.sin.to(qp.scalar_type());
-        qs = rotate(qp.transpose(1, 2), c, s);
-        ks = rotate(kp.transpose(1, 2), c, s);
+        if (c.size(-1) == m_headDim) {
+            qs = rotate(qp.transpose(1, 2), c, s);
+            ks = rotate(kp.transpose(1, 2), c, s);
+        } else {
+            qs = rotate(qp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
+            ks = rotate(kp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
+        }
     }
     if (m_temperatureBeta > 0 && t > m_temperatureLength) {
         // Llama 4's attention temperature on queries past the pre-training context (k untouched).

@@ -6,14 +6,15 @@
 # eager and the fused path (with the estimator's error against the training steps' peak and against
 # the whole run's peak, from --memory-snapshot), then (with `all`) Transformers 5.17's own model of the
 # family built from tests/data/hf/PRESET/config.json at the same depth, eager, and + torch.compile
-# where COMPILE=1. Rows go to $OUT/families.jsonl, a table to stdout.
+# where COMPILE=1. EXTRA adds --set options to every config (EXTRA="--set train.mode=lora"). Rows go
+# to $OUT/families.jsonl, a table to stdout.
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
 FAMILIES=("$@"); [ ${#FAMILIES[@]} = 0 ] && FAMILIES=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)
 LAYERS=${LAYERS:-4}; SEQ=${SEQ:-2048}; MB=${MB:-4}; STEPS=${STEPS:-5}
 W=/tmp/fam; mkdir -p $W
 for F in "${FAMILIES[@]}"; do
-  $CLI config new --preset $F --set model.layers=$LAYERS --set train.seq_len=$SEQ --set train.micro_batch=$MB --out $W/$F.json || continue
+  $CLI config new --preset $F --set model.layers=$LAYERS --set train.seq_len=$SEQ --set train.micro_batch=$MB ${EXTRA:-} --out $W/$F.json || continue
   for K in ${KERNELS:-eager fused}; do
     snap=$W/snapshot-$F-$K.json
     $CLI pilot --config $W/$F.json --device cuda:0 --set train.kernels=$K --steps $STEPS --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$F-$K.err | tail -1 \

@@ -708,7 +708,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
         // it, and at the softmax's backward its input and output gradients (plus, on the math
         // path, the expanded v's gradient, or q, k, v's gradients from the fused kernel).
-        const int64_t attnGrads = layerFused ? 3 * c * n * qDim : 2 * scores + c * n * qDim;
+        // Soft-capped eager attention (Gemma 2), seen by the peak recorder on an H200: at the cap's
+        // backward three fp32 score-sized gradients are alive (the probabilities', softmax's and
+        // the cap's), the 16-bit probabilities already released.
+        const int64_t cappedGrads = 3 * (scores / c) * 4 - (c != 4 ? scores : 0);
+        const int64_t attnGrads = layerFused ? 3 * c * n * qDim : (traits.attentionSoftcap > 0 ? cappedGrads : 2 * scores) + c * n * qDim;
         out.backwardAttentionExtraPerBlock.push_back(atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved);
         // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the

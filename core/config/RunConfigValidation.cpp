@@ -237,7 +237,8 @@ void checkTraits(Checker &k, const ModelShape &m)
     checkSelection(k, t.globalLayers, m.layers, "model.global_layers");
     checkSelection(k, t.noRopeLayers, m.layers, "model.no_rope_layers");
     if (t.slidingWindow == 0)
-        k.require(t.globalLayers.empty(), "model.global_layers", "names the layers that keep full attention among sliding ones; set model.sliding_window too");
+        k.require(t.globalLayers.empty(), t.globalLayers.every > 0 ? "model.global_layers.every" : "model.global_layers.layers",
+                  "names the layers that keep full attention among sliding ones; set model.sliding_window too");
     if (t.slidingWindow == 0)
         k.require(t.localRopeTheta == 0, "model.local_rope_theta", "is the sliding layers' rotary base; set model.sliding_window too");
     k.range(t.partialRotary, 0, false, 1, true, "model.partial_rotary");

@@ -11,6 +11,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QJsonDocument>
+#include <QLabel>
 #include <QLineEdit>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -189,6 +190,16 @@ private Q_SLOTS:
         QTest::newRow("dataset tokens") << QStringLiteral("job.dataset_tokens") << QStringLiteral("250000000") << QJsonValue(2.5e8);
         QTest::newRow("deadline") << QStringLiteral("job.deadline_hours") << QStringLiteral("36.5") << QJsonValue(36.5);
         QTest::newRow("kernels") << QStringLiteral("train.kernels") << QStringLiteral("fused") << QJsonValue(QStringLiteral("fused"));
+        // The model's traits, under Architecture.
+        QTest::newRow("sliding window") << QStringLiteral("model.sliding_window") << QStringLiteral("32") << QJsonValue(32.0);
+        QTest::newRow("norm placement") << QStringLiteral("model.norm_placement") << QStringLiteral("sandwich") << QJsonValue(QStringLiteral("sandwich"));
+        QTest::newRow("norm unit offset") << QStringLiteral("model.norm_unit_offset") << QStringLiteral("true") << QJsonValue(true);
+        QTest::newRow("partial rotary") << QStringLiteral("model.partial_rotary") << QStringLiteral("0.5") << QJsonValue(0.5);
+        QTest::newRow("final softcap") << QStringLiteral("model.final_softcap") << QStringLiteral("30") << QJsonValue(30.0);
+        QTest::newRow("attention softcap") << QStringLiteral("model.attention_softcap") << QStringLiteral("50") << QJsonValue(50.0);
+        QTest::newRow("embedding scale") << QStringLiteral("model.embedding_scale") << QStringLiteral("12") << QJsonValue(12.0);
+        QTest::newRow("residual scale") << QStringLiteral("model.residual_scale") << QStringLiteral("0.22") << QJsonValue(0.22);
+        QTest::newRow("logits divisor") << QStringLiteral("model.logits_divisor") << QStringLiteral("8") << QJsonValue(8.0);
     }
     void editWritesItsField()
     {
@@ -219,6 +230,33 @@ private Q_SLOTS:
         QTest::addColumn<RunConfig>("config");
         QTest::newRow("every field set") << everyFieldSet();
         QTest::newRow("no deadline, huge job") << noDeadlineHugeJob();
+        // The dense families' traits come back unchanged, those the form does not show included.
+        for (const char *preset : {"gemma-3-12b", "gemma-2-9b", "olmo-2-7b", "phi-4", "glm-4-9b", "smollm3-3b", "granite-3.3-8b", "ministral-3-8b"})
+            QTest::newRow(preset) << presetConfig(QString::fromLatin1(preset));
+    }
+    // The traits in words under "Architecture", updated as a trait is edited.
+    void traitsSummary()
+    {
+        RunConfigForm form;
+        form.setConfig(presetConfig(QStringLiteral("gemma-3-12b")));
+        auto *summary = form.findChild<QLabel *>(QStringLiteral("traitsSummary"));
+        QVERIFY(summary);
+        QVERIFY2(summary->text().contains(QLatin1String("sliding window of 1024 on 40 of 48 layers; full attention on every 6th layer")), qPrintable(summary->text()));
+        QVERIFY2(summary->text().contains(QLatin1String("sandwich")), qPrintable(summary->text()));
+        setField(form, QStringLiteral("model.sliding_window"), QStringLiteral("512"));
+        QVERIFY2(summary->text().contains(QLatin1String("sliding window of 512")), qPrintable(summary->text()));
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        QVERIFY2(summary->text().startsWith(QLatin1String("Llama's")), qPrintable(summary->text()));
+        QVERIFY2(!form.fieldWidget(QStringLiteral("model.global_layers.every"))->isEnabled(), "no window: nothing to keep full");
+        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
+        if (!dir.isEmpty()) {
+            form.setConfig(presetConfig(QStringLiteral("gemma-3-12b")));
+            form.setExpanded(true);
+            form.resize(1100, 900);
+            form.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&form));
+            form.grab().save(dir + QStringLiteral("/run-config-form-gemma3.png"));
+        }
     }
     void roundTrip()
     {
@@ -260,6 +298,9 @@ private Q_SLOTS:
         row("negative deadline", {QStringLiteral("job.deadline_hours=-2")}, "job.deadline_hours", {QStringLiteral("job.deadline_hours=")});
         row("zero deadline", {QStringLiteral("job.deadline_hours=0")}, "job.deadline_hours", {QStringLiteral("job.deadline_hours=12")});
         row("deadline not a number", {QStringLiteral("job.deadline_hours=soon")}, "job.deadline_hours", {QStringLiteral("job.deadline_hours= ")});
+        row("full layers without a window", {QStringLiteral("model.global_layers.every=2")}, "model.global_layers.every", {QStringLiteral("model.sliding_window=16")});
+        row("rotary share above 1", {QStringLiteral("model.partial_rotary=1.5")}, "model.partial_rotary", {QStringLiteral("model.partial_rotary=0.5")});
+        row("soft-cap not a number", {QStringLiteral("model.final_softcap=high")}, "model.final_softcap", {QStringLiteral("model.final_softcap=30")});
     }
     void badValueMarksItsWidget()
     {

@@ -151,7 +151,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
 
     m_moreToggle = new QToolButton(this);
     m_moreToggle->setObjectName(QStringLiteral("moreSettingsToggle"));
-    m_moreToggle->setText(tr("Schedule, validation, checkpoints, data and job"));
+    m_moreToggle->setText(tr("Schedule, validation, checkpoints, data, job and architecture"));
     m_moreToggle->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
     m_moreToggle->setArrowType(Qt::RightArrow);
     m_moreToggle->setCheckable(true);
@@ -571,8 +571,9 @@ void RunConfigForm::onEdited()
     m_lengthsFileRow->setEnabled(lengths == LengthDistribution::FromFile);
     field("validation.batches")->setEnabled(static_cast<QSpinBox *>(field("validation.every_steps"))->value() > 0);
     const bool sliding = static_cast<QSpinBox *>(field("model.sliding_window"))->value() > 0;
-    field("model.global_layers.every")->setEnabled(sliding);
-    field("model.local_rope_theta")->setEnabled(sliding);
+    // Greyed without a window, unless set: a value the validator flags must stay editable.
+    field("model.global_layers.every")->setEnabled(sliding || static_cast<QSpinBox *>(field("model.global_layers.every"))->value() > 0);
+    field("model.local_rope_theta")->setEnabled(sliding || !static_cast<QLineEdit *>(field("model.local_rope_theta"))->text().trimmed().isEmpty());
     QStringList traits;
     for (const auto &[label, value] : describeModelTraits(config().model))
         traits << QString::fromStdString(label + ": " + value);

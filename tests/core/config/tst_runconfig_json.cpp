@@ -237,7 +237,7 @@ private Q_SLOTS:
     {
         QTest::addColumn<QStringList>("sets");
         QTest::addColumn<QString>("field");
-        QTest::newRow("window layers without a window") << QStringList {QStringLiteral("model.global_layers.every=2")} << "model.global_layers";
+        QTest::newRow("window layers without a window") << QStringList {QStringLiteral("model.global_layers.every=2")} << "model.global_layers.every";
         QTest::newRow("layer out of range") << QStringList {QStringLiteral("model.no_rope_layers.layers=[7]")} << "model.no_rope_layers.layers";
         QTest::newRow("odd rotary") << QStringList {QStringLiteral("model.partial_rotary=0.1")} << "model.partial_rotary";
         QTest::newRow("rotary above 1") << QStringList {QStringLiteral("model.partial_rotary=1.5")} << "model.partial_rotary";

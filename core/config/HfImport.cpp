@@ -224,6 +224,10 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     if (!typeValue.isString())
         throw InvalidInputError(hfField(where, "model_type"), typeValue.isUndefined() ? "required field is missing" : "expected a string, got " + jsonTypeName(typeValue));
     const std::string type = typeValue.toString().toStdString();
+    if (type == "gemma4" || type == "gemma4_text")
+        throw InvalidInputError(hfField(where, "model_type"), "'" + type + "' is not modelled yet: its per-layer input embeddings, key/value sharing across layers, "
+                                "full-attention layers with their own head_dim and proportional rotary, and unscaled RMSNorm have no trait here "
+                                "(Gemma 2 and Gemma 3 are: gemma2, gemma3_text, gemma3)");
     const auto &types = hfSupportedModelTypes();
     if (std::find(types.begin(), types.end(), type) == types.end()) {
         std::string list;

@@ -182,6 +182,25 @@ private Q_SLOTS:
         QVERIFY2(r.out.contains(QLatin1String("125,248 total, 125,248 trainable")), qPrintable(r.out));
         QVERIFY2(r.out.contains(QLatin1String("2 layers, hidden 64, 4 heads (2 kv, head dim 16)")), qPrintable(r.out));
     }
+    // A family of 2026 as a user meets it: import its config.json, see its traits, pilot a tiny
+    // model of it on the CPU from the weights beside the config.
+    void denseFamilyEndToEnd()
+    {
+        const Result shown = cli({QStringLiteral("config"), QStringLiteral("show"), QStringLiteral("preset:gemma-3-12b")});
+        QCOMPARE(shown.code, 0);
+        QVERIFY2(shown.out.contains(QLatin1String("11,766,034,176 total")), qPrintable(shown.out));
+        QVERIFY2(shown.out.contains(QLatin1String("sliding window of 1024 on 40 of 48 layers; full attention on every 6th layer")), qPrintable(shown.out));
+        QVERIFY2(shown.out.contains(QLatin1String("norms         sandwich (four per layer), scaled by 1 + weight")), qPrintable(shown.out));
+
+        QTemporaryDir dir;
+        const QString config = dir.filePath(QStringLiteral("gemma2.json"));
+        const Result imported = cli({QStringLiteral("config"), QStringLiteral("import-hf"), data("hf-parity/gemma2"), QStringLiteral("--set"), QStringLiteral("train.seq_len=24"),
+                                     QStringLiteral("--out"), config});
+        QCOMPARE(imported.code, 0);
+        const Result pilot = cli({QStringLiteral("pilot"), QStringLiteral("--config"), config, QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("1"),
+                                  QStringLiteral("--db"), dir.filePath(QStringLiteral("h.db"))});
+        QVERIFY2(pilot.code == 0, qPrintable(pilot.err + pilot.out));
+    }
     void importHf()
     {
         const Result r = cli({QStringLiteral("config"), QStringLiteral("import-hf"), data("hf/qwen2.5-7b")});

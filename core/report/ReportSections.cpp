@@ -111,8 +111,10 @@ void paintDefinition(ReportCanvas &c, const ReportData &d)
         {QStringLiteral("Batch"), QStringLiteral("sequence length %1, micro-batch %2, gradient accumulation %3 (%4 tokens per step)")
                                       .arg(t.seqLen).arg(t.microBatch).arg(t.gradAccum).arg(t.seqLen * t.microBatch * t.gradAccum)},
         {QStringLiteral("Data"), orDash(str(d.run.summary, "data"))},
-        {QStringLiteral("Validation / checkpoints"), QStringLiteral("validation every %1 steps (%2 batches), checkpoint every %3 steps")
-                                                         .arg(cfg.validation.everySteps).arg(cfg.validation.batches).arg(cfg.checkpoint.everySteps)},
+        {QStringLiteral("Validation / checkpoints"),
+         (cfg.validation.everySteps > 0 ? QStringLiteral("validation every %1 steps (%2 batches)").arg(cfg.validation.everySteps).arg(cfg.validation.batches)
+                                        : QStringLiteral("no validation")) +
+             (cfg.checkpoint.everySteps > 0 ? QStringLiteral(", checkpoint every %1 steps").arg(cfg.checkpoint.everySteps) : QStringLiteral(", no periodic checkpoint"))},
         {QStringLiteral("Planned job"), job + (cfg.job.deadlineHours ? QStringLiteral(", deadline %1 h").arg(*cfg.job.deadlineHours) : QStringLiteral(", no deadline"))},
     });
 }

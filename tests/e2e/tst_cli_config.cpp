@@ -200,6 +200,15 @@ private Q_SLOTS:
         const Result pilot = cli({QStringLiteral("pilot"), QStringLiteral("--config"), config, QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("1"),
                                   QStringLiteral("--db"), dir.filePath(QStringLiteral("h.db"))});
         QVERIFY2(pilot.code == 0, qPrintable(pilot.err + pilot.out));
+        // The other stages on the same family: a scaling step over two sharded CPU ranks and the
+        // restore proof in a fresh process (checkpoints under Gemma 2's own names).
+        const Result scale = cli({QStringLiteral("scale"), QStringLiteral("--config"), config, QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"),
+                                  QStringLiteral("fsdp"), QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("1"),
+                                  QStringLiteral("--db"), dir.filePath(QStringLiteral("h.db"))});
+        QVERIFY2(scale.code == 0, qPrintable(scale.err + scale.out));
+        const Result restore = cli({QStringLiteral("restore-check"), QStringLiteral("--config"), config, QStringLiteral("--steps-before"), QStringLiteral("2"),
+                                    QStringLiteral("--steps-after"), QStringLiteral("2"), QStringLiteral("--db"), dir.filePath(QStringLiteral("h.db"))});
+        QVERIFY2(restore.code == 0 && restore.out.contains(QLatin1String("restore check: PASS")), qPrintable(restore.err + restore.out));
     }
     void importHf()
     {

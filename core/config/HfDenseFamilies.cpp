@@ -137,8 +137,8 @@ void applyDenseFamily(const QJsonObject &json, const std::string &where, const s
 {
     ModelTraits &t = m.traits;
     refuseDropout(json, where);
-    auto rope = [&](double defaultTheta, const char *localKey = nullptr) {
-        const HfRope r = hfRope(json, where, defaultTheta, localKey);
+    auto rope = [&](double defaultTheta, const char *localKey = nullptr, double defaultLocalTheta = 0) {
+        const HfRope r = hfRope(json, where, defaultTheta, localKey, defaultLocalTheta);
         m.ropeTheta = r.theta;
         m.ropeScaling = r.scaling;
         t.localRopeTheta = r.localTheta;
@@ -168,19 +168,20 @@ void applyDenseFamily(const QJsonObject &json, const std::string &where, const s
         m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-6);
         rope(10000.0);
         const bool sliding = optionalBool(json, where, "use_sliding_window", false);
-        const int64_t fromLayer = optionalInt(json, where, "max_window_layers", m.layers);
+        const int64_t fromLayer = optionalInt(json, where, "max_window_layers", 28);
         pattern(sliding ? windowOf(json, where, 4096) : 0, [&](int64_t i) { return !sliding || i < fromLayer; });
     } else if (type == "gemma2") {
         gemmaCommon(json, where, m);
         rope(10000.0);
-        t.attentionSoftcap = optionalPositive(json, where, "attn_logit_softcapping", 0);
-        t.finalSoftcap = optionalPositive(json, where, "final_logit_softcapping", 0);
+        // Gemma2Config: 50 and 30 when the keys are absent; null turns a cap off.
+        t.attentionSoftcap = json.contains(QLatin1String("attn_logit_softcapping")) ? optionalPositive(json, where, "attn_logit_softcapping", 0) : 50.0;
+        t.finalSoftcap = json.contains(QLatin1String("final_logit_softcapping")) ? optionalPositive(json, where, "final_logit_softcapping", 0) : 30.0;
         // Gemma2Config: even layers slide, odd layers attend to everything.
         pattern(windowOf(json, where, 4096), [](int64_t i) { return i % 2 == 1; });
     } else if (type == "gemma3_text") {
         gemmaCommon(json, where, m);
         m.qkNorm = QkNorm::Head;
-        rope(1000000.0, "rope_local_base_freq");
+        rope(1000000.0, "rope_local_base_freq", 10000.0);
         if (t.localRopeTheta == 0)
             t.localRopeTheta = 10000.0;
         // Gemma3Attention does not pass attn_logit_softcapping to the attention in Transformers 5.17:
@@ -196,8 +197,9 @@ void applyDenseFamily(const QJsonObject &json, const std::string &where, const s
         m.qkNorm = QkNorm::Full;
         t.normPlacement = NormPlacement::Post;
         t.normScaleInFp32 = true;
+        t.ropeFp32 = true; // Olmo2RotaryEmbedding returns fp32 tables; apply_rotary_pos_emb casts back
         m.attentionBias = t.outputBias = optionalBool(json, where, "attention_bias", false);
-        rope(type == "olmo3" ? 500000.0 : 10000.0);
+        rope(type == "olmo3" ? 500000.0 : 10000.0, nullptr, type == "olmo3" ? 500000.0 : 0);
         if (type == "olmo3") {
             pattern(windowOf(json, where, 4096), [](int64_t i) { return (i + 1) % 4 == 0; });
             // Olmo3Config: a scaled rotary applies to the full layers; sliding ones keep the default.
@@ -255,7 +257,6 @@ void applyDenseFamily(const QJsonObject &json, const std::string &where, const s
         pattern(sliding ? windowOf(json, where, 0) : 0, [&](int64_t i) { return !sliding || !noRope[static_cast<size_t>(i)]; });
     } else if (type == "granite") {
         m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-6);
-        m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", true);
         m.attentionBias = t.outputBias = optionalBool(json, where, "attention_bias", false);
         t.embeddingScale = optionalPositive(json, where, "embedding_multiplier", 1.0);
         t.residualScale = optionalPositive(json, where, "residual_multiplier", 1.0);
@@ -284,6 +285,15 @@ void applyDenseFamily(const QJsonObject &json, const std::string &where, const s
         pattern(windowOf(json, where, 0), [](int64_t) { return false; });
     }
     t.mlpBias = optionalBool(json, where, "mlp_bias", false);
+    // A window that spans every position the model has is full attention (Phi-3.5's 262144 over a
+    // context of 131072): no mask, and the fused kernel with shared heads.
+    if (t.slidingWindow >= m.maxPositions) {
+        t.slidingWindow = 0;
+        t.globalLayers = {};
+    }
+    // Without sliding layers there is no sliding layers' rotary (Gemma 3 with pattern 1).
+    if (t.slidingWindow == 0)
+        t.localRopeTheta = 0;
     if (t.mlpBias && type == "phi3")
         throw InvalidInputError(hfField(where, "mlp_bias"), "Phi-3's MLP has no biases");
 }

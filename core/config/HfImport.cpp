@@ -27,9 +27,9 @@ ActivationKind activationOf(const QJsonObject &json, const std::string &where)
 {
     // Gemma's config classes name it hidden_activation (gelu_pytorch_tanh by default).
     const bool gemma = json.value(QLatin1String("model_type")).toString().startsWith(QLatin1String("gemma"));
-    const QJsonValue v = gemma && present(json, "hidden_activation") ? json.value(QLatin1String("hidden_activation"))
-                         : gemma && !present(json, "hidden_act")    ? QJsonValue(QStringLiteral("gelu_pytorch_tanh"))
-                                                                    : json.value(QLatin1String("hidden_act"));
+    const QJsonValue v = !gemma                             ? json.value(QLatin1String("hidden_act"))
+                         : present(json, "hidden_activation") ? json.value(QLatin1String("hidden_activation"))
+                                                              : QJsonValue(QStringLiteral("gelu_pytorch_tanh"));
     const QString act = v.isString() ? v.toString() : QStringLiteral("silu");
     if (!v.isUndefined() && !v.isNull() && !v.isString())
         throw InvalidInputError(hfField(where, "hidden_act"), "expected a string, got " + jsonTypeName(v));

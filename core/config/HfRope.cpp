@@ -118,18 +118,24 @@ RopeScaling scalingOf(const QJsonObject &o, const std::string &where, const std:
 
 } // namespace
 
-HfRope hfRope(const QJsonObject &json, const std::string &where, double defaultTheta, const char *localThetaKey)
+HfRope hfRope(const QJsonObject &json, const std::string &where, double defaultTheta, const char *localThetaKey, double defaultLocalTheta)
 {
     HfRope out;
     const int64_t maxPositions = optionalInt(json, where, "max_position_embeddings", 0);
     const int64_t original = optionalInt(json, where, "original_max_position_embeddings", 0);
     const QJsonValue parameters = json.value(QLatin1String("rope_parameters"));
-    if (!parameters.isUndefined() && !parameters.isNull()) {
+    // convert_rope_params_to_dict: rope_scaling, where given, wins over rope_parameters.
+    const bool legacyWins = present(json, "rope_scaling");
+    const double localDefault = localThetaKey && present(json, localThetaKey) ? optionalNumber(json, where, localThetaKey, 0)
+                                : defaultLocalTheta > 0                       ? defaultLocalTheta
+                                                                              : 0;
+    if (!legacyWins && !parameters.isUndefined() && !parameters.isNull()) {
         if (!parameters.isObject())
             throw InvalidInputError(hfField(where, "rope_parameters"), "expected an object, got " + jsonTypeName(parameters));
         const QJsonObject p = parameters.toObject();
-        auto read = [&](const QJsonObject &o, const std::string &prefix, double &theta, RopeScaling &scaling) {
-            theta = optionalRopeNumber(o, where, prefix, "rope_theta", present(json, "rope_theta") ? optionalNumber(json, where, "rope_theta", defaultTheta) : defaultTheta);
+        auto read = [&](const QJsonObject &o, const std::string &prefix, double &theta, RopeScaling &scaling, bool local = false) {
+            const double fallback = local && localDefault > 0 ? localDefault : optionalNumber(json, where, "rope_theta", defaultTheta);
+            theta = optionalRopeNumber(o, where, prefix, "rope_theta", fallback);
             scaling = scalingOf(o, where, prefix, maxPositions, original);
             if (present(o, "partial_rotary_factor"))
                 out.partialRotary = ropeNumber(o, where, prefix, "partial_rotary_factor");
@@ -144,7 +150,7 @@ HfRope hfRope(const QJsonObject &json, const std::string &where, double defaultT
             read(p.value(QLatin1String("full_attention")).toObject(), "rope_parameters.full_attention.", out.theta, out.scaling);
             if (p.contains(QLatin1String("sliding_attention"))) {
                 RopeScaling localScaling;
-                read(p.value(QLatin1String("sliding_attention")).toObject(), "rope_parameters.sliding_attention.", out.localTheta, localScaling);
+                read(p.value(QLatin1String("sliding_attention")).toObject(), "rope_parameters.sliding_attention.", out.localTheta, localScaling, true);
                 if (localScaling.type != RopeScalingType::None)
                     throw InvalidInputError(hfField(where, "rope_parameters.sliding_attention.rope_type"),
                                             "scaled rotary on sliding layers is not modelled (expected default)");
@@ -164,8 +170,7 @@ HfRope hfRope(const QJsonObject &json, const std::string &where, double defaultT
             throw InvalidInputError(hfField(where, "rope_scaling.rope_type"), std::string("required field is missing (supported: ") + kSupported + ")");
         out.scaling = scalingOf(o, where, "rope_scaling.", maxPositions, original);
     }
-    if (localThetaKey && present(json, localThetaKey))
-        out.localTheta = optionalNumber(json, where, localThetaKey, 0);
+    out.localTheta = localDefault;
     return out;
 }
 

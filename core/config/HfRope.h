@@ -20,6 +20,7 @@ struct HfRope {
 // `defaultTheta`: the type's config class default. `localThetaKey`: the legacy key of the sliding
 // layers' base (Gemma 3's rope_local_base_freq), or nullptr. Types whose frequencies change at run
 // time (dynamic) are refused by name.
-HfRope hfRope(const QJsonObject &json, const std::string &where, double defaultTheta, const char *localThetaKey = nullptr);
+// `defaultLocalTheta`: the sliding layers' base when their rope entry or key gives none (0: the global one).
+HfRope hfRope(const QJsonObject &json, const std::string &where, double defaultTheta, const char *localThetaKey = nullptr, double defaultLocalTheta = 0);
 
 } // namespace pb

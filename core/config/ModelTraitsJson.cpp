@@ -48,6 +48,8 @@ void writeModelTraits(const ModelTraits &t, QJsonObject &m)
         put("local_rope_theta", t.localRopeTheta);
     if (t.ropeInterleaved)
         put("rope_interleaved", true);
+    if (t.ropeFp32)
+        put("rope_fp32", true);
     if (t.normPlacement != d.normPlacement)
         put("norm_placement", QString::fromLatin1(toString(t.normPlacement)));
     if (t.normUnitOffset)
@@ -90,6 +92,7 @@ void readModelTraits(JsonReader &r, ModelTraits &t)
     r.read("partial_rotary", t.partialRotary);
     r.read("local_rope_theta", t.localRopeTheta);
     r.read("rope_interleaved", t.ropeInterleaved);
+    r.read("rope_fp32", t.ropeFp32);
     r.readEnum("norm_placement", t.normPlacement);
     r.read("norm_unit_offset", t.normUnitOffset);
     r.read("norm_scale_fp32", t.normScaleInFp32);
@@ -116,7 +119,7 @@ ModelTraits everyModelTraitSet()
     t.noRopeLayers = {4, {0}};
     t.partialRotary = 0.5;
     t.localRopeTheta = 10000;
-    t.ropeInterleaved = true;
+    t.ropeInterleaved = t.ropeFp32 = true;
     t.normPlacement = NormPlacement::Sandwich;
     t.normUnitOffset = t.normScaleInFp32 = true;
     t.attentionScale = t.attentionSoftcap = t.finalSoftcap = 1;

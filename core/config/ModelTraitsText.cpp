@@ -59,6 +59,8 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
         rotary += "partial (" + std::to_string(m.rotaryDim()) + " of " + std::to_string(m.effectiveHeadDim()) + " dimensions)";
     if (t.ropeInterleaved)
         rotary += std::string(rotary.empty() ? "" : ", ") + "interleaved pairs";
+    if (t.ropeFp32)
+        rotary += std::string(rotary.empty() ? "" : ", ") + "turned in fp32";
     if (m.ropeScaling.type != RopeScalingType::None)
         rotary += std::string(rotary.empty() ? "" : ", ") + toString(m.ropeScaling.type) + " scaling x" + number(m.ropeScaling.factor);
     if (t.localRopeTheta > 0)

@@ -91,6 +91,7 @@ struct ModelTraits {
     double partialRotary = 1.0;              // share of head_dim rotated (partial_rotary_factor)
     double localRopeTheta = 0;               // sliding layers' base, unscaled (Gemma 3); 0: the global rotary
     bool ropeInterleaved = false;            // pairs (2i, 2i+1) rotate (GLM) instead of (i, i + d/2)
+    bool ropeFp32 = false;                   // q and k turned by the fp32 tables, then cast back (OLMo 2/3)
     // Norms.
     NormPlacement normPlacement = NormPlacement::Pre;
     bool normUnitOffset = false;             // RMSNorm scales by (1 + weight), weights start at 0 (Gemma)

@@ -261,7 +261,8 @@ void checkTraits(Checker &k, const ModelShape &m)
     k.require(!(t.fusedGateUp && m.activation == ActivationKind::Gelu), "model.fused_gate_up", "needs a gated MLP (activation swiglu, geglu or geglu-erf)");
     k.require(!(t.mlpBias && m.moe.enabled()), "model.mlp_bias", "MLP biases are not modelled for experts");
     k.require(!(t.fusedGateUp && m.moe.enabled()), "model.fused_gate_up", "fused expert projections are not modelled");
-    k.require(m.norm == NormKind::RmsNorm || (!t.normUnitOffset && !t.normScaleInFp32), "model.norm_unit_offset", "applies to RMSNorm only");
+    k.require(m.norm == NormKind::RmsNorm || !t.normUnitOffset, "model.norm_unit_offset", "applies to RMSNorm only");
+    k.require(m.norm == NormKind::RmsNorm || !t.normScaleInFp32, "model.norm_scale_fp32", "applies to RMSNorm only");
 }
 
 void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
@@ -308,6 +309,9 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
         const size_t half = static_cast<size_t>(m.rotaryDim() / 2);
         k.require(m.ropeScaling.shortFactor.size() == half, "model.rope_scaling.short_factor", "needs one factor per rotary frequency (" + std::to_string(half) + "), got " + std::to_string(m.ropeScaling.shortFactor.size()));
         k.require(m.ropeScaling.longFactor.size() == half, "model.rope_scaling.long_factor", "needs one factor per rotary frequency (" + std::to_string(half) + "), got " + std::to_string(m.ropeScaling.longFactor.size()));
+        for (const auto &[list, name] : {std::pair {&m.ropeScaling.shortFactor, "short_factor"}, std::pair {&m.ropeScaling.longFactor, "long_factor"}})
+            for (size_t i = 0; i < list->size(); ++i)
+                k.require((*list)[i] > 0, "model.rope_scaling." + std::string(name) + "[" + std::to_string(i) + "]", "must be positive (it divides a frequency), got " + shortNumber((*list)[i]));
     }
     checkTraits(k, m);
     k.range(m.normEps, 0, false, 1, false, "model.norm_eps");

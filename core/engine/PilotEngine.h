@@ -50,7 +50,9 @@ struct PilotRun {
     std::string dataRevision;
     std::string dataDescription;
     std::string optimizerPath;           // "fused", "per-tensor"
-    std::string attentionPath;           // "sdpa", "math"
+    std::string attentionPath;           // "sdpa", "math", with what the model's traits add ("sdpa; window mask on 40 of 48 layers")
+    std::string kernelsPath;             // train.kernels and how it ran: "eager", "fused (CUDA kernels)", "fused (LibTorch ops)"
+    std::string numericalFormat;         // train.precision: "bf16-mixed", ...
     std::vector<double> losses;          // every step's loss, warm-up included
     std::string parameterChecksum;       // when asked for
     int64_t firstStep = 1;               // > 1 when resumed from a checkpoint

@@ -21,6 +21,8 @@ QJsonObject summaryJson(const PilotRun &run)
     json.insert(QStringLiteral("data"), str(run.dataDescription));
     json.insert(QStringLiteral("optimizer_path"), str(run.optimizerPath));
     json.insert(QStringLiteral("attention_path"), str(run.attentionPath));
+    json.insert(QStringLiteral("kernels_path"), str(run.kernelsPath));
+    json.insert(QStringLiteral("numerical_format"), str(run.numericalFormat));
     json.insert(QStringLiteral("first_step"), num(run.firstStep));
     if (!run.parameterChecksum.empty())
         json.insert(QStringLiteral("parameter_checksum"), str(run.parameterChecksum));

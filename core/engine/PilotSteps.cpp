@@ -7,6 +7,7 @@
 #include "engine/PeakRecorder.h"
 #include "engine/Prefetcher.h"
 #include "engine/TorchCompat.h"
+#include "model/FusedOps.h"
 #include "model/WeightLoader.h"
 #include "util/Errors.h"
 
@@ -153,6 +154,20 @@ void StepRunner::setup()
     }
     runtime.recompute = train.recompute;
     m_run.attentionPath = runtime.fusedAttention ? "sdpa" : "math";
+    {
+        // What the traits change in it: Gemma 2's soft-capped scores always take the eager form; a
+        // window goes to SDPA as one mask shared by the sliding layers.
+        const ModelTraits &traits = m_config.model.traits;
+        int64_t sliding = 0;
+        for (int64_t i = 0; i < m_config.model.layers; ++i)
+            sliding += traits.usesSliding(i) ? 1 : 0;
+        if (traits.attentionSoftcap > 0)
+            m_run.attentionPath = "eager (soft-capped scores)";
+        else if (sliding > 0)
+            m_run.attentionPath += "; window mask on " + std::to_string(sliding) + " of " + std::to_string(m_config.model.layers) + " layers";
+    }
+    m_run.kernelsPath = train.kernels == KernelPath::Eager ? "eager" : fusedKernelsOn(m_device) ? "fused (CUDA kernels)" : "fused (LibTorch ops)";
+    m_run.numericalFormat = toString(train.precision);
     m_session.model = DecoderModel(m_config, runtime, m_device);
     m_session.model->initialise(m_config.seed);
     if (!m_config.model.weightsPath.empty())

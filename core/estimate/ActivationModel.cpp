@@ -541,7 +541,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const bool hasRope = traits.usesRope(layerIndex);
         const bool window = traits.usesSliding(layerIndex);
         // cos/sin cast per layer to the compute dtype (none for a layer without rotary).
-        const int64_t rotaryCasts = c != 4 && hasRope ? 2 * c * t * rotaryDim : 0;
+        const int64_t rotaryCasts = c != 4 && hasRope && !traits.ropeFp32 ? 2 * c * t * rotaryDim : 0;
         // Transformers' eager attention (model/Transformer.cpp's eagerAttention) where the fused kernel
         // cannot take the layer: soft-capped logits, or a window or scale without a fused kernel.
         const bool eagerForm = traits.attentionSoftcap > 0 || (!fused && (window || rescaled));
@@ -591,7 +591,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream).
         // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
         const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk && plainRotary;
-        const int64_t layerRotaryCasts = !hasRope || fusedRotary ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
+        const int64_t layerRotaryCasts = !hasRope || fusedRotary || traits.ropeFp32 ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
         // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
         // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
         // the kernel keeps the expanded copies and the projections' own k and v stay alive beside

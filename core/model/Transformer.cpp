@@ -240,8 +240,14 @@ torch::Tensor fusedMaskedAttention(const torch::Tensor &q, const torch::Tensor &
             return t;
         return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
     };
-    if (!windowMask.defined())
-        return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
+    if (!windowMask.defined()) {
+#if PB_TORCH_AT_LEAST(2, 5)
+        // As compat::groupedCausalAttention: shared heads for 16-bit q; fp32 (no GQA kernel) expands.
+        if (q.scalar_type() != at::kFloat)
+            return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
+#endif
+        return at::scaled_dot_product_attention(q, expand(k), expand(v), {}, 0.0, /*is_causal=*/true, scale);
+    }
     return at::scaled_dot_product_attention(q, expand(k), expand(v), windowMask, 0.0, /*is_causal=*/false, scale);
 #else
     return eagerAttention(q, k, v, scale, 0.0, windowMask);
@@ -261,7 +267,7 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
     : m_heads(config.model.attentionHeads), m_kvHeads(config.model.kvHeads), m_headDim(config.model.effectiveHeadDim()),
       m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention), m_interleaved(config.model.traits.ropeInterleaved),
       m_softcap(config.model.traits.attentionSoftcap), m_temperatureBeta(config.model.traits.queryTemperatureBeta),
-      m_temperatureLength(config.model.traits.queryTemperatureLength)
+      m_temperatureLength(config.model.traits.queryTemperatureLength), m_ropeFp32(config.model.traits.ropeFp32)
 {
     const auto &m = config.model;
     const auto &lora = config.train.lora;
@@ -329,16 +335,21 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         qs = fusedRotary(qp, in.cos, in.sin).transpose(1, 2);
         ks = fusedRotary(kp, in.cos, in.sin).transpose(1, 2);
     } else {
-        // As apply_rotary_pos_emb: q and k turned by tables cast to q's dtype. A partial rotary turns
-        // the [B, T, heads, hd] projections before the transpose, so its concatenation keeps their
-        // layout: SDPA then returns [B, T, heads, hd] and o_proj reads a view, not a copy.
-        const auto c = in.cos.to(qp.scalar_type()), s = in.sin.to(qp.scalar_type());
+        // As apply_rotary_pos_emb: q and k turned by tables cast to q's dtype (OLMo 2/3: by the fp32
+        // tables, the result cast back to each one's dtype). A partial rotary turns the [B, T, heads,
+        // hd] projections before the transpose, so its concatenation keeps their layout: SDPA then
+        // returns [B, T, heads, hd] and o_proj reads a view, not a copy.
+        const auto c = m_ropeFp32 ? in.cos : in.cos.to(qp.scalar_type()), s = m_ropeFp32 ? in.sin : in.sin.to(qp.scalar_type());
         if (c.size(-1) == m_headDim) {
             qs = rotate(qp.transpose(1, 2), c, s);
             ks = rotate(kp.transpose(1, 2), c, s);
         } else {
             qs = rotate(qp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
             ks = rotate(kp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
+        }
+        if (m_ropeFp32) {
+            qs = qs.to(qp.scalar_type());
+            ks = ks.to(kp.scalar_type());
         }
     }
     if (m_temperatureBeta > 0 && t > m_temperatureLength) {

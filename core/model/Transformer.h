@@ -97,6 +97,7 @@ private:
     double m_scale, m_softcap;
     double m_temperatureBeta;
     int64_t m_temperatureLength;
+    bool m_ropeFp32;
 };
 TORCH_MODULE(SelfAttention);
 

@@ -139,9 +139,15 @@ void paintEnvironment(ReportCanvas &c, const ReportData &d)
         {QStringLiteral("Config hash"), qs(d.run.configHash)},
         {QStringLiteral("Model revision"), orDash(str(s, "model_revision"))},
         {QStringLiteral("Data revision"), orDash(str(s, "data_revision"))},
-        {QStringLiteral("Kernels"), QStringLiteral("attention %1, optimizer %2, loss %3")
+        // What ran, as the run recorded it (runs before kernels_path named only the config's choice).
+        {QStringLiteral("Kernels"), QStringLiteral("attention %1, optimizer %2, loss and MLP %3, format %4")
                                         .arg(orDash(str(s, "attention_path")), orDash(str(s, "optimizer_path")),
-                                             d.config ? QString::fromLatin1(toString(d.config->train.kernels)) : QStringLiteral("-"))},
+                                             !str(s, "kernels_path").isEmpty() ? str(s, "kernels_path")
+                                             : d.config                        ? QString::fromLatin1(toString(d.config->train.kernels))
+                                                                               : QStringLiteral("-"),
+                                             !str(s, "numerical_format").isEmpty() ? str(s, "numerical_format")
+                                             : d.config                            ? QString::fromLatin1(toString(d.config->train.precision))
+                                                                                   : QStringLiteral("-"))},
     },
                 125, 7.5); // a sha256 revision (71 characters) stays on one line
 

@@ -230,6 +230,14 @@ private Q_SLOTS:
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const QList<QByteArray> lines = r.out.trimmed().split('\n');
         const QJsonObject summary = QJsonDocument::fromJson(lines.last()).object();
+        // The summary says what ran: the kernels path, the numerical format, the attention's form.
+        QCOMPARE(summary.value(QStringLiteral("kernels_path")).toString(), QStringLiteral("eager"));
+        QCOMPARE(summary.value(QStringLiteral("numerical_format")).toString(), QStringLiteral("bf16-mixed"));
+        const QString attention = summary.value(QStringLiteral("attention_path")).toString();
+        if (family == QLatin1String("gemma2"))
+            QCOMPARE(attention, QStringLiteral("eager (soft-capped scores)"));
+        else if (family == QLatin1String("gemma3_text"))
+            QVERIFY2(attention.endsWith(QLatin1String("; window mask on 5 of 6 layers")), qPrintable(attention));
         const QJsonObject byPhase = summary.value(QStringLiteral("peak_allocated_by_phase")).toObject();
         const double measured = std::max(byPhase.value(QStringLiteral("warmup")).toDouble(), byPhase.value(QStringLiteral("train")).toDouble());
         QFile f(snapshot);

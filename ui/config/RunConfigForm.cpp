@@ -464,6 +464,9 @@ RunConfig RunConfigForm::config() const
     ModelTraits &mt = c.model.traits;
     mt.slidingWindow = spin("model.sliding_window");
     mt.globalLayers.every = spin("model.global_layers.every");
+    // A list of full layers (imported) means nothing without a window and has no widget to clear it.
+    if (mt.slidingWindow == 0)
+        mt.globalLayers.layers.clear();
     // An empty box is the trait's "none"; an unreadable one keeps the base value (validate() says why).
     auto number = [this](const char *field, double none, double base) {
         const QString text = static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(field)))->text();

@@ -322,6 +322,50 @@ private Q_SLOTS:
         QCOMPARE(ministral.ropeScaling.type, pb::RopeScalingType::Yarn);
         QCOMPARE(ministral.traits.queryTemperatureBeta, 0.1);
     }
+    // Defaults of the config classes where a key is absent (Transformers 5.17), and null as "off".
+    void denseFamilyDefaults()
+    {
+        const auto published = [](const char *folder) {
+            QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/") + QLatin1String(folder) + QStringLiteral("/config.json"));
+            return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject();
+        };
+        QJsonObject gemma2 = published("gemma-2-9b");
+        gemma2.remove(QStringLiteral("attn_logit_softcapping"));
+        gemma2.remove(QStringLiteral("final_logit_softcapping"));
+        pb::ModelShape m = pb::hfModelShape(gemma2, "config.json");
+        QCOMPARE(m.traits.attentionSoftcap, 50.0);
+        QCOMPARE(m.traits.finalSoftcap, 30.0);
+        gemma2.insert(QStringLiteral("final_logit_softcapping"), QJsonValue::Null);
+        QCOMPARE(pb::hfModelShape(gemma2, "config.json").traits.finalSoftcap, 0.0);
+        // Gemma reads hidden_activation only.
+        gemma2.insert(QStringLiteral("hidden_act"), QStringLiteral("gelu"));
+        gemma2.remove(QStringLiteral("hidden_activation"));
+        QCOMPARE(pb::hfModelShape(gemma2, "config.json").activation, pb::ActivationKind::GeGlu);
+
+        QJsonObject granite = published("granite-3.3-8b");
+        granite.remove(QStringLiteral("tie_word_embeddings"));
+        QVERIFY(!pb::hfModelShape(granite, "config.json").tieEmbeddings);
+
+        // A sliding entry without its own base takes Gemma 3's local default, 10000.
+        QJsonObject gemma3 = published("gemma-3-12b");
+        gemma3.insert(QStringLiteral("rope_parameters"), QJsonObject {{"full_attention", QJsonObject {{"rope_type", "default"}, {"rope_theta", 1e6}}},
+                                                                     {"sliding_attention", QJsonObject {{"rope_type", "default"}}}});
+        QCOMPARE(pb::hfModelShape(gemma3, "config.json").traits.localRopeTheta, 10000.0);
+        // No sliding layer: no window and no sliding layers' base.
+        gemma3.insert(QStringLiteral("layer_types"), QJsonArray());
+        gemma3.remove(QStringLiteral("layer_types"));
+        gemma3.insert(QStringLiteral("sliding_window_pattern"), 1);
+        m = pb::hfModelShape(gemma3, "config.json");
+        QCOMPARE(m.traits.slidingWindow, qint64(0));
+        QCOMPARE(m.traits.localRopeTheta, 0.0);
+
+        // A window spanning the whole context is full attention (Phi-3.5's 262144 over 131072).
+        QJsonObject phi = published("phi-4");
+        phi.insert(QStringLiteral("sliding_window"), 262144);
+        QCOMPARE(pb::hfModelShape(phi, "config.json").traits.slidingWindow, qint64(0));
+        phi.insert(QStringLiteral("sliding_window"), 2047);
+        QCOMPARE(pb::hfModelShape(phi, "config.json").traits.slidingWindow, qint64(2047));
+    }
     void multimodalTextConfig()
     {
         // A gemma3 config nests its text model; the vision tower is not piloted, and sizes the

@@ -250,6 +250,10 @@ private Q_SLOTS:
             << QStringList {QStringLiteral("model.rope_scaling.type=longrope"), QStringLiteral("model.rope_scaling.factor=2"), QStringLiteral("model.rope_scaling.original_max_positions=64"),
                             QStringLiteral("model.rope_scaling.short_factor=[1,1]"), QStringLiteral("model.rope_scaling.long_factor=[1,1]")}
             << "model.rope_scaling.short_factor";
+        QTest::newRow("longrope factor of zero")
+            << QStringList {QStringLiteral("model.rope_scaling.type=longrope"), QStringLiteral("model.rope_scaling.factor=2"), QStringLiteral("model.rope_scaling.original_max_positions=64"),
+                            QStringLiteral("model.rope_scaling.short_factor=[1,1,1,1,1,1,1,0]"), QStringLiteral("model.rope_scaling.long_factor=[1,1,1,1,1,1,1,1]")}
+            << "model.rope_scaling.short_factor[7]";
     }
     void modelTraitsRefusals()
     {

@@ -19,14 +19,6 @@ std::string ordinal(int64_t n)
     return std::to_string(n) + suffix;
 }
 
-int64_t countSelected(const LayerSelection &s, int64_t layers)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < layers; ++i)
-        n += s.contains(i) ? 1 : 0;
-    return n;
-}
-
 } // namespace
 
 std::string describeLayerSelection(const LayerSelection &s)
@@ -50,8 +42,8 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
     const ModelTraits d;
     std::vector<std::pair<std::string, std::string>> out;
     if (t.slidingWindow > 0) {
-        const int64_t full = countSelected(t.globalLayers, m.layers);
-        out.push_back({"attention", "sliding window of " + std::to_string(t.slidingWindow) + " on " + std::to_string(m.layers - full) + " of " + std::to_string(m.layers) +
+        const int64_t full = m.layers - m.slidingLayers();
+        out.push_back({"attention", "sliding window of " + std::to_string(t.slidingWindow) + " on " + std::to_string(m.slidingLayers()) + " of " + std::to_string(m.layers) +
                                         " layers" + (full > 0 ? "; full attention on " + describeLayerSelection(t.globalLayers) : std::string())});
     }
     std::string rotary;

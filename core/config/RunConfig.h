@@ -4,6 +4,7 @@
 // (RunConfigJson.h, RunConfigValidation.h).
 #include <cstdint>
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -165,6 +166,13 @@ struct ModelShape {
     std::string weightsPath;         // local folder of *.safetensors; empty: random initialisation
 
     int64_t effectiveHeadDim() const { return headDim > 0 ? headDim : (attentionHeads > 0 ? hiddenSize / attentionHeads : 0); }
+    int64_t slidingLayers() const
+    {
+        int64_t n = 0;
+        for (int64_t i = 0; i < layers; ++i)
+            n += traits.usesSliding(i) ? 1 : 0;
+        return n;
+    }
     // The rotated dimensions of a head: int(head_dim * partial_rotary_factor), as Transformers rounds.
     int64_t rotaryDim() const { return static_cast<int64_t>(static_cast<double>(effectiveHeadDim()) * traits.partialRotary); }
 };
@@ -293,6 +301,21 @@ inline bool usesFusedAttention(const RunConfig &config, bool fusedAvailable, boo
     if (!fusedAvailable || config.train.attention == AttentionImpl::Math)
         return false;
     return !(config.deterministic && cudaDevice && config.train.attention == AttentionImpl::Auto);
+}
+
+// Whether attention scales its scores by 1/sqrt(head_dim): no attention_scale, or one equal to it.
+inline bool usesDefaultAttentionScale(const ModelShape &model)
+{
+    const double standard = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(model.effectiveHeadDim(), 1)));
+    return model.traits.attentionScale <= 0 || std::abs(model.traits.attentionScale - standard) <= 1e-12 * standard;
+}
+
+// Whether a layer's attention runs in Transformers' eager form (scores, fp32 softmax, probabilities)
+// rather than a fused kernel: soft-capped scores (Gemma 2), or a window (`slidingLayer`) or another
+// scale where no fused kernel runs. Shared by the engine and the estimator, whose memory depends on it.
+inline bool usesEagerAttentionForm(double attentionSoftcap, bool fusedAttention, bool slidingLayer, bool rescaled)
+{
+    return attentionSoftcap > 0 || (!fusedAttention && (slidingLayer || rescaled));
 }
 
 // Layer-level names of the projections, as in Hugging Face checkpoints (Phi-3's fused qkv_proj and

@@ -157,11 +157,8 @@ void StepRunner::setup()
     {
         // What the traits change in it: Gemma 2's soft-capped scores always take the eager form; a
         // window goes to SDPA as one mask shared by the sliding layers.
-        const ModelTraits &traits = m_config.model.traits;
-        int64_t sliding = 0;
-        for (int64_t i = 0; i < m_config.model.layers; ++i)
-            sliding += traits.usesSliding(i) ? 1 : 0;
-        if (traits.attentionSoftcap > 0)
+        const int64_t sliding = m_config.model.slidingLayers();
+        if (m_config.model.traits.attentionSoftcap > 0)
             m_run.attentionPath = "eager (soft-capped scores)";
         else if (sliding > 0)
             m_run.attentionPath += "; window mask on " + std::to_string(sliding) + " of " + std::to_string(m_config.model.layers) + " layers";

@@ -150,6 +150,15 @@ inline at::ScalarType autocastDtype(c10::DeviceType device)
 #endif
 }
 
+// k or v [B, KV, T, D] repeated to `groups` x KV heads, each kv head serving `groups` query heads in
+// a row (Transformers' repeat_kv); the tensor itself when groups == 1.
+inline at::Tensor expandKvHeads(const at::Tensor &t, int64_t groups)
+{
+    if (groups == 1)
+        return t;
+    return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
+}
+
 // Causal attention with grouped key/value heads: q [B, H, T, D], k and v [B, KV, T, D].
 inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, bool allowFused)
 {
@@ -162,12 +171,7 @@ inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &
     if (allowFused && q.scalar_type() != at::kFloat)
         return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/groups > 1);
 #endif
-    auto expand = [groups](const at::Tensor &t) {
-        if (groups == 1)
-            return t;
-        return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
-    };
-    return causalAttention(q, expand(k), expand(v), allowFused);
+    return causalAttention(q, expandKvHeads(k, groups), expandKvHeads(v, groups), allowFused);
 }
 
 } // namespace pb::compat

@@ -213,19 +213,14 @@ namespace {
 torch::Tensor eagerAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, double scale, double softcap, const torch::Tensor &windowMask)
 {
     const int64_t groups = q.size(1) / k.size(1);
-    auto expand = [groups](const torch::Tensor &t) {
-        if (groups == 1)
-            return t;
-        return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
-    };
-    auto scores = torch::matmul(q, expand(k).transpose(-2, -1)) * scale;
+    auto scores = torch::matmul(q, compat::expandKvHeads(k, groups).transpose(-2, -1)) * scale;
     if (softcap > 0)
         scores = torch::tanh(scores / softcap) * softcap;
     const auto t = q.size(-2);
     const auto hidden = windowMask.defined() ? windowMask.logical_not()
                                              : torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
     scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
-    return torch::matmul(torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type()), expand(v));
+    return torch::matmul(torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type()), compat::expandKvHeads(v, groups));
 }
 
 // Sliding-window or rescaled attention on the fused kernel: SDPA with the window as a boolean mask
@@ -235,20 +230,15 @@ torch::Tensor fusedMaskedAttention(const torch::Tensor &q, const torch::Tensor &
 {
 #if PB_TORCH_AT_LEAST(2, 1)
     const int64_t groups = q.size(1) / k.size(1);
-    auto expand = [groups](const torch::Tensor &t) {
-        if (groups == 1)
-            return t;
-        return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
-    };
     if (!windowMask.defined()) {
 #if PB_TORCH_AT_LEAST(2, 5)
         // As compat::groupedCausalAttention: shared heads for 16-bit q; fp32 (no GQA kernel) expands.
         if (q.scalar_type() != at::kFloat)
             return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
 #endif
-        return at::scaled_dot_product_attention(q, expand(k), expand(v), {}, 0.0, /*is_causal=*/true, scale);
+        return at::scaled_dot_product_attention(q, compat::expandKvHeads(k, groups), compat::expandKvHeads(v, groups), {}, 0.0, /*is_causal=*/true, scale);
     }
-    return at::scaled_dot_product_attention(q, expand(k), expand(v), windowMask, 0.0, /*is_causal=*/false, scale);
+    return at::scaled_dot_product_attention(q, compat::expandKvHeads(k, groups), compat::expandKvHeads(v, groups), windowMask, 0.0, /*is_causal=*/false, scale);
 #else
     return eagerAttention(q, k, v, scale, 0.0, windowMask);
 #endif
@@ -272,6 +262,7 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
     const auto &m = config.model;
     const auto &lora = config.train.lora;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
+    m_rescaled = !usesDefaultAttentionScale(m);
     // The fused rotary turns whole heads in Llama's layout.
     m_fusedRotary = config.train.kernels == KernelPath::Fused && m.rotaryDim() == m_headDim && !m_interleaved;
     auto rank = [&](const std::string &name) { return loraTargets(config, name) ? lora.rank : 0; };
@@ -359,11 +350,11 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         qs = qs * scale.view({1, 1, t, 1}).to(qs.scalar_type());
     }
     auto vs = (qkv ? vp : v->forward(x)).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
-    const bool defaultScale = std::abs(m_scale * std::sqrt(static_cast<double>(m_headDim)) - 1.0) < 1e-12;
+    const bool window = in.windowMask.defined();
     torch::Tensor attended;
-    if (m_softcap > 0 || (!m_fused && (in.windowMask.defined() || !defaultScale)))
+    if (usesEagerAttentionForm(m_softcap, m_fused, window, m_rescaled))
         attended = eagerAttention(qs, ks, vs, m_scale, m_softcap, in.windowMask);
-    else if (in.windowMask.defined() || !defaultScale)
+    else if (window || m_rescaled)
         attended = fusedMaskedAttention(qs, ks, vs, m_scale, in.windowMask);
     else
         attended = compat::groupedCausalAttention(qs, ks, vs, m_fused);

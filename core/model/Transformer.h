@@ -95,6 +95,7 @@ private:
     bool m_fusedRotary;   // train.kernels = fused
     bool m_interleaved;
     double m_scale, m_softcap;
+    bool m_rescaled;              // a scale other than 1/sqrt(head_dim)
     double m_temperatureBeta;
     int64_t m_temperatureLength;
     bool m_ropeFp32;

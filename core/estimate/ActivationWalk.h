@@ -1,0 +1,150 @@
+#pragma once
+// Internal to the estimator: the walk through one decoder block that ActivationModel.cpp makes for
+// dense layers and SparseMlpActivations.cpp for a sparse layer's MLP: which projections train or
+// carry an adapter (from the parameter table), and the bytes autograd keeps as each op runs.
+#include "config/ParameterTable.h"
+#include "config/RunConfig.h"
+#include "estimate/ModelStates.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pb::activation {
+
+struct Projection {
+    bool trainable = false;   // the base weight trains: its matmul keeps the input
+    bool lora = false;        // lora_A keeps the input, lora_B keeps A's output
+    bool needsGrad() const { return trainable || lora; }
+};
+
+// One routed expert's (or the shared expert's) gate, up and down projections, with the gradient
+// bytes of their trainable parameters and autocast's 16-bit copies of their matrices.
+struct ExpertFlags {
+    Projection proj[3];                   // gate, up, down (Mixtral's w1, w3, w2)
+    int64_t gradBytes[3] = {0, 0, 0};
+    int64_t copyBytes[3] = {0, 0, 0};
+};
+
+struct LayerFlags {
+    std::map<std::string, Projection> proj;
+    // The block's norms by role (config/ParameterTable.h's BlockNormNames): before attention, on its
+    // output, before the MLP, on its output; whether each exists and whether its weight trains.
+    bool normExists[4] = {false, false, false, false};
+    bool normTrains[4] = {false, false, false, false};
+    bool qNormTrains = false, kNormTrains = false;   // model.qk_norm
+    int64_t downGradBytes = 0;            // gradients of down_proj (made first in the block's backward)
+    int64_t afterAttentionGradBytes = 0;  // gradients of the MLP, the second norm and o_proj
+    int64_t downCopyBytes = 0;            // autocast's 16-bit copies of down_proj's matrices
+    int64_t afterAttentionCopyBytes = 0;  // ... of the MLP's and o_proj's matrices
+    // A sparse layer (model.moe): its router, routed experts, shared expert and the shared
+    // expert's sigmoid gate, each with its gradient and autocast copy bytes.
+    bool sparse = false;
+    Projection router, sharedGate;
+    int64_t routerGradBytes = 0, routerCopyBytes = 0, sharedGateGradBytes = 0, sharedGateCopyBytes = 0;
+    std::vector<ExpertFlags> experts;
+    ExpertFlags shared;
+};
+
+class BlockWalk {
+public:
+    BlockWalk(const RunConfig &config, int64_t tokens, bool libTorch2)
+        : n(tokens), mixed(usesAutocast(config.train.precision)),
+          c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2),
+          kernelsFused(config.train.kernels == KernelPath::Fused),
+          normScaleInFp32(config.model.traits.normScaleInFp32 || config.model.traits.normUnitOffset)
+    {
+    }
+
+    // RMSNorm as LlamaRMSNorm: h = x.to(fp32); h * rsqrt(mean(h^2) + eps); weight * h.to(x dtype).
+    // `dx` is the input's element size, `dw` the weight's. Returns the output's element size (the
+    // promotion of the two); `outGrad` tells whether it requires grad. Nothing here is cast by
+    // autocast (pow, mean, rsqrt and mul run in their inputs' dtypes).
+    int64_t norm(int64_t width, int64_t dx, bool inGrad, bool weightTrains, int64_t dw, bool &outGrad, bool isBlockInput = false)
+    {
+        outGrad = inGrad || weightTrains;
+        if (normScaleInFp32) {
+            // Gemma's and OLMo 2's RMSNorm: h = x.float(); h' = h * rsqrt(mean(h^2) + eps); the fp32
+            // product h' * (1 + weight | weight) rounded to x's dtype once. pow and the rsqrt
+            // product keep h (x itself when fp32) and rsqrt's output; the weight's product keeps
+            // h' for the weight's gradient. Never the fused kernel.
+            if (inGrad) {
+                saved += 4 * n * width + (meanKeepsInput ? 4 * n * width : 0) + 4 * n;
+                if (isBlockInput)
+                    inputSaved += dx == 4 ? 4 * n * width : 0;
+            }
+            if (weightTrains)
+                saved += 4 * n * width;
+            (void)dw;
+            return dx;
+        }
+        if (kernelsFused) {
+            // model/FusedOps.h's fusedRmsNorm keeps x itself and its per-row rstd, and returns
+            // autocast's dtype under autocast (one 16-bit tensor the projections share).
+            if (outGrad) {
+                saved += dx * n * width + 4 * n;
+                if (isBlockInput)
+                    inputSaved += dx * n * width;
+            }
+            return mixed ? c : std::max(dx, dw);
+        }
+        if (inGrad) {
+            // pow and the multiply by rsqrt keep h: x itself when x is fp32 (the block input,
+            // counted here), else its fp32 copy; rsqrt keeps its result. LibTorch 1.13's mean keeps
+            // its input (pow's output), 2.x only its size (measured by the peak recorder on an H200).
+            saved += 4 * n * width + (meanKeepsInput ? 4 * n * width : 0) + 4 * n;
+            if (isBlockInput)
+                inputSaved += dx == 4 ? 4 * n * width : 0;
+        }
+        // weight * h' keeps h': the fp32 product itself when x is fp32, else its cast to x's dtype
+        // (the fp32 product is then dropped).
+        if (weightTrains)
+            saved += (dx == 4 ? 4 : dx) * n * width;
+        return std::max(dx, dw);
+    }
+
+    // Linears reading one input X of `width` columns and element size `dx`.
+    void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false)
+    {
+        if (mixed && dx == 4) {
+            // Autocast casts a non-leaf input anew for every linear: one 16-bit copy per consumer.
+            for (const auto &p : consumers)
+                saved += (p.trainable ? 2 * n * width : 0) + (p.lora ? 2 * n * width + 2 * n * rank : 0);
+            return;
+        }
+        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [](const Projection &p) { return p.needsGrad(); });
+        if (anyNeeds && !inputCounted)
+            saved += dx * n * width;
+        for (const auto &p : consumers)
+            if (p.lora)
+                saved += c * n * rank;
+    }
+
+    const int64_t n;
+    const bool mixed;
+    const int64_t c, rank;
+    const bool meanKeepsInput;
+    bool kernelsFused;   // train.kernels = fused: fused block and final norms (q/k norms stay eager) and dense SwiGLU
+    bool normScaleInFp32; // model.norm_scale_fp32 / norm_unit_offset: Gemma's and OLMo 2's RMSNorm, always eager
+    int64_t saved = 0;
+    int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
+};
+
+// What a sparse layer's MLP (model/SparseMoe.cpp) adds to its block.
+struct SparseMlpBytes {
+    int64_t forwardPeak = 0;          // grad-mode forward: the block's kept set so far plus what is alive, at the MLP's worst point
+    int64_t backwardExtra = 0;        // backward peak above the block's kept set and its incoming gradient
+    int64_t backwardCopiesFreed = 0;  // autocast weight copies released by then
+    int64_t noGradLive = 0;           // live set under no_grad at the worst point, residual and norm output included
+    int64_t unkeptCopies = 0;         // lora_A copies over an input that needs no gradient
+    bool trains = false;              // a weight of the MLP trains or carries an adapter
+};
+
+// Per layer: which projections train or carry an adapter, from the engine's parameter table.
+std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrains, bool &finalNormTrains, bool &headTrains);
+
+// A sparse layer's MLP (model/SparseMoe.cpp) on `walk`; see SparseMlpActivations.cpp.
+SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx2, bool y2Grad, int64_t residual, int64_t hAlive);
+
+} // namespace pb::activation

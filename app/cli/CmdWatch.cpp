@@ -11,6 +11,7 @@
 #include <QFileInfo>
 #include <QJsonArray>
 
+#include <cmath>
 #include <cstdio>
 
 namespace pb::cli {
@@ -57,6 +58,19 @@ public:
         if (m_jsonl)
             m_printer.event(QStringLiteral("step"), toJson(s));
     }
+    void trainerLoss(const watch::LoggedLoss &l) override
+    {
+        if (!m_jsonl)
+            return;
+        QJsonObject o {{QStringLiteral("log"), static_cast<double>(l.ordinal)}};
+        if (std::isfinite(l.loss))
+            o.insert(QStringLiteral("loss"), l.loss);
+        if (l.learningRate)
+            o.insert(QStringLiteral("learning_rate"), *l.learningRate);
+        if (l.epoch)
+            o.insert(QStringLiteral("epoch"), *l.epoch);
+        m_printer.event(QStringLiteral("trainer_loss"), o);
+    }
     void validationFinished(const ValidationResult &v) override { m_printer.validationFinished(v); }
     void checkpointWritten(const CheckpointWrite &c) override { m_printer.checkpointWritten(c); }
     void summary(const QJsonObject &json) { m_printer.event(QStringLiteral("summary"), json); }
@@ -86,6 +100,7 @@ int runWatch(CliContext &ctx)
         {QStringLiteral("db"), QStringLiteral("History database (default: the application data folder's)."), QStringLiteral("FILE")},
         {QStringLiteral("jsonl"), QStringLiteral("Print events as JSON lines on stdout (the command's output goes to stderr).")},
         {QStringLiteral("max-steps"), QStringLiteral("Stop the command on purpose after this many steps."), QStringLiteral("N")},
+        {QStringLiteral("log-every"), QStringLiteral("Each Trainer log with a loss stands for N steps (its logging_steps): times steps where no progress bar counts them."), QStringLiteral("N")},
         {QStringLiteral("max-seconds"), QStringLiteral("Stop the command on purpose after this long."), QStringLiteral("S")},
         {QStringLiteral("warmup"), QStringLiteral("Steps left out of the figures (default 2)."), QStringLiteral("N"), QStringLiteral("2")},
         {QStringLiteral("grace"), QStringLiteral("Seconds between SIGTERM and SIGKILL when stopping it (default 10)."), QStringLiteral("S"), QStringLiteral("10")},
@@ -111,6 +126,13 @@ int runWatch(CliContext &ctx)
         if (!ok || n < 1)
             throw InvalidInputError("--max-steps", "'" + parser.value(QStringLiteral("max-steps")).toStdString() + "' must be a whole number of at least 1");
         o.maxSteps = n;
+    }
+    if (parser.isSet(QStringLiteral("log-every"))) {
+        bool ok = false;
+        const qlonglong n = parser.value(QStringLiteral("log-every")).toLongLong(&ok);
+        if (!ok || n < 1)
+            throw InvalidInputError("--log-every", "'" + parser.value(QStringLiteral("log-every")).toStdString() + "' must be a whole number of at least 1");
+        o.logEvery = n;
     }
     if (parser.isSet(QStringLiteral("max-seconds")))
         o.maxSeconds = positive(parser, QStringLiteral("max-seconds"));

@@ -71,6 +71,14 @@ const QRegularExpression &oomPhrase()
     return re;
 }
 
+// TrainingArguments.__str__ prints one field per line ("logging_steps=10,"); a ratio of the total
+// ("logging_steps=0.1") is not a step count and is not read.
+const QRegularExpression &loggingStepsArgument()
+{
+    static const QRegularExpression re(QStringLiteral(R"re(^(?:\[[^\]]{0,64}+\]:?\s*+)*+logging_steps=(\d++),?$)re"));
+    return re;
+}
+
 // The last line of a Python traceback names the exception first. Anywhere else on a line the name is
 // code ("except torch.cuda.OutOfMemoryError:") or prose, not a raised error.
 const QRegularExpression &oomException()
@@ -241,6 +249,18 @@ std::optional<RecognizedLine> recognizeLogLine(const QString &line)
         return std::nullopt;
     if (auto trainer = trainerLog(text))
         return trainer;
+    if (text.contains(QLatin1String("logging_steps="))) {
+        const QRegularExpressionMatch m = loggingStepsArgument().match(text.trimmed());
+        bool ok = false;
+        const long long n = m.hasMatch() ? m.capturedView(1).toLongLong(&ok) : 0;
+        if (ok && n > 0) {
+            RecognizedLine r;
+            r.kind = RecognizedLine::Kind::TrainerArguments;
+            r.loggingSteps = n;
+            return r;
+        }
+        return std::nullopt;
+    }
     return tqdmProgress(text);
 }
 

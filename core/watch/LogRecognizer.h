@@ -19,7 +19,9 @@ struct RecognizedLine {
     // is the loss of the steps just trained. A TrainerLog is never a step; steps come from tqdm.
     // TqdmProgress: a tqdm bar (the Trainer's own, Lightning's, a plain loop's) counting iterations;
     // bars in other units ("examples/s", unit_scale's "1.2kit/s") are not steps and are not read.
-    enum class Kind { TrainerLog, TqdmProgress };
+    // TrainerArguments: the line of a printed TrainingArguments that sets logging_steps
+    // ("logging_steps=10,"), which says how many steps each Trainer dict with a loss stands for.
+    enum class Kind { TrainerLog, TqdmProgress, TrainerArguments };
     Kind kind = Kind::TrainerLog;
     std::optional<double> loss;          // Trainer 'loss'; tqdm: postfix loss / train_loss (Lightning)
     std::optional<double> learningRate;
@@ -28,6 +30,7 @@ struct RecognizedLine {
     std::optional<long long> step;       // tqdm: the counter before the slash
     std::optional<long long> total;      // tqdm: after the slash; unset for "?" or a bar without total
     std::optional<double> secondsPerStep; // from it/s (inverted) or s/it; unset for "?it/s"
+    std::optional<long long> loggingSteps; // TrainerArguments: logging_steps (a whole number of steps)
     // tqdm: the bar's description ("Epoch 0", "Validation DataLoader 0", "Loading checkpoint
     // shards"), empty when it has none (the Trainer's bars), so a caller can tell the training bar
     // from the others that count iterations too.

@@ -106,7 +106,7 @@ struct RankSteps {
 // Turns the command's output and the probe's events into steps, for one run.
 class StepCollector {
 public:
-    StepCollector(const WatchOptions &options, WatchObserver &observer) : m_options(options), m_observer(observer) {}
+    StepCollector(const WatchOptions &options, WatchObserver &observer) : m_options(options), m_observer(observer), m_loggingSteps(options.logEvery) {}
 
     void probeLine(const QByteArray &line, double nowMs)
     {
@@ -182,11 +182,22 @@ public:
             m_observer.notice(QStringLiteral("no probe events: steps from the command's log lines (%1)")
                                   .arg(r->kind == RecognizedLine::Kind::TqdmProgress ? QStringLiteral("progress bar") : QStringLiteral("Trainer logs")));
         }
+        if (r->kind == RecognizedLine::Kind::TrainerArguments) {
+            if (!m_loggingSteps) {
+                m_loggingSteps = r->loggingSteps;
+                m_observer.notice(QStringLiteral("the Trainer logs every %1 steps (its logging_steps)").arg(*r->loggingSteps));
+            }
+            return;
+        }
         if (r->loss)
             m_lastLoss = *r->loss;
         if (r->learningRate)
             m_lastLr = *r->learningRate;
-        if (r->kind != RecognizedLine::Kind::TqdmProgress || !r->step)
+        if (r->kind == RecognizedLine::Kind::TrainerLog && r->loss) {
+            trainerLoss(*r, nowMs);
+            return;
+        }
+        if (r->kind != RecognizedLine::Kind::TqdmProgress || !r->step || m_stepsFromLogs)
             return;
         // Only the training bar counts steps: not a validation, evaluation, loading or prediction bar.
         // The Trainer's evaluation bar has no description, so the first bar's total names the training one.
@@ -241,6 +252,8 @@ public:
     int64_t peak() const { return m_peak; }
 
     int64_t stepsSeen() const { return m_ranks.count(0) ? static_cast<int64_t>(m_ranks.at(0).steps.size()) : 0; }
+    const std::vector<LoggedLoss> &loggedLosses() const { return m_loggedLosses; }
+    std::optional<int64_t> loggingSteps() const { return m_loggingSteps; }
     double firstStepMs() const { return m_firstStepMs; }
     const std::string &source() const { return m_source; }
     const std::string &oomLine() const { return m_oomLine; }
@@ -252,6 +265,39 @@ public:
     int worldSize() const { return m_worldSize; }
 
 private:
+    // A Trainer dict with a training loss is recorded as it comes. With logging_steps known and no
+    // progress bar counting, the dicts count the steps too: the first one marks step N (the steps
+    // before it include start-up and stay untimed), each later one N steps in the time since.
+    void trainerLoss(const RecognizedLine &r, double nowMs)
+    {
+        LoggedLoss logged;
+        logged.ordinal = static_cast<int64_t>(m_loggedLosses.size()) + 1;
+        logged.timeMs = nowMs;
+        logged.loss = *r.loss;
+        logged.learningRate = r.learningRate;
+        logged.epoch = r.epoch;
+        m_loggedLosses.push_back(logged);
+        m_observer.trainerLoss(logged);
+        if (!m_loggingSteps || m_lastCounter >= 0)
+            return;
+        const int64_t n = *m_loggingSteps;
+        const int64_t counter = logged.ordinal * n;
+        if (m_loggedLosses.size() > 1) {
+            const double perStep = (nowMs - m_lastLogMs) / static_cast<double>(n);
+            for (int64_t k = counter - n + 1; k <= counter; ++k) {
+                StepSample s;
+                s.step = k;
+                s.stepTimeMs = perStep;
+                s.loss = logged.loss;
+                s.learningRate = logged.learningRate.value_or(m_lastLr);
+                addRankZeroStep(s, nowMs);
+                m_ranks[0].steps.push_back(s);
+            }
+            m_stepsFromLogs = true;
+        }
+        m_lastLogMs = nowMs;
+    }
+
     void addRankZeroStep(StepSample s, double nowMs)
     {
         if (m_firstStepMs < 0)
@@ -280,6 +326,10 @@ private:
     double m_firstStepMs = -1, m_lastEventMs = -1;
     long long m_lastCounter = -1;
     long long m_trainTotal = -1;
+    std::optional<int64_t> m_loggingSteps;
+    std::vector<LoggedLoss> m_loggedLosses;
+    double m_lastLogMs = 0;
+    bool m_stepsFromLogs = false;
     double m_lastCounterMs = 0;
     double m_lastLoss = std::numeric_limits<double>::quiet_NaN(), m_lastLr = std::numeric_limits<double>::quiet_NaN();
     int64_t m_deviceSinceStep = -1, m_lastDevice = -1, m_peak = -1;
@@ -360,6 +410,23 @@ QJsonObject WatchResult::toJson() const
     o.insert(QStringLiteral("probe_path"), probePath);
     if (!outOfMemoryLine.empty())
         o.insert(QStringLiteral("out_of_memory_line"), QString::fromStdString(outOfMemoryLine));
+    if (loggingSteps)
+        o.insert(QStringLiteral("logging_steps"), static_cast<double>(*loggingSteps));
+    o.insert(QStringLiteral("step_time_known"), summary.measuredSteps > 0);
+    if (!loggedLosses.empty()) {
+        QJsonArray list;
+        for (const LoggedLoss &l : loggedLosses) {
+            QJsonObject e {{QStringLiteral("log"), static_cast<double>(l.ordinal)}, {QStringLiteral("time_ms"), l.timeMs}};
+            if (std::isfinite(l.loss))
+                e.insert(QStringLiteral("loss"), l.loss); // JSON has no NaN: a diverged loss is left out, not 0
+            if (l.learningRate)
+                e.insert(QStringLiteral("learning_rate"), *l.learningRate);
+            if (l.epoch)
+                e.insert(QStringLiteral("epoch"), *l.epoch);
+            list.append(e);
+        }
+        o.insert(QStringLiteral("trainer_losses"), list);
+    }
     QJsonArray rankList;
     double slowest = 0;
     for (const auto &[rank, f] : ranks) {
@@ -584,6 +651,8 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     result.worldSize = steps.worldSize();
     result.outOfMemoryLine = steps.oomLine();
     result.samples = steps.samples();
+    result.loggedLosses = steps.loggedLosses();
+    result.loggingSteps = steps.loggingSteps();
     result.peakProcessTreeDeviceBytes = sampler.peakProcessTreeDeviceBytes();
     result.peakTreeRssBytes = sampler.peakTreeRssBytes();
     result.samplesTaken = sampler.samplesTaken();
@@ -637,6 +706,12 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
             break;
         }
     }
+    if (result.samples.empty() && !result.loggedLosses.empty())
+        s.finalLoss = result.loggedLosses.back().loss;
+    // Trainer dicts without a step count: the job trained, how fast is not known.
+    const bool lossesOnly = steps.stepsSeen() == 0 && !result.loggedLosses.empty();
+    const std::string untimed = std::to_string(result.loggedLosses.size()) + " Trainer log" + (result.loggedLosses.size() == 1 ? "" : "s")
+                                + " with a loss, no step count seen: step time unknown (--log-every N, the Trainer's logging_steps, times them)";
 
     const int64_t oomKillsAfter = cgroupOomKills();
     const bool oomKilled = crashed && result.commandSignal == SIGKILL && !killed && oomKillsBefore >= 0 && oomKillsAfter > oomKillsBefore;
@@ -649,6 +724,9 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
         s.failedPhase = "train";
         s.message = (oomKilled ? std::string("killed by the kernel's OOM killer") : "out of memory: " + result.outOfMemoryLine) + " (at step "
                     + std::to_string(s.failedStep) + ", peak device use seen " + std::to_string(s.peakDeviceUsedBytes) + " bytes)";
+    } else if (lossesOnly && (result.stoppedOnPurpose || (!crashed && result.commandExitCode == 0))) {
+        s.verdict = Verdict::Fits;
+        s.message = (result.stoppedOnPurpose ? "stopped on purpose after " : "ran to the end: ") + untimed;
     } else if (steps.stepsSeen() == 0 && (result.stoppedOnPurpose || (!crashed && result.commandExitCode == 0))) {
         // Evidence of nothing: it may have run fine, but no step was seen to run.
         s.verdict = Verdict::Failed;
@@ -664,6 +742,8 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
         s.message = crashed ? "the command was killed by signal " + std::to_string(result.commandSignal)
                             : "the command exited with code " + std::to_string(result.commandExitCode);
         s.failedStep = steps.stepsSeen() + 1;
+        if (lossesOnly)
+            s.message += " after " + untimed;
     }
     spdlog::info("watch: {} ({} steps from {}, {} device samples)", s.message.empty() ? toString(s.verdict) : s.message, steps.stepsSeen(),
                  result.stepSource, result.samplesTaken);

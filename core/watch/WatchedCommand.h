@@ -29,6 +29,9 @@ struct WatchOptions {
     QString runDir;                      // the log and the probe's events go here (made if missing)
     std::optional<int64_t> maxSteps;     // stop on purpose after this many steps (rank 0)
     std::optional<double> maxSeconds;    // stop on purpose after this long
+    // How many steps each Trainer dict with a loss stands for (the Trainer's logging_steps); unset:
+    // read from the command's printed TrainingArguments when it prints them.
+    std::optional<int64_t> logEvery;
     int warmupSteps = 2;                 // steps left out of the figures (compilation, allocator warm-up)
     int graceMs = 10000;                 // between SIGTERM and SIGKILL
     int sampleIntervalMs = 50;
@@ -36,6 +39,14 @@ struct WatchOptions {
     QString nvmlLibrary;                 // "": libnvidia-ml.so.1 (tests load a fake)
     QString probeModuleDir;              // prepended to PYTHONPATH ("": left alone)
     const std::atomic<bool> *cancel = nullptr;
+};
+
+// One Trainer dict with a training loss, as printed (the mean over the steps since the last one).
+struct LoggedLoss {
+    int64_t ordinal = 0;                 // 1-based among the dicts with a loss
+    double timeMs = 0;                   // since the command started
+    double loss = 0;
+    std::optional<double> learningRate, epoch;
 };
 
 // What a front end shows while the command runs; the pilot events are rank 0's.
@@ -48,6 +59,8 @@ public:
     virtual void stepSource(const std::string & /*source*/) {}
     // One line a person reads: where the steps come from, a stop asked for, an OOM seen.
     virtual void notice(const QString & /*text*/) {}
+    // A Trainer dict with a training loss, as it comes (whether or not it also counts steps).
+    virtual void trainerLoss(const LoggedLoss & /*loss*/) {}
 };
 
 struct RankFigures {
@@ -75,6 +88,8 @@ struct WatchResult {
     int64_t peakTreeRssBytes = -1;
     int64_t samplesTaken = 0;
     std::string outOfMemoryLine;
+    std::vector<LoggedLoss> loggedLosses; // every Trainer dict with a loss, steps or not
+    std::optional<int64_t> loggingSteps;  // --log-every, or the Trainer's printed logging_steps
     QString logPath, probePath;
     // The run's summary as stored: toJson(summary) plus the fields above.
     QJsonObject toJson() const;

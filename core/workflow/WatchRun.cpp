@@ -31,6 +31,7 @@ public:
     void devices(const watch::SamplerReading &r) override { m_next.devices(r); }
     void notice(const QString &text) override { m_next.notice(text); }
     void stepSource(const std::string &source) override { m_next.stepSource(source); }
+    void trainerLoss(const watch::LoggedLoss &l) override { m_next.trainerLoss(l); }
     void stepFinished(const StepSample &s) override
     {
         m_writer.appendSample(m_runId, s);

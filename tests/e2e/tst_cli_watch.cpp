@@ -174,6 +174,48 @@ private Q_SLOTS:
         QVERIFY(r.err.contains(QStringLiteral("it/s"))); // the command's own output passed through
     }
 
+    // disable_tqdm=True: only the Trainer's dicts. Their losses are recorded; without logging_steps
+    // the step time is unknown and the verdict follows the exit; with it (printed or given) the dicts
+    // time the steps after the first log.
+    void trainerDictsWithoutABar()
+    {
+        const QString db = path(QStringLiteral("dicts.sqlite"));
+        const QStringList env {QStringLiteral("--env"), QStringLiteral("NO_BAR=1"), QStringLiteral("--env"), QStringLiteral("STEP_SLEEP_MS=20"),
+                               QStringLiteral("--env"), QStringLiteral("STEPS=12")};
+        const QStringList command {QStringLiteral("--"), kPython, script("train_trainer_logs.py")};
+        const Result r = cli(base(db) + env + command);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY(!r.err.contains(QStringLiteral("it/s")));
+        const QJsonObject summary = eventOf(r.out, QStringLiteral("summary"));
+        QCOMPARE(summary.value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
+        QVERIFY2(summary.value(QStringLiteral("message")).toString().contains(QStringLiteral("step time unknown")), qPrintable(summary.value(QStringLiteral("message")).toString()));
+        QCOMPARE(summary.value(QStringLiteral("step_time_known")).toBool(true), false);
+        QCOMPARE(countEvents(r.out, QStringLiteral("step")), 0);
+        QCOMPARE(countEvents(r.out, QStringLiteral("trainer_loss")), 12);
+        const QJsonArray losses = summary.value(QStringLiteral("trainer_losses")).toArray();
+        QCOMPARE(losses.size(), 12);
+        QVERIFY(losses.last().toObject().value(QStringLiteral("loss")).toDouble() < losses.first().toObject().value(QStringLiteral("loss")).toDouble());
+        QCOMPARE(summary.value(QStringLiteral("final_loss")).toDouble(), losses.last().toObject().value(QStringLiteral("loss")).toDouble());
+        QCOMPARE(runs(db)[0].toObject().value(QStringLiteral("verdict")).toString(), QStringLiteral("fits"));
+
+        // logging_steps=4 from the printed TrainingArguments, or --log-every 4: steps 5..12 timed.
+        const QStringList every {QStringLiteral("--env"), QStringLiteral("LOGGING_STEPS=4")};
+        for (const QStringList &how : {QStringList {QStringLiteral("--env"), QStringLiteral("PRINT_ARGS=1")}, QStringList {QStringLiteral("--log-every"), QStringLiteral("4")}}) {
+            const Result timed = cli(base(db) + env + every + how + command);
+            QVERIFY2(timed.code == 0, qPrintable(timed.err));
+            const QJsonObject s = eventOf(timed.out, QStringLiteral("summary"));
+            QCOMPARE(s.value(QStringLiteral("logging_steps")).toInt(), 4);
+            QCOMPARE(s.value(QStringLiteral("trainer_losses")).toArray().size(), 3);
+            QCOMPARE(countEvents(timed.out, QStringLiteral("step")), 8);
+            QVERIFY(s.value(QStringLiteral("step_time_known")).toBool());
+            // 4 steps of >= 20 ms sleep between two logs
+            QVERIFY2(s.value(QStringLiteral("step_time_mean_ms")).toDouble() >= 19, qPrintable(QString::number(s.value(QStringLiteral("step_time_mean_ms")).toDouble())));
+        }
+        const Result bad = cli(base(db) + QStringList {QStringLiteral("--log-every"), QStringLiteral("0")} + command);
+        QCOMPARE(bad.code, 2);
+        QVERIFY(bad.err.contains(QStringLiteral("--log-every")));
+    }
+
     void outcomes_data()
     {
         QTest::addColumn<QString>("scriptName");

@@ -115,6 +115,13 @@ WatchPanel::WatchPanel(QWidget *parent) : QWidget(parent)
     m_maxSeconds->setSpecialValueText(tr("none"));
     m_maxSeconds->setSuffix(tr(" s"));
     m_maxSeconds->setToolTip(tr("Stop the command on purpose after this long"));
+    m_logEvery = new QSpinBox(this);
+    m_logEvery->setObjectName(QStringLiteral("watchLogEvery"));
+    m_logEvery->setRange(0, 100000000);
+    m_logEvery->setSpecialValueText(tr("as printed"));
+    m_logEvery->setSuffix(tr(" steps"));
+    m_logEvery->setToolTip(tr("How many steps each Trainer log with a loss stands for (its logging_steps): times the steps of a job "
+                              "that prints no progress bar. 'as printed': read from the TrainingArguments the job prints, if it does"));
     m_useConfig = new QCheckBox(tr("Use the run config from the Configuration tab"), this);
     m_useConfig->setObjectName(QStringLiteral("watchUseConfig"));
     m_useConfig->setToolTip(tr("The job's definition: tokens per step and FLOPs where the command does not report them, and the estimate beside what was measured"));
@@ -122,8 +129,10 @@ WatchPanel::WatchPanel(QWidget *parent) : QWidget(parent)
     limits->addWidget(m_maxSteps, 0, 1);
     limits->addWidget(new QLabel(tr("Max time:"), this), 1, 0);
     limits->addWidget(m_maxSeconds, 1, 1);
-    limits->addWidget(m_useConfig, 2, 0, 1, 2);
-    limits->setRowStretch(3, 1);
+    limits->addWidget(new QLabel(tr("Trainer logs every:"), this), 2, 0);
+    limits->addWidget(m_logEvery, 2, 1);
+    limits->addWidget(m_useConfig, 3, 0, 1, 2);
+    limits->setRowStretch(4, 1);
     grid->addLayout(limits, 2, 2, 1, 2);
     grid->setColumnStretch(1, 1);
 
@@ -281,6 +290,8 @@ std::optional<WatchRunRequest> WatchPanel::request(QString *why) const
         o.maxSteps = m_maxSteps->value();
     if (m_maxSeconds->value() > 0)
         o.maxSeconds = m_maxSeconds->value();
+    if (m_logEvery->value() > 0)
+        o.logEvery = m_logEvery->value();
     if (m_useConfig->isChecked())
         r.config = m_config;
     return r;
@@ -297,7 +308,7 @@ void WatchPanel::updateButtons()
     m_start->setEnabled(m_problem.isEmpty() && !m_busy && !m_running);
     m_start->setToolTip(m_problem.isEmpty() ? tr("Run the command and measure it like a pilot") : m_problem);
     m_cancel->setEnabled(m_running);
-    for (QWidget *w : std::initializer_list<QWidget *> {m_command, m_folder, m_browse, m_environment, m_devices, m_maxSteps, m_maxSeconds, m_useConfig})
+    for (QWidget *w : std::initializer_list<QWidget *> {m_command, m_folder, m_browse, m_environment, m_devices, m_maxSteps, m_maxSeconds, m_logEvery, m_useConfig})
         w->setEnabled(!m_running);
 }
 

@@ -86,7 +86,7 @@ private:
 
     QLineEdit *m_command = nullptr, *m_folder = nullptr, *m_devices = nullptr;
     QPlainTextEdit *m_environment = nullptr, *m_output = nullptr;
-    QSpinBox *m_maxSteps = nullptr, *m_maxSeconds = nullptr;
+    QSpinBox *m_maxSteps = nullptr, *m_maxSeconds = nullptr, *m_logEvery = nullptr;
     QCheckBox *m_useConfig = nullptr;
     QPushButton *m_start = nullptr, *m_cancel = nullptr, *m_browse = nullptr;
     QLabel *m_problemLabel = nullptr, *m_figures = nullptr, *m_verdict = nullptr;

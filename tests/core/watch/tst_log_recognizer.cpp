@@ -54,7 +54,12 @@ QString kindName(const std::optional<RecognizedLine> &r)
 {
     if (!r)
         return QStringLiteral("none");
-    return r->kind == RecognizedLine::Kind::TrainerLog ? QStringLiteral("trainer") : QStringLiteral("tqdm");
+    switch (r->kind) {
+    case RecognizedLine::Kind::TrainerLog: return QStringLiteral("trainer");
+    case RecognizedLine::Kind::TqdmProgress: return QStringLiteral("tqdm");
+    case RecognizedLine::Kind::TrainerArguments: return QStringLiteral("args");
+    }
+    return QStringLiteral("?");
 }
 
 QString repeated(const QString &piece, int times)
@@ -76,7 +81,7 @@ private Q_SLOTS:
     void recognize_data()
     {
         QTest::addColumn<QString>("line");
-        QTest::addColumn<QString>("kind"); // none, trainer, tqdm
+        QTest::addColumn<QString>("kind"); // none, trainer, tqdm, args
         QTest::addColumn<QString>("expect");
         QTest::addColumn<QString>("description");
 
@@ -120,6 +125,14 @@ private Q_SLOTS:
         QTest::newRow("dict: a batch") << QStringLiteral("{'input_ids': [[1, 2, 3]], 'labels': [[1, 2, 3]]}") << "none" << "" << "";
         QTest::newRow("dict: loss not a number") << QStringLiteral("{'loss': 'n/a'}") << "none" << "" << "";
         QTest::newRow("dict: cut short") << QStringLiteral("{'loss': 2.3, 'epoch': 0.1") << "none" << "" << "";
+
+        // --- TrainingArguments' repr, one field per line: logging_steps says what a dict stands for.
+        QTest::newRow("args: logging_steps") << QStringLiteral("logging_steps=10,") << "args" << "logevery=10" << "";
+        QTest::newRow("args: rank tag, no comma") << QStringLiteral("[rank0]: logging_steps=500") << "args" << "logevery=500" << "";
+        QTest::newRow("args: a ratio is not steps") << QStringLiteral("logging_steps=0.1,") << "none" << "" << "";
+        QTest::newRow("args: zero") << QStringLiteral("logging_steps=0,") << "none" << "" << "";
+        QTest::newRow("args: inside prose") << QStringLiteral("we set logging_steps=10, see below") << "none" << "" << "";
+        QTest::newRow("args: other field") << QStringLiteral("eval_steps=10,") << "none" << "" << "";
 
         // --- tqdm meters: '{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]'.
         QTest::newRow("tqdm: Trainer bar") << QStringLiteral("  1%|          | 12/1000 [00:03<04:10,  3.98it/s]")
@@ -195,6 +208,7 @@ private Q_SLOTS:
             mismatch("step", r->step, fields, "step"),
             mismatch("total", r->total, fields, "total"),
             mismatch("secondsPerStep", r->secondsPerStep, fields, fields.contains(QStringLiteral("itps")) ? "itps" : "sps"),
+            mismatch("loggingSteps", r->loggingSteps, fields, "logevery"),
         };
         const QString failed = differences.filter(QRegularExpression(QStringLiteral("."))).join(QStringLiteral("; "));
         QVERIFY2(failed.isEmpty(), qPrintable(failed));

@@ -16,9 +16,14 @@ HF_LOG_STYLE=v5 prints what newer transformers print (seen with 5.17 on the H200
 ProgressCallback writes every float as the string f"{v:.4g}", epoch not rounded first):
 {'loss': '3.971', 'grad_norm': '0.606', 'learning_rate': '0.0025', 'epoch': '0.3'}
 
+NO_BAR=1 is disable_tqdm=True: the PrinterCallback prints only the dicts (print(logs)), no bar.
+LOGGING_STEPS=N logs every N steps, the loss the mean over them, as the Trainer does; PRINT_ARGS=1
+first prints the TrainingArguments as their repr does, one field per line ("logging_steps=N,").
+
 Usage: train_trainer_logs.py [STEPS]   (or env STEPS; default 20)
 Env:   STEP_SLEEP_MS  sleep per step so that the bar updates (default 50)
        HF_LOG_STYLE   v4 (default) or v5
+       NO_BAR, LOGGING_STEPS, PRINT_ARGS  as above
 """
 import os
 import sys
@@ -47,6 +52,11 @@ def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else int(os.environ.get("STEPS", "20"))
     sleep_s = float(os.environ.get("STEP_SLEEP_MS", "50")) / 1000.0
     style = os.environ.get("HF_LOG_STYLE", "v4")
+    no_bar = os.environ.get("NO_BAR") == "1"
+    logging_steps = int(os.environ.get("LOGGING_STEPS", "1"))
+    if os.environ.get("PRINT_ARGS") == "1":
+        print("TrainingArguments(\n_n_gpu=0,\nlearning_rate=0.003,\nlogging_first_step=False,\nlogging_steps=%d,\n"
+              "logging_strategy=IntervalStrategy.STEPS,\nmax_steps=%d,\n)" % (logging_steps, steps))
     torch.manual_seed(0)
     torch.set_num_threads(1)
     generator = torch.Generator().manual_seed(1)
@@ -56,8 +66,10 @@ def main():
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: max(0.0, 1.0 - i / steps))
     loss_fn = torch.nn.CrossEntropyLoss()
     start = time.time()
-    bar = ProgressBar(total=steps)
+    bar = None if no_bar else ProgressBar(total=steps)
+    write = print if no_bar else bar.write
     total_loss = 0.0
+    window = []
     for step in range(1, steps + 1):
         first = torch.randint(0, VOCAB, (BATCH, 1), generator=generator)
         seq = (first + torch.arange(SEQ + 1)) % VOCAB
@@ -72,16 +84,22 @@ def main():
             time.sleep(sleep_s)
         loss_value = loss.item()
         total_loss += loss_value
-        bar.update(1)
-        logs = {"loss": round(loss_value, 4), "grad_norm": grad_norm.item(), "learning_rate": learning_rate,
+        window.append(loss_value)
+        if bar:
+            bar.update(1)
+        if step % logging_steps:
+            continue
+        logs = {"loss": round(sum(window) / len(window), 4), "grad_norm": grad_norm.item(), "learning_rate": learning_rate,
                 "epoch": step / STEPS_PER_EPOCH}
-        bar.write(shown(logs, style))
+        window = []
+        write(shown(logs, style))
     runtime = time.time() - start
     summary = {"train_runtime": round(runtime, 4), "train_samples_per_second": round(steps * BATCH / runtime, 3),
                "train_steps_per_second": round(steps / runtime, 3), "total_flos": 1.0e9, "train_loss": total_loss / steps,
                "epoch": steps / STEPS_PER_EPOCH}
-    bar.write(shown(summary, style))
-    bar.close()
+    write(shown(summary, style))
+    if bar:
+        bar.close()
 
 
 if __name__ == "__main__":

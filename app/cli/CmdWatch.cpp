@@ -162,6 +162,12 @@ int runWatch(CliContext &ctx)
         ctx.out << "\nwatch: " << toString(s.verdict) << (s.message.empty() ? QString() : QStringLiteral(" (%1)").arg(QString::fromStdString(s.message)))
                 << "\nsteps: " << recorded.result.samples.size() << " from " << QString::fromStdString(recorded.result.stepSource) << ", " << s.measuredSteps
                 << " measured after " << o.warmupSteps << " warm-up\n";
+        if (const auto &losses = recorded.result.loggedLosses; !losses.empty())
+            ctx.out << "trainer losses: " << losses.size() << " logged, first " << QString::number(losses.front().loss, 'g', 5) << ", last "
+                    << QString::number(losses.back().loss, 'g', 5)
+                    << (recorded.result.loggingSteps ? QStringLiteral(" (every %1 steps)").arg(*recorded.result.loggingSteps) : QStringLiteral(" (steps between them unknown)")) << '\n';
+        if (s.measuredSteps == 0)
+            ctx.out << "step time: unknown\n";
         if (s.measuredSteps > 0)
             ctx.out << "step time: mean " << QString::number(s.stepTimeMeanMs, 'f', 1) << " ms, p50 " << QString::number(s.stepTimeP50Ms, 'f', 1) << " ms, p90 "
                     << QString::number(s.stepTimeP90Ms, 'f', 1) << " ms, cv " << QString::number(s.stepTimeCv, 'f', 3) << "\ntokens/s: "

@@ -35,7 +35,18 @@ int watchedRestoreCheck(CliContext &ctx, const QCommandLineParser &parser)
     if (!ok)
         throw InvalidInputError("--loss-tolerance", "must be a number >= 0");
     const QString database = databaseFrom(parser);
-    const WatchedRestore w = compareWatchedRestore(HistoryStore(database), id(QStringLiteral("uninterrupted-run")), id(QStringLiteral("resumed-run")), tolerance);
+    std::vector<int64_t> references;
+    for (const QString &v : parser.values(QStringLiteral("reference-run"))) {
+        const qlonglong ref = v.toLongLong(&ok);
+        if (!ok || ref < 1)
+            throw InvalidInputError("--reference-run", "'" + v.toStdString() + "' is not a run id");
+        references.push_back(ref);
+    }
+    const double margin = parser.value(QStringLiteral("envelope-margin")).toDouble(&ok);
+    if (!ok)
+        throw InvalidInputError("--envelope-margin", "'" + parser.value(QStringLiteral("envelope-margin")).toStdString() + "' is not a number");
+    const WatchedRestore w = compareWatchedRestore(HistoryStore(database), id(QStringLiteral("uninterrupted-run")), id(QStringLiteral("resumed-run")), tolerance,
+                                                   references, margin);
     const int64_t runId = recordWatchedRestore(database, w);
     QJsonObject json = w.toJson();
     json.insert(QStringLiteral("run_id"), static_cast<double>(runId));
@@ -69,7 +80,17 @@ int runRestoreCheckCommand(CliContext &ctx)
         {QStringLiteral("uninterrupted-run"), QStringLiteral("Your own job instead: a watched run that ran uninterrupted..."), QStringLiteral("id")},
         {QStringLiteral("resumed-run"), QStringLiteral("...and a watched run of it that resumed from its own checkpoint; their losses are compared."), QStringLiteral("id")},
         {QStringLiteral("loss-tolerance"), QStringLiteral("With the watched runs: the largest |loss difference| that passes (default 0: bitwise)."), QStringLiteral("x"), QStringLiteral("0")},
+        {QStringLiteral("reference-runs"), QStringLiteral("More uninterrupted runs that measure the kernels' run-to-run variation (default 1)."), QStringLiteral("n")},
+        {QStringLiteral("reference-run"), QStringLiteral("With the watched runs: another uninterrupted watched run of the job (repeatable), the kernels' run-to-run variation."),
+         QStringLiteral("id")},
+        {QStringLiteral("envelope-margin"), QStringLiteral("Where the kernels vary run to run: the continuation passes within this many times their variation (default 4)."),
+         QStringLiteral("x"), QStringLiteral("4")},
     });
+    for (const char *name : {"test-jitter-ulps", "test-resume-jitter-ulps"}) {
+        QCommandLineOption o(QString::fromLatin1(name), QStringLiteral("Proof tests: every run (or the fresh process) moves by up to N ulps per step."), QStringLiteral("n"));
+        o.setFlags(QCommandLineOption::HiddenFromHelp);
+        parser.addOption(o);
+    }
     if (!parseArgs(parser, ctx, QStringLiteral("Prove that a checkpoint restores exactly in a fresh process.")))
         return parser.isSet(QStringLiteral("help")) ? 0 : 2;
     if (parser.isSet(QStringLiteral("uninterrupted-run")) || parser.isSet(QStringLiteral("resumed-run")))
@@ -100,6 +121,16 @@ int runRestoreCheckCommand(CliContext &ctx)
                                                                             : appDataDir() + QStringLiteral("/checkpoints");
     options.cliPath = QCoreApplication::applicationFilePath();
     options.dropState = parser.value(QStringLiteral("drop-state")).toStdString();
+    if (parser.isSet(QStringLiteral("reference-runs")))
+        options.referenceRuns = integer(QStringLiteral("reference-runs"), 1);
+    bool okMargin = false;
+    options.envelopeMargin = parser.value(QStringLiteral("envelope-margin")).toDouble(&okMargin);
+    if (!okMargin)
+        throw InvalidInputError("--envelope-margin", "'" + parser.value(QStringLiteral("envelope-margin")).toStdString() + "' is not a number");
+    if (parser.isSet(QStringLiteral("test-jitter-ulps")))
+        options.testJitterUlps = integer(QStringLiteral("test-jitter-ulps"), 0);
+    if (parser.isSet(QStringLiteral("test-resume-jitter-ulps")))
+        options.testResumeJitterUlps = integer(QStringLiteral("test-resume-jitter-ulps"), 0);
     checkRestoreCheckOptions(options);
     installInterruptHandler();
     options.cancel = &interruptFlag();
@@ -117,7 +148,14 @@ int runRestoreCheckCommand(CliContext &ctx)
                 << "checked: ";
         for (size_t i = 0; i < result.checked.size(); ++i)
             ctx.out << (i ? ", " : "") << QString::fromStdString(result.checked[i]);
-        ctx.out << "\nmax |loss difference|: " << result.maxAbsLossDiff << "\ncheckpoint: " << formatBytes(result.checkpointBytes)
+        ctx.out << "\nmax |loss difference|: " << result.maxAbsLossDiff;
+        if (result.kind == "envelope")
+            ctx.out << " (the kernels vary run to run: " << result.referenceRuns << " uninterrupted run(s) beside the first differed by up to "
+                    << result.referenceMaxAbsLossDiff << " in loss and " << result.referenceParameterDistance << " in parameters; the continuation's parameter distance "
+                    << result.parameterDistance << ", allowed " << result.envelopeMargin << "x)";
+        else
+            ctx.out << " (the kernels reproduce bit for bit: " << result.referenceRuns << " uninterrupted run(s) beside the first were identical)";
+        ctx.out << "\ncheckpoint: " << formatBytes(result.checkpointBytes)
                 << ", write " << QString::number(result.checkpointWriteMs, 'f', 1) << " ms, verify " << QString::number(result.verifyMs, 'f', 1)
                 << " ms, restore " << QString::number(result.restoreMs, 'f', 1) << " ms, fresh process " << QString::number(result.freshProcessMs, 'f', 0)
                 << " ms" << (result.gpus > 1 ? QStringLiteral(" (%1 ranks, %2)").arg(result.gpus).arg(QString::fromStdString(result.strategy)) : QString())

@@ -29,8 +29,13 @@ void addPilotOptions(QCommandLineParser &parser)
         {QStringLiteral("checkpoint-at-end"), QStringLiteral("Also write a checkpoint after the last step (needs --checkpoint-dir).")},
         {QStringLiteral("resume-from"), QStringLiteral("Restore this checkpoint (a step folder or a --checkpoint-dir) before training."), QStringLiteral("dir")},
         {QStringLiteral("param-checksum"), QStringLiteral("Report a SHA-256 of every parameter at the end.")},
+        {QStringLiteral("param-dump"), QStringLiteral("Write the trainable parameters at the end as float32 here (the restore proof's distance)."), QStringLiteral("file")},
         {QStringLiteral("drop-state"), QStringLiteral("Proof tests: leave this piece unrestored (model, optimizer, schedule, rng, data_position, loss_scale)."), QStringLiteral("piece")},
     });
+    QCommandLineOption jitter(QStringLiteral("test-jitter-ulps"), QStringLiteral("Proof tests: move every trainable value by up to N ulps after each step, unseeded."),
+                              QStringLiteral("n"));
+    jitter.setFlags(QCommandLineOption::HiddenFromHelp);
+    parser.addOption(jitter);
 }
 
 namespace {
@@ -65,6 +70,13 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
     options.resumeFrom = parser.value(QStringLiteral("resume-from")).toStdString();
     options.parameterChecksum = parser.isSet(QStringLiteral("param-checksum"));
     options.dropStateOnResume = parser.value(QStringLiteral("drop-state")).toStdString();
+    options.parameterDumpPath = parser.value(QStringLiteral("param-dump")).toStdString();
+    if (parser.isSet(QStringLiteral("test-jitter-ulps"))) {
+        bool ok = false;
+        options.testJitterUlps = parser.value(QStringLiteral("test-jitter-ulps")).toInt(&ok);
+        if (!ok || options.testJitterUlps < 0)
+            throw InvalidInputError("--test-jitter-ulps", "must be a whole number >= 0");
+    }
     options.devicePeakFlops = catalogPeakFlops(options.device);
     checkPilotOptions(options);
     return options;

@@ -12,6 +12,7 @@
 #include "util/Sha256.h"
 
 #include <QDir>
+#include <QSaveFile>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -219,6 +220,25 @@ std::string parameterChecksum(torch::nn::Module &model)
     for (const auto &item : model.named_parameters())
         params.emplace_back(item.key(), item.value());
     return hashTensors(params);
+}
+
+void writeParameterDump(const std::vector<torch::Tensor> &params, const std::string &path, const std::function<void(const torch::Tensor &values)> &each)
+{
+    torch::NoGradGuard noGrad;
+    QSaveFile file(QString::fromStdString(path));
+    const bool dump = !path.empty();
+    if (dump && !file.open(QIODevice::WriteOnly | QIODevice::Unbuffered)) // unbuffered: a full disk fails the write, not a silent commit
+        throw PilotBenchError(ExitCode::Failure, path + ": cannot write the parameter dump: " + file.errorString().toStdString());
+    for (const auto &p : params) {
+        const auto values = p.detach().to(torch::kCPU, torch::kFloat).contiguous();
+        if (each)
+            each(values);
+        const qint64 bytes = values.numel() * static_cast<qint64>(sizeof(float));
+        if (dump && file.write(reinterpret_cast<const char *>(values.data_ptr<float>()), bytes) != bytes)
+            throw PilotBenchError(ExitCode::Failure, path + ": cannot write the parameter dump: " + file.errorString().toStdString());
+    }
+    if (dump && !file.commit())
+        throw PilotBenchError(ExitCode::Failure, path + ": cannot write the parameter dump: " + file.errorString().toStdString());
 }
 
 CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &root, DistributedHooks *dist)

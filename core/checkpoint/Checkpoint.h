@@ -39,5 +39,11 @@ inline const std::vector<std::string> &statePieces()
 }
 // SHA-256 over every parameter's bytes, in name order.
 std::string parameterChecksum(torch::nn::Module &model);
+// Every tensor as little-endian float32, one after another in the order given (the restore proof
+// measures the distance between two runs' dumps with checkpoint/ParameterDump.h); `each` sees each
+// tensor's float32 CPU values. An empty path writes nothing and only calls `each`. Throws
+// PilotBenchError naming the file when it cannot be written.
+void writeParameterDump(const std::vector<torch::Tensor> &params, const std::string &path,
+                        const std::function<void(const torch::Tensor &values)> &each = {});
 
 } // namespace pb

@@ -1,8 +1,7 @@
 #include "dist/ParallelHooksBase.h"
 
+#include "checkpoint/Checkpoint.h"
 #include "util/Errors.h"
-
-#include <QSaveFile>
 
 #include <cmath>
 
@@ -44,21 +43,11 @@ void ParallelHooksBase::clipShardedGradients(const std::vector<torch::Tensor> &g
 
 void ParallelHooksBase::trainingFinished(const std::vector<torch::Tensor> &params)
 {
-    torch::NoGradGuard noGrad;
-    QSaveFile file(QString::fromStdString(m_dumpPath));
-    const bool dump = !m_dumpPath.empty();
-    if (dump && !file.open(QIODevice::WriteOnly | QIODevice::Unbuffered)) // unbuffered: a full disk fails the write, not a silent commit
-        throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
-    for (const auto &p : params) {
-        const auto values = p.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    writeParameterDump(params, m_dumpPath, [this](const torch::Tensor &values) {
         m_parameterSum += values.sum(torch::kDouble).item<double>();
         m_parameterAbsSum += values.abs().sum(torch::kDouble).item<double>();
         m_parameterCount += values.numel();
-        if (dump)
-            file.write(reinterpret_cast<const char *>(values.data_ptr<float>()), values.numel() * static_cast<int64_t>(sizeof(float)));
-    }
-    if (dump && !file.commit())
-        throw PilotBenchError(ExitCode::Failure, m_dumpPath + ": cannot write the parameter dump: " + file.errorString().toStdString());
+    });
 }
 
 void ParallelHooksBase::barrier()

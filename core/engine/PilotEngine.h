@@ -30,6 +30,11 @@ struct PilotOptions {
     bool resumeVerified = false;         // resumeFrom's content hashes were just checked (verifyResumePoint)
     std::optional<double> devicePeakFlops; // dense peak FLOP/s of the device, for MFU
     bool parameterChecksum = false;      // SHA-256 of every parameter at the end (restore proof)
+    std::string parameterDumpPath;       // non-empty: the trainable parameters at the end as float32 (restore proof)
+    // Proof tests only: after each optimizer step every trainable value moves by -N, 0 or +N units in
+    // the last place, drawn from an unseeded source: a run that is not reproducible, as with
+    // non-deterministic kernels, without touching the run's own random state.
+    int testJitterUlps = 0;
     int cpuThreads = 0;                  // 0: LibTorch's default
     bool attributePeak = true;           // attribute one step's peak memory to its parts (engine/PeakRecorder)
     std::string dropStateOnResume;       // proof tests only: leave this piece of state unrestored

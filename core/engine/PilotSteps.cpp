@@ -13,7 +13,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <numeric>
 
@@ -23,6 +26,21 @@
 
 namespace pb {
 namespace {
+
+// Proof tests (PilotOptions::testJitterUlps): -N, 0 or +N units in the last place of each value,
+// from a generator of its own seeded by the OS, so neither reproducible nor touching the run's RNG.
+void jitterParameters(const std::vector<torch::Tensor> &params, int ulps)
+{
+    torch::NoGradGuard noGrad;
+    std::random_device source;
+    auto generator = at::detail::createCPUGenerator((static_cast<uint64_t>(source()) << 32) | source());
+    for (const auto &p : params) {
+        const int mantissaBits = p.scalar_type() == torch::kDouble ? 52 : p.scalar_type() == torch::kBFloat16 ? 7 : p.scalar_type() == torch::kHalf ? 10 : 23;
+        auto factor = torch::randint(-1, 2, p.sizes(), generator, torch::TensorOptions().dtype(torch::kFloat));
+        factor.mul_(std::ldexp(static_cast<double>(ulps), -mantissaBits)).add_(1.0);
+        p.mul_(factor.to(p.device(), p.scalar_type()));
+    }
+}
 
 struct CancelledSignal {};
 
@@ -277,6 +295,8 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
     sample.learningRate = learningRateAt(train.optimizer, train.schedule, m_session.step);
     if (finite) {
         m_session.optimizer->step(sample.learningRate);
+        if (m_options.testJitterUlps > 0)
+            jitterParameters(params, m_options.testJitterUlps);
         if (m_options.distributed)
             m_options.distributed->afterOptimizerStep();
         if (m_session.scaler.enabled && ++m_session.scaler.goodSteps % LossScaler::kGrowthInterval == 0)
@@ -404,6 +424,13 @@ void StepRunner::execute()
         m_options.distributed->trainingFinished(m_session.model->parameters());
     if (m_options.parameterChecksum && m_run.summary.verdict == Verdict::Fits)
         m_run.parameterChecksum = parameterChecksum(*m_session.model);
+    if (!m_options.parameterDumpPath.empty() && !m_options.distributed && m_run.summary.verdict == Verdict::Fits) {
+        std::vector<torch::Tensor> trainable;
+        for (const auto &p : m_session.model->parameters())
+            if (p.requires_grad())
+                trainable.push_back(p);
+        writeParameterDump(trainable, m_options.parameterDumpPath);
+    }
     m_finished = true;
 }
 

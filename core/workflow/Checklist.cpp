@@ -35,7 +35,7 @@ const std::vector<StageSpec> &checklistStages()
          QT_TRANSLATE_NOOP("Checklist", "The same job on the next device count measured, with its scaling efficiency (run kind scale, or two watched runs on 1 and N devices)."),
          {QStringLiteral("scale")}},
         {QT_TRANSLATE_NOOP("Checklist", "3. Restoration proof"),
-         QT_TRANSLATE_NOOP("Checklist", "A checkpoint restored in a fresh process continued exactly like the uninterrupted run (run kind restore-check: ours, or your resumed job against its uninterrupted run)."),
+         QT_TRANSLATE_NOOP("Checklist", "A checkpoint restored in a fresh process, every piece of state bit for bit, continued like the uninterrupted run: bit for bit, or inside the kernels' own run-to-run variation where they are not deterministic (run kind restore-check: ours, or your resumed job against its uninterrupted run)."),
          {QStringLiteral("restore-check")}},
         {QT_TRANSLATE_NOOP("Checklist", "4. Term decision"),
          QT_TRANSLATE_NOOP("Checklist", "Cards compared on cost per useful output and a configuration and term chosen and recorded (run kind decision, verdict fits)."),

@@ -1,9 +1,13 @@
 #pragma once
 // The restoration proof: run A trains K+M steps uninterrupted; run B trains K steps and writes a
-// checkpoint; a fresh process (pilotbench-cli) restores it and trains M more. The M losses, the
-// final parameters and every piece of restored state are compared. With gpus > 1 each run is N
-// ranks of a strategy (DDP, ZeRO-2, FSDP), the checkpoint is sharded, and N fresh processes
-// restore it, every rank compared. No torch in this header.
+// checkpoint; a fresh process (pilotbench-cli) restores it and trains M more. Every piece of
+// restored state must come back bit for bit. The continuation (its M losses and final parameters)
+// is set beside A's: where reference runs (more uninterrupted runs from the same start) reproduce A
+// bit for bit, so must the continuation; where they do not (non-deterministic kernels: SDPA's and
+// atomics-based backward passes on a GPU), the continuation passes inside the variation the
+// references show, widened by envelopeMargin. With gpus > 1 each run is N ranks of a strategy (DDP,
+// ZeRO-2, FSDP), the checkpoint is sharded, and N fresh processes restore it, every rank compared.
+// No torch in this header.
 #include "config/RunConfig.h"
 #include "engine/PilotEngine.h"
 
@@ -27,13 +31,27 @@ struct RestoreCheckOptions {
     QString checkpointDir;              // where run B writes (a fresh folder is made inside)
     QString cliPath;                    // the pilotbench-cli that restores in a fresh process
     std::string dropState;              // proof tests: the fresh process leaves this piece unrestored
+    int referenceRuns = 1;              // uninterrupted runs beside A: the kernels' run-to-run variation
+    // A resumed run and a reference are two draws of the same variation; one pair's spread can be a
+    // few times another's, a restore that lost state moves a run by orders of magnitude more.
+    double envelopeMargin = 4;
+    int testJitterUlps = 0;             // proof tests: every run moves by up to N ulps per step (PilotOptions)
+    int testResumeJitterUlps = -1;      // proof tests: the fresh process's own (-1: testJitterUlps)
     int processTimeoutMs = 30 * 60 * 1000;
     const std::atomic<bool> *cancel = nullptr;
 };
 
 struct RestoreCheckResult {
     bool pass = false;
-    bool bitwise = false;
+    bool bitwise = false;                       // the continuation came back bit for bit
+    // "bitwise": the reference runs reproduced A bit for bit, so the continuation had to;
+    // "envelope": they did not, and the continuation is judged inside their variation.
+    std::string kind = "bitwise";
+    int referenceRuns = 0;
+    double referenceMaxAbsLossDiff = 0;         // the largest |loss difference| of a reference from A
+    double referenceParameterDistance = 0;      // the largest ||ref - A|| / ||A|| over the trainable parameters
+    double parameterDistance = -1;              // the continuation's ||resumed - A|| / ||A|| (-1: not measured)
+    double envelopeMargin = 4;
     std::vector<std::string> checked;           // pieces of state compared
     std::vector<std::string> differing;         // pieces that did not come back identical
     double maxAbsLossDiff = 0;

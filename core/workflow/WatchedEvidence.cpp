@@ -64,19 +64,34 @@ QJsonObject WatchedRestore::toJson() const
             {QStringLiteral("compared_steps"), static_cast<double>(comparedSteps)},
             {QStringLiteral("max_abs_loss_diff"), maxAbsLossDiff},
             {QStringLiteral("loss_tolerance"), tolerance},
+            {QStringLiteral("kind"), QString::fromStdString(kind)},
+            {QStringLiteral("reference_run_ids"), [this] {
+                 QJsonArray ids;
+                 for (int64_t id : referenceRunIds)
+                     ids.append(static_cast<double>(id));
+                 return ids;
+             }()},
+            {QStringLiteral("reference_max_abs_loss_diff"), referenceMaxAbsLossDiff},
+            {QStringLiteral("envelope_margin"), envelopeMargin},
             {QStringLiteral("checked"), QJsonArray {QStringLiteral("continuation_losses")}},
             {QStringLiteral("source"), QStringLiteral("watched runs")},
             {QStringLiteral("message"), QString::fromStdString(message)}};
 }
 
-WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterruptedRunId, int64_t resumedRunId, double tolerance)
+WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterruptedRunId, int64_t resumedRunId, double tolerance,
+                                     const std::vector<int64_t> &referenceRunIds, double envelopeMargin)
 {
     if (!(tolerance >= 0))
         throw InvalidInputError("--loss-tolerance", "must be a number >= 0");
+    if (!(envelopeMargin >= 1) || !std::isfinite(envelopeMargin))
+        throw InvalidInputError("--envelope-margin", "must be a number of at least 1");
     const RunRecord a = watchedRun(store, uninterruptedRunId, "--uninterrupted-run");
     const RunRecord b = watchedRun(store, resumedRunId, "--resumed-run");
-    if (!a.configHash.empty() && !b.configHash.empty() && a.configHash != b.configHash)
-        throw InvalidInputError("--resumed-run", "runs " + std::to_string(a.id) + " and " + std::to_string(b.id) + " were watched with different configs");
+    auto sameConfig = [&a](const RunRecord &r, const std::string &option) {
+        if (!a.configHash.empty() && !r.configHash.empty() && a.configHash != r.configHash)
+            throw InvalidInputError(option, "runs " + std::to_string(a.id) + " and " + std::to_string(r.id) + " were watched with different configs");
+    };
+    sameConfig(b, "--resumed-run");
     std::map<int64_t, double> lossA;
     for (const StepSample &s : store.sampleList(a.id))
         lossA[s.step] = s.loss;
@@ -87,28 +102,56 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
     w.uninterruptedRunId = a.id;
     w.resumedRunId = b.id;
     w.tolerance = tolerance;
+    w.envelopeMargin = envelopeMargin;
+    w.referenceRunIds = referenceRunIds;
     w.firstResumedStep = resumed.front().step;
     if (w.firstResumedStep <= 1)
         throw InvalidInputError("--resumed-run", "run " + std::to_string(b.id) + " starts at step 1: it did not resume from a checkpoint");
     bool finite = true;
+    std::vector<int64_t> compared;
     for (const StepSample &s : resumed) {
         const auto it = lossA.find(s.step);
         if (it == lossA.end() || std::isnan(s.loss) || std::isnan(it->second))
             continue; // a step either run did not report a loss for
         ++w.comparedSteps;
+        compared.push_back(s.step);
         finite = finite && std::isfinite(s.loss) && std::isfinite(it->second);
         w.maxAbsLossDiff = std::max(w.maxAbsLossDiff, std::abs(s.loss - it->second));
     }
+    // Each reference over the same steps: how far two uninterrupted runs of the job drift apart.
+    for (int64_t id : referenceRunIds) {
+        const RunRecord r = watchedRun(store, id, "--reference-run");
+        sameConfig(r, "--reference-run");
+        std::map<int64_t, double> lossR;
+        for (const StepSample &s : store.sampleList(r.id))
+            lossR[s.step] = s.loss;
+        for (int64_t step : compared) {
+            const auto it = lossR.find(step);
+            if (it == lossR.end() || !std::isfinite(it->second))
+                throw InvalidInputError("--reference-run", "run " + std::to_string(id) + " reported no finite loss for step " + std::to_string(step)
+                                                               + ", which the resumed run is compared on");
+            w.referenceMaxAbsLossDiff = std::max(w.referenceMaxAbsLossDiff, std::abs(it->second - lossA.at(step)));
+        }
+    }
+    const double envelope = envelopeMargin * w.referenceMaxAbsLossDiff;
+    w.kind = envelope > tolerance ? "envelope" : tolerance > 0 ? "tolerance" : "bitwise";
+    const double allowed = std::max(tolerance, envelope);
     if (w.comparedSteps == 0) {
         w.message = "the runs share no step with a reported loss after the resume (run the uninterrupted job past step " + std::to_string(w.firstResumedStep)
                     + ", and log the loss every step)";
     } else if (!finite) {
         w.message = "a compared loss is not finite";
     } else {
-        w.pass = w.maxAbsLossDiff <= tolerance;
+        w.pass = w.maxAbsLossDiff <= allowed;
+        auto figure = [](double v) { return QString::number(v, 'g', 3).toStdString(); };
         w.message = (w.pass ? "the resumed job continued like the uninterrupted one: " : "the resumed job diverged: ") + std::to_string(w.comparedSteps)
-                    + " steps from step " + std::to_string(w.firstResumedStep) + ", max |loss difference| " + std::to_string(w.maxAbsLossDiff)
-                    + " (tolerance " + std::to_string(tolerance) + ")";
+                    + " steps from step " + std::to_string(w.firstResumedStep) + ", max |loss difference| " + figure(w.maxAbsLossDiff);
+        if (w.kind == "envelope")
+            w.message += std::string(w.pass ? " (within" : " (outside") + " the kernels' run-to-run variation: " + std::to_string(referenceRunIds.size())
+                         + " reference run(s) differ from the uninterrupted one by up to " + figure(w.referenceMaxAbsLossDiff) + ", allowed "
+                         + figure(envelopeMargin) + "x that)";
+        else
+            w.message += " (tolerance " + figure(tolerance) + ")";
     }
     return w;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pb {
 
@@ -31,6 +32,13 @@ struct WatchedRestore {
     int64_t comparedSteps = 0;           // steps both runs reported from there on
     double maxAbsLossDiff = 0;
     double tolerance = 0;
+    // "bitwise" (no tolerance, no reference that varied), "tolerance" (the given one) or "envelope":
+    // reference runs (more uninterrupted watched runs) differ from the first by up to
+    // referenceMaxAbsLossDiff, and the resumed run passes within envelopeMargin times that.
+    std::string kind = "bitwise";
+    std::vector<int64_t> referenceRunIds;
+    double referenceMaxAbsLossDiff = 0;
+    double envelopeMargin = 4;
     std::string message;
     QJsonObject toJson() const;
 };
@@ -39,7 +47,10 @@ struct WatchedRestore {
 // Throws InvalidInputError naming the option ("--uninterrupted-run", "--resumed-run") when a run is
 // not a finished watched run with losses, they are of different configs, or the resumed run did
 // not resume (its first step is 1).
-WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterruptedRunId, int64_t resumedRunId, double tolerance);
+// A reference (a finished watched run of the same config) is compared with the uninterrupted run over
+// the same steps. Throws InvalidInputError("--reference-run"/"--envelope-margin") for a bad one.
+WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterruptedRunId, int64_t resumedRunId, double tolerance,
+                                     const std::vector<int64_t> &referenceRunIds = {}, double envelopeMargin = 4);
 
 // Records the comparison as a run of kind "restore-check" of the resumed run's config; returns its id.
 int64_t recordWatchedRestore(const QString &database, const WatchedRestore &restore);

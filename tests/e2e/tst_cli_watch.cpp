@@ -305,6 +305,35 @@ private Q_SLOTS:
             QVERIFY2(stages[i].toObject().value(QStringLiteral("state")).toString() == QLatin1String("passed"),
                      qPrintable(stages[i].toObject().value(QStringLiteral("evidence")).toString()));
         QVERIFY(stages[1].toObject().value(QStringLiteral("evidence")).toString().contains(QStringLiteral("Watched runs")));
+
+        // A job whose kernels vary run to run (JITTER_ULPS): a second uninterrupted run is the
+        // envelope; a resumed run inside it passes, one that moved a thousand times more fails.
+        const QStringList jitter {QStringLiteral("--env"), QStringLiteral("JITTER_ULPS=1"), QStringLiteral("--env"), QStringLiteral("STEPS=8")};
+        QVERIFY(QDir(ckpt.path()).mkpath(QStringLiteral("j")));
+        const Result ja = cli(base(db) + config + jitter + QStringList {QStringLiteral("--env"), QStringLiteral("CHECKPOINT_DIR=") + ckpt.filePath(QStringLiteral("j")),
+                                                                       QStringLiteral("--"), kPython, script("train_probe.py")});
+        const Result jref = cli(base(db) + config + jitter + QStringList {QStringLiteral("--"), kPython, script("train_probe.py")});
+        const Result jb = cli(base(db) + config + jitter + QStringList {QStringLiteral("--env"), QStringLiteral("RESUME_FROM=") + ckpt.filePath(QStringLiteral("j/step-4.pt")),
+                                                                       QStringLiteral("--"), kPython, script("train_probe.py")});
+        const Result jfar = cli(base(db) + config + QStringList {QStringLiteral("--env"), QStringLiteral("JITTER_ULPS=100000"), QStringLiteral("--env"), QStringLiteral("STEPS=8"),
+                                                                QStringLiteral("--env"), QStringLiteral("RESUME_FROM=") + ckpt.filePath(QStringLiteral("j/step-4.pt")),
+                                                                QStringLiteral("--"), kPython, script("train_probe.py")});
+        for (const Result *x : {&ja, &jref, &jb, &jfar})
+            QVERIFY2(x->code == 0, qPrintable(x->err));
+        auto envelope = [&](const Result &resumed) {
+            return cli({QStringLiteral("restore-check"), QStringLiteral("--db"), db, QStringLiteral("--jsonl"), QStringLiteral("--uninterrupted-run"), QString::number(idOf(ja)),
+                        QStringLiteral("--resumed-run"), QString::number(idOf(resumed)), QStringLiteral("--reference-run"), QString::number(idOf(jref))});
+        };
+        r = envelope(jb);
+        QVERIFY2(r.code == 0, r.out.constData());
+        proof = eventOf(r.out, QStringLiteral("summary"));
+        QCOMPARE(proof.value(QStringLiteral("kind")).toString(), QStringLiteral("envelope"));
+        QVERIFY(proof.value(QStringLiteral("reference_max_abs_loss_diff")).toDouble() > 0);
+        QVERIFY(proof.value(QStringLiteral("message")).toString().contains(QStringLiteral("run-to-run variation")));
+        r = envelope(jfar);
+        QCOMPARE(r.code, 1);
+        QVERIFY2(eventOf(r.out, QStringLiteral("summary")).value(QStringLiteral("message")).toString().contains(QStringLiteral("diverged")), r.out.constData());
+
     }
 
     // SIGTERM to watch (as Ctrl-C or a closed session would) stops the command and its child; the

@@ -60,6 +60,9 @@ private Q_SLOTS:
         QCOMPARE(s.value(QStringLiteral("verdict")).toString(), QStringLiteral("pass"));
         QCOMPARE(s.value(QStringLiteral("bitwise")).toBool(), true);
         QCOMPARE(s.value(QStringLiteral("max_abs_loss_diff")).toDouble(), 0.0);
+        QCOMPARE(s.value(QStringLiteral("kind")).toString(), QStringLiteral("bitwise"));
+        QCOMPARE(s.value(QStringLiteral("reference_runs")).toInt(), 1);
+        QCOMPARE(s.value(QStringLiteral("parameter_distance")).toDouble(), 0.0);
         const QStringList checked = names(s.value(QStringLiteral("checked")));
         for (const char *piece : {"model", "optimizer", "schedule", "rng", "data_position", "final_parameters", "continuation_losses"})
             QVERIFY2(checked.contains(QLatin1String(piece)), piece);
@@ -78,6 +81,52 @@ private Q_SLOTS:
         const auto s = lastJson(r.out);
         QCOMPARE(s.value(QStringLiteral("verdict")).toString(), QStringLiteral("pass"));
         QCOMPARE(s.value(QStringLiteral("bitwise")).toBool(), true);
+    }
+
+    // Kernels that vary run to run, emulated by moving every trainable value up to N ulps after each
+    // step from an unseeded source: the state still has to come back bit for bit; the continuation
+    // passes inside the variation of a second uninterrupted run and fails a thousand times outside.
+    void continuationEnvelope_data()
+    {
+        QTest::addColumn<QStringList>("extra");
+        QTest::addColumn<bool>("pass");
+        QTest::addColumn<QString>("differing");
+        const QStringList one {QStringLiteral("--test-jitter-ulps"), QStringLiteral("1")};
+        const QStringList far {QStringLiteral("--test-resume-jitter-ulps"), QStringLiteral("1000")};
+        const QStringList sharded {QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("zero2"), QStringLiteral("--threads"),
+                                   QStringLiteral("1")};
+        QTest::newRow("inside: 1 ulp in every run") << one << true << QString();
+        QTest::newRow("outside: 1000 ulps in the fresh process") << (one + far) << false << QStringLiteral("final_parameters");
+        QTest::newRow("state still exact: optimizer dropped") << (one + QStringList {QStringLiteral("--drop-state"), QStringLiteral("optimizer")}) << false
+                                                              << QStringLiteral("optimizer");
+        QTest::newRow("sharded zero2 on 2 CPU ranks: inside") << (one + sharded) << true << QString();
+        QTest::newRow("sharded zero2 on 2 CPU ranks: outside") << (one + far + sharded) << false << QStringLiteral("final_parameters");
+    }
+    void continuationEnvelope()
+    {
+        QFETCH(QStringList, extra);
+        QFETCH(bool, pass);
+        QFETCH(QString, differing);
+        const auto r = cli(QStringList {QStringLiteral("restore-check"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--jsonl"),
+                                        QStringLiteral("--steps-before"), QStringLiteral("3"), QStringLiteral("--steps-after"), QStringLiteral("3"),
+                                        QStringLiteral("--checkpoint-dir"), path(QStringLiteral("envelope")), QStringLiteral("--db"), path(QStringLiteral("h.db"))} + extra);
+        const auto s = lastJson(r.out);
+        QVERIFY2(r.exitCode == (pass ? 0 : 1), (r.out + r.err).constData());
+        QCOMPARE(s.value(QStringLiteral("verdict")).toString(), pass ? QStringLiteral("pass") : QStringLiteral("fail"));
+        QCOMPARE(s.value(QStringLiteral("kind")).toString(), QStringLiteral("envelope"));
+        QCOMPARE(s.value(QStringLiteral("bitwise")).toBool(), false);
+        QVERIFY(s.value(QStringLiteral("reference_parameter_distance")).toDouble() > 0);
+        QVERIFY(s.value(QStringLiteral("parameter_distance")).toDouble() > 0);
+        const QString message = s.value(QStringLiteral("message")).toString();
+        if (pass) {
+            QVERIFY2(message.startsWith(QStringLiteral("restored exactly; continuation within the kernels' run-to-run variation")), qPrintable(message));
+            QVERIFY(s.value(QStringLiteral("parameter_distance")).toDouble() <= 4 * s.value(QStringLiteral("reference_parameter_distance")).toDouble());
+        } else {
+            QVERIFY2(names(s.value(QStringLiteral("differing"))).contains(differing), qPrintable(message));
+            QVERIFY2(message.contains(differing), qPrintable(message));
+        }
+        // Nothing of the proof's parameter dumps is left behind.
+        QVERIFY(QDir(path(QStringLiteral("envelope/restore-check"))).entryList({QStringLiteral("*.f32")}).isEmpty());
     }
 
     void droppedStateIsNamed_data()

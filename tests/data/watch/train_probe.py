@@ -11,6 +11,8 @@ Env:   STEP_SLEEP_MS  extra sleep inside each step (default 0), to make steps sl
        CHECKPOINT_DIR keep the mid-run checkpoint there (default: a temporary folder, removed).
        RESUME_FROM    a checkpoint this script wrote: continue from its step with its model,
                       optimizer, schedule and data generator, numbering steps on from it.
+       JITTER_ULPS    after each optimizer step move every parameter by -N, 0 or +N ulps, drawn
+                      from an unseeded generator: a job whose kernels are not deterministic.
 Writes per step a "step" event (tokens, loss, lr, forward/backward/optimizer/data-wait split), one
 "validation" and one "checkpoint" (torch.save into a temporary folder) at step STEPS // 2 (at
 least 1), one "log" event, and prints "done N" last. Deterministic: fixed seeds, one thread.
@@ -63,6 +65,8 @@ def main():
     keep = bool(os.environ.get("CHECKPOINT_DIR"))
     checkpoint_dir = os.environ.get("CHECKPOINT_DIR") or tempfile.mkdtemp(prefix="pilotbench-watch-")
     half = max(1, steps // 2)
+    jitter = int(os.environ.get("JITTER_ULPS", "0"))
+    unseeded = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
     first = 1
     if os.environ.get("RESUME_FROM"):
         state = torch.load(os.environ["RESUME_FROM"])
@@ -83,6 +87,11 @@ def main():
                 grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+                if jitter:
+                    with torch.no_grad():
+                        for p in model.parameters():
+                            noise = torch.randint(-1, 2, p.shape, generator=unseeded).to(p.dtype)
+                            p.mul_(1 + noise * jitter * torch.finfo(p.dtype).eps)
             s.lr = sched.get_last_lr()[0]
             sched.step()
             s.loss = loss.detach()

@@ -35,9 +35,11 @@ const QString kUsage = QStringLiteral(
 
 QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
 {
-    QJsonObject phases;
-    for (const auto &p : e.phases)
+    QJsonObject phases, phaseTensors;
+    for (const auto &p : e.phases) {
         phases.insert(QString::fromStdString(p.phase), static_cast<double>(p.breakdown.total()));
+        phaseTensors.insert(QString::fromStdString(p.phase), static_cast<double>(p.breakdown.tensors()));
+    }
     QJsonArray assumptions;
     for (const auto &a : e.assumptions)
         assumptions.append(QString::fromStdString(a));
@@ -50,6 +52,7 @@ QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
         {QStringLiteral("breakdown"), toJson(e.breakdown)},
         {QStringLiteral("peak_phase"), QString::fromStdString(e.peakPhase)},
         {QStringLiteral("phase_total_bytes"), phases},
+        {QStringLiteral("phase_allocated_bytes"), phaseTensors},
         {QStringLiteral("capacity_bytes"), static_cast<double>(e.capacityBytes)},
         {QStringLiteral("usable_bytes"), static_cast<double>(e.usableBytes)},
         {QStringLiteral("fits"), e.fits},

@@ -56,7 +56,7 @@ int runPilot(CliContext &ctx)
             ctx.err << "--memory-snapshot: nothing written: the pilot stopped before the step whose peak it attributes\n";
             return run.summary.verdict == Verdict::Fits ? 1 : exitCodeFor(run.summary.verdict);
         }
-        const QJsonObject snapshot = memorySnapshotJson(config, run.environment, *run.summary.memoryAttribution);
+        const QJsonObject snapshot = memorySnapshotJson(config, run.environment, *run.summary.memoryAttribution, run.summary.peakAllocatedByPhase);
         writeFileAtomically(snapshotPath, QJsonDocument(snapshot).toJson());
         if (!jsonl)
             printer.printMemorySnapshot(snapshot, snapshotPath);

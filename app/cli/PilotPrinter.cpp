@@ -149,6 +149,24 @@ void PilotPrinter::printMemorySnapshot(const QJsonObject &snapshot, const QStrin
                      .arg(formatBytes(bytes("measured_bytes")), 12)
                      .arg((difference < 0 ? QStringLiteral("-") : QStringLiteral("+")) + formatBytes(std::abs(difference)), 20);
     }
+    const QJsonArray phases = snapshot.value(QStringLiteral("phases")).toArray();
+    if (!phases.isEmpty()) {
+        m_out << "the run's phases (peak allocated):\n"
+              << QStringLiteral("  %1 %2 %3 %4\n").arg(QStringLiteral("phase"), -18).arg(QStringLiteral("estimated"), 12).arg(QStringLiteral("measured"), 12).arg(QStringLiteral("difference"), 20);
+        for (const auto &value : phases) {
+            const QJsonObject row = value.toObject();
+            auto cell = [&](const char *key) {
+                return row.contains(QLatin1String(key)) ? formatBytes(static_cast<int64_t>(row.value(QLatin1String(key)).toDouble())) : QStringLiteral("-");
+            };
+            m_out << QStringLiteral("  %1 %2 %3 %4\n")
+                         .arg(row.value(QStringLiteral("phase")).toString(), -18)
+                         .arg(cell("estimated_bytes"), 12)
+                         .arg(cell("measured_bytes"), 12)
+                         .arg(row.contains(QStringLiteral("difference_percent")) ? QStringLiteral("%1%").arg(row.value(QStringLiteral("difference_percent")).toDouble(), 0, 'f', 2)
+                                                                                 : QStringLiteral("-"),
+                              20);
+        }
+    }
     m_out.flush();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// What the estimator answers: the per-device peak of one training step with a named breakdown,
+// What the estimator answers: the per-device peak of the whole run (construction, the training
+// step, validation, checkpoint writes) with a named breakdown,
 // the phase that sets it, whether it fits a card with headroom, and the largest micro-batch that
 // does. Plain data; estimateMemory() in MemoryEstimator.h fills it.
 #include <cstdint>
@@ -63,7 +64,7 @@ struct MemoryBreakdown {
 };
 
 struct PhasePeak {
-    std::string phase;               // "forward", "backward", "optimizer"
+    std::string phase;               // "construction", "forward", "backward", "optimizer", "validation", "checkpoint"
     MemoryBreakdown breakdown;
 };
 
@@ -79,7 +80,7 @@ struct MemoryEstimate {
     int calibrationSamples = 0;
     MemoryBreakdown breakdown;       // at the peak phase
     std::string peakPhase;
-    std::vector<PhasePeak> phases;   // forward, backward, optimizer
+    std::vector<PhasePeak> phases;   // the whole run: construction, the step's forward, backward, optimizer, validation, checkpoint
     int64_t capacityBytes = 0;       // 0: unknown (CPU)
     int64_t usableBytes = 0;         // capacity less headroom
     bool fits = true;

@@ -64,7 +64,11 @@ ActivationBytes activationBytesFor(const RunConfig &config, const EstimateOption
 }
 
 struct Phases {
-    MemoryBreakdown forward, backward, optimizer;
+    MemoryBreakdown construction, forward, backward, optimizer, validation, checkpoint;
+    int64_t peakTensors() const
+    {
+        return std::max({construction.tensors(), forward.tensors(), backward.tensors(), optimizer.tensors(), validation.tensors(), checkpoint.tensors()});
+    }
 };
 
 // The three phase peaks for one micro-batch size, tensors only (workspace/framework added later).
@@ -218,8 +222,30 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     out.optimizer.optimizer = optimizerStates + stepTemporary;
     out.optimizer.activations = batches;
 
+    // The run's other phases. Construction: every parameter made in the dtype it keeps, nothing
+    // else yet (no full-precision transient, no library workspace before the first matmul).
+    out.construction = base;
+    out.construction.blasWorkspaces = 0;
+    // Validation, under no_grad after the first step: the optimizer state stays, nothing is saved
+    // for a backward; the larger of one block's own peak and the loss over the final hidden state.
+    out.validation = base;
+    out.validation.optimizer = optimizerStates;
+    const int64_t validationBlock = residual + act.blockNoGradPeak;
+    const int64_t validationLoss = residual + act.headSaved + act.headOutputAlive;
+    out.validation.activations = std::max(validationBlock, validationLoss) + batches + gatheredBytes;
+    out.validation.logits = validationLoss + act.logitsForwardPeak > validationBlock ? act.logitsForwardPeak : 0;
+    // A checkpoint write after the optimizer step (gradients dropped): the state it writes, staged
+    // through host buffers that are not device tensors.
+    out.checkpoint = base;
+    out.checkpoint.optimizer = optimizerStates;
+    out.checkpoint.activations = batches;
+
     if (assumptions) {
         *assumptions = ms.assumptions;
+        assumptions->push_back("the whole run's peak: construction (each parameter made in the dtype it keeps), warm-up and training steps, validation "
+                               "under no_grad and checkpoint writes; the largest decides the fit");
+        if (sh.weights > 1)
+            assumptions->push_back("construction under sharding: each rank builds only its share of the weights (a sharded loader)");
         assumptions->insert(assumptions->end(), act.assumptions.begin(), act.assumptions.end());
         assumptions->push_back("gradients dropped between steps (zero_grad set_to_none); optimizer state present from the first step on");
         if (options.strategy == ParallelStrategy::Ddp)
@@ -280,8 +306,7 @@ int64_t estimatePeakAllocatedBytes(const RunConfig &config, const EstimateOption
     RunConfig sized = config;
     sized.train.microBatch = microBatch;
     validateOptions(sized, options);
-    const Phases p = phasePeaks(sized, options, nullptr);
-    return std::max({p.forward.tensors(), p.backward.tensors(), p.optimizer.tensors()});
+    return phasePeaks(sized, options, nullptr).peakTensors();
 }
 
 MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &options)
@@ -299,7 +324,12 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
     e.gpus = options.gpus;
     e.strategy = options.strategy;
     const Phases p = phasePeaks(config, options, &e.assumptions);
-    e.phases = {{"forward", withOverheads(p.forward, fw)}, {"backward", withOverheads(p.backward, fw)}, {"optimizer", withOverheads(p.optimizer, fw)}};
+    e.phases = {{"construction", withOverheads(p.construction, fw)}, {"forward", withOverheads(p.forward, fw)},
+                {"backward", withOverheads(p.backward, fw)}, {"optimizer", withOverheads(p.optimizer, fw)}};
+    if (config.validation.everySteps > 0 && config.validation.batches > 0)
+        e.phases.push_back({"validation", withOverheads(p.validation, fw)});
+    if (config.checkpoint.everySteps > 0)
+        e.phases.push_back({"checkpoint", withOverheads(p.checkpoint, fw)});
     const auto peak = std::max_element(e.phases.begin(), e.phases.end(),
                                        [](const PhasePeak &a, const PhasePeak &b) { return a.breakdown.tensors() < b.breakdown.tensors(); });
     e.peakPhase = peak->phase;

@@ -10,7 +10,7 @@ SparseMoeImpl::SparseMoeImpl(const RunConfig &config, const torch::TensorOptions
 {
     const auto &m = config.model;
     const ExpertNames n = expertNames(m);
-    router = register_module("gate", WeightHolder(torch::empty({m_moe.experts, m.hiddenSize}, options)));
+    router = register_module("gate", WeightHolder(emptyParam({m_moe.experts, m.hiddenSize}, options)));
     experts = register_module("experts", torch::nn::ModuleList());
     for (int64_t e = 0; e < m_moe.experts; ++e) {
         expertList.emplace_back(config, options, m_moe.expertIntermediateSize, std::array<std::string, 3> {n.gate, n.up, n.down});
@@ -19,7 +19,7 @@ SparseMoeImpl::SparseMoeImpl(const RunConfig &config, const torch::TensorOptions
     if (m_moe.sharedExpertIntermediateSize > 0) {
         shared = register_module("shared_expert", Mlp(config, options, m_moe.sharedExpertIntermediateSize));
         if (m_moe.sharedExpertGate)
-            sharedGate = register_module("shared_expert_gate", WeightHolder(torch::empty({1, m.hiddenSize}, options)));
+            sharedGate = register_module("shared_expert_gate", WeightHolder(emptyParam({1, m.hiddenSize}, options)));
     }
 }
 

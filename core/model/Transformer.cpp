@@ -8,12 +8,16 @@
 #include <unordered_map>
 
 namespace pb {
-namespace {
 
+// A parameter's shape without its memory: zero strides over one element. DecoderModel gives each
+// its storage in the dtype it keeps (frozen bf16, trainable fp32 ...) once the parameter table says
+// which, so no full-precision copy of the model ever exists, as a loader with a dtype does.
 torch::Tensor emptyParam(std::vector<int64_t> shape, const torch::TensorOptions &options)
 {
-    return torch::empty(shape, options);
+    return torch::empty_strided(shape, std::vector<int64_t>(shape.size(), 0), options);
 }
+
+namespace {
 
 // The block inputs as BlockRecompute carries them: an empty tensor stands for an absent one (no
 // rotary on a NoPE layer, no window on a full one).
@@ -480,8 +484,7 @@ DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &
         TORCH_CHECK(it != trainable.end(), "parameter ", item.key(), " is missing from the parameter table");
         const auto type = it->second ? trainableType : frozenType;
         torch::NoGradGuard noGrad;
-        if (item.value().scalar_type() != type)
-            item.value().set_data(item.value().to(type));
+        item.value().set_data(torch::empty(item.value().sizes(), item.value().options().dtype(type)));
         item.value().set_requires_grad(it->second);
         if (item.key() == "model.embed_tokens.weight")
             embeddingTrainable = it->second;

@@ -43,6 +43,9 @@ struct LayerInputs {
 };
 
 // A module that only holds `weight` (embed_tokens, lm_head, lora_A, lora_B).
+// A parameter's shape, its memory given later in its own dtype by DecoderModel (Transformer.cpp).
+torch::Tensor emptyParam(std::vector<int64_t> shape, const torch::TensorOptions &options);
+
 class WeightHolderImpl : public torch::nn::Module {
 public:
     explicit WeightHolderImpl(torch::Tensor w) { weight = register_parameter("weight", std::move(w)); }

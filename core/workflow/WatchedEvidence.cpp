@@ -133,8 +133,15 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
             w.referenceMaxAbsLossDiff = std::max(w.referenceMaxAbsLossDiff, std::abs(it->second - lossA.at(step)));
         }
     }
-    const double envelope = envelopeMargin * w.referenceMaxAbsLossDiff;
-    w.kind = envelope > tolerance ? "envelope" : tolerance > 0 ? "tolerance" : "bitwise";
+    // With references the job says its kernels may vary: a reported loss is a float32 that moves in
+    // whole units of its last place, so that unit is the least variation the references can show.
+    double lossUnit = 0;
+    for (int64_t step : compared) {
+        const float loss = std::abs(static_cast<float>(lossA.at(step)));
+        lossUnit = std::max(lossUnit, static_cast<double>(std::nextafter(loss, INFINITY) - loss));
+    }
+    const double envelope = referenceRunIds.empty() ? 0.0 : envelopeMargin * std::max(w.referenceMaxAbsLossDiff, lossUnit);
+    w.kind = !referenceRunIds.empty() && envelope > tolerance ? "envelope" : tolerance > 0 ? "tolerance" : "bitwise";
     const double allowed = std::max(tolerance, envelope);
     if (w.comparedSteps == 0) {
         w.message = "the runs share no step with a reported loss after the resume (run the uninterrupted job past step " + std::to_string(w.firstResumedStep)
@@ -149,7 +156,7 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
         if (w.kind == "envelope")
             w.message += std::string(w.pass ? " (within" : " (outside") + " the kernels' run-to-run variation: " + std::to_string(referenceRunIds.size())
                          + " reference run(s) differ from the uninterrupted one by up to " + figure(w.referenceMaxAbsLossDiff) + ", allowed "
-                         + figure(envelopeMargin) + "x that)";
+                         + figure(envelope) + ")";
         else
             w.message += " (tolerance " + figure(tolerance) + ")";
     }

@@ -34,7 +34,8 @@ struct WatchedRestore {
     double tolerance = 0;
     // "bitwise" (no tolerance, no reference that varied), "tolerance" (the given one) or "envelope":
     // reference runs (more uninterrupted watched runs) differ from the first by up to
-    // referenceMaxAbsLossDiff, and the resumed run passes within envelopeMargin times that.
+    // referenceMaxAbsLossDiff, and the resumed run passes within envelopeMargin times that (at least
+    // times one unit in the last place of the float32 loss, the least variation a loss can show).
     std::string kind = "bitwise";
     std::vector<int64_t> referenceRunIds;
     double referenceMaxAbsLossDiff = 0;

@@ -31,8 +31,12 @@ void randomise(torch::nn::Module &m, uint64_t seed)
 {
     torch::NoGradGuard noGrad;
     torch::manual_seed(seed);
-    for (auto &p : m.parameters())
+    // A module built on its own holds emptyParam's placeholders until it is given storage, as
+    // DecoderModel gives it.
+    for (auto &p : m.parameters()) {
+        p.set_data(torch::empty(p.sizes(), p.options()));
         p.normal_(0.0, 0.3);
+    }
 }
 
 // out_t = sum over the chosen experts e of w_te * expert_e(x_t) (+ the gated shared expert).

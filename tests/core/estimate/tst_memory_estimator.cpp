@@ -52,9 +52,48 @@ RunConfig denseOf(RunConfig c)
 
 } // namespace
 
+// One phase of an estimate by name (a copy: estimates are often temporaries).
+PhasePeak phaseOf(const MemoryEstimate &e, const char *name)
+{
+    for (const auto &p : e.phases)
+        if (p.phase == name)
+            return p;
+    qFatal("no phase %s", name);
+}
+
 class TestMemoryEstimator final : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    // The whole run: construction holds the weights alone, each in the dtype it keeps (frozen bf16,
+    // trainable fp32 masters); validation and checkpoint phases appear when scheduled; the peak is
+    // the largest phase.
+    void wholeRunPhases()
+    {
+        RunConfig c = presetConfig(QStringLiteral("llama-3.2-1b"));
+        c.train.mode = TrainMode::Lora;
+        c.train.precision = Precision::Bf16Mixed;
+        EstimateOptions o;
+        o.card = "h200-141gb";
+        MemoryEstimate e = estimateMemory(c, o);
+        const auto construction = phaseOf(e, "construction").breakdown;
+        QCOMPARE(construction.frozenWeights, e.breakdown.frozenWeights);
+        QVERIFY(construction.trainableWeights < e.breakdown.trainableWeights); // no autocast copies yet
+        QCOMPARE(construction.gradients + construction.optimizer + construction.activations + construction.logits + construction.blasWorkspaces, 0LL);
+        QCOMPARE(e.phases.size(), size_t(4));
+        c.validation.everySteps = 10;
+        c.validation.batches = 2;
+        c.checkpoint.everySteps = 10;
+        e = estimateMemory(c, o);
+        QCOMPARE(e.phases.size(), size_t(6));
+        QVERIFY(phaseOf(e, "validation").breakdown.tensors() < e.peakAllocatedBytes);
+        QCOMPARE(phaseOf(e, "checkpoint").breakdown.optimizer, phaseOf(e, "forward").breakdown.optimizer); // the states, no step temporary
+        QCOMPARE(phaseOf(e, "checkpoint").breakdown.gradients, 0LL);
+        int64_t largest = 0;
+        for (const auto &p : e.phases)
+            largest = std::max(largest, p.breakdown.tensors());
+        QCOMPARE(e.peakAllocatedBytes, largest);
+    }
+
     void modelStates_data()
     {
         QTest::addColumn<int>("mode");
@@ -437,7 +476,7 @@ private Q_SLOTS:
         o.card = "h100-sxm-80gb";
         o.gpus = 4;
         o.strategy = ParallelStrategy::Fsdp;
-        const auto step = estimateMemory(c, o).phases[2].breakdown;
+        const auto step = phaseOf(estimateMemory(c, o), "optimizer").breakdown;
         QCOMPARE(step.trainableWeights, 4 * 140992LL / 4);
         QCOMPARE(step.gradients, 4 * 140992LL / 4);
         QCOMPARE(step.optimizer, 8 * 140992LL / 4);
@@ -485,7 +524,7 @@ private Q_SLOTS:
         o.strategy = gpus > 1 ? ParallelStrategy::Fsdp : ParallelStrategy::None;
         const MemoryEstimate e = estimateMemory(c, o);
         QCOMPARE(e.peakAllocatedBytes, peak);
-        QCOMPARE(e.phases[0].breakdown.tensors(), forward);
+        QCOMPARE(phaseOf(e, "forward").breakdown.tensors(), forward);
     }
 
     void recomputeForwardOnCpu()
@@ -505,14 +544,15 @@ private Q_SLOTS:
         EstimateOptions o;
         o.device = DeviceKind::Cpu;
         const MemoryEstimate cpu = estimateMemory(c, o);
-        QCOMPARE(cpu.phases[0].phase, std::string("forward"));
-        QCOMPARE(cpu.phases[0].breakdown.logits, 1024LL);
-        QCOMPARE(cpu.phases[0].breakdown.activations, 6160LL);
+        QCOMPARE(cpu.phases[0].phase, std::string("construction"));
+        QCOMPARE(cpu.phases[1].phase, std::string("forward"));
+        QCOMPARE(phaseOf(cpu, "forward").breakdown.logits, 1024LL);
+        QCOMPARE(phaseOf(cpu, "forward").breakdown.activations, 6160LL);
         // A CUDA device: no generator state in device memory, no host prefetch counted:
         // 128 + 528 + 1024 at the loss, fixed 64 + 128 -> activations 656 + 192 = 848.
         o.device = DeviceKind::Cuda;
         o.fusedAttentionAvailable = false;
-        QCOMPARE(estimateMemory(c, o).phases[0].breakdown.activations, 848LL);
+        QCOMPARE(phaseOf(estimateMemory(c, o), "forward").breakdown.activations, 848LL);
     }
 
     void shardingOverGpus()
@@ -526,8 +566,8 @@ private Q_SLOTS:
         o.gpus = 2;
         o.strategy = ParallelStrategy::Ddp;
         const MemoryEstimate ddp = estimateMemory(c, o);
-        const auto &ddpStep = ddp.phases[2].breakdown;
-        QCOMPARE(ddp.phases[2].phase, std::string("optimizer"));
+        const auto &ddpStep = phaseOf(ddp, "optimizer").breakdown;
+        QCOMPARE(ddp.phases[3].phase, std::string("optimizer"));
         QCOMPARE(ddpStep.trainableWeights, 4704LL);
         QCOMPARE(ddpStep.gradients, 4704LL + 4704LL);   // + flat DDP buckets over every gradient
         QCOMPARE(ddpStep.optimizer, 9408LL);
@@ -536,16 +576,16 @@ private Q_SLOTS:
         {
             EstimateOptions perTensor = o;
             perTensor.fusedAttentionAvailable = false;
-            QCOMPARE(estimateMemory(c, perTensor).phases[2].breakdown.optimizer, 9408LL + 2048LL);
+            QCOMPARE(phaseOf(estimateMemory(c, perTensor), "optimizer").breakdown.optimizer, 9408LL + 2048LL);
         }
         o.gpus = 4;
         o.strategy = ParallelStrategy::Fsdp;
-        const auto fsdpStep = estimateMemory(c, o).phases[2].breakdown; // a copy: the estimate is a temporary
+        const auto fsdpStep = phaseOf(estimateMemory(c, o), "optimizer").breakdown; // a copy: the estimate is a temporary
         QCOMPARE(fsdpStep.trainableWeights, 4704LL / 4);
         QCOMPARE(fsdpStep.gradients, 4704LL / 4);
         QCOMPARE(fsdpStep.optimizer, 9408LL / 4);
         o.strategy = ParallelStrategy::Zero1;
-        const auto zero1Step = estimateMemory(c, o).phases[2].breakdown;
+        const auto zero1Step = phaseOf(estimateMemory(c, o), "optimizer").breakdown;
         QCOMPARE(zero1Step.trainableWeights, 4704LL);
         QCOMPARE(zero1Step.gradients, 4704LL);
         QCOMPARE(zero1Step.optimizer, 9408LL / 4);

@@ -83,8 +83,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
 
     MemoryBreakdown base;
     base.blasWorkspaces = frameworkOverhead(backendOf(options)).allocatorBlasBytes;
-    base.frozenWeights = ceilDiv(ms.frozenWeights, sh.weights);
-    base.trainableWeights = ceilDiv(ms.trainableWeights, sh.weights);
+    // On CUDA each parameter holds the caching allocator's block, which can exceed its bytes (an
+    // expert matrix of 11 MiB holds 12); unsharded only, as a shard's size is its own.
+    const bool blocks = options.device == DeviceKind::Cuda && sh.weights == 1;
+    base.frozenWeights = ceilDiv(ms.frozenWeights, sh.weights) + (blocks ? ms.frozenBlockRounding : 0);
+    base.trainableWeights = ceilDiv(ms.trainableWeights, sh.weights) + (blocks ? ms.trainableBlockRounding : 0);
     const int64_t optimizerStates = ceilDiv(ms.optimizerStates, sh.optimizer);
     // The engine's AdamW on CUDA with LibTorch >= 2.1 is the fused kernel, updating in place.
     const bool fusedAdamW = options.device == DeviceKind::Cuda && libTorch2(options) && train.optimizer.kind == OptimizerKind::AdamW &&

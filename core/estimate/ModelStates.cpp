@@ -65,6 +65,16 @@ int64_t stepTemporaryFor(const RunConfig &config, int64_t numel, int64_t s)
 
 } // namespace
 
+int64_t cudaCachingBlockBytes(int64_t bytes)
+{
+    constexpr int64_t kMiB = 1024 * 1024;
+    const int64_t size = (bytes + 511) / 512 * 512;
+    if (size < 10 * kMiB)
+        return size; // carved from a 2 or 20 MiB segment and split
+    const int64_t segment = (size + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
+    return segment - size > kMiB ? size : segment;
+}
+
 ModelStateBytes modelStateBytes(const RunConfig &config)
 {
     const Precision prec = config.train.precision;
@@ -85,6 +95,7 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
             out.largestBlockParams = std::max(out.largestBlockParams, p.numel);
         }
         out.largestParamBytes = std::max(out.largestParamBytes, stored);
+        (p.trainable ? out.trainableBlockRounding : out.frozenBlockRounding) += cudaCachingBlockBytes(stored) - stored;
         if (!p.trainable) {
             out.frozenWeights += stored;
             continue;

@@ -27,10 +27,18 @@ struct ModelStateBytes {
     int64_t headCopyBytes = 0;           // autocast copy of lm_head (the embedding is not cast)
     int64_t trainableParams = 0;
     int64_t totalParams = 0;
+    // What CUDA's caching allocator adds to the weights it holds (cudaCachingBlockBytes over every
+    // parameter as stored): frozen and trainable.
+    int64_t frozenBlockRounding = 0, trainableBlockRounding = 0;
     std::vector<std::string> assumptions;
 };
 
 // Bytes per element of a trainable parameter, its gradient and each optimizer state.
+// The bytes CUDA's caching allocator counts as allocated for a fresh request of `bytes`: a request
+// of 10 MiB or more gets a segment rounded up to 2 MiB, and the rest of it stays with the block
+// unless more than 1 MiB is left (CUDACachingAllocator: get_allocation_size, should_split). A 2048 x
+// 1408 fp32 expert matrix (11 MiB) holds 12 MiB.
+int64_t cudaCachingBlockBytes(int64_t bytes);
 int64_t trainableParamBytes(Precision precision);
 int64_t frozenParamBytes(Precision precision);
 int64_t optimizerStateBytes(Precision precision);

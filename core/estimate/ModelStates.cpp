@@ -68,9 +68,11 @@ int64_t stepTemporaryFor(const RunConfig &config, int64_t numel, int64_t s)
 int64_t cudaCachingBlockBytes(int64_t bytes)
 {
     constexpr int64_t kMiB = 1024 * 1024;
+    // Below 10 MiB a block is carved from a shared 2 or 20 MiB segment and split off; its rounding
+    // to 512 bytes is left out here as it is everywhere else in the estimate.
+    if (bytes < 10 * kMiB)
+        return bytes;
     const int64_t size = (bytes + 511) / 512 * 512;
-    if (size < 10 * kMiB)
-        return size; // carved from a 2 or 20 MiB segment and split
     const int64_t segment = (size + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
     return segment - size > kMiB ? size : segment;
 }

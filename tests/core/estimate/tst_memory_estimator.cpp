@@ -67,6 +67,32 @@ private Q_SLOTS:
     // The whole run: construction holds the weights alone, each in the dtype it keeps (frozen bf16,
     // trainable fp32 masters); validation and checkpoint phases appear when scheduled; the peak is
     // the largest phase.
+    // CUDA's caching allocator: a fresh request of 10 MiB or more takes a segment rounded up to
+    // 2 MiB and keeps a remainder of up to 1 MiB (an 11 MiB expert matrix holds 12 MiB, measured on
+    // an H200 at construction); smaller requests share split segments.
+    void cachingAllocatorBlocks()
+    {
+        constexpr int64_t MiB = 1024 * 1024;
+        QCOMPARE(cudaCachingBlockBytes(2048LL * 1408 * 4), 12 * MiB);
+        QCOMPARE(cudaCachingBlockBytes(12 * MiB), 12 * MiB);
+        QCOMPARE(cudaCachingBlockBytes(21 * MiB / 2), 21 * MiB / 2); // 1.5 MiB left: split off
+        QCOMPARE(cudaCachingBlockBytes(5 * MiB), 5 * MiB);
+        RunConfig c = tinyMoe();
+        c.model.hiddenSize = 2048;
+        c.model.attentionHeads = 16;
+        c.model.kvHeads = 16;
+        c.model.moe.expertIntermediateSize = 1408;
+        c.model.moe.denseLayers.clear();
+        EstimateOptions gpu;
+        gpu.card = "h200-141gb";
+        EstimateOptions cpu;
+        cpu.device = DeviceKind::Cpu;
+        const int64_t matrices = 3 * c.model.moe.experts * c.model.layers;
+        QCOMPARE(phaseOf(estimateMemory(c, gpu), "construction").breakdown.trainableWeights
+                     - phaseOf(estimateMemory(c, cpu), "construction").breakdown.trainableWeights,
+                 matrices * MiB);
+    }
+
     void wholeRunPhases()
     {
         RunConfig c = presetConfig(QStringLiteral("llama-3.2-1b"));

@@ -4,9 +4,12 @@
 #include "app/cli/PilotPrinter.h"
 #include "checkpoint/CheckpointManifest.h"
 #include "config/RunConfigJson.h"
+#include "engine/Environment.h"
+#include "estimate/MemoryEstimator.h"
 
 #include <QJsonDocument>
 #include "util/FileRules.h"
+#include "util/Units.h"
 #include "workflow/MemorySnapshot.h"
 #include "workflow/PilotRecorder.h"
 #include "workflow/RunRecording.h"
@@ -34,6 +37,22 @@ int runPilot(CliContext &ctx)
     if (parser.isSet(QStringLiteral("memory-snapshot")))
         checkOutputPath(snapshotPath, databasePaths(database) << ProtectedPath {parser.value(QStringLiteral("config")), QStringLiteral("the config")}, "--memory-snapshot");
     const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
+    // A run that cannot fit allocates until the device (or the host, on CPU) refuses: say so first.
+    try {
+        EstimateOptions e;
+        e.device = options.device == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
+        const int64_t estimate = estimatePeakAllocatedBytes(config, e, config.train.microBatch);
+        int64_t capacity = deviceMemoryForPilot(options.device);
+        const bool limited = options.device == "cpu" && options.memoryLimitBytes > 0 && (capacity <= 0 || options.memoryLimitBytes < capacity);
+        if (limited)
+            capacity = options.memoryLimitBytes;
+        if (capacity > 0 && estimate > capacity)
+            ctx.err << "warning: the estimated peak of this run is " << formatBytes(estimate) << " but " << QString::fromStdString(options.device) << " has "
+                    << formatBytes(capacity) << (limited ? " (--memory-limit)" : options.device == "cpu" ? " available" : "")
+                    << ": it will most likely run out of memory\n";
+    } catch (const std::exception &) {
+        // a shape the estimator refuses still runs; the engine reports what it meets
+    }
 
     installInterruptHandler();
     options.cancel = &interruptFlag();

@@ -280,6 +280,8 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     m.preset = "hf-import";
     m.hiddenSize = requiredInt(json, where, "hidden_size");
     m.layers = requiredInt(json, where, "num_hidden_layers");
+    if (m.layers > kMaxModelLayers) // before any per-layer list is built from it
+        throw InvalidInputError(hfField(where, "num_hidden_layers"), "at most " + std::to_string(kMaxModelLayers) + " layers are supported, got " + std::to_string(m.layers));
     m.attentionHeads = requiredInt(json, where, "num_attention_heads");
     // Mixtral's, Qwen2-MoE's and Qwen3-MoE's config classes default the key/value heads to a fixed
     // count (8, 16, 4), not to the attention heads: required there rather than guessed.

@@ -12,7 +12,6 @@ namespace pb {
 namespace {
 
 // The parameter table lists every layer, so an absurd layer count must be refused before it is built.
-constexpr int64_t kMaxLayers = 10000;
 // Counts and element totals must stay exact in a double (JSON, the estimator's arithmetic): 2^53.
 constexpr int64_t kMaxExact = int64_t(1) << 53;
 
@@ -112,7 +111,7 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
         }
     }
     std::optional<int64_t> layers = 0;
-    for (int64_t i = 0; i < std::min<int64_t>(m.layers, kMaxLayers); ++i)
+    for (int64_t i = 0; i < std::min<int64_t>(m.layers, kMaxModelLayers); ++i)
         layers = add(layers, add(attention, m.moe.sparse(i) ? sparse : dense));
     const auto embedding = mul(m.vocabSize, m.hiddenSize);
     auto total = add(layers, add(embedding, mul(normSize, m.hiddenSize)));
@@ -290,8 +289,8 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
             shapeOk = false;
         }
     }
-    if (m.layers > kMaxLayers) {
-        k.require(false, "model.layers", "at most " + std::to_string(kMaxLayers) + " layers are supported, got " + std::to_string(m.layers));
+    if (m.layers > kMaxModelLayers) {
+        k.require(false, "model.layers", "at most " + std::to_string(kMaxModelLayers) + " layers are supported, got " + std::to_string(m.layers));
         shapeOk = false;
     }
     if (m.headDim == 0 && m.hiddenSize > 0 && m.attentionHeads > 0 && m.hiddenSize % m.attentionHeads != 0) {

@@ -119,4 +119,17 @@ std::string buildInfoText()
     return text.str();
 }
 
+int64_t deviceMemoryForPilot(const std::string &device)
+{
+    if (device.rfind("cuda", 0) == 0)
+        return captureEnvironment(device).deviceMemoryBytes;
+    QFile meminfo(QStringLiteral("/proc/meminfo"));
+    if (!meminfo.open(QIODevice::ReadOnly))
+        return 0;
+    for (const QByteArray &line : meminfo.readAll().split('\n'))
+        if (line.startsWith("MemAvailable:"))
+            return line.mid(13).trimmed().split(' ').first().toLongLong() * 1024; // in kB
+    return 0;
+}
+
 } // namespace pb

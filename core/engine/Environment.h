@@ -30,5 +30,8 @@ QJsonObject toJson(const Environment &env);
 std::string buildInfoText();
 bool cudaAvailable();
 int cudaDeviceCount();
+// What a pilot on `device` can use: a CUDA device's total memory, or for "cpu" the host memory the
+// kernel reports available (MemAvailable, other programs' share left out). 0 where unknown.
+int64_t deviceMemoryForPilot(const std::string &device);
 
 } // namespace pb

@@ -165,9 +165,12 @@ private Q_SLOTS:
         const QJsonObject summary = events(r.out).last();
         QCOMPARE(summary.value(QStringLiteral("verdict")).toString(), QStringLiteral("does-not-fit"));
         QVERIFY(!summary.value(QStringLiteral("failed_phase")).toString().isEmpty());
+        // Said before it ran: the estimate (several MiB) is above the limit.
+        QVERIFY2(r.err.contains("warning: the estimated peak of this run is") && r.err.contains("(--memory-limit)"), r.err.constData());
         r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("2"),
                  QStringLiteral("--db"), db()});
         QCOMPARE(r.exitCode, 0);
+        QVERIFY2(!r.err.contains("warning: the estimated peak"), r.err.constData());
     }
 
     void memorySnapshotSetsMeasuredBesideEstimated()

@@ -121,6 +121,35 @@ private Q_SLOTS:
         QCOMPARE(runs.front().verdict, QStringLiteral("failed"));
     }
 
+    // A pilot whose estimated peak exceeds what the CPU has available (llama-3.1-70b: about a
+    // terabyte) asks first and says why; declined, nothing starts and nothing is recorded. A tiny
+    // pilot is not asked about.
+    void oversizedPilotAsksFirst()
+    {
+        const QString db = m_dir.filePath(QStringLiteral("oversized.db"));
+        MainWindow window(db);
+        window.configView()->loadPreset(QStringLiteral("llama-3.1-70b"));
+        DashboardView *dash = window.dashboard();
+        dash->setSteps(1, 0);
+        QStringList asked;
+        dash->setOversizedPilotConfirmation([&asked](const QString &why) {
+            asked << why;
+            return false;
+        });
+        QVERIFY(!dash->startPilot());
+        QCOMPARE(asked.size(), 1);
+        QVERIFY2(asked.first().contains(QStringLiteral("estimated peak")) && asked.first().contains(QStringLiteral("available")), qPrintable(asked.first()));
+        QVERIFY(!dash->isRunning());
+        QVERIFY(window.history()->store()->listRuns().empty());
+
+        window.configView()->loadPreset(QStringLiteral("tiny"));
+        dash->setSteps(1, 0);
+        QVERIFY(dash->startPilot());
+        QCOMPARE(asked.size(), 1);
+        QTRY_VERIFY_WITH_TIMEOUT(!dash->isRunning(), 60000);
+        QCOMPARE(dash->lastVerdict(), QStringLiteral("fits"));
+    }
+
 private:
     QTemporaryDir m_dir;
 };

@@ -69,7 +69,7 @@ ConfigView::ConfigView(QWidget *parent) : QWidget(parent)
     scroll->setWidget(m_form);
     split->addWidget(scroll);
 
-    auto *right = new QGroupBox(tr("Memory budget per card (peak of one training step)"), split);
+    auto *right = new QGroupBox(tr("Memory budget per card (peak of the whole run)"), split);
     auto *rl = new QVBoxLayout(right);
     m_budget = new MemoryBudgetWidget(right);
     rl->addWidget(m_budget);

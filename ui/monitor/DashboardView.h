@@ -10,6 +10,8 @@
 #include <QString>
 #include <QWidget>
 
+#include <functional>
+
 #include <memory>
 #include <optional>
 
@@ -53,6 +55,9 @@ public:
     int64_t lastRunId() const { return m_lastRunId; }
     // The longest drain-and-update of one frame in the current or last run (painting excluded).
     double longestFrameMs() const { return m_longestFrameMs; }
+    // Asked before a pilot whose estimated peak exceeds the device's memory, with the reason; true
+    // starts it. Unset: a question box. Tests answer without a box.
+    void setOversizedPilotConfirmation(std::function<bool(const QString &why)> confirm) { m_confirmOversized = std::move(confirm); }
 
 public Q_SLOTS:
     bool startPilot();
@@ -69,6 +74,7 @@ Q_SIGNALS:
     void statusMessage(const QString &message);
 
 private:
+    std::function<bool(const QString &)> m_confirmOversized;
     void drain();
     void updateFigures();
     void onFinished(qint64 runId, const PilotSummary &summary, const QString &historyError);

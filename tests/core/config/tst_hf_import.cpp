@@ -277,6 +277,8 @@ private Q_SLOTS:
         QTest::newRow("dense type with num_experts") << "" << "num_experts" << QJsonValue(4) << "num_experts: got the number 4, but model_type 'llama' is a dense model";
         QTest::newRow("string size") << "" << "hidden_size" << QJsonValue(QStringLiteral("4096")) << "hidden_size: expected a positive integer";
         QTest::newRow("zero heads") << "" << "num_attention_heads" << QJsonValue(0) << "num_attention_heads: expected a positive integer";
+        // Refused before a per-layer list is built (the fuzzer found an olmo3 import spending seconds on one).
+        QTest::newRow("layers beyond the limit") << "" << "num_hidden_layers" << QJsonValue(551500000) << "num_hidden_layers: at most 10000 layers are supported, got 551500000";
         QTest::newRow("activation") << "" << "hidden_act" << QJsonValue(QStringLiteral("relu")) << "unsupported activation 'relu'";
         QTest::newRow("attention bias not a bool") << "" << "attention_bias" << QJsonValue(QStringLiteral("yes")) << "attention_bias: expected true or false";
         QTest::newRow("mlp bias not a bool") << "" << "mlp_bias" << QJsonValue(1) << "mlp_bias: expected true or false";

@@ -1,3 +1,10 @@
+#!/usr/bin/env bash
+# H200, issue 33: where a full fine-tuning MoE's unattributed bytes ("other tensors" in the memory
+# snapshot) come from. A Qwen2-MoE-architecture config without its shared expert (60 experts of
+# 2048 x 1408, 6 layers, seq 2048 x 4, bf16-mixed) against variants that change one thing each:
+# vocabulary, expert count, optimizer, precision. Found: each 11 MiB fp32 expert matrix holds a
+# 12 MiB caching-allocator block (cudaCachingBlockBytes). From the repository root with .cuda-deps
+# staged:  bash tests/bench/h200_moe_other.sh
 . tests/bench/h200_build.sh
 W=/tmp/diag; rm -rf $W; mkdir -p $W
 QMOE=(--config preset:tiny-moe --set model.layers=6 --set model.hidden_size=2048 --set model.attention_heads=16 --set model.kv_heads=16 --set model.qk_norm=none
@@ -15,4 +22,3 @@ r experts8 --set model.moe.experts=8 --set model.moe.experts_per_token=2
 r sgd --set train.optimizer=sgd
 r fp32 --set train.precision=fp32
 r bf16 --set train.precision=bf16
-r dense --set model.moe.experts=0

@@ -4,13 +4,12 @@
 #include "app/cli/PilotPrinter.h"
 #include "checkpoint/CheckpointManifest.h"
 #include "config/RunConfigJson.h"
-#include "engine/Environment.h"
-#include "estimate/MemoryEstimator.h"
 
 #include <QJsonDocument>
 #include "util/FileRules.h"
 #include "util/Units.h"
 #include "workflow/MemorySnapshot.h"
+#include "workflow/PilotMemoryCheck.h"
 #include "workflow/PilotRecorder.h"
 #include "workflow/RunRecording.h"
 
@@ -38,21 +37,10 @@ int runPilot(CliContext &ctx)
         checkOutputPath(snapshotPath, databasePaths(database) << ProtectedPath {parser.value(QStringLiteral("config")), QStringLiteral("the config")}, "--memory-snapshot");
     const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
     // A run that cannot fit allocates until the device (or the host, on CPU) refuses: say so first.
-    try {
-        EstimateOptions e;
-        e.device = options.device == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
-        const int64_t estimate = estimatePeakAllocatedBytes(config, e, config.train.microBatch);
-        int64_t capacity = deviceMemoryForPilot(options.device);
-        const bool limited = options.device == "cpu" && options.memoryLimitBytes > 0 && (capacity <= 0 || options.memoryLimitBytes < capacity);
-        if (limited)
-            capacity = options.memoryLimitBytes;
-        if (capacity > 0 && estimate > capacity)
-            ctx.err << "warning: the estimated peak of this run is " << formatBytes(estimate) << " but " << QString::fromStdString(options.device) << " has "
-                    << formatBytes(capacity) << (limited ? " (--memory-limit)" : options.device == "cpu" ? " available" : "")
-                    << ": it will most likely run out of memory\n";
-    } catch (const std::exception &) {
-        // a shape the estimator refuses still runs; the engine reports what it meets
-    }
+    if (const PilotMemoryCheck memory = checkPilotMemory(config, options); memory.exceeds())
+        ctx.err << "warning: the estimated peak of this run is " << formatBytes(*memory.estimateBytes) << " but " << QString::fromStdString(options.device) << " has "
+                << formatBytes(memory.capacityBytes) << (memory.fromMemoryLimit ? " (--memory-limit)" : options.device == "cpu" ? " available" : "")
+                << ": it will most likely run out of memory\n";
 
     installInterruptHandler();
     options.cancel = &interruptFlag();

@@ -120,20 +120,17 @@ int runWatch(CliContext &ctx)
         throw InvalidInputError("COMMAND", "no command given: put it after --, e.g. pilotbench-cli watch -- python3 train.py");
     if (parser.isSet(QStringLiteral("config")))
         request.config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
-    if (parser.isSet(QStringLiteral("max-steps"))) {
+    auto wholeNumber = [&parser](const QString &name) -> std::optional<int64_t> {
+        if (!parser.isSet(name))
+            return std::nullopt;
         bool ok = false;
-        const qlonglong n = parser.value(QStringLiteral("max-steps")).toLongLong(&ok);
+        const qlonglong n = parser.value(name).toLongLong(&ok);
         if (!ok || n < 1)
-            throw InvalidInputError("--max-steps", "'" + parser.value(QStringLiteral("max-steps")).toStdString() + "' must be a whole number of at least 1");
-        o.maxSteps = n;
-    }
-    if (parser.isSet(QStringLiteral("log-every"))) {
-        bool ok = false;
-        const qlonglong n = parser.value(QStringLiteral("log-every")).toLongLong(&ok);
-        if (!ok || n < 1)
-            throw InvalidInputError("--log-every", "'" + parser.value(QStringLiteral("log-every")).toStdString() + "' must be a whole number of at least 1");
-        o.logEvery = n;
-    }
+            throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be a whole number of at least 1");
+        return n;
+    };
+    o.maxSteps = wholeNumber(QStringLiteral("max-steps"));
+    o.logEvery = wholeNumber(QStringLiteral("log-every"));
     if (parser.isSet(QStringLiteral("max-seconds")))
         o.maxSeconds = positive(parser, QStringLiteral("max-seconds"));
     bool ok = false;

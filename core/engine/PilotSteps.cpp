@@ -424,13 +424,8 @@ void StepRunner::execute()
         m_options.distributed->trainingFinished(m_session.model->parameters());
     if (m_options.parameterChecksum && m_run.summary.verdict == Verdict::Fits)
         m_run.parameterChecksum = parameterChecksum(*m_session.model);
-    if (!m_options.parameterDumpPath.empty() && !m_options.distributed && m_run.summary.verdict == Verdict::Fits) {
-        std::vector<torch::Tensor> trainable;
-        for (const auto &p : m_session.model->parameters())
-            if (p.requires_grad())
-                trainable.push_back(p);
-        writeParameterDump(trainable, m_options.parameterDumpPath);
-    }
+    if (!m_options.parameterDumpPath.empty() && !m_options.distributed && m_run.summary.verdict == Verdict::Fits)
+        writeParameterDump(m_session.model->trainableParameters(), m_options.parameterDumpPath);
     m_finished = true;
 }
 

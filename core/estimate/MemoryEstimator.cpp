@@ -65,6 +65,7 @@ ActivationBytes activationBytesFor(const RunConfig &config, const EstimateOption
 
 struct Phases {
     MemoryBreakdown construction, forward, backward, optimizer, validation, checkpoint;
+    bool validates = false, checkpoints = false; // validation and checkpoint writes are scheduled (else left empty)
     int64_t peakTensors() const
     {
         return std::max({construction.tensors(), forward.tensors(), backward.tensors(), optimizer.tensors(), validation.tensors(), checkpoint.tensors()});
@@ -231,17 +232,23 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     out.construction.blasWorkspaces = 0;
     // Validation, under no_grad after the first step: the optimizer state stays, nothing is saved
     // for a backward; the larger of one block's own peak and the loss over the final hidden state.
-    out.validation = base;
-    out.validation.optimizer = optimizerStates;
-    const int64_t validationBlock = residual + act.blockNoGradPeak;
-    const int64_t validationLoss = residual + act.headSaved + act.headOutputAlive;
-    out.validation.activations = std::max(validationBlock, validationLoss) + batches + gatheredBytes;
-    out.validation.logits = validationLoss + act.logitsForwardPeak > validationBlock ? act.logitsForwardPeak : 0;
+    out.validates = config.validation.everySteps > 0 && config.validation.batches > 0;
+    if (out.validates) {
+        out.validation = base;
+        out.validation.optimizer = optimizerStates;
+        const int64_t validationBlock = residual + act.blockNoGradPeak;
+        const int64_t validationLoss = residual + act.headSaved + act.headOutputAlive;
+        out.validation.activations = std::max(validationBlock, validationLoss) + batches + gatheredBytes;
+        out.validation.logits = validationLoss + act.logitsForwardPeak > validationBlock ? act.logitsForwardPeak : 0;
+    }
     // A checkpoint write after the optimizer step (gradients dropped): the state it writes, staged
     // through host buffers that are not device tensors.
-    out.checkpoint = base;
-    out.checkpoint.optimizer = optimizerStates;
-    out.checkpoint.activations = batches;
+    out.checkpoints = config.checkpoint.everySteps > 0;
+    if (out.checkpoints) {
+        out.checkpoint = base;
+        out.checkpoint.optimizer = optimizerStates;
+        out.checkpoint.activations = batches;
+    }
 
     if (assumptions) {
         *assumptions = ms.assumptions;
@@ -329,9 +336,9 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
     const Phases p = phasePeaks(config, options, &e.assumptions);
     e.phases = {{"construction", withOverheads(p.construction, fw)}, {"forward", withOverheads(p.forward, fw)},
                 {"backward", withOverheads(p.backward, fw)}, {"optimizer", withOverheads(p.optimizer, fw)}};
-    if (config.validation.everySteps > 0 && config.validation.batches > 0)
+    if (p.validates)
         e.phases.push_back({"validation", withOverheads(p.validation, fw)});
-    if (config.checkpoint.everySteps > 0)
+    if (p.checkpoints)
         e.phases.push_back({"checkpoint", withOverheads(p.checkpoint, fw)});
     const auto peak = std::max_element(e.phases.begin(), e.phases.end(),
                                        [](const PhasePeak &a, const PhasePeak &b) { return a.breakdown.tensors() < b.breakdown.tensors(); });

@@ -40,4 +40,16 @@ void summarizeSteps(const std::vector<StepSample> &measured, PilotSummary &s)
     s.dataStallFraction = stepSum > 0 ? waitSum / stepSum : 0;
 }
 
+double float32Resolution(const std::vector<double> &values)
+{
+    double unit = 0;
+    for (const double v : values) {
+        if (!std::isfinite(v))
+            continue;
+        const float f = std::abs(static_cast<float>(v));
+        unit = std::max(unit, static_cast<double>(std::nextafter(f, INFINITY) - f));
+    }
+    return unit;
+}
+
 } // namespace pb

@@ -16,4 +16,8 @@ double percentile(std::vector<double> values, double p);
 // they are when there is no step.
 void summarizeSteps(const std::vector<StepSample> &measured, PilotSummary &summary);
 
+// The largest unit in the last place of the finite values as float32: a float32 loss moves in these
+// units, so two runs' losses cannot be seen to differ by less (0 for none).
+double float32Resolution(const std::vector<double> &values);
+
 } // namespace pb

@@ -283,7 +283,7 @@ private:
         const int64_t n = *m_loggingSteps;
         const int64_t counter = logged.ordinal * n;
         if (m_loggedLosses.size() > 1) {
-            const double perStep = (nowMs - m_lastLogMs) / static_cast<double>(n);
+            const double perStep = (nowMs - m_loggedLosses[m_loggedLosses.size() - 2].timeMs) / static_cast<double>(n);
             for (int64_t k = counter - n + 1; k <= counter; ++k) {
                 StepSample s;
                 s.step = k;
@@ -295,7 +295,6 @@ private:
             }
             m_stepsFromLogs = true;
         }
-        m_lastLogMs = nowMs;
     }
 
     void addRankZeroStep(StepSample s, double nowMs)
@@ -328,7 +327,6 @@ private:
     long long m_trainTotal = -1;
     std::optional<int64_t> m_loggingSteps;
     std::vector<LoggedLoss> m_loggedLosses;
-    double m_lastLogMs = 0;
     bool m_stepsFromLogs = false;
     double m_lastCounterMs = 0;
     double m_lastLoss = std::numeric_limits<double>::quiet_NaN(), m_lastLr = std::numeric_limits<double>::quiet_NaN();

@@ -4,6 +4,7 @@
 #include "checkpoint/ParameterDump.h"
 #include "config/RunConfigJson.h"
 #include "dist/WorkerLauncher.h"
+#include "result/StepStatistics.h"
 #include "workflow/ScaleWorkers.h"
 #include "util/Errors.h"
 
@@ -147,11 +148,7 @@ void judge(RestoreCheckResult &result, const std::vector<RankEvidence> &ranks, d
         // a float32 and moves in whole units of its last place, so a reference may show none where
         // the parameters did move: the loss's own unit is the least variation it can show. A
         // parameter distance the references left at exactly 0 allows only 0.
-        double lossUnit = 0;
-        for (const double loss : result.uninterruptedLosses)
-            if (std::isfinite(loss))
-                lossUnit = std::max(lossUnit, static_cast<double>(std::nextafter(static_cast<float>(std::abs(loss)), INFINITY)) - std::abs(static_cast<float>(loss)));
-        const double lossLimit = margin * std::max(result.referenceMaxAbsLossDiff, lossUnit);
+        const double lossLimit = margin * std::max(result.referenceMaxAbsLossDiff, float32Resolution(result.uninterruptedLosses));
         const double distanceLimit = margin * result.referenceParameterDistance;
         const bool lossesInside = std::isfinite(result.maxAbsLossDiff) && result.maxAbsLossDiff <= lossLimit;
         const bool parametersInside = distanceMeasured && std::isfinite(resumedDistance) && resumedDistance <= distanceLimit;

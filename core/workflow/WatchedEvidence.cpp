@@ -2,6 +2,7 @@
 
 #include "history/HistoryStore.h"
 #include "history/HistoryWriter.h"
+#include "result/StepStatistics.h"
 #include "util/Errors.h"
 
 #include <QJsonArray>
@@ -135,12 +136,10 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
     }
     // With references the job says its kernels may vary: a reported loss is a float32 that moves in
     // whole units of its last place, so that unit is the least variation the references can show.
-    double lossUnit = 0;
-    for (int64_t step : compared) {
-        const float loss = std::abs(static_cast<float>(lossA.at(step)));
-        lossUnit = std::max(lossUnit, static_cast<double>(std::nextafter(loss, INFINITY) - loss));
-    }
-    const double envelope = referenceRunIds.empty() ? 0.0 : envelopeMargin * std::max(w.referenceMaxAbsLossDiff, lossUnit);
+    std::vector<double> comparedLosses;
+    for (int64_t step : compared)
+        comparedLosses.push_back(lossA.at(step));
+    const double envelope = referenceRunIds.empty() ? 0.0 : envelopeMargin * std::max(w.referenceMaxAbsLossDiff, float32Resolution(comparedLosses));
     w.kind = !referenceRunIds.empty() && envelope > tolerance ? "envelope" : tolerance > 0 ? "tolerance" : "bitwise";
     const double allowed = std::max(tolerance, envelope);
     if (w.comparedSteps == 0) {

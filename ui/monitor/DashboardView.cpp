@@ -9,6 +9,7 @@
 #include "monitor/SampleBuffer.h"
 #include "monitor/WatchController.h"
 #include "monitor/WatchPanel.h"
+#include "workflow/PilotMemoryCheck.h"
 #include "util/Units.h"
 
 #include <QComboBox>
@@ -239,28 +240,20 @@ bool DashboardView::startPilot()
         options.cpuThreads = std::max(1, QThread::idealThreadCount() - 1);
     options.devicePeakFlops = catalogPeakFlops(options.device);
     m_peakFlops = options.devicePeakFlops;
-    std::optional<int64_t> estimate;
-    try {
-        EstimateOptions e;
-        e.device = options.device == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
-        estimate = estimatePeakAllocatedBytes(m_config, e, m_config.train.microBatch);
-    } catch (const std::exception &) {
-        // no estimate line (and no warning) for a shape the estimator refuses
-    }
     // A pilot that cannot fit would allocate until the device (or the host, on CPU) refuses: ask first.
-    const int64_t capacity = estimate ? deviceMemoryForPilot(options.device) : 0;
-    if (estimate && capacity > 0 && *estimate > capacity) {
+    const PilotMemoryCheck memory = checkPilotMemory(m_config, options);
+    if (memory.exceeds()) {
         const QLocale locale;
-        const QString where = options.device == "cpu" ? tr("this computer has %1 of memory available").arg(locale.formattedDataSize(capacity))
-                                                      : tr("%1 has %2").arg(QString::fromStdString(options.device), locale.formattedDataSize(capacity));
+        const QString where = options.device == "cpu" ? tr("this computer has %1 of memory available").arg(locale.formattedDataSize(memory.capacityBytes))
+                                                      : tr("%1 has %2").arg(QString::fromStdString(options.device), locale.formattedDataSize(memory.capacityBytes));
         const QString why = tr("The estimated peak of this run is %1, but %2. The pilot will most likely run out of memory; on the CPU the "
                                "system may slow to a crawl or stop other programs first.\n\nStart it anyway?")
-                                .arg(locale.formattedDataSize(*estimate), where);
+                                .arg(locale.formattedDataSize(*memory.estimateBytes), where);
         if (!(m_confirmOversized ? m_confirmOversized(why) : QMessageBox::question(this, tr("Start a pilot that does not fit?"), why) == QMessageBox::Yes))
             return false;
     }
     m_charts->clear();
-    m_charts->setEstimateBytes(estimate);
+    m_charts->setEstimateBytes(memory.estimateBytes); // no estimate line for a shape the estimator refuses
     m_lastStep = m_measured = m_tokensSum = m_peakAllocated = 0;
     m_longestFrameMs = 0;
     m_stepMsSum = m_dataWaitMsSum = m_recentStepMs = 0;

@@ -3,7 +3,6 @@
 #include "result/ResultJson.h"
 #include "result/StepStatistics.h"
 #include "util/Errors.h"
-#include "watch/LogRecognizer.h"
 #include "watch/ProbeEvents.h"
 #include "watch/StepCollector.h"
 
@@ -20,7 +19,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cerrno>
 #include <csignal>
 #include <map>

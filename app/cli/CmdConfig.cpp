@@ -161,8 +161,9 @@ void printHuman(CliContext &ctx, const RunConfig &c, const ParamCounts &p)
     line("parameters", QStringLiteral("%1 total, %2 trainable (%3%)%4").arg(count(p.total), count(p.trainable)).arg(p.total > 0 ? 100.0 * p.trainable / p.total : 0.0, 0, 'f', 2)
                            .arg(p.active != p.total ? QStringLiteral(", %1 active per token").arg(count(p.active)) : QString()));
     QString mode = QString::fromLatin1(toString(t.mode));
-    if (t.mode == TrainMode::Lora)
-        mode += QStringLiteral(" (rank %1, alpha %2, %3 adapter params)").arg(t.lora.rank).arg(t.lora.alpha).arg(count(p.lora));
+    if (usesAdapters(t.mode))
+        mode += QStringLiteral(" (rank %1, alpha %2, %3 adapter params%4)").arg(t.lora.rank).arg(t.lora.alpha).arg(count(p.lora))
+                    .arg(t.mode == TrainMode::Qlora ? QStringLiteral("; frozen projections in NF4, 4.127 bits a weight") : QString());
     line("training", QStringLiteral("%1, %2 lr %3, %4").arg(mode, QString::fromLatin1(toString(t.optimizer.kind))).arg(t.optimizer.lr).arg(QString::fromLatin1(toString(t.precision))));
     line("batch", QStringLiteral("seq %1 x micro-batch %2 x accumulation %3, recompute %4, attention %5")
                       .arg(t.seqLen).arg(t.microBatch).arg(t.gradAccum).arg(t.recompute ? QStringLiteral("on") : QStringLiteral("off"), QString::fromLatin1(toString(t.attention))));

@@ -2,6 +2,7 @@
 
 #include "checkpoint/CheckpointLayout.h"
 #include "checkpoint/TensorFileIo.h"
+#include "config/Nf4Format.h"
 #include "config/ParameterTable.h"
 #include "config/RunConfigJson.h"
 #include "model/Safetensors.h"
@@ -357,13 +358,21 @@ void checkTensorFiles(const QDir &dir, const CheckpointManifest &manifest, const
     }
     if (manifest.strategy == "fsdp") // FSDP stores flat shards, not named tensors
         return;
-    for (const ParameterInfo &p : parameterTable(config)) {
-        const auto it = model.find(p.name);
+    auto expect = [&](const std::string &name, const std::vector<int64_t> &shape) {
+        const auto it = model.find(name);
         if (it == model.end())
-            throw InvalidInputError(first.toStdString(), "has no tensor '" + p.name + "' (written by a different model shape)");
-        if (it->second != p.shape)
-            throw InvalidInputError(first.toStdString(), "tensor '" + p.name + "' has another shape than this config's (written by a different model shape)");
+            throw InvalidInputError(first.toStdString(), "has no tensor '" + name + "' (written by a different model shape)");
+        if (it->second != shape)
+            throw InvalidInputError(first.toStdString(), "tensor '" + name + "' has another shape than this config's (written by a different model shape)");
         model.erase(it);
+    };
+    for (const ParameterInfo &p : parameterTable(config)) {
+        if (!p.nf4) {
+            expect(p.name, p.shape);
+            continue;
+        }
+        for (const auto &part : nf4Tensors(p.name, p.numel)) // a QLoRA base: its NF4 buffers
+            expect(part.name, {part.numel});
     }
     if (!model.empty())
         throw InvalidInputError(first.toStdString(), "holds tensor '" + model.begin()->first + "', which this config's model does not have (written by a different model)");

@@ -6,7 +6,7 @@ namespace pb {
 
 bool loraTargets(const RunConfig &config, const std::string &projection)
 {
-    if (config.train.mode != TrainMode::Lora)
+    if (!usesAdapters(config.train.mode))
         return false;
     const auto &t = config.train.lora.targets;
     return std::find(t.begin(), t.end(), projection) != t.end() || std::find(t.begin(), t.end(), std::string("all-linear")) != t.end();
@@ -90,6 +90,7 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
     // the projection LoRA targets name it by (an expert's w1 is a gate_proj).
     auto addProjection = [&](const std::string &prefix, const std::string &proj, int64_t in, int64_t out, bool bias, int layer, const std::string &role = {}) {
         add(prefix + proj + ".weight", {out, in}, layer, true);
+        table.back().nf4 = config.train.mode == TrainMode::Qlora;
         if (bias)
             add(prefix + proj + ".bias", {out}, layer, false);
         if (loraTargets(config, role.empty() ? proj : role)) {
@@ -158,7 +159,8 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
     for (auto &p : table) {
         switch (config.train.mode) {
         case TrainMode::Full: p.trainable = true; break;
-        case TrainMode::Lora: p.trainable = p.isLora; break;
+        case TrainMode::Lora:
+        case TrainMode::Qlora: p.trainable = p.isLora; break;
         case TrainMode::Freeze:
             p.trainable = std::any_of(config.train.trainable.begin(), config.train.trainable.end(),
                                       [&](const std::string &s) { return !s.empty() && p.name.find(s) != std::string::npos; });

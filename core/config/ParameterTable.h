@@ -17,6 +17,9 @@ struct ParameterInfo {
     bool trainable = true;
     bool isLora = false;
     bool isMatrix = false;       // 2-D weight of a projection (FLOPs, weight decay)
+    // Stored as NF4 (train.mode = qlora: a projection's frozen base matrix), as the buffers of
+    // config/Nf4Format.h's nf4Tensors instead of one tensor of this name.
+    bool nf4 = false;
     int expert = -1;             // a routed expert's weight: its index; -1 otherwise
     // The share of tokens this weight multiplies: expertsPerToken / experts for a routed expert's
     // weights, 1 for everything else (FLOPs use it; memory counts every weight).

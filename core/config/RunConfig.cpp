@@ -27,7 +27,7 @@ const char *nameOf(const std::array<std::pair<E, const char *>, N> &table, E val
     return "?";
 }
 
-constexpr std::array<std::pair<TrainMode, const char *>, 3> kTrainModes {{{TrainMode::Full, "full"}, {TrainMode::Lora, "lora"}, {TrainMode::Freeze, "freeze"}}};
+constexpr std::array<std::pair<TrainMode, const char *>, 4> kTrainModes {{{TrainMode::Full, "full"}, {TrainMode::Lora, "lora"}, {TrainMode::Freeze, "freeze"}, {TrainMode::Qlora, "qlora"}}};
 constexpr std::array<std::pair<OptimizerKind, const char *>, 7> kOptimizers {{{OptimizerKind::AdamW, "adamw"}, {OptimizerKind::Adam, "adam"}, {OptimizerKind::Sgd, "sgd"}, {OptimizerKind::Adagrad, "adagrad"}, {OptimizerKind::RmsProp, "rmsprop"}, {OptimizerKind::AdamW8bit, "adamw-8bit"}, {OptimizerKind::Adafactor, "adafactor"}}};
 constexpr std::array<std::pair<Precision, const char *>, 4> kPrecisions {{{Precision::Fp32, "fp32"}, {Precision::Bf16Mixed, "bf16-mixed"}, {Precision::Bf16, "bf16"}, {Precision::Fp16Mixed, "fp16-mixed"}}};
 constexpr std::array<std::pair<AttentionImpl, const char *>, 4> kAttention {{{AttentionImpl::Auto, "auto"}, {AttentionImpl::Math, "math"}, {AttentionImpl::Flash, "flash"}, {AttentionImpl::MemEfficient, "mem-efficient"}}};

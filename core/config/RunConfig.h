@@ -11,7 +11,11 @@
 
 namespace pb {
 
-enum class TrainMode { Full, Lora, Freeze };
+// Qlora: LoRA adapters over a frozen base stored in 4-bit NF4 (config/Nf4Format.h), dequantised
+// for each matmul.
+enum class TrainMode { Full, Lora, Freeze, Qlora };
+// LoRA and QLoRA train adapters (train.lora) and nothing else.
+inline bool usesAdapters(TrainMode mode) { return mode == TrainMode::Lora || mode == TrainMode::Qlora; }
 enum class OptimizerKind { AdamW, Adam, Sgd, Adagrad, RmsProp, AdamW8bit, Adafactor };
 enum class Precision { Fp32, Bf16Mixed, Bf16, Fp16Mixed };
 enum class AttentionImpl { Auto, Math, Flash, MemEfficient };

@@ -326,7 +326,10 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
     if (seqOk && c.model.maxPositions > 0)
         k.require(t.seqLen <= c.model.maxPositions, "train.seq_len", "must not exceed model.max_positions (" + std::to_string(t.seqLen) + " > " + std::to_string(c.model.maxPositions) + ")");
 
-    if (t.mode == TrainMode::Lora) {
+    if (t.mode == TrainMode::Qlora)
+        k.require(t.precision != Precision::Fp32, "train.precision",
+                  "must be 16-bit under train.mode = qlora (bf16-mixed, bf16 or fp16-mixed): the NF4 base is dequantised to the compute dtype");
+    if (usesAdapters(t.mode)) {
         const bool rankOk = k.positive(t.lora.rank, "train.lora.rank");
         k.range(t.lora.alpha, 0, false, INFINITY, false, "train.lora.alpha");
         k.range(t.lora.dropout, 0, true, 1, false, "train.lora.dropout");

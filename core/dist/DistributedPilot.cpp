@@ -113,6 +113,8 @@ void checkStrategy(const std::string &strategy, const RunConfig &config)
 {
     if (strategy != "ddp" && strategy != "zero2" && strategy != "fsdp")
         throw InvalidInputError("--strategy", "'" + strategy + "' is not a strategy (use ddp, zero2 or fsdp)");
+    if (strategy == "fsdp" && config.train.mode == TrainMode::Qlora)
+        throw InvalidInputError("train.mode", "qlora keeps each NF4 base whole on every rank, which fsdp would not shard; use ddp or zero2");
     if (strategy != "ddp" && config.train.precision == Precision::Fp16Mixed)
         throw InvalidInputError("train.precision", strategy + " cannot run fp16-mixed: the loss scaler's overflow check would see only this rank's gradients; use bf16-mixed");
 }

@@ -1,5 +1,6 @@
 #include "estimate/ActivationModel.h"
 
+#include "config/Nf4Format.h"
 #include "estimate/ActivationWalk.h"
 
 #include <algorithm>
@@ -50,6 +51,9 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             continue;
         }
         auto &layer = layers[static_cast<size_t>(p.layer)];
+        if (p.nf4)
+            (p.name.find(".self_attn.") != std::string::npos ? layer.nf4AttentionNumel : layer.nf4MlpNumel) =
+                std::max(p.name.find(".self_attn.") != std::string::npos ? layer.nf4AttentionNumel : layer.nf4MlpNumel, p.numel);
         const int64_t bytes = p.trainable ? p.numel * trainableParamBytes(config.train.precision) : 0;
         const int64_t copy = p.trainable && usesAutocast(config.train.precision) && p.isMatrix ? 2 * p.numel : 0;
         // A sparse layer's MLP: everything under its prefix ("mlp." or Mixtral's "block_sparse_moe.").
@@ -146,6 +150,18 @@ namespace pb {
 
 // The walk's pieces (estimate/ActivationWalk.h), internal to the estimator.
 using namespace activation;
+
+int64_t nf4DequantisedBytes(int64_t numel, int64_t c, bool kernel)
+{
+    if (numel == 0)
+        return 0;
+    // The composite path (model/Nf4.cpp) works a slice of 2^20 weights at a time: their codes as
+    // int64, the block maxima repeated per weight and its index, the looked-up values and their
+    // product (20 bytes a weight), beside the fp32 maxima of the whole matrix and their parts.
+    const int64_t slice = std::min<int64_t>(numel, 1 << 20);
+    const int64_t blocks = (numel + kNf4BlockSize - 1) / kNf4BlockSize;
+    return c * numel + (kernel ? 0 : 20 * slice + 3 * 4 * blocks);
+}
 
 int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softcap)
 {
@@ -358,10 +374,15 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             const bool mlpGrad = y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
             walk.norm(h, c, mlpGrad, layer.normTrains[3], paramBytes(layer.normTrains[3]), outGrad);
         }
+        // qlora: the base being multiplied, dequantised beside what is alive at the block's worst
+        // points (model/Nf4.cpp; without the kernel, the composite path's scratch too).
+        const int64_t dequantAttention = nf4DequantisedBytes(layer.nf4AttentionNumel, c, fusedKernels);
+        const int64_t dequantMlp = nf4DequantisedBytes(layer.nf4MlpNumel, c, fusedKernels);
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
-        out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak}) - walk.inputSaved);
-        out.backwardMlpExtraPerBlock.push_back(layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward);
+        out.forwardAbovePerBlock.push_back(std::max({forwardAbove + dequantAttention, walk.saved + dequantMlp, sparse.forwardPeak + dequantMlp}) -
+                                           walk.inputSaved);
+        out.backwardMlpExtraPerBlock.push_back((layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward) + dequantMlp);
         out.backwardMlpCopiesFreedPerBlock.push_back(layer.sparse ? sparse.backwardCopiesFreed : layer.downCopyBytes);
         out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
@@ -372,7 +393,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // the cap's), the 16-bit probabilities already released.
         const int64_t cappedGrads = 3 * (scores / c) * 4 - (c != 4 ? scores : 0);
         const int64_t attnGrads = layerFused ? 3 * c * n * qDim : (traits.attentionSoftcap > 0 ? cappedGrads : 2 * scores) + c * n * qDim;
-        out.backwardAttentionExtraPerBlock.push_back(atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved);
+        out.backwardAttentionExtraPerBlock.push_back(atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved + dequantAttention);
         // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the
         // MLP (residual, norm output, its intermediates and down's output). Under autocast the
@@ -380,7 +401,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t kernelCasts = layerFused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
         const int64_t attnNoGrad = dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
                                    (layerFused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
-        const int64_t mlpNoGrad = layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h;
+        const int64_t mlpNoGrad = (layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h) + dequantMlp;
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
     }

@@ -50,6 +50,9 @@ struct ActivationBytes {
 // not their LibTorch composite stand-ins.
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels = false);
 
+// qlora: the transient of one NF4 base of `numel` weights dequantised to the compute dtype (element
+// size `c`) for a matmul: the matrix, and without the CUDA kernel the composite path's scratch.
+int64_t nf4DequantisedBytes(int64_t numel, int64_t c, bool kernel);
 // Bytes one logit of a fused linear cross-entropy chunk holds at its worst point: the logits in
 // the compute dtype `c`, and without the kernel their fp32 copy.
 int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softcap = false);

@@ -41,6 +41,9 @@ struct LayerFlags {
     // A sparse layer (model.moe): its router, routed experts, shared expert and the shared
     // expert's sigmoid gate, each with its gradient and autocast copy bytes.
     bool sparse = false;
+    // qlora: the largest NF4 base of the attention and of the MLP (weights), dequantised whole for
+    // its matmul in the forward and again in the backward.
+    int64_t nf4AttentionNumel = 0, nf4MlpNumel = 0;
     Projection router, sharedGate;
     int64_t routerGradBytes = 0, routerCopyBytes = 0, sharedGateGradBytes = 0, sharedGateCopyBytes = 0;
     std::vector<ExpertFlags> experts;

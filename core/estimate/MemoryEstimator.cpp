@@ -87,7 +87,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // On CUDA each parameter holds the caching allocator's block, which can exceed its bytes (an
     // expert matrix of 11 MiB holds 12); unsharded only, as a shard's size is its own.
     const bool blocks = options.device == DeviceKind::Cuda && sh.weights == 1;
-    base.frozenWeights = ceilDiv(ms.frozenWeights, sh.weights) + (blocks ? ms.frozenBlockRounding : 0);
+    base.frozenWeights = ceilDiv(ms.frozenWeights - ms.nf4Weights, sh.weights) + ms.nf4Weights + (blocks ? ms.frozenBlockRounding : 0);
     base.trainableWeights = ceilDiv(ms.trainableWeights, sh.weights) + (blocks ? ms.trainableBlockRounding : 0);
     const int64_t optimizerStates = ceilDiv(ms.optimizerStates, sh.optimizer);
     // The engine's AdamW on CUDA with LibTorch >= 2.1 is the fused kernel, updating in place.
@@ -230,6 +230,13 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // else yet (no full-precision transient, no library workspace before the first matmul).
     out.construction = base;
     out.construction.blasWorkspaces = 0;
+    if (ms.largestNf4Numel > 0) {
+        // qlora: a base drawn as a 16-bit matrix, then quantised a slice of 2^20 weights at a time
+        // (model/Nf4.cpp: fp32 values, their quotient by the block maxima and the int32 codes at
+        // once), beside the fp32 maxima of the matrix and the slice's.
+        const int64_t slice = std::min<int64_t>(ms.largestNf4Numel, 1 << 20);
+        out.construction.activations = 2 * ms.largestNf4Numel + 12 * slice + 4 * ceilDiv(ms.largestNf4Numel, 64) + 4 * ceilDiv(slice, 64);
+    }
     // Validation, under no_grad after the first step: the optimizer state stays, nothing is saved
     // for a backward; the larger of one block's own peak and the loss over the final hidden state.
     out.validates = config.validation.everySteps > 0 && config.validation.batches > 0;

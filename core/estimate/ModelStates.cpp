@@ -1,5 +1,6 @@
 #include "estimate/ModelStates.h"
 
+#include "config/Nf4Format.h"
 #include "config/ParameterTable.h"
 
 #include <algorithm>
@@ -89,15 +90,22 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     int64_t largestTrainableNumel = 0;
     for (const auto &p : parameterTable(config)) {
         out.totalParams += p.numel;
-        const int64_t stored = p.numel * (p.trainable ? tw : fw);
+        const int64_t stored = p.nf4 ? nf4StorageBytes(p.numel) : p.numel * (p.trainable ? tw : fw);
         byBlock[p.layer] += p.layer >= 0 ? stored : 0;
-        paramsByBlock[p.layer] += p.layer >= 0 ? p.numel : 0;
+        paramsByBlock[p.layer] += p.layer >= 0 && !p.nf4 ? p.numel : 0; // an NF4 base is a buffer: never gathered
+        out.nf4Weights += p.nf4 ? stored : 0;
         if (p.layer < 0) {
             out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, stored);
             out.largestBlockParams = std::max(out.largestBlockParams, p.numel);
         }
         out.largestParamBytes = std::max(out.largestParamBytes, stored);
-        (p.trainable ? out.trainableBlockRounding : out.frozenBlockRounding) += cudaCachingBlockBytes(stored) - stored;
+        if (p.nf4) {
+            for (const auto &part : nf4Tensors(p.name, p.numel))
+                out.frozenBlockRounding += cudaCachingBlockBytes(part.numel * part.elementBytes) - part.numel * part.elementBytes;
+            out.largestNf4Numel = std::max(out.largestNf4Numel, p.numel);
+        } else {
+            (p.trainable ? out.trainableBlockRounding : out.frozenBlockRounding) += cudaCachingBlockBytes(stored) - stored;
+        }
         if (!p.trainable) {
             out.frozenWeights += stored;
             continue;
@@ -144,6 +152,9 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
 
     if (autocast)
         out.assumptions.push_back("autocast: trainable weights kept in fp32 (master) with a cached 16-bit copy of each trainable matrix; frozen weights stored in 16 bits");
+    if (config.train.mode == TrainMode::Qlora)
+        out.assumptions.push_back("qlora: each projection's frozen base in NF4 (4 bits a weight, an 8-bit maximum per 64 and an fp32 scale per 16384 weights); "
+                                  "embedding, norms, lm_head and routers in 16 bits; one base at a time dequantised to 16 bits for its matmul");
     if (prec == Precision::Bf16)
         out.assumptions.push_back("pure bf16: weights, gradients and optimizer state in bf16");
     if (config.train.optimizer.kind == OptimizerKind::AdamW8bit || config.train.optimizer.kind == OptimizerKind::Adafactor)

@@ -162,22 +162,41 @@ torch::Tensor rotaryInverseFrequencies(int64_t rotaryDim, double theta, const Ro
     return invFreq;
 }
 
-LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool hasBias, int64_t loraRank, double alpha, double dropout, const torch::TensorOptions &options)
-    : m_dropout(dropout)
+LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool hasBias, const RunConfig &config, const std::string &role, const torch::TensorOptions &options)
+    : m_dropout(config.train.lora.dropout), m_nf4(config.train.mode == TrainMode::Qlora),
+      m_computeType(config.train.precision == Precision::Fp16Mixed ? at::kHalf : at::kBFloat16)
 {
-    weight = register_parameter("weight", emptyParam({out, in}, options));
+    if (m_nf4) {
+        base = nf4Allocate({out, in}, options.device());
+        const char *suffixes[] = {"_nf4", "_absmax", "_absmax_scale", "_absmax_offset"};
+        torch::Tensor *parts[] = {&base.packed, &base.absmax, &base.scales, &base.offset};
+        for (int i = 0; i < 4; ++i)
+            register_buffer(std::string("weight") + suffixes[i], *parts[i]);
+    } else {
+        weight = register_parameter("weight", emptyParam({out, in}, options));
+    }
     if (hasBias)
         bias = register_parameter("bias", emptyParam({out}, options));
-    if (loraRank > 0) {
-        loraA = register_module("lora_A", WeightHolder(emptyParam({loraRank, in}, options)));
-        loraB = register_module("lora_B", WeightHolder(emptyParam({out, loraRank}, options)));
-        m_scaling = alpha / static_cast<double>(loraRank);
+    if (loraTargets(config, role)) {
+        const int64_t rank = config.train.lora.rank;
+        loraA = register_module("lora_A", WeightHolder(emptyParam({rank, in}, options)));
+        loraB = register_module("lora_B", WeightHolder(emptyParam({out, rank}, options)));
+        m_scaling = config.train.lora.alpha / static_cast<double>(rank);
     }
+}
+
+void LoraLinearImpl::setBase(const torch::Tensor &w)
+{
+    TORCH_CHECK(m_nf4, "setBase: this projection has no NF4 base");
+    TORCH_CHECK(w.sizes().vec() == base.shape, "setBase: shape ", w.sizes(), " differs from the base's");
+    nf4Quantize(w, base);
 }
 
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
 {
-    auto y = torch::nn::functional::linear(x, weight, bias);
+    auto y = m_nf4 ? nf4Linear(x, base, m_computeType) : torch::nn::functional::linear(x, weight, bias);
+    if (m_nf4 && bias.defined())
+        y = y + bias;
     if (!loraA)
         return y;
     RECORD_USER_SCOPE("pb.lora");
@@ -264,16 +283,14 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_temperatureLength(config.model.traits.queryTemperatureLength), m_ropeFp32(config.model.traits.ropeFp32)
 {
     const auto &m = config.model;
-    const auto &lora = config.train.lora;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
     m_rescaled = !usesDefaultAttentionScale(m);
     // The fused rotary turns whole heads in Llama's layout.
     m_fusedRotary = config.train.kernels == KernelPath::Fused && m.rotaryDim() == m_headDim && !m_interleaved;
-    auto rank = [&](const std::string &name) { return loraTargets(config, name) ? lora.rank : 0; };
     for (const auto &p : denseProjections(m)) {
         if (!p.attention)
             continue;
-        auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, rank(p.name), lora.alpha, lora.dropout, options));
+        auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, config, p.name, options));
         (p.name == "qkv_proj" ? qkv : p.name == "q_proj" ? q : p.name == "k_proj" ? k : p.name == "v_proj" ? v : o) = layer;
     }
     const int64_t qDim = m_heads * m_headDim, kvDim = m_kvHeads * m_headDim;
@@ -371,22 +388,20 @@ MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, i
       m_activation(config.model.activation)
 {
     const auto &m = config.model;
-    const auto &lora = config.train.lora;
     const int64_t width = intermediate > 0 ? intermediate : m.intermediateSize;
-    auto rank = [&](const char *name) { return loraTargets(config, name) ? lora.rank : 0; };
     if (intermediate == 0) { // the dense MLP: the model's own projections
         for (const auto &p : denseProjections(m)) {
             if (p.attention)
                 continue;
-            auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, rank(p.name.c_str()), lora.alpha, lora.dropout, options));
+            auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, config, p.name, options));
             (p.name == "gate_up_proj" ? gateUp : p.name == "gate_proj" ? gate : p.name == "up_proj" ? up : down) = layer;
         }
         return;
     }
     if (m.activation != ActivationKind::Gelu)
-        gate = register_module(names[0], LoraLinear(m.hiddenSize, width, false, rank("gate_proj"), lora.alpha, lora.dropout, options));
-    up = register_module(names[1], LoraLinear(m.hiddenSize, width, false, rank("up_proj"), lora.alpha, lora.dropout, options));
-    down = register_module(names[2], LoraLinear(width, m.hiddenSize, false, rank("down_proj"), lora.alpha, lora.dropout, options));
+        gate = register_module(names[0], LoraLinear(m.hiddenSize, width, false, config, "gate_proj", options));
+    up = register_module(names[1], LoraLinear(m.hiddenSize, width, false, config, "up_proj", options));
+    down = register_module(names[2], LoraLinear(width, m.hiddenSize, false, config, "down_proj", options));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor &x)
@@ -510,6 +525,10 @@ void DecoderModelImpl::initialise(uint64_t seed)
         else
             p.normal_(0.0, 0.02);
     }
+    // A QLoRA base is drawn as the 16-bit matrix it stands for, one at a time, then quantised.
+    for (const auto &module : modules(/*include_self=*/false))
+        if (auto *linear = dynamic_cast<LoraLinearImpl *>(module.get()); linear && linear->nf4Base())
+            linear->setBase(torch::empty(linear->base.shape, linear->base.packed.options().dtype(torch::kBFloat16)).normal_(0.0, 0.02));
 }
 
 std::vector<torch::Tensor> DecoderModelImpl::trainableParameters()

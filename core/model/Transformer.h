@@ -5,6 +5,7 @@
 // names follow the Hugging Face checkpoints (model.layers.N.self_attn.q_proj.weight, ...), so
 // safetensors and checkpoints load by name.
 #include "config/RunConfig.h"
+#include "model/Nf4.h"
 
 #include <torch/torch.h>
 
@@ -53,16 +54,25 @@ public:
 };
 TORCH_MODULE(WeightHolder);
 
+// A projection in -> out with the adapter train.lora gives its `role` (q_proj ... down_proj; an
+// expert's w1 is a gate_proj). Under train.mode = qlora its frozen base is not the parameter
+// `weight` but NF4 buffers (weight_nf4, weight_absmax, ...; config/Nf4Format.h), set by setBase.
 class LoraLinearImpl : public torch::nn::Module {
 public:
-    LoraLinearImpl(int64_t in, int64_t out, bool bias, int64_t loraRank, double alpha, double dropout, const torch::TensorOptions &options);
+    LoraLinearImpl(int64_t in, int64_t out, bool bias, const RunConfig &config, const std::string &role, const torch::TensorOptions &options);
     torch::Tensor forward(const torch::Tensor &x);
-    torch::Tensor weight, bias;
+    bool nf4Base() const { return m_nf4; }
+    // Quantises `w` ([out, in], any floating dtype and device) into the NF4 base.
+    void setBase(const torch::Tensor &w);
+    torch::Tensor weight, bias;   // weight: undefined under qlora
     WeightHolder loraA {nullptr}, loraB {nullptr};
+    Nf4Storage base;              // qlora only
 
 private:
     double m_scaling = 0;
     double m_dropout = 0;
+    bool m_nf4 = false;
+    at::ScalarType m_computeType = at::kBFloat16;
 };
 TORCH_MODULE(LoraLinear);
 

@@ -1,6 +1,7 @@
 #include "model/WeightLoader.h"
 
 #include "model/Safetensors.h"
+#include "model/Transformer.h"
 #include "util/Errors.h"
 
 #include <spdlog/spdlog.h>
@@ -39,8 +40,9 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
     WeightLoadReport report;
     std::set<std::string> used;
     torch::NoGradGuard noGrad;
-    for (auto &item : model.named_parameters()) {
-        const std::string &name = item.key();
+    // The tensor `name` as a CPU view of the file, checked against `shape`; undefined when the files
+    // have no such tensor.
+    auto read = [&](const std::string &name, const std::vector<int64_t> &shape) -> torch::Tensor {
         const SafetensorEntry *entry = files.find(name);
         // A multimodal checkpoint (Gemma 3, Mistral 3) keeps its text model under language_model:
         // model.language_model.* (Transformers 5) or language_model.model.* (older saves).
@@ -48,23 +50,43 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
                                            {"lm_head.", "language_model.lm_head."}})
             if (!entry && name.compare(0, ours.size(), ours) == 0)
                 entry = files.find(theirs + name.substr(ours.size()));
-        if (!entry) {
-            if (name.find(".lora_") != std::string::npos)
-                continue; // adapters start from their own initialisation
-            throw InvalidInputError(folder.toStdString(), "has no tensor '" + name + "' (the model's shape or family differs from the checkpoint's)");
-        }
-        auto &param = item.value();
-        if (entry->shape != param.sizes().vec())
+        if (!entry)
+            return {};
+        if (entry->shape != shape)
             throw InvalidInputError(entry->file.toStdString(), "tensor '" + name + "' has shape " + shapeText(entry->shape) + ", the model expects " +
-                                                                   shapeText(param.sizes().vec()));
+                                                                   shapeText(shape));
         const auto type = scalarType(entry->dtype);
         if (!type)
             throw InvalidInputError(entry->file.toStdString(), "tensor '" + name + "' has dtype " + entry->dtype + ", which is not a floating-point weight");
-        const auto source = torch::from_blob(const_cast<uchar *>(files.data(*entry)), entry->shape, torch::TensorOptions().dtype(*type));
-        param.copy_(source);
         used.insert(entry->name);
         ++report.loaded;
         report.bytes += entry->end - entry->begin;
+        return torch::from_blob(const_cast<uchar *>(files.data(*entry)), entry->shape, torch::TensorOptions().dtype(*type));
+    };
+    auto missing = [&](const std::string &name) {
+        return InvalidInputError(folder.toStdString(), "has no tensor '" + name + "' (the model's shape or family differs from the checkpoint's)");
+    };
+    for (auto &item : model.named_parameters()) {
+        const std::string &name = item.key();
+        auto &param = item.value();
+        const auto source = read(name, param.sizes().vec());
+        if (!source.defined()) {
+            if (name.find(".lora_") != std::string::npos)
+                continue; // adapters start from their own initialisation
+            throw missing(name);
+        }
+        param.copy_(source);
+    }
+    // QLoRA's bases: the checkpoint's 16-bit matrices, quantised to NF4 as they are read.
+    for (const auto &item : model.named_modules()) {
+        auto *linear = dynamic_cast<LoraLinearImpl *>(item.value().get());
+        if (!linear || !linear->nf4Base())
+            continue;
+        const std::string name = item.key() + ".weight";
+        const auto source = read(name, linear->base.shape);
+        if (!source.defined())
+            throw missing(name);
+        linear->setBase(source);
     }
     for (const auto &[name, entry] : files.entries())
         if (!used.count(name))

@@ -107,7 +107,10 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     auto *train = new QGroupBox(tr("Training"), this);
     auto *tf = new QFormLayout(train);
     tf->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-    tf->addRow(tr("Mode"), addCombo(QStringLiteral("train.mode"), enumNames({TrainMode::Full, TrainMode::Lora, TrainMode::Freeze})));
+    auto *mode = addCombo(QStringLiteral("train.mode"), enumNames({TrainMode::Full, TrainMode::Lora, TrainMode::Qlora, TrainMode::Freeze}));
+    mode->setToolTip(tr("full: every weight trains; lora: adapters over a frozen 16-bit base; qlora: adapters over a frozen base stored in 4-bit NF4 "
+                        "(4.127 bits a weight), dequantised for each matmul; freeze: only the parameters named below train"));
+    tf->addRow(tr("Mode"), mode);
     tf->addRow(tr("LoRA rank"), addSpin(QStringLiteral("train.lora.rank"), 0));
     m_alpha = new QDoubleSpinBox(train);
     m_alpha->setObjectName(QStringLiteral("train.lora.alpha"));
@@ -554,7 +557,8 @@ void RunConfigForm::onEdited()
 {
     if (m_loading)
         return;
-    const bool lora = static_cast<QComboBox *>(m_fields.value(QStringLiteral("train.mode")))->currentText() == QLatin1String(toString(TrainMode::Lora));
+    const auto mode = parseEnum<TrainMode>(static_cast<QComboBox *>(m_fields.value(QStringLiteral("train.mode")))->currentText().toStdString());
+    const bool lora = mode && usesAdapters(*mode);
     m_fields.value(QStringLiteral("train.lora.rank"))->setEnabled(lora);
     m_alpha->setEnabled(lora);
     m_targets->setEnabled(lora);

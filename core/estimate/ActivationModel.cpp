@@ -374,15 +374,22 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             const bool mlpGrad = y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
             walk.norm(h, c, mlpGrad, layer.normTrains[3], paramBytes(layer.normTrains[3]), outGrad);
         }
-        // qlora: the base being multiplied, dequantised beside what is alive at the block's worst
-        // points (model/Nf4.cpp; without the kernel, the composite path's scratch too).
+        // qlora: a base exists dequantised only while its own matmul runs (model/Nf4.cpp; without
+        // the kernel, the composite path's scratch too), so it adds a point of its own rather
+        // than sitting under the others: in the forward at down_proj (everything the block keeps,
+        // the matrix), in the backward at down_proj's input gradient (the matrix and that
+        // gradient) and at o_proj's (the same, above what the attention keeps).
         const int64_t dequantAttention = nf4DequantisedBytes(layer.nf4AttentionNumel, c, fusedKernels);
         const int64_t dequantMlp = nf4DequantisedBytes(layer.nf4MlpNumel, c, fusedKernels);
+        // down_proj's input: the MLP's intermediate, or one expert's share of the routed tokens.
+        const int64_t downInput = layer.sparse ? c * (n * m.moe.expertsPerToken / std::max<int64_t>(1, m.moe.experts)) * m.moe.expertIntermediateSize : c * n * inter;
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
-        out.forwardAbovePerBlock.push_back(std::max({forwardAbove + dequantAttention, walk.saved + dequantMlp, sparse.forwardPeak + dequantMlp}) -
+        out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak, dequantMlp > 0 ? walk.saved + dequantMlp : 0}) -
                                            walk.inputSaved);
-        out.backwardMlpExtraPerBlock.push_back((layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward) + dequantMlp);
+        const int64_t mlpExtra = layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward;
+        out.backwardMlpExtraPerBlock.push_back(
+            std::max(mlpExtra, dequantMlp > 0 ? layer.downGradBytes + dequantMlp + downInput : 0));
         out.backwardMlpCopiesFreedPerBlock.push_back(layer.sparse ? sparse.backwardCopiesFreed : layer.downCopyBytes);
         out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
@@ -393,7 +400,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // the cap's), the 16-bit probabilities already released.
         const int64_t cappedGrads = 3 * (scores / c) * 4 - (c != 4 ? scores : 0);
         const int64_t attnGrads = layerFused ? 3 * c * n * qDim : (traits.attentionSoftcap > 0 ? cappedGrads : 2 * scores) + c * n * qDim;
-        out.backwardAttentionExtraPerBlock.push_back(atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved + dequantAttention);
+        const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved;
+        out.backwardAttentionExtraPerBlock.push_back(
+            std::max(attentionExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra));
         // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the
         // MLP (residual, norm output, its intermediates and down's output). Under autocast the
@@ -401,7 +410,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t kernelCasts = layerFused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
         const int64_t attnNoGrad = dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
                                    (layerFused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
-        const int64_t mlpNoGrad = (layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h) + dequantMlp;
+        // (qlora: at down_proj, its input, the matrix and its output beside the residual and the norm output.)
+        const int64_t mlpNoGrad = std::max(layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h,
+                                           dequantMlp > 0 ? r * n * h + dx2 * n * h + downInput + dequantMlp + c * n * h : 0);
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
     }

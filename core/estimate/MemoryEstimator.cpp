@@ -233,9 +233,10 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     if (ms.largestNf4Numel > 0) {
         // qlora: a base drawn as a 16-bit matrix, then quantised a slice of 2^20 weights at a time
         // (model/Nf4.cpp: fp32 values, their quotient by the block maxima and the int32 codes at
-        // once), beside the fp32 maxima of the matrix and the slice's.
+        // once), beside the fp32 maxima of the matrix and the slice's, the 16 values and their 15
+        // midpoints.
         const int64_t slice = std::min<int64_t>(ms.largestNf4Numel, 1 << 20);
-        out.construction.activations = 2 * ms.largestNf4Numel + 12 * slice + 4 * ceilDiv(ms.largestNf4Numel, 64) + 4 * ceilDiv(slice, 64);
+        out.construction.activations = 2 * ms.largestNf4Numel + 12 * slice + 4 * ceilDiv(ms.largestNf4Numel, 64) + 4 * ceilDiv(slice, 64) + 4 * (16 + 15);
     }
     // Validation, under no_grad after the first step: the optimizer state stays, nothing is saved
     // for a backward; the larger of one block's own peak and the loss over the final hidden state.

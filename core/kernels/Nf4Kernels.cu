@@ -34,6 +34,12 @@ __device__ __forceinline__ float blockScale(const int8_t *absmax, const float *s
 template <typename T>
 __global__ void dequantizeRuns(const uint2 *packed, const int8_t *absmax, const float *scales, const float *offset, T *out, int64_t runs)
 {
+    // The values in shared memory: constant memory serialises a warp's differing lookups (the
+    // profile showed this kernel at 0.74 TB/s with them there).
+    __shared__ float values16[16];
+    if (threadIdx.x < 16)
+        values16[threadIdx.x] = kValues[threadIdx.x];
+    __syncthreads();
     const float mean = offset[0];
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < runs; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const uint2 v = packed[i];
@@ -42,8 +48,8 @@ __global__ void dequantizeRuns(const uint2 *packed, const int8_t *absmax, const 
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const unsigned byte = ((j < 4 ? v.x : v.y) >> (8 * (j % 4))) & 0xFFu;
-            values[2 * j] = fromFloat<T>(__fmul_rn(kValues[byte >> 4], scale));
-            values[2 * j + 1] = fromFloat<T>(__fmul_rn(kValues[byte & 15u], scale));
+            values[2 * j] = fromFloat<T>(__fmul_rn(values16[byte >> 4], scale));
+            values[2 * j + 1] = fromFloat<T>(__fmul_rn(values16[byte & 15u], scale));
         }
         auto *to = reinterpret_cast<uint4 *>(out + 16 * i);
         const auto *from = reinterpret_cast<const uint4 *>(values);

@@ -82,17 +82,20 @@ void nf4Quantize(const torch::Tensor &weight, Nf4Storage &s)
         const auto x = blockSlice(flat, start, length, device);
         maxima.slice(0, start / kNf4BlockSize, start / kNf4BlockSize + x.size(0)).copy_(x.abs().amax(1));
     }
-    // The maxima less their mean, in groups of 256 sharing a scale (an all-equal group: scale 1).
-    const auto offset = maxima.mean();
-    const int64_t groups = s.scales.numel();
-    auto centred = torch::zeros({groups * kNf4ScaleGroup}, maxima.options());
-    centred.slice(0, 0, blocks).copy_(maxima - offset);
-    const auto grouped = centred.view({groups, kNf4ScaleGroup});
-    auto scales = grouped.abs().amax(1) / 127.0;
-    scales = torch::where(scales > 0, scales, torch::ones_like(scales));
-    s.absmax.copy_((grouped / scales.unsqueeze(1)).round().clamp(-127, 127).view({-1}).slice(0, 0, blocks).to(torch::kChar));
-    s.scales.copy_(scales);
-    s.offset.copy_(offset.reshape({1}));
+    {
+        // The maxima less their mean, in groups of 256 sharing a scale (an all-equal group: scale 1);
+        // gone before the second pass.
+        const auto offset = maxima.mean();
+        const int64_t groups = s.scales.numel();
+        auto centred = torch::zeros({groups * kNf4ScaleGroup}, maxima.options());
+        centred.slice(0, 0, blocks).copy_(maxima - offset);
+        const auto grouped = centred.view({groups, kNf4ScaleGroup});
+        auto scales = grouped.abs().amax(1) / 127.0;
+        scales = torch::where(scales > 0, scales, torch::ones_like(scales));
+        s.absmax.copy_((grouped / scales.unsqueeze(1)).round().clamp(-127, 127).view({-1}).slice(0, 0, blocks).to(torch::kChar));
+        s.scales.copy_(scales);
+        s.offset.copy_(offset.reshape({1}));
+    }
     // Second pass: each weight over its block's true maximum, to the nearest of the 16 values (the
     // midpoints between them as boundaries; a tie goes to the lower value), two codes a byte.
     const auto table = values(device);

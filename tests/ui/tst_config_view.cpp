@@ -174,6 +174,20 @@ private Q_SLOTS:
         const MemoryEstimate bf16 = estimateOf(view, 1);
         // Frozen base weights: 4 bytes each in fp32, 2 in bf16.
         QCOMPARE(fp32.breakdown.frozenWeights, 2 * bf16.breakdown.frozenWeights);
+
+        // QLoRA keeps the adapter fields open and the projections' base in NF4: the frozen weights
+        // shrink and nothing trainable changes; fp32 is refused, named on the precision field.
+        mode->setCurrentText(QStringLiteral("qlora"));
+        QVERIFY(spin(view, "train.lora.rank")->isEnabled());
+        QVERIFY(view.isValid());
+        const MemoryEstimate qlora = estimateOf(view, 1);
+        QVERIFY2(qlora.breakdown.frozenWeights < bf16.breakdown.frozenWeights / 2, qPrintable(QString::number(qlora.breakdown.frozenWeights)));
+        QCOMPARE(qlora.breakdown.optimizer, bf16.breakdown.optimizer);
+        precision->setCurrentText(QStringLiteral("fp32"));
+        QVERIFY(!view.isValid());
+        QVERIFY(precision->toolTip().contains(QStringLiteral("qlora")));
+        // The mode's own help stays through all of it.
+        QVERIFY(mode->toolTip().contains(QStringLiteral("NF4")));
     }
 
     void saveAndLoadRoundTrip()

@@ -34,6 +34,7 @@ template <typename E, size_t N> QStringList enumNames(const E (&values)[N])
 }
 
 const char *kInvalidProperty = "invalidField";
+const char *kHelpProperty = "fieldHelp";
 
 int toInt(int64_t v)
 {
@@ -625,9 +626,13 @@ void RunConfigForm::validate()
         const bool bad = messages.contains(w);
         if (w->property(kInvalidProperty).toBool() == bad && !bad)
             continue;
+        // A field's own help (set when the form is built) comes back once its problem is gone.
+        if (!w->property(kHelpProperty).isValid())
+            w->setProperty(kHelpProperty, w->toolTip());
+        const QString help = w->property(kHelpProperty).toString();
         w->setProperty(kInvalidProperty, bad);
         w->setStyleSheet(bad ? QStringLiteral("background-color: #ffd0d0; color: #800000;") : QString());
-        w->setToolTip(bad ? messages.value(w).join(QLatin1Char('\n')) : QString());
+        w->setToolTip(bad ? messages.value(w).join(QLatin1Char('\n')) + (help.isEmpty() ? QString() : QStringLiteral("\n\n") + help) : help);
     }
     // A problem inside the folded panel must not stay out of sight.
     for (auto it = messages.cbegin(); it != messages.cend(); ++it)

@@ -51,6 +51,8 @@ private Q_SLOTS:
         row("micro_batch 0", [](auto &c) { c.train.microBatch = 0; }, "train.micro_batch", "must be a positive integer");
         row("grad_accum negative", [](auto &c) { c.train.gradAccum = -2; }, "train.grad_accum", "must be a positive integer");
         row("lora rank 0", [](auto &c) { c.train.mode = pb::TrainMode::Lora; c.train.lora.rank = 0; }, "train.lora.rank", "must be a positive integer");
+        row("qlora in fp32", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Fp32; }, "train.precision", "must be 16-bit under train.mode = qlora");
+        row("qlora rank 0", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Bf16; c.train.lora.rank = 0; }, "train.lora.rank", "must be a positive integer");
         // Shape rules.
         row("heads do not divide hidden", [](auto &c) { c.model.attentionHeads = 6; c.model.kvHeads = 3; }, "model.attention_heads", "must divide model.hidden_size (64 is not divisible by 6)");
         row("kv heads do not divide heads", [](auto &c) { c.model.kvHeads = 3; }, "model.kv_heads", "must divide model.attention_heads (4 is not divisible by 3)");

@@ -191,12 +191,15 @@ void DashboardView::setConfig(const RunConfig &config, bool valid)
     m_config = config;
     m_configValid = valid;
     const QString name = QString::fromStdString(config.name.empty() ? config.model.preset : config.name);
-    m_configLabel->setText(valid ? tr("Config: %1 · seq %2 × micro-batch %3 × accum %4 · %5")
+    // The training mode beside the format: a QLoRA pilot's numbers are not a LoRA pilot's.
+    const QString mode = usesAdapters(config.train.mode) ? QStringLiteral("%1 r%2").arg(QString::fromLatin1(toString(config.train.mode))).arg(config.train.lora.rank)
+                                                          : QString::fromLatin1(toString(config.train.mode));
+    m_configLabel->setText(valid ? tr("Config: %1 · %6 · seq %2 × micro-batch %3 × accum %4 · %5")
                                        .arg(name.isEmpty() ? tr("custom") : name)
                                        .arg(config.train.seqLen)
                                        .arg(config.train.microBatch)
                                        .arg(config.train.gradAccum)
-                                       .arg(QString::fromLatin1(toString(config.train.precision)))
+                                       .arg(QString::fromLatin1(toString(config.train.precision)), mode)
                                  : tr("The config has problems: fix them on the Configuration tab."));
     if (!isRunning())
         m_start->setEnabled(valid);

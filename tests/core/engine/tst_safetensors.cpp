@@ -1,5 +1,6 @@
 // Loading real weights from a safetensors folder into the decoder, and the errors a user can act on.
 #include "config/Presets.h"
+#include "model/Nf4.h"
 #include "model/Transformer.h"
 #include "model/WeightLoader.h"
 
@@ -85,6 +86,55 @@ private Q_SLOTS:
         QCOMPARE(report.loaded, static_cast<int64_t>(paramsOf(source).size()));
         for (const auto &[name, tensor] : paramsOf(source))
             QVERIFY2(torch::equal(tensor, target->named_parameters()[name]), name.c_str());
+    }
+
+    // A QLoRA base is read as the checkpoint's 16-bit matrix and quantised as it loads: each NF4
+    // base holds what quantising that matrix gives; norms and embeddings load as they are; a base
+    // missing from the files is named.
+    void qloraQuantisesTheBaseAsItLoads()
+    {
+        RunConfig bf16 = presetConfig(QStringLiteral("tiny"));
+        bf16.train.precision = Precision::Bf16;
+        DecoderModel source(bf16, ModelRuntime {}, torch::kCPU);
+        source->initialise(11);
+        const QString folder = m_dir.filePath(QStringLiteral("qlora"));
+        QDir().mkpath(folder);
+        writeSafetensors(folder + QStringLiteral("/model.safetensors"), paramsOf(source));
+        RunConfig q = bf16;
+        q.train.mode = TrainMode::Qlora;
+        q.train.lora.targets = {"q_proj", "v_proj"};
+        DecoderModel target(q, ModelRuntime {}, torch::kCPU);
+        target->initialise(99);
+        const auto report = loadSafetensors(*target, folder);
+        QCOMPARE(report.loaded, static_cast<int64_t>(paramsOf(source).size()));
+        QCOMPARE(report.ignored, int64_t(0));
+        const auto sourceParams = source->named_parameters();
+        int bases = 0;
+        for (const auto &item : target->named_modules()) {
+            auto *linear = dynamic_cast<LoraLinearImpl *>(item.value().get());
+            if (!linear)
+                continue;
+            QVERIFY(linear->nf4Base());
+            auto expected = nf4Allocate(linear->base.shape, torch::kCPU);
+            nf4Quantize(sourceParams[item.key() + ".weight"], expected);
+            QVERIFY2(torch::equal(expected.packed, linear->base.packed) && torch::equal(expected.absmax, linear->base.absmax), item.key().c_str());
+            ++bases;
+        }
+        QCOMPARE(bases, 14);
+        QVERIFY(torch::equal(sourceParams["model.layers.0.input_layernorm.weight"], target->named_parameters()["model.layers.0.input_layernorm.weight"]));
+
+        auto params = paramsOf(source);
+        params.erase(std::remove_if(params.begin(), params.end(), [](const auto &p) { return p.first == "model.layers.1.mlp.up_proj.weight"; }), params.end());
+        const QString partial = m_dir.filePath(QStringLiteral("qlora-missing"));
+        QDir().mkpath(partial);
+        writeSafetensors(partial + QStringLiteral("/model.safetensors"), params);
+        DecoderModel other(q, ModelRuntime {}, torch::kCPU);
+        try {
+            loadSafetensors(*other, partial);
+            QFAIL("a missing base was not noticed");
+        } catch (const std::exception &e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("model.layers.1.mlp.up_proj.weight")), e.what());
+        }
     }
 
     void missingTensorIsNamed()

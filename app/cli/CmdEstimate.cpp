@@ -56,6 +56,7 @@ QJsonObject entryJson(const MemoryEstimate &e, const RunConfig &config)
         {QStringLiteral("capacity_bytes"), static_cast<double>(e.capacityBytes)},
         {QStringLiteral("usable_bytes"), static_cast<double>(e.usableBytes)},
         {QStringLiteral("fits"), e.fits},
+        {QStringLiteral("refusal"), e.refusal.empty() ? QJsonValue(QJsonValue::Null) : QJsonValue(QString::fromStdString(e.refusal))},
         {QStringLiteral("max_micro_batch"), static_cast<double>(e.maxMicroBatch)},
         {QStringLiteral("flops_per_step"), e.flopsPerStep},
         {QStringLiteral("hardware_flops_per_step"), e.hardwareFlopsPerStep},
@@ -79,7 +80,8 @@ void printText(CliContext &ctx, const MemoryEstimate &e)
     ctx.out << QStringLiteral("%1 x%2 %3: %4 peak (%5), %6\n")
                    .arg(QString::fromStdString(e.card)).arg(e.gpus).arg(QString::fromLatin1(toString(e.strategy)), formatBytes(e.totalBytes), QString::fromStdString(e.peakPhase),
                         e.capacityBytes > 0 ? (e.fits ? QStringLiteral("fits %1 usable, max micro-batch %2").arg(formatBytes(e.usableBytes, 1)).arg(e.maxMicroBatch)
-                                                      : QStringLiteral("does NOT fit %1 usable").arg(formatBytes(e.usableBytes, 1)))
+                                                      : !e.refusal.empty() ? QStringLiteral("cannot run: %1").arg(QString::fromStdString(e.refusal))
+                                                                           : QStringLiteral("does NOT fit %1 usable").arg(formatBytes(e.usableBytes, 1)))
                                             : QStringLiteral("capacity unknown"));
     ctx.out << QStringLiteral("  weights %1 (frozen %2)  gradients %3  optimizer %4  activations %5  logits %6  workspace %7  framework %8\n")
                    .arg(formatBytes(b.weights()), formatBytes(b.frozenWeights), formatBytes(b.gradients), formatBytes(b.optimizer), formatBytes(b.activations),

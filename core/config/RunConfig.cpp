@@ -29,7 +29,7 @@ const char *nameOf(const std::array<std::pair<E, const char *>, N> &table, E val
 
 constexpr std::array<std::pair<TrainMode, const char *>, 4> kTrainModes {{{TrainMode::Full, "full"}, {TrainMode::Lora, "lora"}, {TrainMode::Freeze, "freeze"}, {TrainMode::Qlora, "qlora"}}};
 constexpr std::array<std::pair<OptimizerKind, const char *>, 7> kOptimizers {{{OptimizerKind::AdamW, "adamw"}, {OptimizerKind::Adam, "adam"}, {OptimizerKind::Sgd, "sgd"}, {OptimizerKind::Adagrad, "adagrad"}, {OptimizerKind::RmsProp, "rmsprop"}, {OptimizerKind::AdamW8bit, "adamw-8bit"}, {OptimizerKind::Adafactor, "adafactor"}}};
-constexpr std::array<std::pair<Precision, const char *>, 4> kPrecisions {{{Precision::Fp32, "fp32"}, {Precision::Bf16Mixed, "bf16-mixed"}, {Precision::Bf16, "bf16"}, {Precision::Fp16Mixed, "fp16-mixed"}}};
+constexpr std::array<std::pair<Precision, const char *>, 6> kPrecisions {{{Precision::Fp32, "fp32"}, {Precision::Bf16Mixed, "bf16-mixed"}, {Precision::Bf16, "bf16"}, {Precision::Fp16Mixed, "fp16-mixed"}, {Precision::Fp8Rowwise, "fp8-rowwise"}, {Precision::Fp8Tensorwise, "fp8-tensorwise"}}};
 constexpr std::array<std::pair<AttentionImpl, const char *>, 4> kAttention {{{AttentionImpl::Auto, "auto"}, {AttentionImpl::Math, "math"}, {AttentionImpl::Flash, "flash"}, {AttentionImpl::MemEfficient, "mem-efficient"}}};
 constexpr std::array<std::pair<NormKind, const char *>, 2> kNorms {{{NormKind::RmsNorm, "rmsnorm"}, {NormKind::LayerNorm, "layernorm"}}};
 constexpr std::array<std::pair<ActivationKind, const char *>, 4> kActivations {{{ActivationKind::SwiGlu, "swiglu"}, {ActivationKind::GeGlu, "geglu"}, {ActivationKind::Gelu, "gelu"}, {ActivationKind::GeGluErf, "geglu-erf"}}};

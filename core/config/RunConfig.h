@@ -17,7 +17,10 @@ enum class TrainMode { Full, Lora, Freeze, Qlora };
 // LoRA and QLoRA train adapters (train.lora) and nothing else.
 inline bool usesAdapters(TrainMode mode) { return mode == TrainMode::Lora || mode == TrainMode::Qlora; }
 enum class OptimizerKind { AdamW, Adam, Sgd, Adagrad, RmsProp, AdamW8bit, Adafactor };
-enum class Precision { Fp32, Bf16Mixed, Bf16, Fp16Mixed };
+// Fp8Rowwise / Fp8Tensorwise: bf16-mixed with every projection's matmul in float8 (model/Fp8Linear.h):
+// e4m3 with a dynamic scale per row, or per tensor (gradients then e5m2).
+enum class Precision { Fp32, Bf16Mixed, Bf16, Fp16Mixed, Fp8Rowwise, Fp8Tensorwise };
+inline bool isFp8(Precision p) { return p == Precision::Fp8Rowwise || p == Precision::Fp8Tensorwise; }
 enum class AttentionImpl { Auto, Math, Flash, MemEfficient };
 enum class NormKind { RmsNorm, LayerNorm };
 // The MLP: SwiGLU (silu(gate) * up), GeGLU with the tanh-approximated GELU (Gemma's

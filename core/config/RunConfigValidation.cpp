@@ -326,6 +326,16 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
     if (seqOk && c.model.maxPositions > 0)
         k.require(t.seqLen <= c.model.maxPositions, "train.seq_len", "must not exceed model.max_positions (" + std::to_string(t.seqLen) + " > " + std::to_string(c.model.maxPositions) + ")");
 
+    if (isFp8(t.precision)) {
+        k.require(t.mode != TrainMode::Qlora, "train.precision", "fp8 multiplies a 16-bit or fp32 weight in float8; a qlora base is NF4 (use bf16-mixed)");
+        k.require(!c.model.moe.enabled(), "train.precision", "fp8 is built for dense models: a mixture's experts see token counts that float8 matmuls (multiples of 16) cannot take");
+        k.require((t.seqLen * t.microBatch) % 16 == 0, "train.seq_len",
+                  "fp8 matmuls take multiples of 16 tokens (seq_len x micro_batch = " + std::to_string(t.seqLen * t.microBatch) + ")");
+        if (shapeOk)
+            for (const auto &p : denseProjections(c.model))
+                k.require(p.in % 16 == 0 && p.out % 16 == 0, "train.precision",
+                          "fp8 matmuls take widths in multiples of 16; " + p.name + " is " + std::to_string(p.out) + " x " + std::to_string(p.in));
+    }
     if (t.mode == TrainMode::Qlora)
         k.require(t.precision != Precision::Fp32, "train.precision",
                   "must be 16-bit under train.mode = qlora (bf16-mixed, bf16 or fp16-mixed): the NF4 base is dequantised to the compute dtype");

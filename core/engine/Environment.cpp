@@ -1,5 +1,7 @@
 #include "engine/Environment.h"
 
+#include <cstdio>
+
 #include "BuildInfo.h"
 #include "engine/TorchCompat.h"
 
@@ -130,6 +132,22 @@ int64_t deviceMemoryForPilot(const std::string &device)
         if (line.startsWith("MemAvailable:"))
             return line.mid(13).trimmed().split(' ').first().toLongLong() * 1024; // in kB
     return 0;
+}
+
+std::string precisionRefusal(const std::string &precision, bool fp8, const Environment &env)
+{
+    if (!fp8)
+        return {};
+    const std::string why = precision + " needs a CUDA device with float8 tensor cores (compute capability 8.9 or later) and LibTorch 2.5 or later";
+    if (env.device.rfind("cuda", 0) != 0)
+        return why + "; this run's device is " + env.device;
+    int major = 0, minor = 0;
+    if (std::sscanf(env.computeCapability.c_str(), "%d.%d", &major, &minor) == 2 && major * 10 + minor < 89)
+        return why + "; " + env.deviceName + " is " + env.computeCapability;
+    int torchMajor = 0, torchMinor = 0;
+    if (std::sscanf(env.torchVersion.c_str(), "%d.%d", &torchMajor, &torchMinor) == 2 && torchMajor * 100 + torchMinor < 205)
+        return why + "; this build has LibTorch " + env.torchVersion;
+    return {};
 }
 
 } // namespace pb

@@ -3,6 +3,7 @@
 
 #include "checkpoint/Checkpoint.h"
 #include "engine/DistributedHooks.h"
+#include "engine/Environment.h"
 #include "engine/LrSchedule.h"
 #include "engine/PeakRecorder.h"
 #include "engine/Prefetcher.h"
@@ -49,7 +50,7 @@ at::ScalarType autocastType(Precision precision)
     return precision == Precision::Fp16Mixed ? at::kHalf : at::kBFloat16;
 }
 
-bool usesAutocast(Precision precision) { return precision == Precision::Bf16Mixed || precision == Precision::Fp16Mixed; }
+bool usesAutocast(Precision precision) { return precision == Precision::Bf16Mixed || precision == Precision::Fp16Mixed || isFp8(precision); }
 
 // Autocast around the forward pass only, as PyTorch recommends (backward runs in the dtypes the
 // forward chose).
@@ -152,6 +153,11 @@ void StepRunner::setup()
     const auto &train = m_config.train;
     if (train.precision == Precision::Fp16Mixed && !m_device.is_cuda())
         throw InvalidInputError("train.precision", "fp16-mixed needs a CUDA device: CPU autocast supports bf16 only");
+    if (isFp8(train.precision)) { // callers that record a run have refused this already (precisionRefusal)
+        const auto refusal = precisionRefusal(toString(train.precision), true, captureEnvironment(m_device.str()));
+        if (!refusal.empty())
+            throw InvalidInputError("train.precision", refusal);
+    }
     if (m_config.deterministic) {
 #ifdef PB_WITH_CUDA
         setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);

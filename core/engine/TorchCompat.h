@@ -21,6 +21,30 @@
 namespace pb::compat {
 
 inline bool hasScaledDotProductAttention() { return PB_TORCH_AT_LEAST(2, 0); }
+// float8 dtypes and _scaled_mm with rowwise scales and a tensor result (LibTorch >= 2.5).
+inline bool hasFloat8() { return PB_TORCH_AT_LEAST(2, 5); }
+
+// a [M, K] (row-major) times b [K, N] (column-major), both float8, each scaled (fp32: one value, or
+// [M, 1] and [1, N]), accumulated in fp32 and returned in `outType`. Throws where hasFloat8() is false.
+inline at::Tensor scaledMatmul(const at::Tensor &a, const at::Tensor &b, const at::Tensor &scaleA, const at::Tensor &scaleB, at::ScalarType outType)
+{
+#if PB_TORCH_AT_LEAST(2, 5)
+    return at::_scaled_mm(a, b, scaleA, scaleB, c10::nullopt, c10::nullopt, outType);
+#else
+    (void)a, (void)b, (void)scaleA, (void)scaleB, (void)outType;
+    throw std::runtime_error("float8 matmuls need LibTorch 2.5 or later");
+#endif
+}
+// t rounded to float8 (e4m3 or e5m2, as `e5m2` says), saturated at the format's largest value.
+inline at::Tensor toFloat8(const at::Tensor &t, bool e5m2)
+{
+#if PB_TORCH_AT_LEAST(2, 5)
+    return t.clamp(e5m2 ? -57344.0 : -448.0, e5m2 ? 57344.0 : 448.0).to(e5m2 ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn);
+#else
+    (void)t, (void)e5m2;
+    throw std::runtime_error("float8 tensors need LibTorch 2.5 or later");
+#endif
+}
 inline bool hasFusedAdamW() { return PB_TORCH_AT_LEAST(2, 1); }
 
 namespace detail {

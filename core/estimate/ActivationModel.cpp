@@ -55,7 +55,13 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             (p.name.find(".self_attn.") != std::string::npos ? layer.nf4AttentionNumel : layer.nf4MlpNumel) =
                 std::max(p.name.find(".self_attn.") != std::string::npos ? layer.nf4AttentionNumel : layer.nf4MlpNumel, p.numel);
         const int64_t bytes = p.trainable ? p.numel * trainableParamBytes(config.train.precision) : 0;
-        const int64_t copy = p.trainable && usesAutocast(config.train.precision) && p.isMatrix ? 2 * p.numel : 0;
+        // fp8: a projection's base is cast to float8 at each matmul, not cached by autocast.
+        const bool float8Base = isFp8(config.train.precision) && p.isMatrix && !p.isLora;
+        if (float8Base) {
+            auto &largest = p.name.find(".self_attn.") != std::string::npos ? layer.float8AttentionNumel : layer.float8MlpNumel;
+            largest = std::max(largest, p.numel);
+        }
+        const int64_t copy = p.trainable && usesAutocast(config.train.precision) && p.isMatrix && !float8Base ? 2 * p.numel : 0;
         // A sparse layer's MLP: everything under its prefix ("mlp." or Mixtral's "block_sparse_moe.").
         const std::string mlpPrefix = "model.layers." + std::to_string(p.layer) + "." + names.prefix;
         if (layer.sparse && p.name.compare(0, mlpPrefix.size(), mlpPrefix) == 0) {
@@ -127,6 +133,7 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             if (p.name.find("." + name + ".") == std::string::npos)
                 continue;
             auto &proj = layer.proj[name];
+            proj.float8Input = config.train.precision == Precision::Fp8Tensorwise;
             if (p.isLora)
                 proj.lora = true;
             else if (p.name.find(".weight") != std::string::npos)
@@ -388,8 +395,16 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak, dequantMlp > 0 ? walk.saved + dequantMlp : 0}) -
                                            walk.inputSaved);
         const int64_t mlpExtra = layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward;
+        // fp8 (model/Fp8Linear.cpp): casting a base to float8 holds its fp32 values, their clamp
+        // and the float8 copy (9 bytes a weight) in the forward; the backward first transposes it
+        // (an fp32 master's 4 more), beside the float8 output gradient and the input gradient.
+        const int64_t float8Forward = 9 * std::max(layer.float8AttentionNumel, layer.float8MlpNumel);
+        const int64_t float8BackwardMlp = layer.float8MlpNumel > 0 ? layer.downGradBytes + 13 * layer.float8MlpNumel + n * h + downInput : 0;
+        const int64_t float8BackwardAttention = layer.float8AttentionNumel > 0 ? 13 * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
+        if (float8Forward > 0)
+            out.forwardAbovePerBlock.back() = std::max(out.forwardAbovePerBlock.back(), walk.saved + float8Forward - walk.inputSaved);
         out.backwardMlpExtraPerBlock.push_back(
-            std::max(mlpExtra, dequantMlp > 0 ? layer.downGradBytes + dequantMlp + downInput : 0));
+            std::max({mlpExtra, dequantMlp > 0 ? layer.downGradBytes + dequantMlp + downInput : 0, float8BackwardMlp}));
         out.backwardMlpCopiesFreedPerBlock.push_back(layer.sparse ? sparse.backwardCopiesFreed : layer.downCopyBytes);
         out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
@@ -402,7 +417,8 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t attnGrads = layerFused ? 3 * c * n * qDim : (traits.attentionSoftcap > 0 ? cappedGrads : 2 * scores) + c * n * qDim;
         const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved;
         out.backwardAttentionExtraPerBlock.push_back(
-            std::max(attentionExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra));
+            std::max({attentionExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra,
+                      float8BackwardAttention > 0 ? atAttention + layer.afterAttentionGradBytes + float8BackwardAttention - walk.saved : attentionExtra}));
         // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the
         // MLP (residual, norm output, its intermediates and down's output). Under autocast the

@@ -16,6 +16,9 @@ namespace pb::activation {
 struct Projection {
     bool trainable = false;   // the base weight trains: its matmul keeps the input
     bool lora = false;        // lora_A keeps the input, lora_B keeps A's output
+    // fp8-tensorwise: a trainable base keeps its own float8 copy of the input (1 byte an element,
+    // model/Fp8Linear.cpp) instead of sharing the 16-bit one.
+    bool float8Input = false;
     bool needsGrad() const { return trainable || lora; }
 };
 
@@ -44,6 +47,8 @@ struct LayerFlags {
     // qlora: the largest NF4 base of the attention and of the MLP (weights), dequantised whole for
     // its matmul in the forward and again in the backward.
     int64_t nf4AttentionNumel = 0, nf4MlpNumel = 0;
+    // fp8: the largest base of the attention and of the MLP (weights), cast to float8 at each matmul.
+    int64_t float8AttentionNumel = 0, float8MlpNumel = 0;
     Projection router, sharedGate;
     int64_t routerGradBytes = 0, routerCopyBytes = 0, sharedGateGradBytes = 0, sharedGateCopyBytes = 0;
     std::vector<ExpertFlags> experts;
@@ -110,18 +115,21 @@ public:
     // Linears reading one input X of `width` columns and element size `dx`.
     void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false)
     {
+        auto float8Copy = [&](const Projection &p) { return p.trainable && p.float8Input ? n * width + 4 : 0; };
         if (mixed && dx == 4) {
             // Autocast casts a non-leaf input anew for every linear: one 16-bit copy per consumer.
             for (const auto &p : consumers)
-                saved += (p.trainable ? 2 * n * width : 0) + (p.lora ? 2 * n * width + 2 * n * rank : 0);
+                saved += (p.trainable ? (p.float8Input ? float8Copy(p) : 2 * n * width) : 0) + (p.lora ? 2 * n * width + 2 * n * rank : 0);
             return;
         }
-        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [](const Projection &p) { return p.needsGrad(); });
+        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [](const Projection &p) { return p.lora || (p.trainable && !p.float8Input); });
         if (anyNeeds && !inputCounted)
             saved += dx * n * width;
-        for (const auto &p : consumers)
+        for (const auto &p : consumers) {
             if (p.lora)
                 saved += c * n * rank;
+            saved += float8Copy(p);
+        }
     }
 
     const int64_t n;

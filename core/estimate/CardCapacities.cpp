@@ -16,7 +16,7 @@ const std::vector<CardCapacity> &cardCapacities()
     // H100 SXM and H200: 989.4, the sparsity figure halved; MI300X: 1307.4). Bandwidth: data sheets.
     static const std::vector<CardCapacity> cards {
         {"a100-sxm-80gb", "NVIDIA A100 SXM 80GB", "cuda", 81920 * kMiB, 312.0, 2.039e12,
-         "nvidia-smi total 81920 MiB; NVIDIA A100 data sheet (312 TFLOP/s BF16 dense, 2039 GB/s)"},
+         "nvidia-smi total 81920 MiB; NVIDIA A100 data sheet (312 TFLOP/s BF16 dense, 2039 GB/s; no FP8)", false},
         {"h100-sxm-80gb", "NVIDIA H100 SXM 80GB", "cuda", 81559 * kMiB, 989.0, 3.35e12,
          "nvidia-smi total 81559 MiB; NVIDIA H100 data sheet (989 TFLOP/s BF16 dense, 3.35 TB/s)"},
         {"h200-141gb", "NVIDIA H200 141GB", "cuda", 143771 * kMiB, 989.0, 4.8e12,

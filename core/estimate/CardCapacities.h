@@ -17,6 +17,7 @@ struct CardCapacity {
     double denseBf16Tflops = 0;      // dense (no sparsity) BF16 tensor peak
     double hbmBytesPerSecond = 0;
     std::string source;              // where the figures come from
+    bool float8 = true;              // float8 tensor cores (train.precision = fp8-*): not on an A100
 };
 
 const std::vector<CardCapacity> &cardCapacities();

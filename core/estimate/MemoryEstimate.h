@@ -84,6 +84,7 @@ struct MemoryEstimate {
     int64_t capacityBytes = 0;       // 0: unknown (CPU)
     int64_t usableBytes = 0;         // capacity less headroom
     bool fits = true;
+    std::string refusal;             // why the run cannot run on this card at any size (fp8 on an A100); "" otherwise
     int64_t maxMicroBatch = 0;       // 0: not even micro-batch 1 fits; -1: capacity unknown
     double flopsPerStep = 0;         // model FLOPs of one optimizer step (all micro-batches, this device)
     double hardwareFlopsPerStep = 0; // plus recomputation's extra forward

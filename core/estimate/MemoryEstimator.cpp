@@ -390,6 +390,13 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
             (totalFor(mid) <= e.usableBytes ? lo : hi) = mid;
         }
         e.maxMicroBatch = lo;
+        // fp8 on a card without float8 tensor cores cannot run at any size.
+        if (isFp8(config.train.precision) && !options.card.empty() && !cardCapacity(options.card).float8) {
+            e.fits = false;
+            e.maxMicroBatch = 0;
+            e.refusal = cardCapacity(options.card).name + " has no float8 tensor cores: " + toString(config.train.precision) + " cannot run on it";
+            e.assumptions.push_back(e.refusal);
+        }
     } else {
         e.maxMicroBatch = -1;
     }

@@ -13,7 +13,7 @@ int64_t trainableParamBytes(Precision precision) { return precision == Precision
 int64_t frozenParamBytes(Precision precision) { return precision == Precision::Fp32 ? 4 : 2; }
 // Optimizer moments follow the master weights: fp32 under fp32 and mixed, bf16 under pure bf16.
 int64_t optimizerStateBytes(Precision precision) { return precision == Precision::Bf16 ? 2 : 4; }
-bool usesAutocast(Precision precision) { return precision == Precision::Bf16Mixed || precision == Precision::Fp16Mixed; }
+bool usesAutocast(Precision precision) { return precision == Precision::Bf16Mixed || precision == Precision::Fp16Mixed || isFp8(precision); }
 
 namespace {
 
@@ -125,7 +125,9 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         // lookup and the norms run in the weight's own dtype, but a tied embedding is also lm_head's
         // matmul weight (its copy measured at the peak by the peak recorder).
         const bool embedding = p.name == "model.embed_tokens.weight";
-        const bool castByAutocast = autocast && ((p.isMatrix && !embedding) || (embedding && config.model.tieEmbeddings));
+        // fp8: a projection's base (a decoder block's matrix) is cast to float8 at each matmul instead.
+        const bool float8Base = isFp8(prec) && p.isMatrix && !p.isLora && p.layer >= 0;
+        const bool castByAutocast = autocast && !float8Base && ((p.isMatrix && !embedding) || (embedding && config.model.tieEmbeddings));
         if (castByAutocast) {
             out.autocastCopies += 2 * p.numel;
             if (p.layer >= 0)

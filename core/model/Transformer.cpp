@@ -163,7 +163,8 @@ torch::Tensor rotaryInverseFrequencies(int64_t rotaryDim, double theta, const Ro
 }
 
 LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool hasBias, const RunConfig &config, const std::string &role, const torch::TensorOptions &options)
-    : m_dropout(config.train.lora.dropout), m_nf4(config.train.mode == TrainMode::Qlora),
+    : m_dropout(config.train.lora.dropout), m_nf4(config.train.mode == TrainMode::Qlora), m_fp8(isFp8(config.train.precision) && !m_nf4),
+      m_fp8Scaling(config.train.precision == Precision::Fp8Tensorwise ? Fp8Scaling::Tensorwise : Fp8Scaling::Rowwise),
       m_computeType(config.train.precision == Precision::Fp16Mixed ? at::kHalf : at::kBFloat16)
 {
     if (m_nf4) {
@@ -194,7 +195,7 @@ void LoraLinearImpl::setBase(const torch::Tensor &w)
 
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
 {
-    auto y = m_nf4 ? nf4Linear(x, base, m_computeType) : torch::nn::functional::linear(x, weight, bias);
+    auto y = m_nf4 ? nf4Linear(x, base, m_computeType) : m_fp8 ? fp8Linear(x, weight, bias, m_fp8Scaling) : torch::nn::functional::linear(x, weight, bias);
     if (m_nf4 && bias.defined())
         y = y + bias;
     if (!loraA)

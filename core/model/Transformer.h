@@ -5,6 +5,7 @@
 // names follow the Hugging Face checkpoints (model.layers.N.self_attn.q_proj.weight, ...), so
 // safetensors and checkpoints load by name.
 #include "config/RunConfig.h"
+#include "model/Fp8Linear.h"
 #include "model/Nf4.h"
 
 #include <torch/torch.h>
@@ -72,6 +73,8 @@ private:
     double m_scaling = 0;
     double m_dropout = 0;
     bool m_nf4 = false;
+    bool m_fp8 = false;   // train.precision = fp8-*: the base matmul in float8 (model/Fp8Linear.h)
+    Fp8Scaling m_fp8Scaling = Fp8Scaling::Rowwise;
     at::ScalarType m_computeType = at::kBFloat16;
 };
 TORCH_MODULE(LoraLinear);

@@ -156,8 +156,8 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
             p.setPen(QColor(0xc0, 0x30, 0x30));
             p.drawText(QRect(barLeft + barWidth - 20, bar.top(), 20, bar.height()), Qt::AlignCenter, QStringLiteral("»"));
         }
-        const QString mb = e.maxMicroBatch > 0 ? tr("max micro-batch %1").arg(e.maxMicroBatch) : (e.maxMicroBatch == 0 ? tr("micro-batch 1 does not fit") : tr("max micro-batch unknown"));
-        QString verdict = (e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
+        const QString mb = !e.refusal.empty() ? QString::fromStdString(e.refusal) : e.maxMicroBatch > 0 ? tr("max micro-batch %1").arg(e.maxMicroBatch) : (e.maxMicroBatch == 0 ? tr("micro-batch 1 does not fit") : tr("max micro-batch unknown"));
+        QString verdict = (!e.refusal.empty() ? tr("cannot run") : e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
         // Pilots measured on this card scale the estimate; the bar stays the raw breakdown.
         if (e.calibratedTotalBytes)
             verdict += tr(" · calibrated %1 by %2").arg(sizeText(*e.calibratedTotalBytes),

@@ -128,7 +128,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     tf->addRow(tr("LoRA targets"), m_targets);
     tf->addRow(tr("Optimizer"), addCombo(QStringLiteral("train.optimizer"), enumNames({OptimizerKind::AdamW, OptimizerKind::Adam, OptimizerKind::Sgd, OptimizerKind::Adagrad,
                                                                                       OptimizerKind::RmsProp, OptimizerKind::AdamW8bit, OptimizerKind::Adafactor})));
-    tf->addRow(tr("Precision"), addCombo(QStringLiteral("train.precision"), enumNames({Precision::Fp32, Precision::Bf16Mixed, Precision::Bf16, Precision::Fp16Mixed})));
+    tf->addRow(tr("Precision"), addCombo(QStringLiteral("train.precision"), enumNames({Precision::Fp32, Precision::Bf16Mixed, Precision::Bf16, Precision::Fp16Mixed, Precision::Fp8Rowwise, Precision::Fp8Tensorwise})));
     tf->addRow(tr("Sequence length"), addSpin(QStringLiteral("train.seq_len"), 0));
     tf->addRow(tr("Micro-batch"), addSpin(QStringLiteral("train.micro_batch"), 0));
     tf->addRow(tr("Grad accumulation"), addSpin(QStringLiteral("train.grad_accum"), 0));

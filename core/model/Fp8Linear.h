@@ -1,0 +1,30 @@
+#pragma once
+// Internal to the engine (includes torch): a projection's matmuls in float8, train.precision =
+// fp8-rowwise | fp8-tensorwise. Each operand is scaled by its absolute maximum (per row of the
+// operand along the contracted dimension, or per tensor) into e4m3's range, cast, multiplied with
+// fp32 accumulation and scaled back. Tensorwise casts the output gradient to e5m2 and keeps the
+// forward's float8 input for the weight gradient; rowwise keeps e4m3 throughout and keeps the
+// 16-bit input, re-scaled along the other dimension for the weight gradient (a row scale cannot
+// follow a transpose). On a CUDA device with LibTorch's float8 (compat::hasFloat8) the matmuls are
+// _scaled_mm; elsewhere the same maths runs in fp32 on values rounded to the float8 grid
+// (roundToFloat8), which tests check against a float64 reference.
+#include <torch/torch.h>
+
+namespace pb {
+
+enum class Fp8Scaling { Rowwise, Tensorwise };
+
+// fp32 values of `x` rounded to the nearest e4m3 (or e5m2) value, ties to even, saturated at the
+// format's largest finite value (448, or 57344); subnormals as the formats have them.
+torch::Tensor roundToFloat8(const torch::Tensor &x, bool e5m2);
+
+// x [..., in] times weight [out, in] (+ bias) in float8; the output in the compute dtype (bf16).
+torch::Tensor fp8Linear(const torch::Tensor &x, const torch::Tensor &weight, const torch::Tensor &bias, Fp8Scaling scaling);
+
+// Whether fp8Linear runs real float8 matmuls for tensors on `device`.
+bool fp8Native(const torch::Device &device);
+// One operand as fp8Linear casts it: t [rows, cols] scaled per row or per tensor, the float8 values
+// (a float8 tensor where fp8Native, else fp32 on the grid) and the fp32 scale(s).
+std::pair<torch::Tensor, torch::Tensor> float8Quantize(const torch::Tensor &t, bool perRow, bool e5m2);
+
+} // namespace pb

@@ -395,12 +395,16 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak, dequantMlp > 0 ? walk.saved + dequantMlp : 0}) -
                                            walk.inputSaved);
         const int64_t mlpExtra = layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward;
-        // fp8 (model/Fp8Linear.cpp): casting a base to float8 holds its fp32 values, their clamp
-        // and the float8 copy (9 bytes a weight) in the forward; the backward first transposes it
-        // (an fp32 master's 4 more), beside the float8 output gradient and the input gradient.
-        const int64_t float8Forward = 9 * std::max(layer.float8AttentionNumel, layer.float8MlpNumel);
-        const int64_t float8BackwardMlp = layer.float8MlpNumel > 0 ? layer.downGradBytes + 13 * layer.float8MlpNumel + n * h + downInput : 0;
-        const int64_t float8BackwardAttention = layer.float8AttentionNumel > 0 ? 13 * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
+        // fp8 (model/Fp8Linear.cpp): casting a base to float8 holds the float8 copy, and without the
+        // cast kernel its fp32 values and their clamp too (9 bytes a weight), in the forward; the
+        // backward first transposes the base (4 bytes a weight for an fp32 master, 2 for a frozen
+        // 16-bit one), beside the float8 output gradient and the input gradient.
+        const int64_t castBytes = fusedKernels ? 1 : 9;
+        const int64_t baseBytes = train.mode == TrainMode::Full ? 4 : 2;
+        const int64_t float8Forward = castBytes * std::max(layer.float8AttentionNumel, layer.float8MlpNumel);
+        const int64_t float8BackwardMlp =
+            layer.float8MlpNumel > 0 ? layer.downGradBytes + (baseBytes + castBytes) * layer.float8MlpNumel + n * h + downInput : 0;
+        const int64_t float8BackwardAttention = layer.float8AttentionNumel > 0 ? (baseBytes + castBytes) * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
         if (float8Forward > 0)
             out.forwardAbovePerBlock.back() = std::max(out.forwardAbovePerBlock.back(), walk.saved + float8Forward - walk.inputSaved);
         out.backwardMlpExtraPerBlock.push_back(

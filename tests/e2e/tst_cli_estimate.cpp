@@ -49,6 +49,25 @@ private Q_SLOTS:
         QCOMPARE(cards, (QStringList {QStringLiteral("a100-sxm-80gb"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("h200-141gb"), QStringLiteral("mi300x-192gb")}));
     }
 
+    // fp8 LoRA on an 8B model: small enough for every card, but an A100 has no float8 tensor cores,
+    // so it cannot run there at any size and says why; the others fit.
+    void fp8CannotRunOnAnA100()
+    {
+        QByteArray out;
+        QCOMPARE(run({QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--set"), QStringLiteral("train.mode=lora"),
+                      QStringLiteral("--set"), QStringLiteral("train.precision=fp8-rowwise"), QStringLiteral("--json")}, out), 0);
+        for (const auto &v : QJsonDocument::fromJson(out).object().value(QStringLiteral("estimates")).toArray()) {
+            const QJsonObject e = v.toObject();
+            const bool a100 = e.value(QStringLiteral("card")).toString().startsWith(QLatin1String("a100"));
+            QCOMPARE(e.value(QStringLiteral("fits")).toBool(), !a100);
+            QCOMPARE(e.value(QStringLiteral("max_micro_batch")).toDouble() == 0, a100);
+            QCOMPARE(e.value(QStringLiteral("refusal")).toString().contains(QStringLiteral("no float8 tensor cores")), a100);
+        }
+        QCOMPARE(run({QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--set"), QStringLiteral("train.mode=lora"),
+                      QStringLiteral("--set"), QStringLiteral("train.precision=fp8-rowwise"), QStringLiteral("--card"), QStringLiteral("a100-sxm-80gb")}, out), 3);
+        QVERIFY2(out.contains("cannot run: NVIDIA A100 SXM 80GB has no float8 tensor cores"), out.constData());
+    }
+
     void fsdpOverEightFits()
     {
         QByteArray out;

@@ -322,6 +322,8 @@ private Q_SLOTS:
         QTest::newRow("steps") << QStringList {QStringLiteral("--steps"), QStringLiteral("0")} << QStringLiteral("--steps");
         QTest::newRow("memory limit") << QStringList {QStringLiteral("--memory-limit"), QStringLiteral("lots")} << QStringLiteral("--memory-limit");
         QTest::newRow("config field") << QStringList {QStringLiteral("--set"), QStringLiteral("train.seq_len=0")} << QStringLiteral("train.seq_len");
+        // fp8 on a device without float8 tensor cores (this CPU): refused before a run is recorded.
+        QTest::newRow("fp8 on cpu") << QStringList {QStringLiteral("--set"), QStringLiteral("train.precision=fp8-rowwise")} << QStringLiteral("train.precision: fp8-rowwise needs a CUDA device");
     }
     void badInputExitsTwoNamingIt()
     {
@@ -330,6 +332,18 @@ private Q_SLOTS:
         const auto r = cli(QStringList {QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db()} + args);
         QCOMPARE(r.exitCode, 2);
         QVERIFY2(r.err.contains(named.toUtf8()), r.err.constData());
+    }
+
+    // A format this device cannot run leaves no run behind, not even a failed one.
+    void fp8IsRefusedBeforeARunIsRecorded()
+    {
+        const QString fresh = m_dir.filePath(QStringLiteral("fp8-refused.db"));
+        const auto r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--set"),
+                            QStringLiteral("train.precision=fp8-tensorwise"), QStringLiteral("--db"), fresh});
+        QCOMPARE(r.exitCode, 2);
+        const auto h = cli({QStringLiteral("history"), QStringLiteral("--db"), fresh, QStringLiteral("--json")});
+        QCOMPARE(h.exitCode, 0);
+        QVERIFY2(QJsonDocument::fromJson(h.out).object().value(QStringLiteral("runs")).toArray().isEmpty(), h.out.constData());
     }
 };
 

@@ -1,5 +1,6 @@
 #include "config/MemoryBudgetWidget.h"
 
+#include "estimate/CardCapacities.h"
 #include "util/Units.h"
 
 #include <QPainter>
@@ -156,7 +157,12 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
             p.setPen(QColor(0xc0, 0x30, 0x30));
             p.drawText(QRect(barLeft + barWidth - 20, bar.top(), 20, bar.height()), Qt::AlignCenter, QStringLiteral("»"));
         }
-        const QString mb = !e.refusal.empty() ? QString::fromStdString(e.refusal) : e.maxMicroBatch > 0 ? tr("max micro-batch %1").arg(e.maxMicroBatch) : (e.maxMicroBatch == 0 ? tr("micro-batch 1 does not fit") : tr("max micro-batch unknown"));
+        // The refusal names the card, which the row already shows.
+        QString refusal = QString::fromStdString(e.refusal);
+        if (!refusal.isEmpty())
+            if (const QString prefix = QString::fromStdString(cardCapacity(e.card).name) + QStringLiteral(" has "); refusal.startsWith(prefix))
+                refusal = refusal.mid(prefix.size());
+        const QString mb = !e.refusal.empty() ? refusal : e.maxMicroBatch > 0 ? tr("max micro-batch %1").arg(e.maxMicroBatch) : (e.maxMicroBatch == 0 ? tr("micro-batch 1 does not fit") : tr("max micro-batch unknown"));
         QString verdict = (!e.refusal.empty() ? tr("cannot run") : e.fits ? tr("fits") : tr("does not fit")) + QStringLiteral(" · ") + mb;
         // Pilots measured on this card scale the estimate; the bar stays the raw breakdown.
         if (e.calibratedTotalBytes)

@@ -52,6 +52,8 @@ private Q_SLOTS:
         row("grad_accum negative", [](auto &c) { c.train.gradAccum = -2; }, "train.grad_accum", "must be a positive integer");
         row("lora rank 0", [](auto &c) { c.train.mode = pb::TrainMode::Lora; c.train.lora.rank = 0; }, "train.lora.rank", "must be a positive integer");
         row("qlora in fp32", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Fp32; }, "train.precision", "must be 16-bit under train.mode = qlora");
+        row("fp8 with qlora", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Fp8Rowwise; }, "train.precision", "a qlora base is NF4");
+        row("fp8 tokens not a multiple of 16", [](auto &c) { c.train.precision = pb::Precision::Fp8Tensorwise; c.train.seqLen = 60; c.train.microBatch = 1; }, "train.seq_len", "multiples of 16 tokens (seq_len x micro_batch = 60)");
         row("qlora rank 0", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Bf16; c.train.lora.rank = 0; }, "train.lora.rank", "must be a positive integer");
         // Shape rules.
         row("heads do not divide hidden", [](auto &c) { c.model.attentionHeads = 6; c.model.kvHeads = 3; }, "model.attention_heads", "must divide model.hidden_size (64 is not divisible by 6)");

@@ -341,6 +341,11 @@ private Q_SLOTS:
         const auto r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--set"),
                             QStringLiteral("train.precision=fp8-tensorwise"), QStringLiteral("--db"), fresh});
         QCOMPARE(r.exitCode, 2);
+        // The restore proof refuses it the same way.
+        const auto proof = cli({QStringLiteral("restore-check"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--set"),
+                                QStringLiteral("train.precision=fp8-rowwise"), QStringLiteral("--db"), fresh});
+        QCOMPARE(proof.exitCode, 2);
+        QVERIFY2(proof.err.contains("train.precision: fp8-rowwise needs a CUDA device"), proof.err.constData());
         const auto h = cli({QStringLiteral("history"), QStringLiteral("--db"), fresh, QStringLiteral("--json")});
         QCOMPARE(h.exitCode, 0);
         QVERIFY2(QJsonDocument::fromJson(h.out).object().value(QStringLiteral("runs")).toArray().isEmpty(), h.out.constData());

@@ -152,7 +152,10 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
             out.largestBlockParams = std::max(out.largestBlockParams, params);
     out.optimizerStepTemporary = stepTemporaryFor(config, largestTrainableNumel, s);
 
-    if (autocast)
+    if (isFp8(prec))
+        out.assumptions.push_back(std::string(toString(prec)) + ": each projection's matmuls in float8 with dynamic scales, its weight cast at every matmul "
+                                  "(no cached 16-bit copy); fp32 masters, everything else under bf16 autocast");
+    else if (autocast)
         out.assumptions.push_back("autocast: trainable weights kept in fp32 (master) with a cached 16-bit copy of each trainable matrix; frozen weights stored in 16 bits");
     if (config.train.mode == TrainMode::Qlora)
         out.assumptions.push_back("qlora: each projection's frozen base in NF4 (4 bits a weight, an 8-bit maximum per 64 and an fp32 scale per 16384 weights); "

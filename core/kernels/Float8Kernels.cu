@@ -2,21 +2,12 @@
 // L2); a grid-stride loop for the per-tensor one.
 #include "kernels/Float8Kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
-#include <cuda_runtime.h>
+#include "kernels/KernelSupport.cuh"
 
-#include <algorithm>
-#include <stdexcept>
-#include <string>
+#include <cuda_fp8.h>
 
 namespace pb::kernels {
 namespace {
-
-constexpr int kThreads = 256;
-
-__device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 __device__ __forceinline__ uint8_t cast(float v, bool e5m2)
 {
@@ -53,12 +44,6 @@ template <typename T> __global__ void quantizeWithScale(const T *x, int64_t n, b
         out[i] = cast(__fdiv_rn(toFloat(x[i]), s), e5m2);
 }
 
-void check(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess)
-        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
 } // namespace
 
 void float8QuantizeRows(const void *x, Dtype type, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, void *stream)
@@ -80,7 +65,7 @@ void float8QuantizeWithScale(const void *x, Dtype type, int64_t n, bool e5m2, co
     if (n == 0)
         return;
     auto s = static_cast<cudaStream_t>(stream);
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536));
+    const unsigned blocks = elementwiseBlocks(n);
     if (type == Dtype::Float32)
         quantizeWithScale<float><<<blocks, kThreads, 0, s>>>(static_cast<const float *>(x), n, e5m2, scale, out);
     else if (type == Dtype::BFloat16)

@@ -1,6 +1,7 @@
 // The CUDA kernels of train.kernels = fused (FusedKernels.h). One block per row for the row-wise
 // ones (a row is at most a few hundred KiB, so its second read mostly hits L2); fp32 arithmetic.
 #include "kernels/FusedKernels.h"
+#include "kernels/KernelSupport.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,16 +15,6 @@
 
 namespace pb::kernels {
 namespace {
-
-__device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T fromFloat(float v);
-template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
-template <> __device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half(v); }
-
-constexpr int kThreads = 256;
 
 // Block-wide sum; every thread gets the result. `shared` holds kThreads / 32 floats.
 __device__ float blockSum(float v, float *shared)
@@ -238,18 +229,6 @@ __global__ void rotaryKernel(const T *x, T *y, const float *cos, const float *si
             y[at + half] = fromFloat<T>(b * c[j + half] - a * s[j]);
         }
     }
-}
-
-unsigned elementwiseBlocks(int64_t work)
-{
-    const int64_t blocks = (work + kThreads - 1) / kThreads;
-    return static_cast<unsigned>(blocks < 65536 ? (blocks < 1 ? 1 : blocks) : 65536);
-}
-
-void check(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess)
-        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 // Calls f with a value of the C++ type of `t`.

@@ -1,26 +1,16 @@
-// 16 weights a thread (8 packed bytes, 16-byte stores); the 16 values in constant memory.
+// 16 weights a thread (8 packed bytes, 16-byte stores); the 16 values kept in constant memory and
+// copied to each block's shared memory.
 #include "kernels/Nf4Kernels.h"
 
 #include "config/Nf4Format.h"
+#include "kernels/KernelSupport.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <stdexcept>
 #include <type_traits>
-#include <string>
 
 namespace pb::kernels {
 namespace {
 
 __constant__ float kValues[16];
-
-template <typename T> __device__ __forceinline__ T fromFloat(float v);
-template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
-template <> __device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half(v); }
 
 __device__ __forceinline__ float blockScale(const int8_t *absmax, const float *scales, float mean, int64_t e)
 {
@@ -73,12 +63,6 @@ __global__ void dequantizeTail(const uint8_t *packed, const int8_t *absmax, cons
         out[e + 1] = fromFloat<T>(__fmul_rn(kValues[byte & 15], scale));
 }
 
-void check(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess)
-        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
 } // namespace
 
 void nf4Dequantize(const uint8_t *packed, const int8_t *absmax, const float *scales, const float *offset, void *out, Dtype type, int64_t numel,
@@ -91,17 +75,15 @@ void nf4Dequantize(const uint8_t *packed, const int8_t *absmax, const float *sca
         return true;
     }();
     (void)tableSet;
-    constexpr int threads = 256;
     const int64_t runs = numel / 16;
     auto s = static_cast<cudaStream_t>(stream);
-    const unsigned runBlocks = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((runs + threads - 1) / threads, 65536)));
     const int64_t tail = numel - 16 * runs;
     auto launch = [&](auto *typed) {
         using T = std::remove_pointer_t<decltype(typed)>;
         if (runs > 0)
-            dequantizeRuns<T><<<runBlocks, threads, 0, s>>>(reinterpret_cast<const uint2 *>(packed), absmax, scales, offset, typed, runs);
+            dequantizeRuns<T><<<elementwiseBlocks(runs), kThreads, 0, s>>>(reinterpret_cast<const uint2 *>(packed), absmax, scales, offset, typed, runs);
         if (tail > 0)
-            dequantizeTail<T><<<1, threads, 0, s>>>(packed, absmax, scales, offset, typed, 16 * runs, numel);
+            dequantizeTail<T><<<1, kThreads, 0, s>>>(packed, absmax, scales, offset, typed, 16 * runs, numel);
     };
     switch (type) {
     case Dtype::Float32: launch(static_cast<float *>(out)); break;

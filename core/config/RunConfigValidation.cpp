@@ -329,8 +329,11 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
     if (isFp8(t.precision)) {
         k.require(t.mode != TrainMode::Qlora, "train.precision", "fp8 multiplies a 16-bit or fp32 weight in float8; a qlora base is NF4 (use bf16-mixed)");
         k.require(!c.model.moe.enabled(), "train.precision", "fp8 is built for dense models: a mixture's experts see token counts that float8 matmuls (multiples of 16) cannot take");
-        k.require((t.seqLen * t.microBatch) % 16 == 0, "train.seq_len",
-                  "fp8 matmuls take multiples of 16 tokens (seq_len x micro_batch = " + std::to_string(t.seqLen * t.microBatch) + ")");
+        // Modulo 16 first: the product itself may overflow on absurd input, which validation must survive.
+        const auto tokens = mul(t.seqLen, t.microBatch);
+        k.require(((t.seqLen % 16) * (t.microBatch % 16)) % 16 == 0, "train.seq_len",
+                  "fp8 matmuls take multiples of 16 tokens (seq_len x micro_batch = " +
+                      (tokens ? std::to_string(*tokens) : std::to_string(t.seqLen) + " x " + std::to_string(t.microBatch)) + ")");
         if (shapeOk)
             for (const auto &p : denseProjections(c.model))
                 k.require(p.in % 16 == 0 && p.out % 16 == 0, "train.precision",

@@ -4,6 +4,7 @@
 
 #include "BuildInfo.h"
 #include "engine/TorchCompat.h"
+#include "util/Errors.h"
 
 #include <QSysInfo>
 #include <QFile>
@@ -134,20 +135,18 @@ int64_t deviceMemoryForPilot(const std::string &device)
     return 0;
 }
 
-std::string precisionRefusal(const std::string &precision, bool fp8, const Environment &env)
+void requirePrecisionRuns(Precision precision, const Environment &env)
 {
-    if (!fp8)
-        return {};
-    const std::string why = precision + " needs a CUDA device with float8 tensor cores (compute capability 8.9 or later) and LibTorch 2.5 or later";
+    if (!isFp8(precision))
+        return;
+    const std::string why = std::string(toString(precision)) + " needs a CUDA device with float8 tensor cores (compute capability 8.9 or later) and LibTorch 2.5 or later";
+    int major = 0, minor = 0, torchMajor = 0, torchMinor = 0;
     if (env.device.rfind("cuda", 0) != 0)
-        return why + "; this run's device is " + env.device;
-    int major = 0, minor = 0;
+        throw InvalidInputError("train.precision", why + "; this run's device is " + env.device);
     if (std::sscanf(env.computeCapability.c_str(), "%d.%d", &major, &minor) == 2 && major * 10 + minor < 89)
-        return why + "; " + env.deviceName + " is " + env.computeCapability;
-    int torchMajor = 0, torchMinor = 0;
+        throw InvalidInputError("train.precision", why + "; " + env.deviceName + " is " + env.computeCapability);
     if (std::sscanf(env.torchVersion.c_str(), "%d.%d", &torchMajor, &torchMinor) == 2 && torchMajor * 100 + torchMinor < 205)
-        return why + "; this build has LibTorch " + env.torchVersion;
-    return {};
+        throw InvalidInputError("train.precision", why + "; this build has LibTorch " + env.torchVersion);
 }
 
 } // namespace pb

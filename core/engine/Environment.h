@@ -1,5 +1,7 @@
 #pragma once
 // What a result ran on: recorded with every pilot so a figure can be traced to its stack.
+#include "config/RunConfig.h"
+
 #include <QJsonObject>
 #include <string>
 
@@ -33,8 +35,9 @@ int cudaDeviceCount();
 // What a pilot on `device` can use: a CUDA device's total memory, or for "cpu" the host memory the
 // kernel reports available (MemAvailable, other programs' share left out). 0 where unknown.
 int64_t deviceMemoryForPilot(const std::string &device);
-// Why `precision` cannot run in `env` (fp8 needs a CUDA device of compute capability 8.9 or later
-// and LibTorch 2.5 or later), or "" where it can. Asked before a run is recorded.
-std::string precisionRefusal(const std::string &precision, bool fp8, const Environment &env);
+// Throws InvalidInputError("train.precision", why) where `precision` cannot run in `env` (fp8
+// needs a CUDA device of compute capability 8.9 or later and LibTorch 2.5 or later). Asked before
+// a run is recorded.
+void requirePrecisionRuns(Precision precision, const Environment &env);
 
 } // namespace pb

@@ -153,11 +153,8 @@ void StepRunner::setup()
     const auto &train = m_config.train;
     if (train.precision == Precision::Fp16Mixed && !m_device.is_cuda())
         throw InvalidInputError("train.precision", "fp16-mixed needs a CUDA device: CPU autocast supports bf16 only");
-    if (isFp8(train.precision)) { // callers that record a run have refused this already (precisionRefusal)
-        const auto refusal = precisionRefusal(toString(train.precision), true, captureEnvironment(m_device.str()));
-        if (!refusal.empty())
-            throw InvalidInputError("train.precision", refusal);
-    }
+    if (isFp8(train.precision)) // callers that record a run have refused this already
+        requirePrecisionRuns(train.precision, captureEnvironment(m_device.str()));
     if (m_config.deterministic) {
 #ifdef PB_WITH_CUDA
         setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);

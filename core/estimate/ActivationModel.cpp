@@ -51,16 +51,19 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             continue;
         }
         auto &layer = layers[static_cast<size_t>(p.layer)];
-        if (p.nf4)
-            (p.name.find(".self_attn.") != std::string::npos ? layer.nf4AttentionNumel : layer.nf4MlpNumel) =
-                std::max(p.name.find(".self_attn.") != std::string::npos ? layer.nf4AttentionNumel : layer.nf4MlpNumel, p.numel);
-        const int64_t bytes = p.trainable ? p.numel * trainableParamBytes(config.train.precision) : 0;
-        // fp8: a projection's base is cast to float8 at each matmul, not cached by autocast.
+        // qlora's NF4 bases and fp8's bases (cast to float8 at each matmul, not cached by autocast):
+        // the largest of the attention and of the MLP.
+        const bool attention = p.name.find(".self_attn.") != std::string::npos;
         const bool float8Base = isFp8(config.train.precision) && p.isMatrix && !p.isLora;
-        if (float8Base) {
-            auto &largest = p.name.find(".self_attn.") != std::string::npos ? layer.float8AttentionNumel : layer.float8MlpNumel;
+        if (p.nf4) {
+            auto &largest = attention ? layer.nf4AttentionNumel : layer.nf4MlpNumel;
             largest = std::max(largest, p.numel);
         }
+        if (float8Base) {
+            auto &largest = attention ? layer.float8AttentionNumel : layer.float8MlpNumel;
+            largest = std::max(largest, p.numel);
+        }
+        const int64_t bytes = p.trainable ? p.numel * trainableParamBytes(config.train.precision) : 0;
         const int64_t copy = p.trainable && usesAutocast(config.train.precision) && p.isMatrix && !float8Base ? 2 * p.numel : 0;
         // A sparse layer's MLP: everything under its prefix ("mlp." or Mixtral's "block_sparse_moe.").
         const std::string mlpPrefix = "model.layers." + std::to_string(p.layer) + "." + names.prefix;
@@ -390,11 +393,6 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t dequantMlp = nf4DequantisedBytes(layer.nf4MlpNumel, c, fusedKernels);
         // down_proj's input: the MLP's intermediate, or one expert's share of the routed tokens.
         const int64_t downInput = layer.sparse ? c * (n * m.moe.expertsPerToken / std::max<int64_t>(1, m.moe.experts)) * m.moe.expertIntermediateSize : c * n * inter;
-        out.savedPerBlock.push_back(walk.saved);
-        out.inputSavedPerBlock.push_back(walk.inputSaved);
-        out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak, dequantMlp > 0 ? walk.saved + dequantMlp : 0}) -
-                                           walk.inputSaved);
-        const int64_t mlpExtra = layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward;
         // fp8 (model/Fp8Linear.cpp): casting a base to float8 holds the float8 copy, and without the
         // cast kernel its fp32 values and their clamp too (9 bytes a weight), in the forward; the
         // backward first transposes the base (4 bytes a weight for an fp32 master, 2 for a frozen
@@ -405,8 +403,12 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t float8BackwardMlp =
             layer.float8MlpNumel > 0 ? layer.downGradBytes + (baseBytes + castBytes) * layer.float8MlpNumel + n * h + downInput : 0;
         const int64_t float8BackwardAttention = layer.float8AttentionNumel > 0 ? (baseBytes + castBytes) * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
-        if (float8Forward > 0)
-            out.forwardAbovePerBlock.back() = std::max(out.forwardAbovePerBlock.back(), walk.saved + float8Forward - walk.inputSaved);
+        out.savedPerBlock.push_back(walk.saved);
+        out.inputSavedPerBlock.push_back(walk.inputSaved);
+        out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak, dequantMlp > 0 ? walk.saved + dequantMlp : 0,
+                                                     float8Forward > 0 ? walk.saved + float8Forward : 0}) -
+                                           walk.inputSaved);
+        const int64_t mlpExtra = layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward;
         out.backwardMlpExtraPerBlock.push_back(
             std::max({mlpExtra, dequantMlp > 0 ? layer.downGradBytes + dequantMlp + downInput : 0, float8BackwardMlp}));
         out.backwardMlpCopiesFreedPerBlock.push_back(layer.sparse ? sparse.backwardCopiesFreed : layer.downCopyBytes);

@@ -25,8 +25,8 @@ struct ModelStateBytes {
     int64_t embeddingGradientBytes = 0;  // gradient of the embedding (made last in backward)
     int64_t largestBlockParams = 0;      // parameters of the largest decoder block (or embedding/head)
     int64_t headCopyBytes = 0;           // autocast copy of lm_head (the embedding is not cast)
-    int64_t largestNf4Numel = 0;
-    int64_t nf4Weights = 0;              // part of frozenWeights: qlora's NF4 bases, held whole on every rank         // qlora: the largest NF4 base, which each matmul dequantises whole
+    int64_t largestNf4Numel = 0;         // qlora: the largest NF4 base (weights), quantised whole at construction
+    int64_t nf4Weights = 0;              // part of frozenWeights: qlora's NF4 bases, held whole on every rank
     int64_t trainableParams = 0;
     int64_t totalParams = 0;
     // What CUDA's caching allocator adds to the weights it holds (cudaCachingBlockBytes over every

@@ -51,7 +51,9 @@ Scaled scaled(const torch::Tensor &t, bool perRow, bool e5m2, bool native)
     }
 #endif
     const auto amax = perRow ? t.abs().amax({1}, /*keepdim=*/true) : t.abs().amax();
-    const auto scale = perRow ? scaleOf(amax, e5m2 ? kE5m2Max : kE4m3Max) : scaleOf(amax, e5m2 ? kE5m2Max : kE4m3Max).reshape({1});
+    auto scale = scaleOf(amax, e5m2 ? kE5m2Max : kE4m3Max);
+    if (!perRow)
+        scale = scale.reshape({1});
     const auto values = t.to(torch::kFloat) / (perRow ? scale : scale.expand({t.size(0), 1}));
     return {native ? compat::toFloat8(values, e5m2) : roundToFloat8(values, e5m2), scale};
 }

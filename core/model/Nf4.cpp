@@ -2,6 +2,8 @@
 
 #include "config/Nf4Format.h"
 
+#include <c10/util/accumulate.h>
+
 #ifdef PB_WITH_CUDA_KERNELS
 #include "kernels/Nf4Kernels.h"
 
@@ -58,10 +60,7 @@ struct Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
 
 Nf4Storage nf4Allocate(const std::vector<int64_t> &shape, const torch::Device &device)
 {
-    int64_t numel = 1;
-    for (auto d : shape)
-        numel *= d;
-    const auto parts = nf4Tensors({}, numel);
+    const auto parts = nf4Tensors({}, c10::multiply_integers(shape));
     const auto on = torch::TensorOptions().device(device);
     return {torch::empty({parts[0].numel}, on.dtype(torch::kUInt8)), torch::empty({parts[1].numel}, on.dtype(torch::kChar)),
             torch::empty({parts[2].numel}, on.dtype(torch::kFloat)), torch::empty({parts[3].numel}, on.dtype(torch::kFloat)), shape};
@@ -122,9 +121,7 @@ torch::Tensor nf4BlockMaxima(const Nf4Storage &s)
 torch::Tensor nf4Dequantize(const Nf4Storage &s, at::ScalarType type)
 {
     torch::NoGradGuard noGrad;
-    int64_t numel = 1;
-    for (auto d : s.shape)
-        numel *= d;
+    const int64_t numel = c10::multiply_integers(s.shape);
     auto out = torch::empty({numel}, s.packed.options().dtype(type));
 #ifdef PB_WITH_CUDA_KERNELS
     if (s.packed.is_cuda() && (type == at::kFloat || type == at::kBFloat16 || type == at::kHalf)) {

@@ -19,7 +19,8 @@ struct Nf4Storage {
 // Storage for a matrix of `shape` on `device`, uninitialised.
 Nf4Storage nf4Allocate(const std::vector<int64_t> &shape, const torch::Device &device);
 // Quantises `weight` (any floating dtype and device, the shape of `storage`) into `storage`, a
-// slice of rows at a time so the transient stays bounded (nf4QuantizeScratchBytes).
+// slice of 2^20 weights at a time so the transient stays bounded (the estimator's construction
+// phase counts it).
 void nf4Quantize(const torch::Tensor &weight, Nf4Storage &storage);
 // The matrix in `type` (fp32 arithmetic, rounded once).
 torch::Tensor nf4Dequantize(const Nf4Storage &storage, at::ScalarType type);

@@ -4,7 +4,6 @@
 #include "config/RunConfigJson.h"
 #include "workflow/PilotCalibration.h"
 #include "engine/PilotJson.h"
-#include "util/Errors.h"
 
 #include <spdlog/spdlog.h>
 
@@ -22,9 +21,7 @@ int64_t PilotRecorder::begin(const RunConfig &config, const PilotOptions &option
     m_device = options.device;
     m_distributed = options.distributed != nullptr;
     m_environment = captureEnvironment(options.device);
-    // A format the device cannot run is bad input, refused before a run is recorded.
-    if (const auto refusal = precisionRefusal(toString(config.train.precision), isFp8(config.train.precision), m_environment); !refusal.empty())
-        throw InvalidInputError("train.precision", refusal);
+    requirePrecisionRuns(config.train.precision, m_environment); // before a run is recorded
     start.environmentJson = toJson(m_environment);
     start.parentRunId = parentRunId;
     m_runId = m_writer.beginRun(start);

@@ -11,9 +11,7 @@ namespace pb {
 RecordedRestoreCheck runRecordedRestoreCheck(const RunConfig &config, const RestoreCheckOptions &options, const QString &databasePath)
 {
     const Environment environment = captureEnvironment(options.device);
-    // As a pilot: a format the device cannot run is refused before a run is recorded.
-    if (const auto refusal = precisionRefusal(toString(config.train.precision), isFp8(config.train.precision), environment); !refusal.empty())
-        throw InvalidInputError("train.precision", refusal);
+    requirePrecisionRuns(config.train.precision, environment); // as a pilot: before a run is recorded
     HistoryWriter writer(databasePath);
     RunStart start = runStartFor(config, QStringLiteral("restore-check"), options.device);
     start.environmentJson = toJson(environment);

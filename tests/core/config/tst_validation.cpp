@@ -53,6 +53,8 @@ private Q_SLOTS:
         row("lora rank 0", [](auto &c) { c.train.mode = pb::TrainMode::Lora; c.train.lora.rank = 0; }, "train.lora.rank", "must be a positive integer");
         row("qlora in fp32", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Fp32; }, "train.precision", "must be 16-bit under train.mode = qlora");
         row("fp8 with qlora", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Fp8Rowwise; }, "train.precision", "a qlora base is NF4");
+        // seq_len x micro_batch past int64: still refused, nothing computed from the overflowed product.
+        row("fp8 tokens beyond int64", [](auto &c) { c.train.precision = pb::Precision::Fp8Rowwise; c.train.seqLen = (int64_t(1) << 40) + 1; c.train.microBatch = (int64_t(1) << 40) + 1; }, "train.seq_len", "(seq_len x micro_batch = 1099511627777 x 1099511627777)");
         row("fp8 tokens not a multiple of 16", [](auto &c) { c.train.precision = pb::Precision::Fp8Tensorwise; c.train.seqLen = 60; c.train.microBatch = 1; }, "train.seq_len", "multiples of 16 tokens (seq_len x micro_batch = 60)");
         row("qlora rank 0", [](auto &c) { c.train.mode = pb::TrainMode::Qlora; c.train.precision = pb::Precision::Bf16; c.train.lora.rank = 0; }, "train.lora.rank", "must be a positive integer");
         // Shape rules.

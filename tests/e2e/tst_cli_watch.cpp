@@ -328,7 +328,10 @@ private Q_SLOTS:
         QVERIFY2(r.code == 0, r.out.constData());
         proof = eventOf(r.out, QStringLiteral("summary"));
         QCOMPARE(proof.value(QStringLiteral("kind")).toString(), QStringLiteral("envelope"));
-        QVERIFY(proof.value(QStringLiteral("reference_max_abs_loss_diff")).toDouble() > 0);
+        // One ulp of jitter may leave every reported float32 loss unchanged (CI saw it): the reference
+        // is still the envelope, at the losses' own resolution at least.
+        QCOMPARE(proof.value(QStringLiteral("reference_run_ids")).toArray(), QJsonArray {static_cast<double>(idOf(jref))});
+        QVERIFY(proof.value(QStringLiteral("reference_max_abs_loss_diff")).isDouble());
         QVERIFY(proof.value(QStringLiteral("message")).toString().contains(QStringLiteral("run-to-run variation")));
         r = envelope(jfar);
         QCOMPARE(r.code, 1);

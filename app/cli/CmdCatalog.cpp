@@ -76,25 +76,27 @@ int runList(CliContext &ctx)
         return 0;
     }
     printHeader(ctx, catalog);
-    ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8\n")
-                   .arg(QStringLiteral("id"), -16)
+    ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8  %9\n")
+                   .arg(QStringLiteral("id"), -18)
                    .arg(QStringLiteral("stack"), -6)
                    .arg(QStringLiteral("memory"), 10)
                    .arg(QStringLiteral("TB/s"), 6)
                    .arg(QStringLiteral("BF16 TF"), 8)
                    .arg(QStringLiteral("FP8 TF"), 7)
                    .arg(QStringLiteral("link GB/s"), 10)
-                   .arg(QStringLiteral("$/GPU-h"), 8);
+                   .arg(QStringLiteral("$/GPU-h"), 8)
+                   .arg(QStringLiteral("price as of"));
     for (const auto &c : catalog.cards) {
-        ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8\n")
-                       .arg(QString::fromStdString(c.id), -16)
+        ctx.out << QStringLiteral("%1 %2 %3 %4 %5 %6 %7 %8  %9\n")
+                       .arg(QString::fromStdString(c.id), -18)
                        .arg(QString::fromLatin1(toString(c.stack)), -6)
                        .arg(num(c.memoryGb, 0) + QStringLiteral(" GB"), 10)
                        .arg(num(c.memoryBandwidthTbps, 2), 6)
                        .arg(num(c.bf16DenseTflops, 0), 8)
                        .arg(c.fp8DenseTflops ? num(*c.fp8DenseTflops, 0) : QStringLiteral("-"), 7)
                        .arg(num(c.interconnectGBps, 0), 10)
-                       .arg(num(c.onDemandPerGpuHour(catalog.gpuCounts.front()), 2), 8);
+                       .arg(num(c.onDemandPerGpuHour(catalog.gpuCounts.front()), 2), 8)
+                       .arg(c.priceSource ? QString::fromStdString(c.priceSource->asOf) : QStringLiteral("not stated"));
     }
     ctx.out << "\n$/GPU-h: on demand, " << catalog.gpuCounts.front() << " GPU. 'pilotbench-cli catalog show ID' for terms and card counts.\n";
     return 0;
@@ -121,7 +123,13 @@ int runShow(CliContext &ctx)
     ctx.out << QString::fromStdString(c.name) << " (" << QString::fromStdString(c.id) << ")\n"
             << "  vendor            " << QString::fromStdString(c.vendor) << ", " << QString::fromStdString(c.formFactor) << ", " << num(c.powerW, 0) << " W\n"
             << "  memory            " << num(c.memoryGb, 0) << " GB (" << c.memoryBytes << " bytes visible), " << num(c.memoryBandwidthTbps, 3) << " TB/s\n"
-            << "  dense TFLOP/s     BF16 " << num(c.bf16DenseTflops, 1) << ", FP8 " << (c.fp8DenseTflops ? num(*c.fp8DenseTflops, 1) : QStringLiteral("none")) << '\n'
+            << "  dense TFLOP/s     BF16 " << num(c.bf16DenseTflops, 1) << ", FP8 " << (c.fp8DenseTflops ? num(*c.fp8DenseTflops, 1) : QStringLiteral("none"))
+            << ", FP4 " << (c.fp4DenseTflops ? num(*c.fp4DenseTflops, 1) : QStringLiteral("none")) << '\n'
+            << "  specifications    " << (c.specSource.empty() ? QStringLiteral("source not stated") : QString::fromStdString(c.specSource)) << '\n'
+            << "  prices            " << (c.priceSource ? QStringLiteral("as of %1: %2%3").arg(QString::fromStdString(c.priceSource->asOf), QString::fromStdString(c.priceSource->text),
+                                                                                          c.priceSource->url.empty() ? QString() : QStringLiteral(" ") + QString::fromStdString(c.priceSource->url))
+                                                    : QStringLiteral("source not stated"))
+            << '\n'
             << "  interconnect      " << QString::fromStdString(c.interconnect) << ", " << num(c.interconnectGBps, 0) << " GB/s\n"
             << "  software          " << QString::fromLatin1(toString(c.stack)) << " >= " << QString::fromStdString(c.minRuntimeVersion) << ", driver >= "
             << QString::fromStdString(c.minDriverVersion) << ", " << QString::fromStdString(c.computeCapability) << "\n\n"

@@ -59,7 +59,7 @@ void printTable(CliContext &ctx, const Comparison &c)
                        .arg(QString::fromStdString(r.cost.plan.description))
                        .arg(r.recommended ? QStringLiteral("  <- recommended") : (r.meetsDeadline ? QString() : QStringLiteral("  (misses deadline)")));
     }
-    ctx.out << '\n' << QString::fromStdString(c.recommendation) << "\n\nCatalog (" << QString::fromStdString(c.catalogSource) << ") modelled on " << QString::fromStdString(c.catalogDate) << ": "
+    ctx.out << '\n' << QString::fromStdString(c.recommendation) << "\n" << QString::fromStdString(numericFormatText(c)) << "\n\nCatalog (" << QString::fromStdString(c.catalogSource) << ") modelled on " << QString::fromStdString(c.catalogDate) << ": "
             << QString::fromStdString(c.catalogNotice) << "\nAssumptions:\n";
     for (const auto &a : c.assumptions)
         ctx.out << "  - " << QString::fromStdString(a) << '\n';

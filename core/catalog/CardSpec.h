@@ -18,6 +18,14 @@ struct VariantPattern {
     std::string meaning;               // what the variant changes, shown with the mismatch
 };
 
+// Where a card's modelled prices come from: the public reference they were modelled on, and the
+// date that reference was read (the "price as of" shown beside the figures).
+struct PriceSource {
+    std::string text;                  // "Lambda on demand, 1x B200: $6.99 per GPU-hour; modelled at ..."
+    std::string asOf;                  // YYYY-MM-DD
+    std::string url;                   // "" when the reference has no page
+};
+
 // Per-GPU-hour prices of one term (or on demand) by card count.
 struct TermPrice {
     std::string termId;                // catalog term id ("1w", "1m", "3m") or "on_demand"
@@ -35,6 +43,8 @@ struct CardSpec {
     double memoryBandwidthTbps = 0;    // TB/s (1e12 bytes/s)
     double bf16DenseTflops = 0;        // dense, no sparsity
     std::optional<double> fp8DenseTflops; // unset: no FP8 tensor cores
+    std::optional<double> fp4DenseTflops; // unset: no FP4 tensor cores
+    std::string specSource;            // the datasheet the figures come from ("" not stated)
     std::string interconnect;
     double interconnectGBps = 0;       // GB/s per GPU, as the datasheet states it
     double powerW = 0;
@@ -46,6 +56,7 @@ struct CardSpec {
     std::vector<VariantPattern> variantPatterns;
     TermPrice onDemand;                // termId "on_demand"
     std::vector<TermPrice> terms;      // in the catalog's term order
+    std::optional<PriceSource> priceSource; // unset: a catalog that does not say (older files)
 
     // Per-GPU-hour price; throws InvalidInputError when the term or the card count is not priced.
     double onDemandPerGpuHour(int gpus) const;

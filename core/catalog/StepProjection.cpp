@@ -11,6 +11,9 @@ namespace pb {
 namespace {
 
 
+// An FP8 step's measured gain over bf16-mixed; 1 where not measured (and for BF16 steps).
+double fp8Gain(const MeasuredStep &step) { return step.format == NumericFormat::Fp8 && step.fp8Speedup > 0 ? step.fp8Speedup : 1.0; }
+
 std::string percent(double fraction) { return fixed(fraction * 100.0, 1) + " %"; }
 
 void requirePositive(const char *where, double value)
@@ -24,13 +27,7 @@ void requirePositive(const char *where, double value)
 const char *toString(FigureBasis basis) { return basis == FigureBasis::Measured ? "measured" : "modelled"; }
 const char *toString(NumericFormat format) { return format == NumericFormat::Fp8 ? "fp8" : "bf16"; }
 
-DevicePeak cardPeak(const CardSpec &card, NumericFormat format, bool *fellBack)
-{
-    const bool fp8 = format == NumericFormat::Fp8 && card.fp8DenseTflops.has_value();
-    if (fellBack)
-        *fellBack = format == NumericFormat::Fp8 && !fp8;
-    return DevicePeak {card.name, fp8 ? *card.fp8DenseTflops : card.bf16DenseTflops, card.memoryBandwidthTbps};
-}
+DevicePeak cardPeak(const CardSpec &card) { return DevicePeak {card.name, card.bf16DenseTflops, card.memoryBandwidthTbps}; }
 
 Calibration calibrate(const MeasuredStep &step, const Catalog &catalog)
 {
@@ -38,12 +35,14 @@ Calibration calibrate(const MeasuredStep &step, const Catalog &catalog)
     requirePositive("measured.flops_per_step", step.flopsPerStep);
     if (!std::isfinite(step.bytesPerStep) || step.bytesPerStep < 0)
         throw InvalidInputError("measured.bytes_per_step", "must be zero (unknown) or positive");
+    if (step.format == NumericFormat::Fp8 && (!std::isfinite(step.fp8Speedup) || step.fp8Speedup < 0))
+        throw InvalidInputError("measured.fp8_speedup", "must be zero (not measured) or positive");
     Calibration cal;
-    const double seconds = step.stepTimeMs / 1000.0;
+    const double seconds = step.stepTimeMs * fp8Gain(step) / 1000.0;
     cal.achievedTflops = step.flopsPerStep / seconds / 1e12;
     std::optional<DevicePeak> peak;
     if (!step.cardId.empty())
-        peak = cardPeak(catalog.card(step.cardId), step.format);
+        peak = cardPeak(catalog.card(step.cardId));
     else if (step.device)
         peak = step.device;
     if (!peak) {
@@ -80,14 +79,24 @@ StepProjection projectStep(const MeasuredStep &step, const Catalog &catalog, con
     p.gpus = gpus;
     const bool measuredCard = !step.cardId.empty() && step.cardId == card.id;
 
-    bool fellBack = false;
-    const DevicePeak target = cardPeak(card, step.format, &fellBack);
-    if (fellBack)
-        p.assumptions.push_back(card.name + " has no FP8 tensor cores: projected at its BF16 peak of " + fixed(card.bf16DenseTflops, 0) + " TFLOP/s");
+    const DevicePeak target = cardPeak(card);
+    // FP8: the BF16-equivalent step projected on the BF16 roofline, then divided by the gain the
+    // pilots measured (1 unmeasured) where the card has FP8 tensor cores.
+    const bool fp8 = step.format == NumericFormat::Fp8;
+    const double gain = fp8 && card.fp8DenseTflops ? fp8Gain(step) : 1.0;
+    if (fp8 && !measuredCard) {
+        const std::string measured = step.fp8Speedup > 0 ? "the " + fixed(step.fp8Speedup, 2) + "x over bf16-mixed measured by " + step.fp8SpeedupSource
+                                                         : "no gain (FP8's speed over bf16-mixed was not measured for this run: pilot both precisions on one card)";
+        if (card.fp8DenseTflops)
+            p.assumptions.push_back("fp8 projected as bf16-mixed on " + card.name + "'s BF16 roofline, then " + measured + ", assumed the same on " + card.name
+                                    + " (the datasheets' FP8/BF16 peak ratio is not used)");
+        else
+            p.assumptions.push_back(card.name + " has no FP8 tensor cores: the run cannot use fp8 there; shown at the bf16-mixed speed the measurement implies");
+    }
     const double computeEff = cal.calibrated ? cal.rooflineEfficiency : assumptions.uncalibratedComputeEfficiency;
     const double bandwidthEff = cal.calibrated ? cal.rooflineEfficiency : assumptions.uncalibratedBandwidthEfficiency;
-    const double computeSeconds = step.flopsPerStep / (target.peakTflops * 1e12 * computeEff);
-    const double bandwidthSeconds = step.bytesPerStep > 0 ? step.bytesPerStep / (target.bandwidthTbps * 1e12 * bandwidthEff) : 0.0;
+    const double computeSeconds = step.flopsPerStep / (target.peakTflops * 1e12 * computeEff) / gain;
+    const double bandwidthSeconds = step.bytesPerStep > 0 ? step.bytesPerStep / (target.bandwidthTbps * 1e12 * bandwidthEff) / gain : 0.0;
     p.boundBy = bandwidthSeconds > computeSeconds ? "memory bandwidth" : "compute";
 
     if (measuredCard) {
@@ -98,7 +107,7 @@ StepProjection projectStep(const MeasuredStep &step, const Catalog &catalog, con
         p.singleGpuStepTimeMs = std::max(computeSeconds, bandwidthSeconds) * 1000.0;
         p.singleGpuBasis = FigureBasis::Modelled;
         p.assumptions.push_back("roofline: time = max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)) at " + card.name + "'s datasheet " + fixed(target.peakTflops, 0)
-                                + " TFLOP/s (" + toString(step.format) + " dense) and " + fixed(target.bandwidthTbps, 2) + " TB/s");
+                                + " TFLOP/s (BF16 dense) and " + fixed(target.bandwidthTbps, 2) + " TB/s");
         if (cal.calibrated) {
             p.assumptions.push_back("efficiency " + percent(cal.rooflineEfficiency) + " calibrated on " + cal.deviceLabel + " (the measured step was bound by " + cal.boundBy + ": "
                                     + percent(cal.computeEfficiency) + " of peak FLOP/s" + (cal.bandwidthEfficiency > 0 ? ", " + percent(cal.bandwidthEfficiency) + " of peak bandwidth" : std::string())

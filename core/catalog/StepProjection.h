@@ -25,8 +25,9 @@ struct DevicePeak {
     double bandwidthTbps = 0;          // memory bandwidth; 0 unknown
 };
 
-// The card's peak in the format; a card without FP8 falls back to BF16 (`fellBack` set).
-DevicePeak cardPeak(const CardSpec &card, NumericFormat format, bool *fellBack = nullptr);
+// The card's dense BF16 peak and bandwidth: the roofline every format is projected on (an FP8
+// step through its measured gain over BF16, never the datasheets' FP8/BF16 peak ratio).
+DevicePeak cardPeak(const CardSpec &card);
 
 struct MeasuredStep {
     double stepTimeMs = 0;             // mean synchronised step time on one GPU
@@ -34,6 +35,10 @@ struct MeasuredStep {
     double bytesPerStep = 0;           // memory traffic of one step; 0: unknown (compute term only)
     double tokensPerStep = 0;          // tokens of one optimizer step on one GPU
     NumericFormat format = NumericFormat::Bf16;
+    // Fp8 only: tokens/s in fp8 over tokens/s in bf16-mixed, measured for this run on the measured
+    // device (0: not measured, then assumed 1), and the words saying which runs measured it.
+    double fp8Speedup = 0;
+    std::string fp8SpeedupSource;
     std::string cardId;                // catalog card it ran on (a clean matchDevice); empty otherwise
     std::optional<DevicePeak> device;  // the measured device's peak when cardId is empty; unset: unknown (CPU)
     // Measured on cardId: gpus -> efficiency (throughput on N / (N x throughput on one)).
@@ -57,8 +62,9 @@ struct Calibration {
     std::string boundBy;               // "compute" or "memory bandwidth"
 };
 
-// Throws InvalidInputError for a non-positive time or FLOP count, an unknown card, or an
-// efficiency above 1 (the FLOP/byte count or the peak is wrong: never clamped).
+// Against the device's BF16 roofline; an FP8 step as its BF16 equivalent (its time times the
+// measured gain). Throws InvalidInputError for a non-positive time or FLOP count, an unknown card,
+// or an efficiency above 1 (the FLOP/byte count or the peak is wrong: never clamped).
 Calibration calibrate(const MeasuredStep &step, const Catalog &catalog);
 
 struct StepProjection {

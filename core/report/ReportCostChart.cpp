@@ -167,7 +167,8 @@ QColor costHoursCardColor(int cardIndex)
 {
     // No green (the recommended ring) and no red (the deadline) among them.
     static const QColor palette[] {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xb0, 0x7a, 0xa1), QColor(0x9c, 0x75, 0x5f),
-                                   QColor(0x76, 0xb7, 0xb2), QColor(0xed, 0xc9, 0x48), QColor(0xff, 0x9d, 0xa7), QColor(0x79, 0x70, 0x6e)};
+                                   QColor(0x76, 0xb7, 0xb2), QColor(0xed, 0xc9, 0x48), QColor(0xff, 0x9d, 0xa7), QColor(0x79, 0x70, 0x6e),
+                                   QColor(0x2f, 0x4b, 0x7c), QColor(0xbc, 0xbd, 0x22), QColor(0x17, 0xbe, 0xcf), QColor(0x6b, 0x4c, 0x9a)};
     const int n = static_cast<int>(std::size(palette));
     return palette[((cardIndex % n) + n) % n];
 }
@@ -179,7 +180,7 @@ QColor costHoursDeadlineColor() { return QColor(0xc0, 0x30, 0x30); }
 
 QString shortCardName(const QString &cardName)
 {
-    static const QRegularExpression dropped(QStringLiteral("^(nvidia|amd|intel|instinct|google|habana|\\d+(\\.\\d+)?\\s*(gb|gib|tb)|sxm\\d*|pcie|oam|nvl\\d*)$"),
+    static const QRegularExpression dropped(QStringLiteral("^(nvidia|amd|intel|instinct|google|habana|\\d+(\\.\\d+)?\\s*(gb|gib|tb)|sxm\\d*|pcie|oam|blackwell|server|edition)$"),
                                             QRegularExpression::CaseInsensitiveOption);
     QStringList kept;
     for (const QString &word : cardName.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {

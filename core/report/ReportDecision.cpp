@@ -135,6 +135,7 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
              QStringLiteral("Total (%1)").arg(qs(cmp.currency)), QStringLiteral("Per M tokens")},
             rows, {0.13, 0.075, 0.04, 0.07, 0.07, 0.08, 0.08, 0.07, 0.07, 0.12, 0.075, 0.085}, cmp.recommendedIndex, 6.5);
     c.paragraph(QStringLiteral("* recommended (shaded). ") + qs(cmp.recommendation));
+    c.paragraph(qs(numericFormatText(cmp)), 8.5);
     c.space(6);
     drawCostHoursChart(c.painter(), c.reserve(240), cmp);
     c.space(6);
@@ -183,6 +184,16 @@ void paintAssumptions(ReportCanvas &c, const ReportData &d)
         {QStringLiteral("Notice"), qs(d.catalog.notice)},
         {QStringLiteral("Price basis"), qs(d.catalog.priceBasis)},
     });
+    // Every price with where it comes from and when that was read: prices move by the month.
+    c.paragraph(QStringLiteral("Prices (on demand, one GPU) and their sources"), 9, true);
+    for (const CardSpec &card : d.catalog.cards) {
+        const QString price = formatMoney(card.onDemand.perGpuHourByGpus.count(1) ? card.onDemand.perGpuHourByGpus.at(1) : 0.0, d.catalog.currency);
+        c.paragraph(card.priceSource ? QStringLiteral("- %1: %2 per GPU-hour, price as of %3. %4%5")
+                                           .arg(qs(card.name), price, qs(card.priceSource->asOf), qs(card.priceSource->text),
+                                                card.priceSource->url.empty() ? QString() : QStringLiteral(" (%1)").arg(qs(card.priceSource->url)))
+                                     : QStringLiteral("- %1: %2 per GPU-hour; the catalog does not say where this price comes from.").arg(qs(card.name), price),
+                    7.5);
+    }
     std::vector<std::string> items;
     auto add = [&](const std::string &a) {
         if (std::find(items.begin(), items.end(), a) == items.end())

@@ -1,6 +1,7 @@
 #include "workflow/Checklist.h"
 
 #include "history/HistoryStore.h"
+#include "workflow/FormatEvidence.h"
 #include "workflow/WatchedEvidence.h"
 #include "util/Units.h"
 
@@ -122,9 +123,10 @@ StageStatus evaluateStage(const HistoryStore &store, int index, const QString &m
                      .arg(formatBytes(static_cast<int64_t>(s.value(QStringLiteral("peak_allocated_bytes")).toDouble()), 1));
     }
     const QString message = s.value(QStringLiteral("message")).toString();
-    status.evidence = tr("Run %1 (%2) on %3, %4: %5%6%7")
+    // The numerical format is part of the evidence: an fp8 pilot says nothing of bf16's memory or speed.
+    status.evidence = tr("Run %1 (%2, %3) on %4, %5: %6%7%8")
                           .arg(newest->id)
-                          .arg(newest->kind, newest->device, newest->startedAt.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")), newest->verdict, detail,
+                          .arg(newest->kind, QString::fromStdString(runPrecision(*newest)), newest->device, newest->startedAt.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")), newest->verdict, detail,
                                message.isEmpty() ? QString() : QStringLiteral(" — ") + message);
     return status;
 }

@@ -211,6 +211,7 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
         e.tokensPerStep = static_cast<double>(config.train.microBatch * config.train.gradAccum * config.train.seqLen);
     }
     e.setupMs = s.value(QStringLiteral("setup_ms")).toDouble();
+    e.precision = runPrecision(run);
 
     std::vector<double> passes;
     for (const auto &v : store.validations(run.id))
@@ -251,6 +252,11 @@ PilotEvidence pilotEvidence(const HistoryStore &store, const RunRecord &run, con
         const DeviceMatch match = matchDevice(detected, catalog);
         if (match.clean())
             e.cardId = match.cardId;
+        try {
+            e.fp8Speedup = measuredFp8Speedup(store, runConfigFromJson(run.config), detected.name);
+        } catch (const InvalidInputError &) {
+            // a config this version cannot read has no sibling runs to compare with
+        }
     }
 
     // Scaling steps record the card count and the efficiency they measured in their summary. Only
@@ -292,6 +298,8 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
     out.deadlineHours = config.job.deadlineHours;
     out.plannedTokens = plannedTokensOf(config);
     out.configHash = configHash(config);
+    out.precision = toString(config.train.precision);
+    const bool fp8 = isFp8(config.train.precision);
 
     std::vector<int> counts = request.gpuCounts.empty() ? catalog.gpuCounts : request.gpuCounts;
     for (int gpus : counts) {
@@ -319,9 +327,15 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         out.scaleRunIds = pilot->scaleRunIds;
         out.pilotDevice = pilot->deviceLabel;
         out.pilotKernels = toString(config.train.kernels);
+        out.fp8Speedup = pilot->fp8Speedup;
         out.assumptions.push_back("step times from pilot run " + std::to_string(pilot->runId) + " on " + pilot->deviceLabel + " (" + fixed(pilot->stepTimeMs, 2)
-                                  + " ms per step, measured with " + out.pilotKernels + " kernels); measured where the card is the one it ran on, modelled elsewhere");
+                                  + " ms per step, measured in " + pilot->precision + " with " + out.pilotKernels + " kernels); measured where the card is the one it ran on, modelled elsewhere");
+        if (pilot->fp8Speedup && !fp8)
+            out.assumptions.push_back(std::string(toString(pilot->fp8Speedup->fp8)) + " ran this job at " + fixed(pilot->fp8Speedup->ratio, 2)
+                                      + "x the tokens/s of bf16-mixed (" + pilot->fp8Speedup->source() + "): compare that config to price it");
     }
+    if (fp8 && !pilot)
+        out.assumptions.push_back("no pilot of this fp8 config: its step time is modelled as bf16-mixed's (FP8's gain is not assumed from the datasheets' peak ratio; pilot it to measure it)");
     out.assumptions.push_back("the global batch stays as configured on every card count; fit and the largest micro-batch are per GPU at the configured micro-batch");
     out.assumptions.push_back("useful tokens are the planned tokens (" + fixed(out.plannedTokens, 0) + "): no failed or repeated steps are budgeted");
     if (request.options.storageTb <= 0 && request.options.egressTb <= 0 && !request.options.support)
@@ -346,6 +360,11 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         measured.tokensPerStep = pilot->tokensPerStep;
         measured.cardId = pilot->cardId;
         measured.scalingEfficiencyByGpus = pilot->scalingEfficiencyByGpus;
+        measured.format = fp8 ? NumericFormat::Fp8 : NumericFormat::Bf16;
+        if (fp8 && pilot->fp8Speedup) {
+            measured.fp8Speedup = pilot->fp8Speedup->ratio;
+            measured.fp8SpeedupSource = pilot->fp8Speedup->source();
+        }
     }
     const double tokensPerStep = pilot ? pilot->tokensPerStep : configTokensPerStep;
 
@@ -482,6 +501,18 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
     return out;
 }
 
+std::string numericFormatText(const Comparison &c)
+{
+    const bool fp8 = c.precision.rfind("fp8", 0) == 0;
+    std::string text = "Numerical format: " + c.precision;
+    if (c.fp8Speedup)
+        text += std::string(fp8 ? ", " : "; ") + toString(c.fp8Speedup->fp8) + " measured at " + fixed(c.fp8Speedup->ratio, 2) + "x the tokens/s of bf16-mixed ("
+                + c.fp8Speedup->source() + ")" + (fp8 ? ", assumed the same on every card with FP8 tensor cores" : "");
+    else if (fp8)
+        text += ", its gain over bf16-mixed not measured (pilot the bf16-mixed config on the same card): projected with no gain, not the datasheets' FP8/BF16 peak ratio";
+    return text + ".";
+}
+
 QJsonObject toJson(const Comparison &c)
 {
     QJsonArray rows;
@@ -532,6 +563,8 @@ QJsonObject toJson(const Comparison &c)
         {QStringLiteral("pilot_run_id"), c.pilotRunId ? QJsonValue(static_cast<double>(*c.pilotRunId)) : QJsonValue(QJsonValue::Null)},
         {QStringLiteral("pilot_device"), QString::fromStdString(c.pilotDevice)},
         {QStringLiteral("pilot_kernels"), QString::fromStdString(c.pilotKernels)},
+        {QStringLiteral("precision"), QString::fromStdString(c.precision)},
+        {QStringLiteral("fp8_speedup"), c.fp8Speedup ? QJsonValue(c.fp8Speedup->toJson()) : QJsonValue(QJsonValue::Null)},
         {QStringLiteral("restore_check_run_id"), c.restoreCheckRunId ? QJsonValue(static_cast<double>(*c.restoreCheckRunId)) : QJsonValue(QJsonValue::Null)},
         {QStringLiteral("checkpoint_bytes"), static_cast<double>(c.checkpointBytes)},
         {QStringLiteral("checkpoint_write_bytes_per_s"), c.checkpointWriteBytesPerSecond},

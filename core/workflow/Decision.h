@@ -13,6 +13,7 @@
 #include "config/RunConfig.h"
 #include "estimate/MemoryEstimate.h"
 #include "history/HistoryTypes.h"
+#include "workflow/FormatEvidence.h"
 
 #include <QJsonObject>
 
@@ -63,6 +64,10 @@ struct PilotEvidence {
     std::map<int, double> scalingEfficiencyByGpus; // from runs of kind "scale" with the same hash
     std::map<int, ParallelStrategy> scalingStrategyByGpus; // the strategy each of those ran
     std::vector<int64_t> scaleRunIds;            // the scaling steps those came from
+    std::string precision = "bf16-mixed";        // train.precision the pilot ran
+    // fp8 over bf16-mixed for this run, measured by two pilots on the pilot's device (either may
+    // be this one); unset where one of them is missing.
+    std::optional<FormatSpeedup> fp8Speedup;
 };
 
 // Reads a pilot run's evidence (validations, checkpoints, scale runs and the newest restore check of
@@ -112,6 +117,8 @@ struct Comparison {
     std::optional<int64_t> restoreCheckRunId;    // whose verify and restore rates were used
     std::string pilotDevice;
     std::string pilotKernels;                    // train.kernels the pilot ran ("eager", "fused"): the config's, as the hash matches
+    std::string precision;                       // train.precision of the config compared
+    std::optional<FormatSpeedup> fp8Speedup;     // measured for this run (the pilot's), used for an fp8 config
     // One checkpoint of the planned job (checkpointBytesFor) and the measured rates it was timed
     // at (bytes per second, 0: not measured); the same for every row.
     int64_t checkpointBytes = 0;
@@ -132,9 +139,13 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
 // Ring collectives over the card's interconnect at `efficiency` of its datasheet bandwidth.
 double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &config, const CardSpec &card, double efficiency);
 
+// The numerical format of the compared config and what the history measured of FP8 for it, in
+// one sentence for the CLI, the Compare tab and the report.
+std::string numericFormatText(const Comparison &comparison);
+
 // {"rows": [...], "recommendation", "recommended_index", "catalog_date", "catalog_notice", "currency",
 //  "term", "deadline_hours", "planned_tokens", "config_hash", "pilot_run_id", "pilot_device", "restore_check_run_id",
-//  "checkpoint_bytes", "checkpoint_write_bytes_per_s", "checkpoint_verify_bytes_per_s", "checkpoint_restore_bytes_per_s",
+//  "precision", "fp8_speedup" (FormatSpeedup::toJson, or null), "checkpoint_bytes", "checkpoint_write_bytes_per_s", "checkpoint_verify_bytes_per_s", "checkpoint_restore_bytes_per_s",
 //  "assumptions"}
 QJsonObject toJson(const Comparison &comparison);
 

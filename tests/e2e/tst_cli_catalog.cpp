@@ -28,11 +28,17 @@ private Q_SLOTS:
         QCOMPARE(r.code, 0);
         const QJsonObject catalog = json(r);
         QCOMPARE(catalog.value(QStringLiteral("source")).toString(), QStringLiteral(":/catalog.json"));
-        QCOMPARE(catalog.value(QStringLiteral("modelled_on")).toString(), QStringLiteral("2026-11-30"));
+        QCOMPARE(catalog.value(QStringLiteral("modelled_on")).toString(), QStringLiteral("2026-12-02"));
         QStringList ids;
         for (const auto &c : catalog.value(QStringLiteral("cards")).toArray())
             ids << c.toObject().value(QStringLiteral("id")).toString();
-        QCOMPARE(ids, (QStringList {QStringLiteral("a100-sxm-80gb"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("h200-sxm-141gb"), QStringLiteral("mi300x-192gb")}));
+        QCOMPARE(ids, (QStringList {QStringLiteral("a100-sxm-80gb"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("h200-sxm-141gb"), QStringLiteral("mi300x-192gb"),
+                                    QStringLiteral("b200-sxm-180gb"), QStringLiteral("h200-nvl-141gb"), QStringLiteral("mi325x-256gb"), QStringLiteral("mi355x-288gb"),
+                                    QStringLiteral("l40s-48gb"), QStringLiteral("rtx-pro-6000-96gb")}));
+        // Each price with its source and the date it was read.
+        const QJsonObject b200 = catalog.value(QStringLiteral("cards")).toArray().at(4).toObject();
+        QCOMPARE(b200.value(QStringLiteral("price_source")).toObject().value(QStringLiteral("as_of")).toString(), QStringLiteral("2026-09-25"));
+        QCOMPARE(b200.value(QStringLiteral("fp4_dense_tflops")).toDouble(), 9000.0);
     }
 
     void listText()
@@ -40,9 +46,13 @@ private Q_SLOTS:
         const Result r = cli({QStringLiteral("catalog")});
         QCOMPARE(r.code, 0);
         QVERIFY(r.out.contains(QStringLiteral("not a quote")));
-        // id, stack, memory, TB/s, BF16, FP8, link, on-demand price for one GPU
-        QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral("h200-sxm-141gb\\s+cuda\\s+141 GB\\s+4.80\\s+989\\s+1979\\s+900\\s+3.65"))), qPrintable(r.out));
+        // id, stack, memory, TB/s, BF16, FP8, link, on-demand price for one GPU, price as of
+        QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral("h200-sxm-141gb\\s+cuda\\s+141 GB\\s+4.80\\s+989\\s+1979\\s+900\\s+3.65\\s+2026-09-25"))), qPrintable(r.out));
         QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral("a100-sxm-80gb\\s+cuda\\s+80 GB\\s+2.04\\s+312\\s+-\\s+600\\s+1.89"))), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QRegularExpression(QStringLiteral("l40s-48gb\\s+cuda\\s+48 GB\\s+0.86\\s+362\\s+733\\s+64\\s+1.29"))), qPrintable(r.out));
+        const Result show = cli({QStringLiteral("catalog"), QStringLiteral("show"), QStringLiteral("mi355x-288gb")});
+        QCOMPARE(show.code, 0);
+        QVERIFY2(show.out.contains(QStringLiteral("FP4 10066.3")) && show.out.contains(QStringLiteral("as of 2026-12-02: No public on-demand price")), qPrintable(show.out));
     }
 
     void badFileNamesTheField()
@@ -65,7 +75,7 @@ private Q_SLOTS:
     {
         const Result r = cli({QStringLiteral("catalog"), QStringLiteral("validate"), QStringLiteral(PB_SOURCE_DIR "/resources/catalog.json")});
         QCOMPARE(r.code, 0);
-        QVERIFY(r.out.startsWith(QStringLiteral("valid: 4 cards")));
+        QVERIFY(r.out.startsWith(QStringLiteral("valid: 10 cards")));
     }
 
     void match()
@@ -75,9 +85,11 @@ private Q_SLOTS:
         QCOMPARE(r.code, 0);
         QCOMPARE(json(r).value(QStringLiteral("card")).toString(), QStringLiteral("h200-sxm-141gb"));
         QVERIFY(json(r).value(QStringLiteral("clean")).toBool());
-        r = cli({QStringLiteral("catalog"), QStringLiteral("match"), QStringLiteral("--name"), QStringLiteral("NVIDIA H200 NVL"), QStringLiteral("--json")});
+        r = cli({QStringLiteral("catalog"), QStringLiteral("match"), QStringLiteral("--name"), QStringLiteral("NVIDIA H100 NVL"), QStringLiteral("--json")});
         QCOMPARE(r.code, 1);
         QCOMPARE(json(r).value(QStringLiteral("mismatches")).toArray().at(0).toObject().value(QStringLiteral("kind")).toString(), QStringLiteral("form-factor"));
+        r = cli({QStringLiteral("catalog"), QStringLiteral("match"), QStringLiteral("--name"), QStringLiteral("NVIDIA H200 NVL"), QStringLiteral("--json")});
+        QCOMPARE(json(r).value(QStringLiteral("card")).toString(), QStringLiteral("h200-nvl-141gb"));
         r = cli({QStringLiteral("catalog"), QStringLiteral("match"), QStringLiteral("--name"), QStringLiteral("NVIDIA L4")});
         QCOMPARE(r.code, 1);
         QVERIFY(r.out.contains(QStringLiteral("not in the catalog")));
@@ -88,7 +100,7 @@ private Q_SLOTS:
     void unknownSubcommandAndCard()
     {
         QCOMPARE(cli({QStringLiteral("catalog"), QStringLiteral("frobnicate")}).code, 2);
-        const Result r = cli({QStringLiteral("catalog"), QStringLiteral("show"), QStringLiteral("b200")});
+        const Result r = cli({QStringLiteral("catalog"), QStringLiteral("show"), QStringLiteral("b300")});
         QCOMPARE(r.code, 2);
         QVERIFY(r.err.contains(QStringLiteral("h100-sxm-80gb")));
     }

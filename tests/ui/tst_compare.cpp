@@ -2,6 +2,7 @@
 // others), the deadline, refused input, and the comparison view showing it.
 #include "compare/CompareView.h"
 #include "workflow/Decision.h"
+#include "workflow/DecisionRun.h"
 #include "catalog/RentalWindow.h"
 #include "config/Presets.h"
 #include "config/RunConfigJson.h"
@@ -61,6 +62,23 @@ int recommendedCount(const pb::Comparison &c)
     return n;
 }
 
+// The four cards the hand-worked figures below were worked out on (the built-in catalog's first
+// four; the cards of 2026 after them change which is cheapest, not the arithmetic).
+pb::Catalog fourCards()
+{
+    pb::Catalog c = pb::builtInCatalog();
+    c.cards.resize(4);
+    return c;
+}
+
+bool anyContains(const std::vector<std::string> &list, const char *text)
+{
+    for (const auto &s : list)
+        if (s.find(text) != std::string::npos)
+            return true;
+    return false;
+}
+
 pb::ComparisonRequest onDemandOneAndTwo()
 {
     pb::ComparisonRequest request;
@@ -76,7 +94,7 @@ class TestCompare : public QObject {
 private Q_SLOTS:
     void handWorkedRows()
     {
-        const pb::Catalog catalog = pb::builtInCatalog();
+        const pb::Catalog catalog = fourCards();
         const pb::Comparison c = pb::compareConfigurations(plannedJob(), catalog, onDemandOneAndTwo(), h100Pilot());
         QCOMPARE(c.rows.size(), size_t(8));
         QCOMPARE(c.pilotRunId.value_or(0), int64_t(7));
@@ -124,7 +142,7 @@ private Q_SLOTS:
         // billed 5 h x 2 x 3.16 = 31.60 USD.
         pb::RunConfig config = plannedJob();
         config.job.deadlineHours = 5.0;
-        const pb::Comparison c = pb::compareConfigurations(config, pb::builtInCatalog(), onDemandOneAndTwo(), h100Pilot());
+        const pb::Comparison c = pb::compareConfigurations(config, fourCards(), onDemandOneAndTwo(), h100Pilot());
         QCOMPARE(recommendedCount(c), 1);
         const auto &best = c.rows[static_cast<size_t>(c.recommendedIndex)];
         QCOMPARE(best.cardId, std::string("mi300x-192gb"));
@@ -137,7 +155,7 @@ private Q_SLOTS:
 
     void withoutPilotEverythingIsModelled()
     {
-        const pb::Comparison c = pb::compareConfigurations(plannedJob(), pb::builtInCatalog(), pb::ComparisonRequest {}, std::nullopt);
+        const pb::Comparison c = pb::compareConfigurations(plannedJob(), fourCards(), pb::ComparisonRequest {}, std::nullopt);
         QCOMPARE(c.rows.size(), size_t(16)); // 4 cards x 1, 2, 4, 8
         for (const auto &r : c.rows) {
             QCOMPARE(r.stepTimeBasis, pb::FigureBasis::Modelled);
@@ -176,7 +194,7 @@ private Q_SLOTS:
         request.gpuCounts = {gpus};
         request.termId = term.toStdString();
         try {
-            pb::compareConfigurations(config, pb::builtInCatalog(), request, std::nullopt);
+            pb::compareConfigurations(config, fourCards(), request, std::nullopt);
             QFAIL("expected InvalidInputError");
         } catch (const pb::InvalidInputError &e) {
             QCOMPARE(QString::fromStdString(e.where()), where);
@@ -236,7 +254,7 @@ private Q_SLOTS:
         const auto run = pb::newestMatchingPilot(store, hash);
         QVERIFY(run.has_value());
         QCOMPARE(run->id, pilotId);
-        const pb::Catalog catalog = pb::builtInCatalog();
+        const pb::Catalog catalog = fourCards();
         const pb::PilotEvidence e = pb::pilotEvidence(store, *run, catalog);
         QCOMPARE(e.cardId, std::string("h200-sxm-141gb"));
         QCOMPARE(e.stepTimeMs, 500.0);
@@ -279,6 +297,82 @@ private Q_SLOTS:
         QVERIFY(qAbs(one.cost.windowHours - (5.0 + extra)) < 1e-9);
     }
 
+    // FP8 from measurements: an fp8-rowwise pilot (400 ms) and a bf16-mixed one (500 ms) of the
+    // same job on an H200 measure a 1.25x gain. The fp8 comparison is measured on the H200 and
+    // elsewhere is bf16-mixed's projection divided by 1.25 (never the datasheets' 2x); an A100
+    // cannot run it; the bf16 comparison says what fp8 measured.
+    void fp8FromMeasuredGain()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const QString db = dir.filePath(QStringLiteral("h.sqlite"));
+        pb::RunConfig bf16 = plannedJob();
+        bf16.train.precision = pb::Precision::Bf16Mixed;
+        pb::RunConfig fp8 = bf16;
+        fp8.train.precision = pb::Precision::Fp8Rowwise;
+        const QJsonObject env {{QStringLiteral("device"), QStringLiteral("cuda:0")}, {QStringLiteral("device_name"), QStringLiteral("NVIDIA H200")},
+                               {QStringLiteral("device_memory_bytes"), 143771.0 * 1024 * 1024}, {QStringLiteral("compute_capability"), QStringLiteral("9.0")},
+                               {QStringLiteral("cuda_runtime"), QStringLiteral("12.4")}, {QStringLiteral("driver_version"), QStringLiteral("570.86.15")}};
+        auto record = [&](const pb::RunConfig &config, double stepMs) {
+            pb::HistoryWriter writer(db);
+            pb::RunStart s;
+            s.kind = QStringLiteral("pilot");
+            s.device = QStringLiteral("cuda:0");
+            s.configJson = pb::toJson(config);
+            s.configHash = pb::configHash(config);
+            s.environmentJson = env;
+            const int64_t id = writer.beginRun(s);
+            pb::PilotSummary fits;
+            fits.verdict = pb::Verdict::Fits;
+            writer.finishRun(id, fits, {{QStringLiteral("step_time_mean_ms"), stepMs}, {QStringLiteral("flops_per_step"), 100e12},
+                                        {QStringLiteral("tokens_per_s"), 8192 / (stepMs / 1000)}, {QStringLiteral("environment"), env}});
+            writer.flush();
+            return id;
+        };
+        const pb::Catalog catalog = fourCards();
+        const int64_t fp8Run = record(fp8, 400);
+        const auto alone = pb::findPilotEvidence(db, fp8, catalog);
+        QVERIFY(alone && !alone->fp8Speedup);
+        QCOMPARE(alone->precision, std::string("fp8-rowwise"));
+        const pb::Comparison unmeasured = pb::compareConfigurations(fp8, catalog, onDemandOneAndTwo(), alone);
+        QVERIFY(anyContains(row(unmeasured, "mi300x-192gb", 1).assumptions, "was not measured"));
+
+        const int64_t bf16Run = record(bf16, 500);
+        const auto e = pb::findPilotEvidence(db, fp8, catalog);
+        QVERIFY(e && e->fp8Speedup);
+        QCOMPARE(e->runId, fp8Run);
+        QCOMPARE(e->fp8Speedup->bf16RunId, bf16Run);
+        QVERIFY(qAbs(e->fp8Speedup->ratio - 1.25) < 1e-12);
+        const pb::Comparison c = pb::compareConfigurations(fp8, catalog, onDemandOneAndTwo(), e);
+        const pb::Comparison b = pb::compareConfigurations(bf16, catalog, onDemandOneAndTwo(), pb::findPilotEvidence(db, bf16, catalog));
+        QCOMPARE(row(c, "h200-sxm-141gb", 1).stepTimeBasis, pb::FigureBasis::Measured);
+        QCOMPARE(row(c, "h200-sxm-141gb", 1).stepTimeMs, 400.0);
+        for (const char *card : {"h100-sxm-80gb", "mi300x-192gb"}) {
+            const auto &r = row(c, card, 1);
+            QCOMPARE(r.stepTimeBasis, pb::FigureBasis::Modelled);
+            QVERIFY2(qAbs(r.stepTimeMs - row(b, card, 1).stepTimeMs / 1.25) < 1e-9, card);
+            QVERIFY(anyContains(r.assumptions, "1.25x over bf16-mixed measured by pilots"));
+            // Where fp8 runs, the gain cancels out of a projection from an fp8 pilot: the same
+            // figure without it, only the words differ.
+            QVERIFY2(qAbs(row(unmeasured, card, 1).stepTimeMs - r.stepTimeMs) < 1e-9, card);
+        }
+        // Where it cannot run, the card is shown at bf16-mixed's speed: the measured gain puts
+        // the fp8 pilot's projection on the bf16 pilot's; unmeasured, it is 1.25x too fast.
+        QVERIFY(qAbs(row(c, "a100-sxm-80gb", 1).stepTimeMs - row(b, "a100-sxm-80gb", 1).stepTimeMs) < 1e-9);
+        QVERIFY(qAbs(row(unmeasured, "a100-sxm-80gb", 1).stepTimeMs - row(b, "a100-sxm-80gb", 1).stepTimeMs / 1.25) < 1e-9);
+        QVERIFY(!row(c, "a100-sxm-80gb", 1).fits);
+        QVERIFY(anyContains(row(c, "a100-sxm-80gb", 1).assumptions, "cannot use fp8"));
+        QVERIFY(anyContains(b.assumptions, "fp8-rowwise ran this job at 1.25x the tokens/s of bf16-mixed"));
+        QCOMPARE(pb::toJson(c).value(QStringLiteral("fp8_speedup")).toObject().value(QStringLiteral("ratio")).toDouble(), 1.25);
+
+        // An fp8 config nobody piloted is modelled at bf16's speed, and says so.
+        pb::RunConfig other = fp8;
+        other.train.seqLen *= 2;
+        const pb::Comparison none = pb::compareConfigurations(other, catalog, onDemandOneAndTwo(), pb::findPilotEvidence(db, other, catalog));
+        QVERIFY(!none.pilotRunId);
+        QVERIFY(anyContains(none.assumptions, "no pilot of this fp8 config"));
+    }
+
     // One checkpoint of the whole job takes the same time on 1, 2 and 8 cards and with any strategy:
     // every rank on one host writes to the same disk at the rate the pilot measured.
     void checkpointHoursSameOnEveryCardCount()
@@ -289,7 +383,7 @@ private Q_SLOTS:
         pilot.checkpointWriteBytesPerSecond = 1e6; // 1 MB/s, so a tiny checkpoint takes a visible 1.5 s
         pb::ComparisonRequest request = onDemandOneAndTwo();
         request.gpuCounts = {1, 2, 8};
-        const pb::Comparison c = pb::compareConfigurations(config, pb::builtInCatalog(), request, pilot);
+        const pb::Comparison c = pb::compareConfigurations(config, fourCards(), request, pilot);
         // 1,502,976 B / 1e6 B/s = 1.502976 s + upload at 1 GB/s 0.001502976 s = 1.504478976 s, x 7.
         const double checkpointSeconds = 7 * 1.504478976;
         QCOMPARE(c.rows.size(), size_t(12));
@@ -300,7 +394,7 @@ private Q_SLOTS:
         }
         // A strategy asked for by name shards the state across ranks but still writes it all.
         request.multiGpuStrategy = pb::ParallelStrategy::Fsdp;
-        for (const auto &r : pb::compareConfigurations(config, pb::builtInCatalog(), request, pilot).rows)
+        for (const auto &r : pb::compareConfigurations(config, fourCards(), request, pilot).rows)
             QVERIFY(qAbs((r.cost.windowHours - r.cost.jobHours) * 3600.0 - (1800.0 + checkpointSeconds)) < 1e-6);
     }
 
@@ -336,7 +430,7 @@ private Q_SLOTS:
         QCOMPARE(pb::checkpointBytesFor(config), bytes);
         pb::PilotEvidence pilot = h100Pilot(); // measured on tiny: the rate carries, its size does not
         pilot.checkpointWriteBytesPerSecond = 0.5e9;
-        const pb::Comparison c = pb::compareConfigurations(config, pb::builtInCatalog(), onDemandOneAndTwo(), pilot);
+        const pb::Comparison c = pb::compareConfigurations(config, fourCards(), onDemandOneAndTwo(), pilot);
         QCOMPARE(c.checkpointBytes, bytes);
         // 7 checkpoints of bytes / 0.5 GB/s to write and bytes / 1 GB/s to upload: 21 s per GB.
         const double checkpointSeconds = 7 * 3e-9 * static_cast<double>(bytes);
@@ -346,7 +440,7 @@ private Q_SLOTS:
 
     void viewShowsTheComparison()
     {
-        const pb::Comparison c = pb::compareConfigurations(plannedJob(), pb::builtInCatalog(), onDemandOneAndTwo(), h100Pilot());
+        const pb::Comparison c = pb::compareConfigurations(plannedJob(), fourCards(), onDemandOneAndTwo(), h100Pilot());
         pb::ui::CompareView view;
         view.resize(1280, 640);
         view.setComparison(c);
@@ -387,7 +481,7 @@ private Q_SLOTS:
         QVERIFY(spy.wait(30000));
         QVERIFY(!view.busy());
         QVERIFY2(view.comparison().has_value(), qPrintable(view.errorText()));
-        QCOMPARE(view.comparison()->rows.size(), size_t(16));
+        QCOMPARE(view.comparison()->rows.size(), pb::builtInCatalog().cards.size() * 4); // every card x 1, 2, 4, 8
         QCOMPARE(view.selectedGpus(), 0);
         QCOMPARE(view.selectedTerm(), std::string());
         // A narrower window, for looking at (PB_SCREENSHOT_DIR): nothing may be cut off.

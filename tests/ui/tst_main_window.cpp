@@ -5,6 +5,7 @@
 #include "compare/CompareView.h"
 #include "config/ConfigView.h"
 #include "config/MemoryBudgetWidget.h"
+#include "estimate/CardCapacities.h"
 #include "log/LogPanel.h"
 #include "log/Logging.h"
 #include "history/HistoryStore.h"
@@ -89,7 +90,7 @@ private Q_SLOTS:
         QCOMPARE(window.configView()->findChild<QSpinBox *>(QStringLiteral("model.hidden_size"))->value(), 4096);
         QCOMPARE(window.configView()->findChild<QSpinBox *>(QStringLiteral("model.layers"))->value(), 32);
         QCOMPARE(window.configView()->findChild<QSpinBox *>(QStringLiteral("model.kv_heads"))->value(), 8);
-        QCOMPARE(window.configView()->budget()->budgets().size(), size_t(4));
+        QCOMPARE(window.configView()->budget()->budgets().size(), pb::cardCapacities().size());
         QVERIFY(!window.configView()->importHf(m_dir.filePath(QStringLiteral("no-such-model")), &error));
         QVERIFY(!error.isEmpty());
     }

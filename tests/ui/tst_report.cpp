@@ -111,7 +111,7 @@ private Q_SLOTS:
         QVERIFY(text.contains(QStringLiteral("step times from this pilot")));
         QVERIFY(text.contains(QStringLiteral("h200-sxm-141gb")));
         QVERIFY(text.contains(QStringLiteral("Term decision")));
-        QVERIFY(text.contains(QStringLiteral("modelled on 2026-11-30")));
+        QVERIFY(text.contains(QStringLiteral("modelled on 2026-12-02")));
         QVERIFY(text.contains(QStringLiteral("not a quote")));
         // Charts are drawn, with titled axes.
         QVERIFY(text.contains(QStringLiteral("Memory over steps")));

@@ -9,6 +9,7 @@
 #include <QComboBox>
 #include <QFrame>
 #include <QFutureWatcher>
+#include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QPushButton>
@@ -87,7 +88,7 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     layout->addLayout(controls);
 
     m_tiles = new QWidget(this);
-    m_tilesLayout = new QHBoxLayout(m_tiles);
+    m_tilesLayout = new QGridLayout(m_tiles);
     m_tilesLayout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_tiles);
 
@@ -257,9 +258,10 @@ void CompareView::rebuildTiles(const Comparison &c)
         delete item->widget();
         delete item;
     }
+    int index = 0;
     for (const auto &card : m_catalog.cards) {
-        if (c.stack && card.stack != *c.stack)
-            continue; // not compared
+        if (std::none_of(c.rows.begin(), c.rows.end(), [&card](const ComparisonRow &r) { return r.cardId == card.id; }))
+            continue; // not compared (another stack, or a comparison made on another catalog)
         // The card's cheapest fitting row (the recommended one when it is this card's).
         const ComparisonRow *best = nullptr;
         bool recommended = false;
@@ -276,29 +278,39 @@ void CompareView::rebuildTiles(const Comparison &c)
         if (recommended)
             tile->setStyleSheet(QStringLiteral("#cardTile { background: #d8f0d8; border: 2px solid #3a8a3a; }"));
         auto *v = new QVBoxLayout(tile);
+        v->setContentsMargins(6, 4, 6, 4);
+        v->setSpacing(2);
         auto *name = new QLabel(qs(card.name), tile);
         name->setStyleSheet(QStringLiteral("font-weight: bold;"));
         name->setWordWrap(true);
         v->addWidget(name);
-        auto *specs = new QLabel(tr("%1 GB, %2 TB/s\n%3 BF16 TFLOP/s\n%4 (%5 GB/s)")
+        // Two short lines of specifications (the interconnect and the price's source in the
+        // tooltip): ten tiles share the height with the table and the chart.
+        auto *specs = new QLabel(tr("%1 GB · %2 TB/s\nBF16 %3 TF%4\nprice as of %5")
                                      .arg(card.memoryGb).arg(card.memoryBandwidthTbps).arg(card.bf16DenseTflops)
-                                     .arg(qs(card.interconnect)).arg(card.interconnectGBps),
+                                     .arg(card.fp8DenseTflops ? tr(" · FP8 %1 TF").arg(*card.fp8DenseTflops) : tr(" · no FP8"))
+                                     .arg(card.priceSource ? qs(card.priceSource->asOf) : tr("(not stated)")),
                                  tile);
+        specs->setToolTip(tr("%1 (%2 GB/s)").arg(qs(card.interconnect)).arg(card.interconnectGBps)
+                          + (card.priceSource ? QStringLiteral("\n") + qs(card.priceSource->text + (card.priceSource->url.empty() ? std::string() : " " + card.priceSource->url))
+                                              : QString()));
         specs->setWordWrap(true);
         v->addWidget(specs);
         QString verdict = tr("does not fit at any count shown");
         if (best) {
-            verdict = tr("best: x%1%9, %2 (%3)\nwindow %4, %5 %6\n%7 %6 per M tokens%8")
+            verdict = tr("best: x%1%9, %2 (%3)\n%7 %6 per M tokens, %5 %6 over %4%8")
                           .arg(best->gpus).arg(stepTime(best->stepTimeMs), QString::fromLatin1(toString(best->stepTimeBasis)))
                           .arg(hoursText(best->cost.windowHours)).arg(best->cost.totalCost, 0, 'f', 2).arg(qs(c.currency))
-                          .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr("\nRECOMMENDED") : QString())
+                          .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr(" · RECOMMENDED") : QString())
                           .arg(best->gpus > 1 ? QStringLiteral(" ") + QString::fromLatin1(toString(best->strategy)) : QString());
         }
         auto *result = new QLabel(verdict, tile);
         result->setWordWrap(true);
         v->addWidget(result);
         v->addStretch(1);
-        m_tilesLayout->addWidget(tile, 1);
+        m_tilesLayout->addWidget(tile, index / 5, index % 5);
+        m_tilesLayout->setColumnStretch(index % 5, 1);
+        ++index;
     }
 }
 
@@ -324,6 +336,9 @@ void CompareView::showComparison(const Comparison &c)
                                  qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2), QString::number(r.cost.costPerMillionTokens, 'f', 2),
                                  r.meetsDeadline ? tr("meets") : tr("misses")};
         QString tip;
+        const CardSpec *spec = m_catalog.find(r.cardId);
+        if (spec && spec->priceSource)
+            tip += tr("Price as of %1: %2\n").arg(qs(spec->priceSource->asOf), qs(spec->priceSource->text));
         if (!r.strategyReason.empty())
             tip += tr("Strategy: %1\n").arg(qs(r.strategyReason));
         for (const auto &a : r.assumptions)
@@ -347,8 +362,9 @@ void CompareView::showComparison(const Comparison &c)
     m_table->resizeColumnsToContents();
     m_table->horizontalHeader()->setStretchLastSection(true);
     m_recommendation->setText(qs(c.recommendation));
-    m_basis->setText(c.pilotRunId ? tr("step times from pilot run %1 on %2, measured with %3 kernels").arg(*c.pilotRunId).arg(qs(c.pilotDevice), qs(c.pilotKernels))
-                                  : tr("no pilot of this config in the history: step times modelled"));
+    m_basis->setText((c.pilotRunId ? tr("Step times from pilot run %1 on %2, measured with %3 kernels.").arg(*c.pilotRunId).arg(qs(c.pilotDevice), qs(c.pilotKernels))
+                                   : tr("No pilot of this config in the history: step times modelled."))
+                     + QLatin1Char(' ') + qs(numericFormatText(c)));
     m_notice->setText(tr("Catalog (%1) modelled on %2. %3").arg(qs(c.catalogSource), qs(c.catalogDate), qs(c.catalogNotice)));
     Q_EMIT comparisonChanged();
 }

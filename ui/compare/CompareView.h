@@ -21,6 +21,7 @@
 #include <optional>
 
 class QComboBox;
+class QGridLayout;
 class QHBoxLayout;
 class QLabel;
 class QPushButton;
@@ -83,7 +84,7 @@ private:
     QComboBox *m_stack = nullptr;
     QLabel *m_basis = nullptr;
     QWidget *m_tiles = nullptr;
-    QHBoxLayout *m_tilesLayout = nullptr;
+    QGridLayout *m_tilesLayout = nullptr;   // five cards a row: ten do not fit side by side at 1280 px
     QTableWidget *m_table = nullptr;
     CostHoursChart *m_costChart = nullptr;
     QLabel *m_recommendation = nullptr;

@@ -10,6 +10,7 @@
 #include <QLegend>
 #include <QLineSeries>
 #include <QLogValueAxis>
+#include <QLegendMarker>
 #include <QScatterSeries>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -58,7 +59,11 @@ CostHoursChart::CostHoursChart(QWidget *parent) : QWidget(parent)
     auto *chart = new QChart;
     chart->setTitle(tr("Cost per million useful tokens against job hours"));
     chart->setAnimationOptions(QChart::NoAnimation);
-    chart->legend()->setAlignment(Qt::AlignBottom);
+    // Ten cards do not fit under the plot in one line: a column beside it names every one.
+    chart->legend()->setAlignment(Qt::AlignRight);
+    QFont legendFont = chart->legend()->font();
+    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.85);
+    chart->legend()->setFont(legendFont);
     chart->legend()->setMarkerShape(QLegend::MarkerShapeFromSeries); // the ring reads as a ring, the deadline as a line
     chart->layout()->setContentsMargins(0, 0, 0, 0);
     chart->setMargins(QMargins(4, 2, 4, 2));
@@ -179,6 +184,9 @@ void CostHoursChart::setComparison(const Comparison &comparison)
         ring->setPointLabelsClipping(false);
         ring->setPointLabelsVisible(true);
         attach(ring);
+        // The ring is labelled on the plot; a legend entry for it would push a card's out.
+        for (QLegendMarker *marker : c->legend()->markers(ring))
+            marker->setVisible(false);
         addHover(ring, {pointToolTip(comparison.rows[static_cast<size_t>(best->row)], comparison.currency)});
     }
 

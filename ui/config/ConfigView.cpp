@@ -71,8 +71,13 @@ ConfigView::ConfigView(QWidget *parent) : QWidget(parent)
 
     auto *right = new QGroupBox(tr("Memory budget per card (peak of the whole run)"), split);
     auto *rl = new QVBoxLayout(right);
-    m_budget = new MemoryBudgetWidget(right);
-    rl->addWidget(m_budget);
+    // Ten cards of 66 px do not fit a 800 px window: the bars scroll, the summary stays below.
+    auto *budgetScroll = new QScrollArea(right);
+    budgetScroll->setWidgetResizable(true);
+    budgetScroll->setFrameShape(QFrame::NoFrame);
+    m_budget = new MemoryBudgetWidget(budgetScroll);
+    budgetScroll->setWidget(m_budget);
+    rl->addWidget(budgetScroll, 1);
     m_summary = new QLabel(right);
     m_summary->setObjectName(QStringLiteral("configSummary"));
     m_summary->setWordWrap(true);

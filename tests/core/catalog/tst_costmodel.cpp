@@ -200,7 +200,7 @@ private Q_SLOTS:
         QVERIFY2(text.contains(QStringLiteral("250.00 USD in total")), qPrintable(text));
         // Runner-up: MI300X, 260 - 250 = 10 more, 50 - 40 = 10 h sooner.
         QVERIFY2(text.contains(QStringLiteral("AMD Instinct MI300X 192GB x1, costs 10.00 USD more but finishes 10.0 h sooner")), qPrintable(text));
-        QVERIFY(text.contains(QStringLiteral("locally modelled catalog of 2026-11-30")));
+        QVERIFY(text.contains(QStringLiteral("locally modelled catalog of 2026-12-02")));
         QVERIFY(!text.contains(QStringLiteral("modelled, not measured")));
 
         // A 45 h deadline leaves only the MI300X (40 h); its step time is modelled, so say so.

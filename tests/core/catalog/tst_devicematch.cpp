@@ -27,7 +27,14 @@ private Q_SLOTS:
         // The device machine's own H200, as nvidia-smi and cudaGetDeviceProperties saw it
         // (totalGlobalMem 150109880320 bytes = 143156 MiB, 0.43 % under the 143771 MiB entry).
         QTest::newRow("H200 SXM clean") << "NVIDIA H200" << qint64(150109880320) << "9.0" << "580.159.04" << "13.0" << cuda << "h200-sxm-141gb" << QStringList {};
-        QTest::newRow("H200 NVL") << "NVIDIA H200 NVL" << qint64(143771) * kMiB << "9.0" << "580.159.04" << "12.8" << cuda << "h200-sxm-141gb" << QStringList {QStringLiteral("form-factor")};
+        // The NVL part has its own entry now: it matches that one cleanly, not the SXM one with a
+        // form-factor mismatch.
+        QTest::newRow("H200 NVL") << "NVIDIA H200 NVL" << qint64(143771) * kMiB << "9.0" << "580.159.04" << "12.8" << cuda << "h200-nvl-141gb" << QStringList {};
+        QTest::newRow("B200") << "NVIDIA B200" << qint64(183359) * kMiB << "10.0" << "580.95.05" << "13.0" << cuda << "b200-sxm-180gb" << QStringList {};
+        QTest::newRow("B200 old driver") << "NVIDIA B200" << qint64(183359) * kMiB << "10.0" << "565.57.01" << "12.8" << cuda << "b200-sxm-180gb" << QStringList {QStringLiteral("old-driver")};
+        QTest::newRow("RTX PRO 6000 workstation") << "NVIDIA RTX PRO 6000 Blackwell Workstation Edition" << qint64(97887) * kMiB << "12.0" << "" << "12.8" << cuda
+                                                  << "rtx-pro-6000-96gb" << QStringList {QStringLiteral("form-factor")};
+        QTest::newRow("MI355X") << "AMD Instinct MI355X" << qint64(294896) * kMiB << "gfx950" << "" << "7.0.1" << rocm << "mi355x-288gb" << QStringList {};
         QTest::newRow("H100 SXM") << "NVIDIA H100 80GB HBM3" << qint64(81559) * kMiB << "9.0" << "550.54.15" << "12.4" << cuda << "h100-sxm-80gb" << QStringList {};
         QTest::newRow("H100 PCIe") << "NVIDIA H100 PCIe" << qint64(81559) * kMiB << "9.0" << "550.54.15" << "12.4" << cuda << "h100-sxm-80gb" << QStringList {QStringLiteral("form-factor")};
         QTest::newRow("A100 SXM4 80GB") << "NVIDIA A100-SXM4-80GB" << qint64(81920) * kMiB << "8.0" << "535.104.05" << "12.2" << cuda << "a100-sxm-80gb" << QStringList {};
@@ -44,7 +51,8 @@ private Q_SLOTS:
         QTest::newRow("MI300X through CUDA") << "AMD Instinct MI300X" << qint64(196592) * kMiB << "gfx942" << "" << "12.4" << cuda << "mi300x-192gb" << QStringList {QStringLiteral("backend")};
         // GH200 contains "H200" but not as a word: it is another product.
         QTest::newRow("GH200 unknown") << "NVIDIA GH200 480GB" << qint64(97871) * kMiB << "9.0" << "" << "12.4" << cuda << "" << QStringList {};
-        QTest::newRow("L40S unknown") << "NVIDIA L40S" << qint64(46068) * kMiB << "8.9" << "" << "12.4" << cuda << "" << QStringList {};
+        QTest::newRow("L40S") << "NVIDIA L40S" << qint64(46068) * kMiB << "8.9" << "" << "12.4" << cuda << "l40s-48gb" << QStringList {};
+        QTest::newRow("L4 unknown") << "NVIDIA L4" << qint64(23034) * kMiB << "8.9" << "" << "12.4" << cuda << "" << QStringList {};
         QTest::newRow("CPU unknown") << "AMD EPYC 7763 64-Core Processor" << qint64(0) << "" << "" << "" << cuda << "" << QStringList {};
     }
     void matches()

@@ -152,7 +152,7 @@ private Q_SLOTS:
     {
         const pb::Catalog catalog = pb::builtInCatalog();
         const auto all = pb::projectAll(h100ComputeBound(), catalog);
-        QCOMPARE(all.size(), size_t(16));
+        QCOMPARE(all.size(), catalog.cards.size() * catalog.gpuCounts.size());
         int measured = 0;
         for (const auto &p : all)
             measured += p.basis == pb::FigureBasis::Measured;
@@ -190,18 +190,34 @@ private Q_SLOTS:
         QVERIFY(anyContains(p.assumptions, "calibrated on NVIDIA H100 PCIe"));
     }
 
-    void fp8FallsBackToBf16WithoutFp8Cores()
+    void fp8ProjectsThroughItsMeasuredGain()
     {
-        // FP8 on the H100: 9.895e14 in 1 s = 50 % of 1979. The A100 has no FP8: at 50 % of its
-        // BF16 312: 9.895e14 / 156e12 = 6.342949 s.
+        // FP8 on the H100: 4.945e14 FLOPs in 0.8 s with a measured 1.25x over bf16-mixed, so the
+        // bf16 equivalent is 1 s = 50 % of its BF16 989. The MI300X at 50 % of 1307.4: 0.756616 s
+        // as bf16, / 1.25 = 0.605293 s. The A100 has no FP8: the bf16 time, 4.945e14 / 156e12 =
+        // 3.169872 s. The datasheets' FP8 peaks (1979, 2614.9) play no part.
         pb::MeasuredStep s = h100ComputeBound();
         s.format = pb::NumericFormat::Fp8;
-        s.flopsPerStep = 9.895e14;
+        s.stepTimeMs = 800;
         s.bytesPerStep = 0;
+        s.fp8Speedup = 1.25;
+        s.fp8SpeedupSource = "pilots 2 (fp8-rowwise) and 1 (bf16-mixed) on NVIDIA H100";
         const pb::Catalog catalog = pb::builtInCatalog();
-        const auto p = pb::projectStep(s, catalog, catalog.card("a100-sxm-80gb"), 1);
-        QVERIFY(qAbs(p.stepTimeMs - 6342.948718) < 1e-4);
-        QVERIFY(anyContains(p.assumptions, "no FP8 tensor cores"));
+        QVERIFY(qAbs(pb::calibrate(s, catalog).computeEfficiency - 0.5) < 1e-12);
+        const auto mi = pb::projectStep(s, catalog, catalog.card("mi300x-192gb"), 1);
+        QVERIFY(qAbs(mi.stepTimeMs - 1000.0 * 989 / 1307.4 / 1.25) < 1e-9);
+        QVERIFY(anyContains(mi.assumptions, "1.25x over bf16-mixed measured by pilots 2"));
+        const auto a100 = pb::projectStep(s, catalog, catalog.card("a100-sxm-80gb"), 1);
+        QVERIFY(qAbs(a100.stepTimeMs - 4.945e14 / 156e12 * 1000) < 1e-6);
+        QVERIFY(anyContains(a100.assumptions, "no FP8 tensor cores"));
+        // Unmeasured, no gain is assumed: the fp8 step itself is the bf16 equivalent.
+        s.fp8Speedup = 0;
+        const auto flat = pb::projectStep(s, catalog, catalog.card("mi300x-192gb"), 1);
+        QVERIFY(qAbs(flat.stepTimeMs - 800.0 * 989 / 1307.4) < 1e-9);
+        QVERIFY(anyContains(flat.assumptions, "was not measured"));
+        QCOMPARE(pb::projectStep(s, catalog, catalog.card("h100-sxm-80gb"), 1).stepTimeMs, 800.0); // measured there
+        s.fp8Speedup = -1;
+        QVERIFY_THROWS_EXCEPTION(pb::InvalidInputError, pb::calibrate(s, catalog));
     }
 
     void refusals_data()

@@ -66,6 +66,7 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
     std::string catalogProblem;
     m_catalog = activeCatalogOrBuiltIn(&catalogProblem);
     m_compare->setCatalog(m_catalog);
+    m_stages->setCatalog(m_catalog);
     m_compareSlot = m_compare;
     m_tabs->addTab(m_config, tr("Configuration"));
     m_tabs->addTab(m_dashboard, tr("Dashboard"));
@@ -164,6 +165,7 @@ void MainWindow::editCatalog()
     m_catalog = activeCatalogOrBuiltIn(nullptr); // as every other command will read it
     if (m_compare)
         m_compare->setCatalog(m_catalog);
+    m_stages->setCatalog(m_catalog);
     m_compareStale = true;
     updateCompare();
 }

@@ -5,6 +5,7 @@
 #include "config/RunConfigJson.h"
 #include "history/HistoryStore.h"
 #include "util/Errors.h"
+#include "workflow/CatalogSource.h"
 #include "workflow/Checklist.h"
 
 #include <QCoreApplication>
@@ -16,9 +17,10 @@ namespace {
 
 const QString kUsage = QStringLiteral(
     "The staged pilot's checklist for a run config: memory budget (a fitting pilot), one scaling step,\n"
-    "the restoration proof and the recorded term decision, each from its newest run of exactly this\n"
-    "config in the history.\n\n"
-    "Exit codes: 0 all four stages passed, 1 a stage is missing or failed, 2 invalid input.\n");
+    "the restoration proof and the recorded term decision, each from its best evidence in the history\n"
+    "(the newest passing run of exactly this config; later runs that did not pass are listed). The\n"
+    "decision is stale when the catalog in force or the pilot evidence changed since it was recorded.\n\n"
+    "Exit codes: 0 all four stages passed, 1 a stage is missing, failed or stale, 2 invalid input.\n");
 
 int runChecklist(CliContext &ctx)
 {
@@ -27,6 +29,7 @@ int runChecklist(CliContext &ctx)
         {QStringLiteral("config"), QStringLiteral("Run config: a JSON file or preset:NAME."), QStringLiteral("FILE")},
         {QStringLiteral("set"), QStringLiteral("Override a field: PATH=VALUE (repeatable)."), QStringLiteral("PATH=VALUE")},
         {QStringLiteral("db"), QStringLiteral("History database (default: the application data folder's)."), QStringLiteral("FILE")},
+        {QStringLiteral("catalog"), QStringLiteral("Catalog file a decision is checked against (default: the catalog in force)."), QStringLiteral("FILE")},
         {QStringLiteral("json"), QStringLiteral("Print JSON: {\"stages\": [...], \"passed\": bool}.")},
     });
     if (!parseArgs(parser, ctx, kUsage))
@@ -41,7 +44,8 @@ int runChecklist(CliContext &ctx)
         throw InvalidInputError("--db", "no history database at '" + database.toStdString() + "': run a pilot first");
     const HistoryStore store(database);
     const QString model = QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
-    const std::vector<StageStatus> stages = evaluateChecklist(store, model, configHash(config));
+    const Catalog catalog = activeCatalog(parser.value(QStringLiteral("catalog")));
+    const std::vector<StageStatus> stages = evaluateChecklist(store, model, configHash(config), &catalog);
     bool all = true;
     QJsonArray list;
     for (int i = 0; i < kChecklistStages; ++i) {

@@ -1,4 +1,7 @@
 #include "catalog/CatalogJson.h"
+
+#include <QCryptographicHash>
+#include <QJsonDocument>
 #include "config/JsonText.h"
 
 #include "util/Errors.h"
@@ -432,6 +435,12 @@ QJsonObject catalogToJson(const Catalog &catalog)
                                                  {QStringLiteral("support_per_month"), catalog.options.supportPerMonth},
                                                  {QStringLiteral("hours_per_month"), catalog.options.hoursPerMonth}}},
     };
+}
+
+std::string catalogRevision(const Catalog &catalog)
+{
+    const QByteArray json = QJsonDocument(catalogToJson(catalog)).toJson(QJsonDocument::Compact);
+    return QCryptographicHash::hash(json, QCryptographicHash::Sha256).toHex().left(16).toStdString();
 }
 
 } // namespace pb

@@ -14,5 +14,8 @@ Catalog parseCatalog(const QByteArray &json, const std::string &source);
 Catalog catalogFromJson(const QJsonObject &root, const std::string &source);
 // The same format back (for the GUI's editor and export); catalogFromJson(catalogToJson(c)) == c.
 QJsonObject catalogToJson(const Catalog &catalog);
+// A short fingerprint of everything the catalog says (16 hex digits of the SHA-256 of its compact
+// JSON): a decision records it, and a different one means the prices or cards changed since.
+std::string catalogRevision(const Catalog &catalog);
 
 } // namespace pb

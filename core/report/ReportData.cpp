@@ -59,11 +59,13 @@ ReportData loadReportData(const HistoryStore &store, int64_t runId, const Catalo
     d.restoreChecks = relatedRuns(store, QStringLiteral("restore-check"), d.run.configHash, d.run.id);
     d.scaleRuns = relatedRuns(store, QStringLiteral("scale"), d.run.configHash, d.run.id);
     for (auto &r : relatedRuns(store, QStringLiteral("decision"), d.run.configHash, d.run.id)) {
-        if (r.status == QLatin1String("done")) {
+        if (r.status == QLatin1String("done") && !r.tags.contains(QStringLiteral("superseded"))) {
             d.decision = std::move(r); // newest first
             break;
         }
     }
+    if (d.decision)
+        d.decisionStale = decisionStaleness(store, *d.decision, catalog);
 
     try {
         d.config = runConfigFromJson(d.run.config);

@@ -159,6 +159,21 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
                                  ? QString::number(s.value(QStringLiteral("evidence")).toObject().value(QStringLiteral("pilot_run_id")).toInt())
                                  : QStringLiteral("none")),
                     8.5);
+        // A decision the comparison above no longer supports says so, next to it.
+        QStringList problems;
+        for (const auto &why : d.decisionStale)
+            problems << qs(why);
+        if (!problems.isEmpty())
+            c.paragraph(QStringLiteral("This decision is out of date: %1. Compare again and record the decision to replace it.").arg(problems.join(QStringLiteral("; "))), 8.5, true);
+        if (cmp.recommendedIndex >= 0) {
+            const ComparisonRow &now = cmp.rows[static_cast<size_t>(cmp.recommendedIndex)];
+            if (qs(now.cardId) != s.value(QStringLiteral("card")).toString() || now.gpus != gpus)
+                c.paragraph(QStringLiteral("It differs from the comparison above, which recommends %1 x%2 (every card count, cheapest billing; a decision recorded with other "
+                                           "options can differ for that reason alone).")
+                                .arg(qs(now.cardName))
+                                .arg(now.gpus),
+                            8.5, problems.isEmpty());
+        }
     } else {
         c.paragraph(QStringLiteral("No decision recorded for this config yet (compare --record, or Record decision in the Compare tab)."), 8.5);
     }

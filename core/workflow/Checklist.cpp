@@ -1,12 +1,14 @@
 #include "workflow/Checklist.h"
 
 #include "history/HistoryStore.h"
+#include "workflow/DecisionRun.h"
 #include "workflow/FormatEvidence.h"
 #include "workflow/WatchedEvidence.h"
 #include "util/Units.h"
 
 #include <QCoreApplication>
 
+#include <algorithm>
 #include <optional>
 
 namespace pb {
@@ -22,6 +24,7 @@ const char *toString(StageState state)
     case StageState::Missing: return "missing";
     case StageState::Failed: return "failed";
     case StageState::Passed: return "passed";
+    case StageState::Stale: return "stale";
     }
     return "?";
 }
@@ -45,66 +48,27 @@ const std::vector<StageSpec> &checklistStages()
     return specs;
 }
 
-StageStatus evaluateStage(const HistoryStore &store, int index, const QString &model, const std::string &configHash)
+namespace {
+
+// Why a run of the stage's kind does not pass it; "" when it does.
+QString shortfall(int index, const RunRecord &run)
 {
-    StageStatus status;
-    const StageSpec &spec = checklistStages().at(static_cast<size_t>(index));
-    const bool exactConfig = !configHash.empty();
-    std::optional<RunRecord> newest, otherConfig;
-    for (const QString &kind : spec.kinds) {
-        RunFilter filter;
-        filter.kind = kind;
-        filter.model = model;
-        filter.status = QStringLiteral("done");
-        for (RunRecord &run : store.listRuns(filter)) {
-            const bool matches = !exactConfig || run.configHash == configHash;
-            std::optional<RunRecord> &slot = matches ? newest : otherConfig;
-            // Started-at ties go to the higher id.
-            if (!slot || run.startedAt > slot->startedAt || (run.startedAt == slot->startedAt && run.id > slot->id))
-                slot = std::move(run);
-        }
-    }
-    const QString kinds = spec.kinds.join(QStringLiteral(" or "));
-    // Two watched runs of the config, on one device and over N ranks, are a scaling step too.
-    if (!newest && index == 1) {
-        if (const auto w = watchedScaling(store, configHash)) {
-            status.state = StageState::Passed;
-            status.runId = w->scaledRunId;
-            status.evidence = tr("Watched runs %1 (one device, %2 tokens/s) and %3 (%4 ranks, %5 tokens/s): scaling efficiency %6")
-                                  .arg(w->singleRunId)
-                                  .arg(w->tokensPerSecondOne, 0, 'f', 0)
-                                  .arg(w->scaledRunId)
-                                  .arg(w->gpus)
-                                  .arg(w->tokensPerSecondN, 0, 'f', 0)
-                                  .arg(w->efficiency, 0, 'f', 3);
-            return status;
-        }
-    }
-    if (!newest) {
-        status.evidence = exactConfig ? tr("No %1 run of this exact config recorded yet.").arg(kinds)
-                                      : tr("No %1 run recorded for %2 yet.").arg(kinds, model.isEmpty() ? tr("any model") : model);
-        if (otherConfig)
-            status.evidence += tr(" (Run %1 is of another config of %2: it does not count.)").arg(otherConfig->id).arg(model);
-        return status;
-    }
-    status.runId = newest->id;
-    status.state = newest->verdict == QLatin1String("fits") ? StageState::Passed : StageState::Failed;
+    if (run.verdict != QLatin1String("fits"))
+        return tr("verdict %1").arg(run.verdict);
     // A scaling step proves something only over several ranks with an efficiency measured against
-    // a baseline; a watched job needs steps it was seen to take.
-    if (status.state == StageState::Passed && index == 1
-        && (newest->summary.value(QStringLiteral("gpus")).toInt() < 2 || newest->summary.value(QStringLiteral("scaling_efficiency")).toDouble() <= 0)) {
-        status.state = StageState::Failed;
-        status.evidence = tr("Run %1 (scale) measured no scaling efficiency against a one-process baseline (name --baseline-run under torchrun or srun).").arg(newest->id);
-        return status;
-    }
-    if (status.state == StageState::Passed && index == 0 && newest->summary.value(QStringLiteral("measured_steps")).toDouble() < 1) {
-        status.state = StageState::Failed;
-        status.evidence = tr("Run %1 (%2) measured no step.").arg(newest->id).arg(newest->kind);
-        return status;
-    }
-    const QJsonObject &s = newest->summary;
+    // a baseline; a pilot needs steps it was seen to take.
+    if (index == 1 && (run.summary.value(QStringLiteral("gpus")).toInt() < 2 || run.summary.value(QStringLiteral("scaling_efficiency")).toDouble() <= 0))
+        return tr("measured no scaling efficiency against a one-process baseline (name --baseline-run under torchrun or srun)");
+    if (index == 0 && run.summary.value(QStringLiteral("measured_steps")).toDouble() < 1)
+        return tr("measured no step");
+    return {};
+}
+
+QString describe(const RunRecord &run)
+{
+    const QJsonObject &s = run.summary;
     QString detail;
-    if (newest->kind == QLatin1String("decision")) {
+    if (run.kind == QLatin1String("decision")) {
         const int gpus = s.value(QStringLiteral("gpus")).toInt();
         detail = tr(", %1 x%2%3, %4, %5 %6 per M tokens")
                      .arg(s.value(QStringLiteral("card_name")).toString())
@@ -124,18 +88,100 @@ StageStatus evaluateStage(const HistoryStore &store, int index, const QString &m
     }
     const QString message = s.value(QStringLiteral("message")).toString();
     // The numerical format is part of the evidence: an fp8 pilot says nothing of bf16's memory or speed.
-    status.evidence = tr("Run %1 (%2, %3) on %4, %5: %6%7%8")
-                          .arg(newest->id)
-                          .arg(newest->kind, QString::fromStdString(runPrecision(*newest)), newest->device, newest->startedAt.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")), newest->verdict, detail,
-                               message.isEmpty() ? QString() : QStringLiteral(" — ") + message);
+    return tr("Run %1 (%2, %3) on %4, %5: %6%7%8")
+        .arg(run.id)
+        .arg(run.kind, QString::fromStdString(runPrecision(run)), run.device, run.startedAt.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm")), run.verdict, detail,
+             message.isEmpty() ? QString() : QStringLiteral(" — ") + message);
+}
+
+} // namespace
+
+StageStatus evaluateStage(const HistoryStore &store, int index, const QString &model, const std::string &configHash, const Catalog *catalog)
+{
+    StageStatus status;
+    const StageSpec &spec = checklistStages().at(static_cast<size_t>(index));
+    const bool exactConfig = !configHash.empty();
+    std::vector<RunRecord> runs; // of the config, newest first
+    std::optional<RunRecord> otherConfig;
+    for (const QString &kind : spec.kinds) {
+        RunFilter filter;
+        filter.kind = kind;
+        filter.model = model;
+        filter.status = QStringLiteral("done");
+        for (RunRecord &run : store.listRuns(filter)) {
+            // A replaced decision is history, not the stage's evidence.
+            if (run.kind == QLatin1String("decision") && run.tags.contains(QStringLiteral("superseded")))
+                continue;
+            if (!exactConfig || run.configHash == configHash)
+                runs.push_back(std::move(run));
+            else if (!otherConfig || run.startedAt > otherConfig->startedAt)
+                otherConfig = std::move(run);
+        }
+    }
+    // Started-at ties go to the higher id.
+    std::sort(runs.begin(), runs.end(), [](const RunRecord &a, const RunRecord &b) { return a.startedAt != b.startedAt ? a.startedAt > b.startedAt : a.id > b.id; });
+    // The best evidence: the newest run that passes. Newer runs that did not pass are listed, and a
+    // decision passes only while the catalog and the evidence it was made on still hold.
+    const auto passing = std::find_if(runs.begin(), runs.end(), [index](const RunRecord &r) { return shortfall(index, r).isEmpty(); });
+    QString later;
+    for (auto it = runs.begin(); it != passing && it != runs.end(); ++it)
+        later += (later.isEmpty() ? QString() : QStringLiteral(", ")) + tr("run %1 (%2)").arg(it->id).arg(shortfall(index, *it));
+    if (passing != runs.end()) {
+        status.state = StageState::Passed;
+        status.runId = passing->id;
+        status.evidence = describe(*passing);
+        if (!later.isEmpty())
+            status.evidence += tr(" Later, not passing and not replacing it: %1.").arg(later);
+        if (index == 3 && catalog) {
+            const std::vector<std::string> why = decisionStaleness(store, *passing, *catalog);
+            if (!why.empty()) {
+                status.state = StageState::Stale;
+                QStringList reasons;
+                for (const auto &w : why)
+                    reasons << QString::fromStdString(w);
+                status.evidence = tr("Out of date: %1; compare again and record the decision. ").arg(reasons.join(QStringLiteral("; "))) + status.evidence;
+            }
+        }
+        return status;
+    }
+    // Two watched runs of the config, on one device and over N ranks, are a scaling step too.
+    if (index == 1) {
+        if (const auto w = watchedScaling(store, configHash)) {
+            status.state = StageState::Passed;
+            status.runId = w->scaledRunId;
+            status.evidence = tr("Watched runs %1 (one device, %2 tokens/s) and %3 (%4 ranks, %5 tokens/s): scaling efficiency %6")
+                                  .arg(w->singleRunId)
+                                  .arg(w->tokensPerSecondOne, 0, 'f', 0)
+                                  .arg(w->scaledRunId)
+                                  .arg(w->gpus)
+                                  .arg(w->tokensPerSecondN, 0, 'f', 0)
+                                  .arg(w->efficiency, 0, 'f', 3);
+            return status;
+        }
+    }
+    if (runs.empty()) {
+        const QString kinds = spec.kinds.join(QStringLiteral(" or "));
+        status.evidence = exactConfig ? tr("No %1 run of this exact config recorded yet.").arg(kinds)
+                                      : tr("No %1 run recorded for %2 yet.").arg(kinds, model.isEmpty() ? tr("any model") : model);
+        if (otherConfig)
+            status.evidence += tr(" (Run %1 is of another config of %2: it does not count.)").arg(otherConfig->id).arg(model);
+        return status;
+    }
+    const RunRecord &newest = runs.front();
+    status.runId = newest.id;
+    status.state = StageState::Failed;
+    const QString why = shortfall(index, newest);
+    status.evidence = newest.verdict == QLatin1String("fits") ? tr("Run %1 (%2) %3.").arg(newest.id).arg(newest.kind, why) : describe(newest);
+    if (runs.size() > 1)
+        status.evidence += tr(" No run of this config passed (%1 tried).").arg(runs.size());
     return status;
 }
 
-std::vector<StageStatus> evaluateChecklist(const HistoryStore &store, const QString &model, const std::string &configHash)
+std::vector<StageStatus> evaluateChecklist(const HistoryStore &store, const QString &model, const std::string &configHash, const Catalog *catalog)
 {
     std::vector<StageStatus> out;
     for (int i = 0; i < kChecklistStages; ++i)
-        out.push_back(evaluateStage(store, i, model, configHash));
+        out.push_back(evaluateStage(store, i, model, configHash, catalog));
     return out;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The staged pilot's checklist and its rules: memory budget (a fitting pilot), one scaling step,
-// the restoration proof and the recorded term decision. Each stage passes on its newest finished
-// run of exactly the config in question; the GUI's checklist and `pilotbench-cli checklist` both
+// the restoration proof and the recorded term decision. Each stage passes on its best evidence (the
+// newest passing run of exactly the config in question); the GUI's checklist and `pilotbench-cli checklist` both
 // evaluate it here.
 #include <QString>
 #include <QStringList>
@@ -13,9 +13,11 @@
 namespace pb {
 
 class HistoryStore;
+class Catalog;
 
-enum class StageState { Missing, Failed, Passed };
-const char *toString(StageState state); // "missing", "failed", "passed"
+// Stale: a recorded decision whose catalog or evidence changed since (not a pass).
+enum class StageState { Missing, Failed, Passed, Stale };
+const char *toString(StageState state); // "missing", "failed", "passed", "stale"
 
 struct StageSpec {
     const char *title;                   // untranslated; context "Checklist"
@@ -33,8 +35,10 @@ constexpr int kChecklistStages = 4;
 const std::vector<StageSpec> &checklistStages();
 
 // `model`: runs recorded under it ("" any model); `configHash`: only runs of this config count
-// ("" any config of the model). Throws what the store throws.
-StageStatus evaluateStage(const HistoryStore &store, int index, const QString &model, const std::string &configHash);
-std::vector<StageStatus> evaluateChecklist(const HistoryStore &store, const QString &model, const std::string &configHash);
+// ("" any config of the model). A stage passes on its newest passing run (later runs that did not
+// pass are listed, not counted against it); the decision stage is Stale when `catalog` (the one in
+// force) or the evidence changed since it was recorded. Throws what the store throws.
+StageStatus evaluateStage(const HistoryStore &store, int index, const QString &model, const std::string &configHash, const Catalog *catalog = nullptr);
+std::vector<StageStatus> evaluateChecklist(const HistoryStore &store, const QString &model, const std::string &configHash, const Catalog *catalog = nullptr);
 
 } // namespace pb

@@ -4,6 +4,7 @@
 #include "workflow/WatchedEvidence.h"
 #include "util/FixedText.h"
 
+#include "catalog/CatalogJson.h"
 #include "catalog/DeviceMatch.h"
 #include "catalog/RentalWindow.h"
 #include "config/RunConfigJson.h"
@@ -290,6 +291,7 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
     out.catalogDate = catalog.modelledOn;
     out.catalogNotice = catalog.notice;
     out.catalogSource = catalogSourceLabel(catalog);
+    out.catalogRevision = catalogRevision(catalog);
     out.currency = catalog.currency;
     out.termId = request.termId;
     out.stack = request.stack;
@@ -553,6 +555,7 @@ QJsonObject toJson(const Comparison &c)
         {QStringLiteral("catalog_date"), QString::fromStdString(c.catalogDate)},
         {QStringLiteral("catalog_notice"), QString::fromStdString(c.catalogNotice)},
         {QStringLiteral("catalog_source"), QString::fromStdString(c.catalogSource)},
+        {QStringLiteral("catalog_revision"), QString::fromStdString(c.catalogRevision)},
         {QStringLiteral("strategy"), c.autoStrategy ? QStringLiteral("auto") : QStringLiteral("fixed")},
         {QStringLiteral("stack"), c.stack ? QString::fromLatin1(toString(*c.stack)) : QStringLiteral("any")},
         {QStringLiteral("currency"), QString::fromStdString(c.currency)},

@@ -105,6 +105,7 @@ struct Comparison {
     std::string catalogDate;
     std::string catalogNotice;
     std::string catalogSource;                   // "built-in" or the file it was read from
+    std::string catalogRevision;                 // catalogRevision() of the catalog compared on
     bool autoStrategy = true;
     std::string currency;
     std::string termId;                          // as requested ("" cheapest)

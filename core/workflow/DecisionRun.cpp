@@ -1,5 +1,7 @@
 #include "workflow/DecisionRun.h"
 
+#include "catalog/CatalogJson.h"
+#include "workflow/CatalogSource.h"
 #include "config/RunConfigJson.h"
 #include "history/HistoryStore.h"
 #include "workflow/RunRecording.h"
@@ -95,6 +97,7 @@ QJsonObject decisionJson(const Comparison &c, int rowIndex, const QJsonObject &e
         {QStringLiteral("checkpoint_restore_bytes_per_s"), c.checkpointRestoreBytesPerSecond},
         {QStringLiteral("catalog_date"), QString::fromStdString(c.catalogDate)},
         {QStringLiteral("catalog_source"), QString::fromStdString(c.catalogSource)},
+        {QStringLiteral("catalog_revision"), QString::fromStdString(c.catalogRevision)},
         {QStringLiteral("recommendation"), QString::fromStdString(c.recommendation)},
         {QStringLiteral("evidence"), evidence},
     };
@@ -111,12 +114,19 @@ int64_t recordDecision(const QString &historyPath, const RunConfig &config, cons
         throw InvalidInputError("decision", row.cardId + " x" + std::to_string(row.gpus) + " does not fit: a decision must fit");
 
     QJsonObject evidence {{QStringLiteral("pilot_run_id"), comparison.pilotRunId ? QJsonValue(static_cast<double>(*comparison.pilotRunId)) : QJsonValue()}};
+    std::vector<int64_t> earlier;
     {
         const HistoryStore store(historyPath);
         evidence.insert(QStringLiteral("scale_run_ids"), ids(comparison.scaleRunIds));
         evidence.insert(QStringLiteral("restore_check_run_ids"), ids(restoreChecksOf(store, configHash(config))));
+        RunFilter filter;
+        filter.kind = QStringLiteral("decision");
+        for (const auto &r : store.listRuns(filter))
+            if (r.configHash == configHash(config) && !r.tags.contains(QStringLiteral("superseded")))
+                earlier.push_back(r.id);
     }
-    const QJsonObject summary = decisionJson(comparison, index, evidence);
+    QJsonObject summary = decisionJson(comparison, index, evidence);
+    summary.insert(QStringLiteral("supersedes"), ids(earlier));
     HistoryWriter writer(historyPath);
     RunStart start = runStartFor(config, QStringLiteral("decision"), "catalog");
     start.card = QString::fromStdString(row.cardId);
@@ -132,7 +142,45 @@ int64_t recordDecision(const QString &historyPath, const RunConfig &config, cons
     json.insert(QStringLiteral("message"), QString::fromStdString(verdict.message));
     if (!writer.finishRun(runId, verdict, json) || !writer.flush())
         throw PilotBenchError(ExitCode::Failure, "the decision could not be recorded: " + writer.lastError());
+    // Recording again replaces the decision; the old ones stay in the history, marked.
+    HistoryStore store(historyPath);
+    for (int64_t id : earlier) {
+        store.addTag(id, QStringLiteral("superseded"));
+        store.setNotes(id, QStringLiteral("superseded by decision run %1").arg(runId));
+    }
     return runId;
+}
+
+std::optional<RunRecord> currentDecision(const HistoryStore &store, const std::string &hash)
+{
+    RunFilter filter;
+    filter.kind = QStringLiteral("decision");
+    filter.status = QStringLiteral("done");
+    for (auto &r : store.listRuns(filter)) // newest first
+        if (r.configHash == hash && !r.tags.contains(QStringLiteral("superseded")))
+            return std::move(r);
+    return std::nullopt;
+}
+
+std::vector<std::string> decisionStaleness(const HistoryStore &store, const RunRecord &decision, const Catalog &catalog)
+{
+    std::vector<std::string> why;
+    const QJsonObject &s = decision.summary;
+    const std::string revision = s.value(QStringLiteral("catalog_revision")).toString().toStdString();
+    const std::string current = catalogRevision(catalog);
+    if (revision.empty()) {
+        // Decisions from before the revision was recorded: the catalog's date and source must agree.
+        if (s.value(QStringLiteral("catalog_date")).toString().toStdString() != catalog.modelledOn
+            || s.value(QStringLiteral("catalog_source")).toString().toStdString() != catalogSourceLabel(catalog))
+            why.push_back("it was made on the catalog of " + s.value(QStringLiteral("catalog_date")).toString().toStdString() + " (" + s.value(QStringLiteral("catalog_source")).toString().toStdString()
+                          + "); the one in force is of " + catalog.modelledOn + " (" + catalogSourceLabel(catalog) + ")");
+    } else if (revision != current) {
+        why.push_back("the catalog changed since it was made (revision " + revision + ", now " + current + ")");
+    }
+    const QJsonValue pilot = s.value(QStringLiteral("evidence")).toObject().value(QStringLiteral("pilot_run_id"));
+    if (const auto newest = newestMatchingPilot(store, decision.configHash); newest && newest->id > decision.id)
+        why.push_back("pilot run " + std::to_string(newest->id) + " measured the config since" + (pilot.isDouble() ? " (it rests on run " + std::to_string(pilot.toInt()) + ")" : std::string(" (it rests on no pilot)")));
+    return why;
 }
 
 } // namespace pb

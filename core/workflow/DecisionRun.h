@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace pb {
 
@@ -36,8 +38,16 @@ Comparison decide(const RunConfig &config, const Catalog &catalog, const Compari
 QJsonObject decisionJson(const Comparison &comparison, int rowIndex, const QJsonObject &evidence);
 
 // Records row `rowIndex` (-1: the recommended row) as a finished run of kind "decision" for the
-// config, with the pilot, scaling and restore-check runs it used. Throws InvalidInputError
-// ("decision") when the row does not exist or does not fit. Returns the run id.
+// config, with the pilot, scaling and restore-check runs it used and the catalog revision it was
+// made on; earlier decisions of the config are tagged "superseded" (kept in the history). Throws
+// InvalidInputError ("decision") when the row does not exist or does not fit. Returns the run id.
 int64_t recordDecision(const QString &historyPath, const RunConfig &config, const Comparison &comparison, int rowIndex = -1);
+
+// Why a recorded decision no longer holds, one sentence each: the catalog in force is not the one
+// it was made on, or a newer pilot of its config has measured since. Empty: still current.
+std::vector<std::string> decisionStaleness(const HistoryStore &store, const RunRecord &decision, const Catalog &catalog);
+
+// The newest decision of the config that was not superseded; nullopt when none.
+std::optional<RunRecord> currentDecision(const HistoryStore &store, const std::string &configHash);
 
 } // namespace pb

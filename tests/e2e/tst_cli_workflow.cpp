@@ -293,6 +293,74 @@ private Q_SLOTS:
 
     // The catalog edited in the GUI lives in the configuration folder; compare and report price with
     // it and say so; --catalog still names another; a broken edited catalog is refused by name.
+    // A recorded decision holds while its catalog and its evidence do: a price edit or a newer pilot
+    // turns stage 4 stale (checklist and report say why); recording again replaces it, the old
+    // one kept in the history marked superseded.
+    void decisionGoesStaleAndIsReplaced()
+    {
+        const Cli run = cli();
+        const QString db = path("stale.sqlite");
+        const QStringList config {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db};
+        auto stage4 = [&](const QStringList &extra = {}) {
+            const Result c = run(QStringList {QStringLiteral("checklist"), QStringLiteral("--json")} + config + extra);
+            return json(c).value(QStringLiteral("stages")).toArray().at(3).toObject();
+        };
+        Result r = run(QStringList {QStringLiteral("pilot"), QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("1")} + config);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        r = run(QStringList {QStringLiteral("compare"), QStringLiteral("--record"), QStringLiteral("--json")} + config);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const int first = json(r).value(QStringLiteral("decision_run_id")).toInt();
+        QCOMPARE(stage4().value(QStringLiteral("state")).toString(), QStringLiteral("passed"));
+
+        // The built-in catalog with one price changed.
+        r = run({QStringLiteral("catalog"), QStringLiteral("export")});
+        QJsonObject catalog = json(r);
+        QJsonArray cards = catalog.value(QStringLiteral("cards")).toArray();
+        QJsonObject a100 = cards[0].toObject();
+        QJsonObject prices = a100.value(QStringLiteral("prices")).toObject();
+        QJsonObject onDemand = prices.value(QStringLiteral("on_demand")).toObject();
+        onDemand.insert(QStringLiteral("gpus_1"), 0.49);
+        prices.insert(QStringLiteral("on_demand"), onDemand);
+        a100.insert(QStringLiteral("prices"), prices);
+        cards[0] = a100;
+        catalog.insert(QStringLiteral("cards"), cards);
+        QFile edited(path("cheaper-a100.json"));
+        QVERIFY(edited.open(QIODevice::WriteOnly) && edited.write(QJsonDocument(catalog).toJson()) > 0);
+        edited.close();
+        const QStringList cheaper {QStringLiteral("--catalog"), edited.fileName()};
+        QJsonObject s = stage4(cheaper);
+        QCOMPARE(s.value(QStringLiteral("state")).toString(), QStringLiteral("stale"));
+        QVERIFY2(s.value(QStringLiteral("evidence")).toString().contains(QStringLiteral("the catalog changed since it was made")), qPrintable(s.value(QStringLiteral("evidence")).toString()));
+        r = run(QStringList {QStringLiteral("checklist")} + config + cheaper);
+        QCOMPARE(r.code, 1);
+        const QString pdf = path("stale.pdf");
+        r = run({QStringLiteral("report"), QStringLiteral("--run"), QStringLiteral("1"), QStringLiteral("--db"), db, QStringLiteral("--out"), pdf, QStringLiteral("--catalog"), edited.fileName()});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QProcess text;
+        text.start(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")});
+        QVERIFY(text.waitForFinished(60000));
+        const QString body = QString::fromUtf8(text.readAllStandardOutput()).simplified();
+        QVERIFY2(body.contains(QStringLiteral("This decision is out of date: the catalog changed since it was made")), "the report does not say the decision is out of date");
+
+        // A newer pilot of the config: stale on the catalog it was made on too.
+        r = run(QStringList {QStringLiteral("pilot"), QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"), QStringLiteral("1")} + config);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        s = stage4();
+        QCOMPARE(s.value(QStringLiteral("state")).toString(), QStringLiteral("stale"));
+        QVERIFY2(s.value(QStringLiteral("evidence")).toString().contains(QStringLiteral("measured the config since")), qPrintable(s.value(QStringLiteral("evidence")).toString()));
+
+        // Recording again replaces it; the first stays, tagged.
+        r = run(QStringList {QStringLiteral("compare"), QStringLiteral("--record"), QStringLiteral("--json")} + config);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const int second = json(r).value(QStringLiteral("decision_run_id")).toInt();
+        s = stage4();
+        QCOMPARE(s.value(QStringLiteral("state")).toString(), QStringLiteral("passed"));
+        QCOMPARE(s.value(QStringLiteral("run_id")).toInt(), second);
+        r = run({QStringLiteral("history"), QStringLiteral("show"), QString::number(first), QStringLiteral("--db"), db});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("superseded") && r.out.contains(QStringLiteral("superseded by decision run %1").arg(second).toUtf8()), r.out.constData());
+    }
+
     void editedCatalogPricesCompareAndReport()
     {
         const Cli run = cli();

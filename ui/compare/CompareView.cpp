@@ -4,9 +4,12 @@
 #include "compare/HoursText.h"
 #include "config/RunConfigJson.h"
 #include "util/Units.h"
+#include "history/HistoryStore.h"
 #include "workflow/DecisionRun.h"
 
 #include <QComboBox>
+#include <QCoreApplication>
+#include <QFileInfo>
 #include <QFrame>
 #include <QFutureWatcher>
 #include <QGridLayout>
@@ -31,6 +34,8 @@ struct Outcome {
     std::optional<Comparison> comparison;
     RunConfig config;                    // the config compared: a decision is recorded under it
     QString error;
+    QString recorded;                    // the config's recorded decision and whether it still holds
+    bool recordedStale = false;
 };
 
 QString qs(const std::string &s) { return QString::fromStdString(s); }
@@ -46,6 +51,23 @@ Outcome compute(const RunConfig &config, const Catalog &catalog, const Compariso
     try {
         out.config = config;
         out.comparison = decide(config, catalog, request, historyPath); // this thread's own connection
+        if (!historyPath.isEmpty() && QFileInfo::exists(historyPath)) {
+            const HistoryStore store(historyPath);
+            if (const auto d = currentDecision(store, configHash(config))) {
+                const std::vector<std::string> why = decisionStaleness(store, *d, catalog);
+                QStringList reasons;
+                for (const auto &w : why)
+                    reasons << qs(w);
+                out.recordedStale = !why.empty();
+                out.recorded = QCoreApplication::translate("CompareView", "Recorded decision (run %1): %2 x%3, %4.%5")
+                                   .arg(d->id)
+                                   .arg(d->summary.value(QStringLiteral("card_name")).toString())
+                                   .arg(d->summary.value(QStringLiteral("gpus")).toInt())
+                                   .arg(d->summary.value(QStringLiteral("billing")).toString())
+                                   .arg(why.empty() ? QString()
+                                                    : QCoreApplication::translate("CompareView", " Out of date: %1; record again to replace it.").arg(reasons.join(QStringLiteral("; "))));
+            }
+        }
     } catch (const std::exception &e) {
         out.error = QString::fromUtf8(e.what());
     }
@@ -82,9 +104,13 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     m_stack->addItem(tr("CUDA only"), static_cast<int>(SoftwareStack::Cuda));
     m_stack->addItem(tr("ROCm only"), static_cast<int>(SoftwareStack::Rocm));
     controls->addWidget(m_stack);
-    controls->addStretch(1);
+    // The basis names the pilot, its device, kernels and numerical format: it wraps rather than
+    // widening the window past 1280 px.
     m_basis = new QLabel(this);
-    controls->addWidget(m_basis);
+    m_basis->setWordWrap(true);
+    m_basis->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    m_basis->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    controls->addWidget(m_basis, 1);
     layout->addLayout(controls);
 
     m_tiles = new QWidget(this);
@@ -198,10 +224,13 @@ void CompareView::refresh()
         m_running = false;
         const Outcome outcome = watcher->result();
         m_comparedConfig = outcome.config;
-        if (outcome.comparison)
+        if (outcome.comparison) {
             showComparison(*outcome.comparison);
-        else
+            m_decisionLabel->setText(outcome.recorded);
+            m_decisionLabel->setStyleSheet(outcome.recordedStale ? QStringLiteral("color: #a05a00; font-weight: bold;") : QString());
+        } else {
             showError(outcome.error);
+        }
     });
     // Until the new comparison is shown, the old one cannot be recorded under the new config.
     m_record->setEnabled(false);
@@ -280,9 +309,14 @@ void CompareView::rebuildTiles(const Comparison &c)
         auto *v = new QVBoxLayout(tile);
         v->setContentsMargins(6, 4, 6, 4);
         v->setSpacing(2);
-        auto *name = new QLabel(qs(card.name), tile);
+        auto *name = new QLabel(tile);
         name->setStyleSheet(QStringLiteral("font-weight: bold;"));
-        name->setWordWrap(true);
+        // One line: a long name (the RTX PRO 6000's) is elided to a fifth of a 1280 px window and
+        // shown whole in the tooltip, so every tile keeps the same lines.
+        QFont bold = name->font();
+        bold.setBold(true);
+        name->setText(QFontMetrics(bold).elidedText(qs(card.name), Qt::ElideRight, 235));
+        name->setToolTip(qs(card.name));
         v->addWidget(name);
         // Two short lines of specifications (the interconnect and the price's source in the
         // tooltip): ten tiles share the height with the table and the chart.
@@ -312,6 +346,7 @@ void CompareView::rebuildTiles(const Comparison &c)
         m_tilesLayout->setColumnStretch(index % 5, 1);
         ++index;
     }
+    m_tiles->setMinimumHeight(m_tilesLayout->totalMinimumSize().height()); // the table and chart give way, not the tiles
 }
 
 void CompareView::showComparison(const Comparison &c)

@@ -168,6 +168,12 @@ void StagedPilotView::markStale()
         refresh();
 }
 
+void StagedPilotView::setCatalog(const Catalog &catalog)
+{
+    m_catalog = catalog;
+    markStale();
+}
+
 void StagedPilotView::showEvent(QShowEvent *event)
 {
     QWidget::showEvent(event);
@@ -178,7 +184,7 @@ void StagedPilotView::showEvent(QShowEvent *event)
 void StagedPilotView::refresh()
 {
     m_stale = false;
-    m_modelLabel->setText(tr("Evidence for model <b>%1</b>%2: the newest finished run of each kind in the history.")
+    m_modelLabel->setText(tr("Evidence for model <b>%1</b>%2: the best evidence of each kind in the history (the newest run that passes).")
                               .arg(m_model.isEmpty() ? tr("(any)") : m_model.toHtmlEscaped(),
                                    m_configHash.empty() ? QString() : tr(", config %1").arg(QString::fromStdString(m_configHash.substr(0, 12)))));
     for (int i = 0; i < kStageCount; ++i) {
@@ -186,7 +192,7 @@ void StagedPilotView::refresh()
             if (!m_store)
                 m_status[static_cast<size_t>(i)] = {StageState::Missing, 0, tr("No history database open.")};
             else
-                m_status[static_cast<size_t>(i)] = evaluateStage(*m_store, i, m_model, m_configHash);
+                m_status[static_cast<size_t>(i)] = evaluateStage(*m_store, i, m_model, m_configHash, m_catalog ? &*m_catalog : nullptr);
         } catch (const std::exception &e) {
             m_status[static_cast<size_t>(i)] = {StageState::Missing, 0, QString::fromUtf8(e.what())};
         }
@@ -196,6 +202,10 @@ void StagedPilotView::refresh()
         case StageState::Passed:
             badge->setText(tr("✔ passed"));
             badge->setStyleSheet(QStringLiteral("background:#2e7d32; color:white; border-radius:4px; font-weight:bold;"));
+            break;
+        case StageState::Stale:
+            badge->setText(tr("⟳ out of date"));
+            badge->setStyleSheet(QStringLiteral("background:#e08a00; color:white; border-radius:4px; font-weight:bold;"));
             break;
         case StageState::Failed:
             badge->setText(tr("✘ not passed"));

@@ -3,8 +3,11 @@
 // decision. Each stage shows its newest evidence from the history for the current config (the
 // rules are core/workflow/Checklist), turns green only when that evidence passes, and offers what
 // runs it.
+#include "catalog/Catalog.h"
 #include "estimate/MemoryEstimate.h"
 #include "workflow/Checklist.h"
+
+#include <optional>
 
 #include <QString>
 #include <QWidget>
@@ -39,6 +42,8 @@ public:
     // configHash() of the config in the form: stages 1-3 count only runs of exactly this config.
     // "" counts every run of the model.
     void setConfigHash(const std::string &hash);
+    // The catalog in force: a recorded decision made on another one is shown out of date.
+    void setCatalog(const Catalog &catalog);
     const StageStatus &stage(int index) const { return m_status[static_cast<size_t>(index)]; }
     // While the restoration proof runs its button is disabled and the stage says so.
     void setRestoreCheckRunning(bool running);
@@ -65,6 +70,7 @@ protected:
 private:
     bool m_stale = false;
     HistoryStore *m_store = nullptr;
+    std::optional<Catalog> m_catalog;
     QString m_model;
     std::string m_configHash;
     QLabel *m_modelLabel = nullptr;

@@ -1,4 +1,5 @@
 #include "catalog/CostModel.h"
+#include "util/Units.h"
 #include "util/FixedText.h"
 
 #include "util/Errors.h"
@@ -15,6 +16,8 @@ constexpr double kEpsilon = 1e-9;
 
 double startedUnits(double amount) { return std::ceil(amount - kEpsilon); }
 
+
+std::string hoursText(double hours) { return formatDuration(hours * 3600).toStdString(); }
 
 std::string money(const Catalog &catalog, double value) { return fixed(value, 2) + " " + catalog.currency; }
 
@@ -188,19 +191,19 @@ Recommendation recommend(std::vector<ConfigurationCost> &rows, const Catalog &ca
     }
     if (r.index < 0) {
         const auto &fast = rows[static_cast<size_t>(fastestFitting)];
-        r.text = "Nothing that fits meets the deadline of " + fixed(*deadlineHours, 1) + " h: the fastest fitting configuration, " + label(fast) + ", needs a rental window of "
-                 + fixed(fast.cost.windowHours, 1) + " h. Move the deadline or plan fewer tokens." + source;
+        r.text = "Nothing that fits meets the deadline of " + hoursText(*deadlineHours) + ": the fastest fitting configuration, " + label(fast) + ", needs a rental window of "
+                 + hoursText(fast.cost.windowHours) + ". Move the deadline or plan fewer tokens." + source;
         return r;
     }
     auto &best = rows[static_cast<size_t>(r.index)];
     best.recommended = true;
-    std::string text = "Rent " + label(best) + " (" + best.cost.plan.description + "): it fits, finishes in a " + fixed(best.cost.windowHours, 1) + " h rental window"
-                       + (deadlineHours ? " (deadline " + fixed(*deadlineHours, 1) + " h)" : std::string()) + " and is the cheapest option that does, at "
+    std::string text = "Rent " + label(best) + " (" + best.cost.plan.description + "): it fits, finishes in a " + hoursText(best.cost.windowHours) + " rental window"
+                       + (deadlineHours ? " (deadline " + hoursText(*deadlineHours) + ")" : std::string()) + " and is the cheapest option that does, at "
                        + money(catalog, best.cost.totalCost) + " in total or " + money(catalog, best.cost.costPerMillionTokens) + " per million useful tokens.";
     if (runnerUp >= 0) {
         const auto &next = rows[static_cast<size_t>(runnerUp)];
         text += " The next cheapest, " + label(next) + ", costs " + money(catalog, next.cost.totalCost - best.cost.totalCost) + " more";
-        text += next.cost.windowHours < best.cost.windowHours ? " but finishes " + fixed(best.cost.windowHours - next.cost.windowHours, 1) + " h sooner." : ".";
+        text += next.cost.windowHours < best.cost.windowHours ? " but finishes " + hoursText(best.cost.windowHours - next.cost.windowHours) + " sooner." : ".";
     }
     if (best.stepTimeBasis == FigureBasis::Modelled)
         text += " Its step time is modelled, not measured on that card: confirm it with a pilot before reserving the term.";

@@ -251,9 +251,15 @@ CostHoursPlot costHoursPlot(const Comparison &comparison)
         xLo = std::min(xLo, *plot.deadlineHours);
         xHi = std::max(xHi, *plot.deadlineHours);
     }
+    // A job of seconds on an hours axis reads 2e-06: the axis takes the unit of its longest job.
+    const struct { double perHour; const char *name; } units[] {{3600, "seconds"}, {60, "minutes"}, {1, "hours"}, {1.0 / 24, "days"}};
+    const auto &unit = xHi < 2.0 / 60 ? units[0] : xHi < 2 ? units[1] : xHi < 72 ? units[2] : units[3];
+    plot.xPerHour = unit.perHour;
+    xLo *= unit.perHour;
+    xHi *= unit.perHour;
     plot.x = xLo > 0 && xHi / xLo > kCostHoursLogSpan ? logAxis(xLo, xHi) : linearAxis(xLo, xHi, 6);
     plot.y = linearAxis(yLo, yHi, 5);
-    plot.x.title = plot.x.log ? QStringLiteral("job hours (log scale)") : QStringLiteral("job hours");
+    plot.x.title = QStringLiteral("job %1%2").arg(QLatin1String(unit.name), plot.x.log ? QStringLiteral(" (log scale)") : QString());
     plot.y.title = comparison.currency.empty() ? QStringLiteral("cost per M useful tokens")
                                                : QStringLiteral("cost per M useful tokens (%1)").arg(qs(comparison.currency));
     return plot;
@@ -270,7 +276,7 @@ void drawCostHoursChart(QPainter &p, const QRectF &area, const Comparison &compa
     p.setPen(Qt::black);
     const QFontMetricsF titleFm(p.font(), p.device());
     p.drawText(QRectF(area.left(), area.top(), area.width(), 14), Qt::AlignHCenter | Qt::AlignTop,
-               titleFm.elidedText(QStringLiteral("Cost per million useful tokens against job hours, fitting configurations"), Qt::ElideRight, area.width()));
+               titleFm.elidedText(QStringLiteral("Cost per million useful tokens against job time, fitting configurations"), Qt::ElideRight, area.width()));
 
     const QFont small = report::ReportCanvas::font(7);
     const QFont smallBold = report::ReportCanvas::font(7, true);
@@ -336,7 +342,7 @@ void drawCostHoursChart(QPainter &p, const QRectF &area, const Comparison &compa
     p.setClipRect(frame.adjusted(-1, -1, 1, 1), Qt::IntersectClip);
     std::vector<QRectF> taken; // what point labels must not cover
     if (plot.deadlineHours) {
-        const double px = mapX(*plot.deadlineHours);
+        const double px = mapX(plot.xOf(*plot.deadlineHours));
         p.setPen(QPen(costHoursDeadlineColor(), 1.2, Qt::DashLine));
         p.drawLine(QPointF(px, frame.top()), QPointF(px, frame.bottom()));
         const QString text = QStringLiteral("deadline %1").arg(hoursText(*plot.deadlineHours));
@@ -356,7 +362,7 @@ void drawCostHoursChart(QPainter &p, const QRectF &area, const Comparison &compa
     std::vector<Placed> placed;
     for (const auto &c : plot.cards) {
         for (const auto &pt : c.points)
-            placed.push_back({QPointF(mapX(pt.jobHours), mapY(pt.costPerMillionTokens)), &pt, c.color});
+            placed.push_back({QPointF(mapX(plot.xOf(pt.jobHours)), mapY(pt.costPerMillionTokens)), &pt, c.color});
     }
     for (const auto &m : placed) {
         p.setPen(QPen(m.color.darker(140), 0.6));

@@ -43,7 +43,11 @@ struct CostHoursAxis {
 struct CostHoursPlot {
     std::vector<CostHoursCard> cards;    // in the comparison's card order
     std::optional<double> deadlineHours;
-    CostHoursAxis x;                     // job hours
+    // The x axis reads in the unit the jobs run for (seconds, minutes, hours or days): x.min,
+    // x.max and the ticks are in it; xOf() takes a point's or the deadline's hours there.
+    double xPerHour = 1;
+    double xOf(double hours) const { return hours * xPerHour; }
+    CostHoursAxis x;                     // job time in that unit
     CostHoursAxis y;                     // cost per million useful tokens
     size_t pointCount() const;
     const CostHoursPoint *recommendedPoint() const;  // null when nothing plotted is recommended

@@ -5,6 +5,7 @@
 #include "workflow/CatalogSource.h"
 #include "report/ReportData.h"
 #include "report/ReportSections.h"
+#include "util/Units.h"
 
 #include <QJsonObject>
 
@@ -14,20 +15,6 @@ namespace pb::report {
 namespace {
 
 QString qs(const std::string &s) { return QString::fromStdString(s); }
-
-// Durations from microseconds (a tiny pilot's projected step) to weeks, each in a unit that reads.
-QString duration(double seconds)
-{
-    if (seconds < 1e-3)
-        return QString::number(seconds * 1e6, 'f', 2) + QStringLiteral(" \u00b5s");
-    if (seconds < 1)
-        return QString::number(seconds * 1e3, 'f', 1) + QStringLiteral(" ms");
-    if (seconds < 120)
-        return QString::number(seconds, 'f', 1) + QStringLiteral(" s");
-    if (seconds < 7200)
-        return QString::number(seconds / 60, 'f', 1) + QStringLiteral(" min");
-    return QString::number(seconds / 3600, 'f', 1) + QStringLiteral(" h");
-}
 
 QString evidenceLine(const RunRecord &r)
 {
@@ -126,8 +113,8 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
     std::vector<QStringList> rows;
     for (const auto &r : cmp.rows) {
         rows.push_back({qs(r.cardId), QStringLiteral("%1 %2").arg(r.gpus).arg(QString::fromLatin1(toString(r.strategy))), r.fits ? QStringLiteral("yes") : QStringLiteral("no"), QString::number(r.maxMicroBatch),
-                        duration(r.stepTimeMs / 1000.0), QString::fromLatin1(toString(r.stepTimeBasis)), formatCount(r.tokensPerSecond),
-                        duration(r.cost.jobHours * 3600), duration(r.cost.windowHours * 3600), qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2),
+                        formatDuration(r.stepTimeMs / 1000.0), QString::fromLatin1(toString(r.stepTimeBasis)), formatCount(r.tokensPerSecond),
+                        formatDuration(r.cost.jobHours * 3600), formatDuration(r.cost.windowHours * 3600), qs(r.cost.plan.description), QString::number(r.cost.totalCost, 'f', 2),
                         QString::number(r.cost.costPerMillionTokens, 'f', 2) + (r.recommended ? QStringLiteral(" *") : QString())});
     }
     c.table({QStringLiteral("Card"), QStringLiteral("GPUs, strategy"), QStringLiteral("Fits"), QStringLiteral("Max micro-batch"), QStringLiteral("Step time"),
@@ -153,7 +140,7 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
                         .arg(s.value(QStringLiteral("total_cost")).toDouble(), 0, 'f', 2)
                         .arg(s.value(QStringLiteral("currency")).toString())
                         .arg(s.value(QStringLiteral("cost_per_million_tokens")).toDouble(), 0, 'f', 2)
-                        .arg(duration(s.value(QStringLiteral("window_hours")).toDouble() * 3600), s.value(QStringLiteral("catalog_source")).toString(),
+                        .arg(formatDuration(s.value(QStringLiteral("window_hours")).toDouble() * 3600), s.value(QStringLiteral("catalog_source")).toString(),
                              s.value(QStringLiteral("catalog_date")).toString(),
                              s.value(QStringLiteral("evidence")).toObject().value(QStringLiteral("pilot_run_id")).isDouble()
                                  ? QString::number(s.value(QStringLiteral("evidence")).toObject().value(QStringLiteral("pilot_run_id")).toInt())
@@ -183,7 +170,7 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
     }
     const auto &best = cmp.rows[static_cast<size_t>(cmp.recommendedIndex)];
     c.paragraph(QStringLiteral("Billing candidates for %1 x%2 over a %3 rental window, cheapest first; the first is chosen.")
-                    .arg(qs(best.cardName)).arg(best.gpus).arg(duration(best.cost.windowHours * 3600)),
+                    .arg(qs(best.cardName)).arg(best.gpus).arg(formatDuration(best.cost.windowHours * 3600)),
                 8.5);
     std::vector<QStringList> rows2;
     for (const auto &p : d.recommendedPlans)

@@ -1,6 +1,6 @@
 #pragma once
-// Byte sizes as people read them, written one way everywhere (CLI, GUI, report, messages). JSON
-// keeps the integer bytes; this is only for text.
+// Byte sizes and durations as people read them, written one way everywhere (CLI, GUI, report,
+// messages). JSON keeps the numbers; this is only for text.
 #include <QString>
 
 #include <cstdint>
@@ -11,5 +11,9 @@ namespace pb {
 // `precision` decimals once a unit applies. Digits in the C locale, so the CLI's output, logs and
 // the report read the same on every machine (no group separators, '.' as the decimal point).
 QString formatBytes(int64_t bytes, int precision = 2);
+
+// A duration in the unit that reads, one decimal: "7.74 µs" (two below a millisecond), "30.2 ms",
+// "12.5 s", "4.2 min", "10.5 h", "3.2 days" (from 72 h). A job of seconds is never "0.0 h".
+QString formatDuration(double seconds);
 
 } // namespace pb

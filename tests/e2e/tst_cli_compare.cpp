@@ -40,9 +40,12 @@ private Q_SLOTS:
         QVERIFY2(r.code == 0, qPrintable(r.err));
         const QJsonObject o = json(r);
         const QJsonArray rows = o.value(QStringLiteral("rows")).toArray();
-        QCOMPARE(rows.size(), 16); // 4 cards x 1, 2, 4, 8 GPUs
+        QCOMPARE(rows.size(), 40); // 10 cards x 1, 2, 4, 8 GPUs
         QVERIFY(o.value(QStringLiteral("recommendation")).toString().startsWith(QStringLiteral("Rent ")));
-        QCOMPARE(o.value(QStringLiteral("catalog_date")).toString(), QStringLiteral("2026-11-30"));
+        QCOMPARE(o.value(QStringLiteral("catalog_date")).toString(), QStringLiteral("2026-12-02"));
+        QCOMPARE(o.value(QStringLiteral("catalog_revision")).toString().size(), 16);
+        QCOMPARE(o.value(QStringLiteral("precision")).toString(), QStringLiteral("fp32"));
+        QVERIFY(o.value(QStringLiteral("fp8_speedup")).isNull());
         QVERIFY(o.value(QStringLiteral("assumptions")).isArray());
         QCOMPARE(o.value(QStringLiteral("pilot_run_id")).toInt(), 1); // the pilot of the same config
         int recommended = 0;
@@ -71,7 +74,7 @@ private Q_SLOTS:
                               QStringLiteral("2"), QStringLiteral("--term"), QStringLiteral("1w"), QStringLiteral("--json")});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         const QJsonArray rows = json(r).value(QStringLiteral("rows")).toArray();
-        QCOMPARE(rows.size(), 4);
+        QCOMPARE(rows.size(), 10);
         for (const auto &v : rows) {
             QCOMPARE(v.toObject().value(QStringLiteral("gpus")).toInt(), 2);
             QCOMPARE(v.toObject().value(QStringLiteral("term")).toString(), QStringLiteral("1w"));
@@ -94,6 +97,8 @@ private Q_SLOTS:
         QVERIFY(r.out.contains(QStringLiteral("<- recommended")));
         QVERIFY(r.out.contains(QStringLiteral("not a quote")));
         QCOMPARE(r.out.count(QStringLiteral("<- recommended")), 1);
+        QVERIFY(r.out.contains(QStringLiteral("Numerical format: fp32.")));
+        QVERIFY2(!r.out.contains(QStringLiteral("0.0 h")), "a job of seconds reads in its own unit"); // tiny: a rental window of milliseconds
     }
 
     void nothingFitsExitsThree()
@@ -103,7 +108,7 @@ private Q_SLOTS:
                               QStringLiteral("--db"), m_dir.filePath(QStringLiteral("absent.sqlite")), QStringLiteral("--json")});
         QCOMPARE(r.code, 3);
         const QJsonObject o = json(r);
-        QCOMPARE(o.value(QStringLiteral("rows")).toArray().size(), 4);
+        QCOMPARE(o.value(QStringLiteral("rows")).toArray().size(), 10);
         for (const auto &v : o.value(QStringLiteral("rows")).toArray()) {
             QCOMPARE(v.toObject().value(QStringLiteral("fits")).toBool(), false);
             QCOMPARE(v.toObject().value(QStringLiteral("recommended")).toBool(), false);

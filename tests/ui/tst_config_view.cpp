@@ -82,6 +82,41 @@ private Q_SLOTS:
         QCOMPARE(view.budget()->budgets().size(), cardCapacities().size());
     }
 
+    // An edit marks the preset box and the source "(edited)"; another preset asks before it
+    // discards the edits, and a refusal keeps them (and the box on the edited preset).
+    void presetEditsAreMarkedAndKept()
+    {
+        ConfigView view;
+        view.loadPreset(QStringLiteral("tiny"));
+        auto *combo = view.findChild<QComboBox *>(QStringLiteral("presetCombo"));
+        auto *source = view.findChild<QLabel *>(QStringLiteral("configSource"));
+        QVERIFY(combo && source);
+        QVERIFY(!view.edited());
+        QCOMPARE(combo->currentText(), QStringLiteral("tiny"));
+        auto *layers = view.findChild<QSpinBox *>(QStringLiteral("model.layers"));
+        QVERIFY(layers);
+        layers->setValue(3);
+        QVERIFY(view.edited());
+        QCOMPARE(combo->currentText(), QStringLiteral("tiny (edited)"));
+        QCOMPARE(source->text(), QStringLiteral("preset tiny (edited)"));
+        QString asked;
+        view.setDiscardConfirmation([&](const QString &question) { asked = question; return false; });
+        combo->setCurrentIndex(combo->findText(QStringLiteral("small")));
+        QVERIFY2(asked.contains(QStringLiteral("discard your edits to preset tiny")), qPrintable(asked));
+        QCOMPARE(view.config().model.layers, 3);
+        QCOMPARE(combo->currentText(), QStringLiteral("tiny (edited)"));
+        // Back to the loaded value: no longer edited.
+        layers->setValue(2);
+        QVERIFY(!view.edited());
+        QCOMPARE(combo->currentText(), QStringLiteral("tiny"));
+        layers->setValue(4);
+        view.setDiscardConfirmation([](const QString &) { return true; });
+        combo->setCurrentIndex(combo->findText(QStringLiteral("small")));
+        QCOMPARE(view.config().model.preset, std::string("small"));
+        QVERIFY(!view.edited());
+        QCOMPARE(source->text(), QStringLiteral("preset small"));
+    }
+
     void seedTypedByKeyboard()
     {
         ConfigView view;

@@ -139,6 +139,7 @@ private Q_SLOTS:
         QCOMPARE(best->label, QStringLiteral("H100 \u00d74 (fsdp)"));
         QCOMPARE(plot.cards[2].points[0].label, QStringLiteral("MI300X \u00d71"));
         QVERIFY(!plot.x.log); // 20 / 2.8 is about 7
+        QCOMPARE(plot.x.title, QStringLiteral("job hours"));
         QVERIFY(plot.x.min <= 2.8 && plot.x.max >= 20.0);
         QVERIFY(plot.y.min <= 0.097 && plot.y.max >= 0.30);
         QCOMPARE(plot.deadlineHours.value_or(0), 5.0);
@@ -216,7 +217,27 @@ private Q_SLOTS:
         QCOMPARE(xAxes.size(), 1);
         auto *x = qobject_cast<QLogValueAxis *>(xAxes.first());
         QVERIFY(x);
-        QVERIFY(x->min() <= 2.8 && x->max() >= 80.0);
+        // 80 h is past three days: the axis reads in days.
+        QCOMPARE(pb::costHoursPlot(c).x.title, QStringLiteral("job days (log scale)"));
+        QVERIFY(x->min() <= 2.8 / 24 && x->max() >= 80.0 / 24);
+        QVERIFY(!render(c).isNull());
+    }
+
+    // A job of milliseconds is plotted in seconds, not as 2e-06 h; the points move with the axis.
+    void shortJobsReadInSeconds()
+    {
+        pb::Comparison c = handBuilt();
+        for (auto &r : c.rows)
+            r.cost.jobHours /= 1e5; // 2.8 h -> 0.1 s
+        c.deadlineHours.reset();
+        const pb::CostHoursPlot plot = pb::costHoursPlot(c);
+        QCOMPARE(plot.xPerHour, 3600.0);
+        QVERIFY2(plot.x.title.startsWith(QStringLiteral("job seconds")), qPrintable(plot.x.title));
+        QVERIFY(plot.x.min <= 2.8 / 1e5 * 3600 && plot.x.max >= 20.0 / 1e5 * 3600);
+        pb::ui::CostHoursChart widget;
+        widget.setComparison(c);
+        auto *x = qobject_cast<QValueAxis *>(widget.chart()->axes(Qt::Horizontal).first());
+        QVERIFY(x && x->max() >= 20.0 / 1e5 * 3600 && x->max() < 1);
         QVERIFY(!render(c).isNull());
     }
 

@@ -57,7 +57,7 @@ QAbstractAxis *makeAxis(const CostHoursAxis &a)
 CostHoursChart::CostHoursChart(QWidget *parent) : QWidget(parent)
 {
     auto *chart = new QChart;
-    chart->setTitle(tr("Cost per million useful tokens against job hours"));
+    chart->setTitle(tr("Cost per million useful tokens against job time"));
     chart->setAnimationOptions(QChart::NoAnimation);
     // Ten cards do not fit under the plot in one line: a column beside it names every one.
     chart->legend()->setAlignment(Qt::AlignRight);
@@ -158,7 +158,7 @@ void CostHoursChart::setComparison(const Comparison &comparison)
         series->setBorderColor(card.color.darker(140));
         QStringList tips;
         for (const CostHoursPoint &p : card.points) {
-            series->append(p.jobHours, p.costPerMillionTokens);
+            series->append(plot.xOf(p.jobHours), p.costPerMillionTokens);
             tips << pointToolTip(comparison.rows[static_cast<size_t>(p.row)], comparison.currency);
         }
         attach(series);
@@ -174,7 +174,7 @@ void CostHoursChart::setComparison(const Comparison &comparison)
         ring->setMarkerSize(22);
         ring->setBrush(Qt::NoBrush);
         ring->setPen(QPen(costHoursRecommendedColor(), 2.5));
-        ring->append(best->jobHours, best->costPerMillionTokens);
+        ring->append(plot.xOf(best->jobHours), best->costPerMillionTokens);
         // Only this one point is labelled, so the format needs no @xPoint placeholders.
         ring->setPointLabelsFormat(tr("recommended: %1").arg(best->label));
         ring->setPointLabelsColor(costHoursRecommendedColor());
@@ -195,8 +195,8 @@ void CostHoursChart::setComparison(const Comparison &comparison)
         line->setObjectName(QStringLiteral("deadline"));
         line->setName(tr("deadline (%1)").arg(hoursText(*plot.deadlineHours)));
         line->setPen(QPen(costHoursDeadlineColor(), 1.5, Qt::DashLine));
-        line->append(*plot.deadlineHours, plot.y.min);
-        line->append(*plot.deadlineHours, plot.y.max);
+        line->append(plot.xOf(*plot.deadlineHours), plot.y.min);
+        line->append(plot.xOf(*plot.deadlineHours), plot.y.max);
         attach(line);
     }
 }

@@ -18,6 +18,7 @@
 #include <QLocale>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QJsonDocument>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSignalBlocker>
@@ -93,18 +94,33 @@ ConfigView::ConfigView(QWidget *parent) : QWidget(parent)
 
     connect(m_form, &RunConfigForm::changed, this, [this] {
         recompute();
+        updateEdited();
         Q_EMIT configChanged();
     });
     connect(m_presets, &QComboBox::currentIndexChanged, this, [this](int index) {
-        if (index > 0)
-            loadPreset(m_presets->itemText(index));
+        if (index <= 0) {
+            m_presetIndex = index;
+            return;
+        }
+        const QString name = presetNames().value(index - 1);
+        if (m_edited) {
+            const QString question = tr("Load preset %1 and discard your edits to %2?").arg(name, m_sourceText);
+            const bool discard = m_confirmDiscard ? m_confirmDiscard(question)
+                                                  : QMessageBox::question(this, tr("Discard edits?"), question) == QMessageBox::Yes;
+            if (!discard) {
+                const QSignalBlocker block(m_presets);
+                m_presets->setCurrentIndex(m_presetIndex);
+                return;
+            }
+        }
+        loadPreset(name);
     });
     connect(open, &QPushButton::clicked, this, &ConfigView::openDialog);
     connect(save, &QPushButton::clicked, this, &ConfigView::saveDialog);
     connect(import, &QPushButton::clicked, this, &ConfigView::importHfDialog);
     connect(m_run, &QPushButton::clicked, this, &ConfigView::runPilotRequested);
 
-    setConfig(presetConfig(defaultPresetName()));
+    loadPreset(defaultPresetName());
 }
 
 RunConfig ConfigView::config() const
@@ -119,20 +135,38 @@ bool ConfigView::isValid() const
 
 void ConfigView::setConfig(const RunConfig &config)
 {
+    m_form->setConfig(config);
+    // What the form holds now (its own normalisation included) is the unedited state.
+    m_loadedJson = QJsonDocument(toJson(m_form->config())).toJson(QJsonDocument::Compact);
+    m_edited = false;
     {
         const QSignalBlocker block(m_presets);
-        const int index = m_presets->findText(QString::fromStdString(config.model.preset));
-        m_presets->setCurrentIndex(index > 0 ? index : 0);
+        const int index = static_cast<int>(presetNames().indexOf(QString::fromStdString(config.model.preset))) + 1;
+        m_presets->setCurrentIndex(index);
+        m_presetIndex = index;
     }
-    m_form->setConfig(config);
+    updateEdited();
+}
+
+void ConfigView::updateEdited()
+{
+    if (m_sourceText.isEmpty())
+        m_sourceText = m_source->text();
+    m_edited = m_form->isValid() ? QJsonDocument(toJson(m_form->config())).toJson(QJsonDocument::Compact) != m_loadedJson : true;
+    const QString suffix = tr(" (edited)");
+    const QStringList names = presetNames();
+    for (int i = 1; i < m_presets->count(); ++i)
+        m_presets->setItemText(i, names.value(i - 1) + (m_edited && i == m_presets->currentIndex() ? suffix : QString()));
+    m_source->setText(m_sourceText + (m_edited && !m_sourceText.isEmpty() ? suffix : QString()));
 }
 
 void ConfigView::loadPreset(const QString &name)
 {
     try {
+        m_sourceText = tr("preset %1").arg(name);
+        m_source->setText(m_sourceText);
         setConfig(presetConfig(name));
         m_file.clear();
-        m_source->setText(tr("preset %1").arg(name));
     } catch (const std::exception &e) {
         QMessageBox::warning(this, tr("Preset"), QString::fromUtf8(e.what()));
     }
@@ -141,9 +175,10 @@ void ConfigView::loadPreset(const QString &name)
 bool ConfigView::loadFile(const QString &path, QString *error)
 {
     try {
-        setConfig(loadRunConfig(path));
+        const RunConfig loaded = loadRunConfig(path);
+        m_sourceText = QFileInfo(path).fileName();
+        setConfig(loaded);
         m_file = path;
-        m_source->setText(QFileInfo(path).fileName());
         QSettings().setValue(QStringLiteral("config/lastFile"), path);
         Q_EMIT statusMessage(tr("Loaded %1").arg(path));
         return true;
@@ -159,7 +194,10 @@ bool ConfigView::saveFile(const QString &path, QString *error)
     try {
         saveRunConfig(config(), path);
         m_file = path;
-        m_source->setText(QFileInfo(path).fileName());
+        // What was saved is the new unedited state.
+        m_sourceText = QFileInfo(path).fileName();
+        m_loadedJson = QJsonDocument(toJson(config())).toJson(QJsonDocument::Compact);
+        updateEdited();
         QSettings().setValue(QStringLiteral("config/lastFile"), path);
         Q_EMIT statusMessage(tr("Saved %1").arg(path));
         return true;
@@ -173,9 +211,10 @@ bool ConfigView::saveFile(const QString &path, QString *error)
 bool ConfigView::importHf(const QString &folder, QString *error)
 {
     try {
-        setConfig(importHfConfig(folder));
+        const RunConfig imported = importHfConfig(folder);
+        m_sourceText = tr("imported %1").arg(QFileInfo(folder).fileName());
+        setConfig(imported);
         m_file.clear();
-        m_source->setText(tr("imported %1").arg(QFileInfo(folder).fileName()));
         Q_EMIT statusMessage(tr("Imported %1").arg(folder));
         return true;
     } catch (const std::exception &e) {

@@ -6,6 +6,8 @@
 
 #include <QWidget>
 
+#include <functional>
+
 #include <vector>
 
 class QComboBox;
@@ -32,6 +34,11 @@ public:
     bool saveFile(const QString &path, QString *error);
     bool importHf(const QString &folder, QString *error);
     void loadPreset(const QString &name);
+    // Whether the form differs from the preset or file it was loaded from (the preset box and the
+    // source label then say "(edited)", and picking another preset asks first).
+    bool edited() const { return m_edited; }
+    // Replaces the question asked before a preset discards edits (tests answer it); true: discard.
+    void setDiscardConfirmation(std::function<bool(const QString &question)> confirm) { m_confirmDiscard = std::move(confirm); }
     const QString &currentFile() const { return m_file; }
     // The history whose measured pilots calibrate the budget (each card by the pilots that ran on
     // it); read again by reloadCalibration() after a pilot. An unreadable file means no calibration.
@@ -50,6 +57,13 @@ Q_SIGNALS:
 
 private:
     void recompute();
+    void updateEdited();
+    // The config as loaded, to tell edits from it; the source label's text without "(edited)".
+    QByteArray m_loadedJson;
+    QString m_sourceText;
+    bool m_edited = false;
+    int m_presetIndex = 0;
+    std::function<bool(const QString &)> m_confirmDiscard;
     RunConfigForm *m_form = nullptr;
     MemoryBudgetWidget *m_budget = nullptr;
     QComboBox *m_presets = nullptr;

@@ -7,6 +7,25 @@
 class TestUnits final : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    void formatDuration_data()
+    {
+        QTest::addColumn<double>("seconds");
+        QTest::addColumn<QString>("text");
+        QTest::newRow("projected tiny step") << 7.74e-6 << QStringLiteral("7.74 \u00b5s");
+        QTest::newRow("tiny job window") << 0.0302 << QStringLiteral("30.2 ms");
+        QTest::newRow("seconds") << 12.46 << QStringLiteral("12.5 s");
+        QTest::newRow("minutes") << 252.0 << QStringLiteral("4.2 min");
+        QTest::newRow("hours") << 37800.0 << QStringLiteral("10.5 h");
+        QTest::newRow("just under three days") << 71.9 * 3600 << QStringLiteral("71.9 h");
+        QTest::newRow("days") << 3.2 * 86400 << QStringLiteral("3.2 days");
+    }
+    void formatDuration()
+    {
+        QFETCH(double, seconds);
+        QFETCH(QString, text);
+        QCOMPARE(pb::formatDuration(seconds), text);
+    }
+
     void formatBytes_data()
     {
         QTest::addColumn<qint64>("bytes");

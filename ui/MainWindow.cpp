@@ -1,4 +1,5 @@
 #include "MainWindow.h"
+#include "help/UserGuideDialog.h"
 
 #include "cards/CatalogEditor.h"
 #include "catalog/CatalogJson.h"
@@ -282,6 +283,17 @@ void MainWindow::buildMenus()
     view->addAction(log);
 
     auto *help = menuBar()->addMenu(tr("&Help"));
+    auto *guide = help->addAction(tr("&User guide"), this, [this] {
+        // The page of the tab in front; the dialog is kept, so it opens where it was left otherwise.
+        static const char *pages[] {"configuration", "dashboard", "history", "staged", "compare"};
+        if (!m_guide)
+            m_guide = new UserGuideDialog(this);
+        const int tab = m_tabs->currentIndex();
+        m_guide->show();
+        m_guide->showPage(QString::fromLatin1(tab >= 0 && tab < 5 ? pages[tab] : "method"));
+        m_guide->raise();
+    });
+    guide->setShortcut(QKeySequence::HelpContents);
     help->addAction(tr("&About PilotBench"), this, [this] {
         QMessageBox::about(this, tr("About PilotBench"), QString::fromStdString(buildInfoText()).toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>")));
     });

@@ -22,6 +22,7 @@ class LogPanel;
 class RestoreCheckRunner;
 class ScaleRunner;
 class StagedPilotView;
+class UserGuideDialog;
 
 class MainWindow final : public QMainWindow {
     Q_OBJECT
@@ -63,6 +64,7 @@ private:
     DashboardView *m_dashboard = nullptr;
     HistoryView *m_history = nullptr;
     StagedPilotView *m_stages = nullptr;
+    UserGuideDialog *m_guide = nullptr;       // made on first use
     QWidget *m_compareSlot = nullptr;
     CompareView *m_compare = nullptr;   // the Compare tab, unless setCompareView replaced it
     bool m_compareStale = true;

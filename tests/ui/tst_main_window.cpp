@@ -20,6 +20,9 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTextBrowser>
+#include <QScrollBar>
+#include <QAction>
 #include <QTemporaryDir>
 #include <QtTest>
 #include <spdlog/spdlog.h>
@@ -37,6 +40,28 @@ private Q_SLOTS:
         QSettings().clear();
         QVERIFY(m_dir.isValid());
         m_db = m_dir.filePath(QStringLiteral("h.db"));
+    }
+
+    // Help > User guide (F1) opens the guide compiled into the binary: the staged method and a page
+    // for every tab, each tab's page named as the tab is.
+    void userGuideFromTheHelpMenu()
+    {
+        MainWindow window(m_db);
+        window.tabs()->setCurrentIndex(4);
+        QAction *guide = nullptr;
+        for (QAction *a : window.findChildren<QAction *>())
+            if (a->text() == QStringLiteral("&User guide"))
+                guide = a;
+        QVERIFY(guide);
+        QCOMPARE(guide->shortcut(), QKeySequence(QKeySequence::HelpContents));
+        guide->trigger();
+        auto *browser = window.findChild<QTextBrowser *>(QStringLiteral("userGuide"));
+        QVERIFY(browser && browser->isVisible());
+        const QString text = browser->toPlainText();
+        QVERIFY2(text.contains(QStringLiteral("The staged method")), qPrintable(text.left(200)));
+        for (int i = 0; i < window.tabs()->count(); ++i)
+            QVERIFY2(text.contains(window.tabs()->tabText(i) + QLatin1Char('\n')), qPrintable(window.tabs()->tabText(i)));
+        QVERIFY(browser->verticalScrollBar()->value() > 0); // opened at the Compare page, not the top
     }
 
     void tabsAndCompareSlot()

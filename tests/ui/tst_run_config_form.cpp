@@ -314,14 +314,15 @@ private Q_SLOTS:
         QWidget *w = form.fieldWidget(flagged);
         QVERIFY(w);
         QVERIFY(!w->isVisibleTo(&form));
-        const QString help = w->toolTip(); // the field's own help, empty for most
+        const QString help = w->toolTip(); // the field's own help, and the config path it sets
+        QVERIFY2(help.endsWith(QStringLiteral("Config path: ") + flagged), qPrintable(help));
 
         applyEdits(form, edits);
         if (QTest::currentTestFailed())
             return;
         QVERIFY(!form.isValid());
         QCOMPARE(flaggedWidgets(form), QStringList {flagged});
-        QVERIFY2(!w->toolTip().isEmpty(), "the rule is the field's tooltip");
+        QVERIFY2(w->toolTip() != help && w->toolTip().endsWith(help), "the rule is the field's tooltip, above its help");
         QVERIFY(w->styleSheet().contains(QStringLiteral("background-color")));
         QVERIFY(std::any_of(form.issues().begin(), form.issues().end(), [&](const ValidationIssue &i) { return QString::fromStdString(i.field) == flagged; }));
         QVERIFY2(form.isExpanded() && w->isVisibleTo(&form), "a problem in the folded panel unfolds it");

@@ -276,6 +276,12 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     m_issueLabel->setStyleSheet(QStringLiteral("color: #b02020;"));
     outer->addWidget(m_issueLabel);
     outer->addStretch(1);
+    // Every field says which config path it sets (what --set and the JSON file call it), after
+    // its own help where it has one.
+    for (auto it = m_fields.cbegin(); it != m_fields.cend(); ++it) {
+        const QString help = it.value()->toolTip();
+        it.value()->setToolTip((help.isEmpty() ? QString() : help + QStringLiteral("\n")) + tr("Config path: %1").arg(it.key()));
+    }
 }
 
 QSpinBox *RunConfigForm::addSpin(const QString &field, int minimum)

@@ -23,6 +23,7 @@
 #include <QTemporaryDir>
 #include <QTableWidget>
 #include <QLabel>
+#include <QTabWidget>
 #include <QtTest>
 
 using namespace pb;
@@ -202,6 +203,34 @@ private Q_SLOTS:
         const int seqRow = paths.indexOf(QStringLiteral("train.seq_len"));
         QCOMPARE(diff->item(seqRow, 1)->text(), QStringLiteral("64"));
         QCOMPARE(diff->item(seqRow, 2)->text(), QStringLiteral("32"));
+    }
+
+    // One subject: the run opened at start is the one highlighted; highlighting another makes it
+    // the current run (details and export follow), keeping the page in front; a diff shows its page.
+    void selectionMakesTheRunCurrent()
+    {
+        HistoryView view(m_db);
+        view.refresh(); // as showing the tab does
+        QVERIFY(view.openedRunId() != 0);
+        QCOMPARE(view.selectedRunIds(), std::vector<int64_t> {view.openedRunId()});
+        auto *details = view.diffTable()->parentWidget()->parentWidget()->parentWidget(); // page -> stack -> tab widget
+        auto *tabs = qobject_cast<QTabWidget *>(details);
+        QVERIFY(tabs);
+        const int64_t other = view.openedRunId() == m_a ? m_b : m_a;
+        tabs->setCurrentIndex(2); // Peak memory
+        QWidget *peak = tabs->currentWidget();
+        const QModelIndex index = view.proxy()->mapFromSource(view.model()->index(view.model()->rowOfRun(other), 0));
+        view.table()->selectionModel()->select(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+        QCOMPARE(view.openedRunId(), other);
+        QCOMPARE(tabs->currentWidget(), peak);
+        // Two selected: the current run stays what it was until one is picked.
+        view.table()->selectAll();
+        QCOMPARE(view.openedRunId(), other);
+        view.table()->clearSelection();
+        view.table()->selectionModel()->select(view.proxy()->mapFromSource(view.model()->index(view.model()->rowOfRun(m_a), 0)), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        view.table()->selectionModel()->select(view.proxy()->mapFromSource(view.model()->index(view.model()->rowOfRun(m_b), 0)), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+        view.diffSelected();
+        QCOMPARE(tabs->currentWidget(), view.diffTable()->parentWidget());
     }
 
     void exportReport()

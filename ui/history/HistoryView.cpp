@@ -156,6 +156,17 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
             openRun(index.data(RunTableModel::RunIdRole).toLongLong());
     });
     connect(m_model, &RunTableModel::storeError, this, &HistoryView::showError);
+    // Selecting one run makes it the current one: the details, peak memory and Export PDF act on
+    // what is highlighted, never on a run opened earlier. The page in front stays in front.
+    connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+        const auto ids = selectedRunIds();
+        if (ids.size() != 1 || ids.front() == m_openedRunId)
+            return;
+        QWidget *page = m_details->currentWidget();
+        openRun(ids.front());
+        if (page == m_summary || page == m_peakMemory)
+            m_details->setCurrentWidget(page);
+    });
 
     try {
         m_store = std::make_unique<HistoryStore>(m_path);
@@ -211,6 +222,8 @@ void HistoryView::refresh()
             const RunRecord *r = m_model->record(row);
             if (r && r->sampleCount > 0) {
                 openRun(r->id);
+                // Shown and highlighted are the same run.
+                m_table->selectionModel()->select(m_proxy->mapFromSource(m_model->index(row, 0)), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
                 break;
             }
         }
@@ -310,7 +323,7 @@ void HistoryView::diffRuns(qint64 leftRunId, qint64 rightRunId)
         m_diff->resizeColumnsToContents();
         m_diffTitle->setText(diffs.empty() ? tr("Runs %1 and %2 have identical configs.").arg(leftRunId).arg(rightRunId)
                                            : tr("%1 field(s) differ between runs %2 and %3:").arg(diffs.size()).arg(leftRunId).arg(rightRunId));
-        m_details->setCurrentIndex(3);
+        m_details->setCurrentWidget(m_diff->parentWidget()); // the page the result is on
     } catch (const std::exception &e) {
         showError(QString::fromUtf8(e.what()));
     }

@@ -8,6 +8,7 @@
 #include "util/Units.h"
 
 #include <QJsonObject>
+#include <QRegularExpression>
 
 #include <algorithm>
 
@@ -205,11 +206,44 @@ void paintAssumptions(ReportCanvas &c, const ReportData &d)
         for (const auto &a : d.comparison->assumptions)
             add(a);
         // Single-GPU rows carry each card's projection notes; larger counts add only their scaling.
+        // The same words for several cards or counts are one item naming them all (ten cards at
+        // four counts otherwise repeat the same sentence dozens of times).
+        struct Group {
+            QString text;                     // with %COUNTS% where a card count was
+            std::vector<std::string> cards;
+            std::vector<int> counts;
+        };
+        std::vector<Group> groups;
+        static const QRegularExpression atCount(QStringLiteral(" at (\\d+) GPUs"));
+        std::vector<std::string> allCards;
         for (const auto &r : d.comparison->rows) {
+            if (std::find(allCards.begin(), allCards.end(), r.cardId) == allCards.end())
+                allCards.push_back(r.cardId);
             for (const auto &a : r.assumptions) {
-                if (r.gpus == 1 || a.find("scaling efficiency") != std::string::npos)
-                    add(r.cardId + " x" + std::to_string(r.gpus) + ": " + a);
+                if (r.gpus != 1 && a.find("scaling efficiency") == std::string::npos)
+                    continue;
+                QString text = qs(a);
+                text.replace(atCount, QStringLiteral(" at %COUNTS% GPUs"));
+                auto g = std::find_if(groups.begin(), groups.end(), [&](const Group &x) { return x.text == text; });
+                if (g == groups.end())
+                    g = groups.insert(groups.end(), Group {text, {}, {}});
+                if (std::find(g->cards.begin(), g->cards.end(), r.cardId) == g->cards.end())
+                    g->cards.push_back(r.cardId);
+                if (std::find(g->counts.begin(), g->counts.end(), r.gpus) == g->counts.end())
+                    g->counts.push_back(r.gpus);
             }
+        }
+        for (const Group &g : groups) {
+            QStringList counts, xCounts;
+            for (int n : g.counts) {
+                counts << QString::number(n);
+                xCounts << QStringLiteral("x%1").arg(n);
+            }
+            QStringList cards;
+            for (const auto &c : g.cards)
+                cards << qs(c);
+            const QString who = g.cards.size() == allCards.size() && allCards.size() > 1 ? QStringLiteral("every card") : cards.join(QStringLiteral(", "));
+            add((who + QLatin1Char(' ') + xCounts.join(QStringLiteral(", ")) + QStringLiteral(": ") + QString(g.text).replace(QStringLiteral("%COUNTS%"), counts.join(QStringLiteral(", ")))).toStdString());
         }
     }
     if (d.estimate) {

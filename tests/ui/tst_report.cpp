@@ -113,6 +113,13 @@ private Q_SLOTS:
         QVERIFY(text.contains(QStringLiteral("Term decision")));
         QVERIFY(text.contains(QStringLiteral("modelled on 2026-12-02")));
         QVERIFY(text.contains(QStringLiteral("not a quote")));
+        // Each price with its date; the same assumption for many rows is one item naming them.
+        QVERIFY(text.contains(QStringLiteral("price as of 2026-09-25")));
+        const QString oneLine = text.simplified();
+        QVERIFY2(oneLine.contains(QStringLiteral("every card x1: the measured device's peak is unknown")), qPrintable(oneLine.right(3000)));
+        QVERIFY(oneLine.contains(QStringLiteral("h100-sxm-80gb, h200-sxm-141gb x2, x4, x8: scaling efficiency 0.90 at 2, 4, 8 GPUs")));
+        QCOMPARE(oneLine.count(QStringLiteral("the measured device's peak is unknown")), 1);
+        QVERIFY(oneLine.contains(QStringLiteral("Numerical format:")));
         // Charts are drawn, with titled axes.
         QVERIFY(text.contains(QStringLiteral("Memory over steps")));
         QVERIFY(text.contains(QStringLiteral("time (ms)")));

@@ -14,6 +14,7 @@
 #include <QLineEdit>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <QImage>
 #include <QtTest>
 
 using namespace pb;
@@ -116,6 +117,34 @@ private Q_SLOTS:
         QCOMPARE(view.config().model.preset, std::string("small"));
         QVERIFY(!view.edited());
         QCOMPARE(source->text(), QStringLiteral("preset small"));
+    }
+
+    // Every part of a bar has its tooltip (a tiny model's parts too, drawn as slivers); a 70B full
+    // fine-tune past the scale shows a break and how much does not fit.
+    void budgetBarsExplainThemselves()
+    {
+        ConfigView view;
+        view.resize(1280, 800);
+        view.loadPreset(QStringLiteral("tiny"));
+        MemoryBudgetWidget *budget = view.budget();
+        budget->resize(520, budget->sizeHint().height());
+        QImage canvas(budget->size(), QImage::Format_ARGB32);
+        budget->render(&canvas);
+        // The first card's bar starts under its name: its first pixels are weights.
+        QString tip;
+        for (int y = 0; y < budget->height() && tip.isEmpty(); ++y)
+            tip = budget->toolTipAt(QPoint(5, y)); // the bar starts at 4 px
+        QVERIFY2(tip.contains(QStringLiteral("weights")) && tip.contains(QStringLiteral("% of the peak")), qPrintable(tip));
+        view.loadPreset(QStringLiteral("llama-3.1-70b"));
+        budget->resize(520, budget->sizeHint().height());
+        budget->render(&canvas);
+        QString capacity;
+        for (int y = 0; y < budget->height() && capacity.isEmpty(); ++y) {
+            const QString t = budget->toolTipAt(QPoint(budget->width() - 10, y));
+            if (t.contains(QStringLiteral("gradients")) || t.contains(QStringLiteral("weights")))
+                capacity = t;
+        }
+        QVERIFY2(!capacity.isEmpty(), "the bar past the scale still tells its part");
     }
 
     void seedTypedByKeyboard()

@@ -84,7 +84,6 @@ ConfigView::ConfigView(QWidget *parent) : QWidget(parent)
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
     rl->addWidget(m_summary);
-    rl->addStretch(1);
     split->addWidget(right);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);

@@ -3,7 +3,9 @@
 #include "estimate/CardCapacities.h"
 #include "util/Units.h"
 
+#include <QHelpEvent>
 #include <QPainter>
+#include <QToolTip>
 #include <QPainterPath>
 
 #include <algorithm>
@@ -66,8 +68,31 @@ QSize MemoryBudgetWidget::minimumSizeHint() const
     return {360, sizeHint().height()};
 }
 
+QString MemoryBudgetWidget::toolTipAt(const QPoint &pos) const
+{
+    for (const auto &[rect, text] : m_tips)
+        if (rect.contains(pos))
+            return text;
+    return {};
+}
+
+bool MemoryBudgetWidget::event(QEvent *event)
+{
+    if (event->type() == QEvent::ToolTip) {
+        const auto *help = static_cast<QHelpEvent *>(event);
+        const QString text = toolTipAt(help->pos());
+        if (text.isEmpty())
+            QToolTip::hideText();
+        else
+            QToolTip::showText(help->globalPos(), text, this);
+        return true;
+    }
+    return QWidget::event(event);
+}
+
 void MemoryBudgetWidget::paintEvent(QPaintEvent *)
 {
+    m_tips.clear();
     QPainter p(this);
     p.setRenderHint(QPainter::Antialiasing);
     const QRect area = rect().adjusted(4, 4, -4, -4);
@@ -138,13 +163,26 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
         p.fillRect(capacity, palette().color(QPalette::AlternateBase));
         int64_t at = 0;
         const auto segments = budgetSegments(e.breakdown);
+        // A part too small for a pixel still shows as a sliver (a tiny model's bar is not empty);
+        // each part's rectangle carries its tooltip.
+        int drawnTo = barLeft;
         for (size_t i = 0; i < segments.size(); ++i) {
-            const int x0 = xOf(at);
+            if (segments[i].bytes <= 0)
+                continue;
             at += segments[i].bytes;
-            const int x1 = xOf(at);
-            if (x1 > x0)
-                p.fillRect(QRect(x0, bar.top(), x1 - x0, bar.height()), budgetSegmentColor(i));
+            const int x0 = std::min(drawnTo, barLeft + barWidth);
+            const int x1 = std::min(std::max(xOf(at), x0 + 2), barLeft + barWidth);
+            if (x1 <= x0)
+                continue;
+            const QRect segment(x0, bar.top(), x1 - x0, bar.height());
+            p.fillRect(segment, budgetSegmentColor(i));
+            m_tips.emplace_back(segment, tr("%1 — %2: %3 (%4 % of the peak)")
+                                              .arg(b.cardName, segments[i].name, sizeText(segments[i].bytes))
+                                              .arg(100.0 * static_cast<double>(segments[i].bytes) / static_cast<double>(std::max<int64_t>(1, e.totalBytes)), 0, 'f', 1));
+            drawnTo = x1;
         }
+        m_tips.emplace_back(capacity, tr("%1: capacity %2, usable %3 after headroom, estimated peak %4")
+                                          .arg(b.cardName, sizeText(e.capacityBytes), sizeText(e.usableBytes), sizeText(e.totalBytes)));
         p.setPen(QPen(palette().color(QPalette::WindowText), 1));
         p.setBrush(Qt::NoBrush);
         p.drawRect(capacity);
@@ -154,8 +192,20 @@ void MemoryBudgetWidget::paintEvent(QPaintEvent *)
             p.drawLine(hx, bar.top() - 3, hx, bar.bottom() + 3);
         }
         if (e.totalBytes > scaleBytes) {
-            p.setPen(QColor(0xc0, 0x30, 0x30));
-            p.drawText(QRect(barLeft + barWidth - 20, bar.top(), 20, bar.height()), Qt::AlignCenter, QStringLiteral("»"));
+            // Past the scale: a break across the bar and how much does not fit, so a 1 TiB
+            // estimate on a 192 GiB card does not read as a full bar.
+            const int bx = barLeft + barWidth - 96;
+            p.setPen(QPen(palette().color(QPalette::Base), 3));
+            p.drawLine(bx, bar.bottom() + 2, bx + 6, bar.top() - 2);
+            p.drawLine(bx + 6, bar.bottom() + 2, bx + 12, bar.top() - 2);
+            const QString over = tr("+%1").arg(sizeText(e.totalBytes - e.usableBytes));
+            QFont small = font();
+            small.setBold(true);
+            p.setFont(small);
+            p.setPen(Qt::white);
+            p.drawText(QRect(bx + 14, bar.top(), barLeft + barWidth - bx - 16, bar.height()), Qt::AlignRight | Qt::AlignVCenter,
+                       QFontMetrics(small).elidedText(over, Qt::ElideRight, barLeft + barWidth - bx - 16));
+            p.setFont(font());
         }
         // The refusal names the card, which the row already shows.
         QString refusal = QString::fromStdString(e.refusal);

@@ -10,6 +10,7 @@
 #include <QWidget>
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace pb::ui {
@@ -31,13 +32,18 @@ public:
     const std::vector<CardBudget> &budgets() const { return m_budgets; }
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
+    // What the tooltip says at `pos` (a segment: its part, size and share of the peak; a bar's
+    // empty capacity: capacity and headroom); empty elsewhere. As last painted.
+    QString toolTipAt(const QPoint &pos) const;
 
 protected:
     void paintEvent(QPaintEvent *event) override;
+    bool event(QEvent *event) override;
 
 private:
     std::vector<CardBudget> m_budgets;
     QString m_message;
+    std::vector<std::pair<QRect, QString>> m_tips; // filled by paintEvent, most specific first
 };
 
 // The seven parts of the breakdown in drawing order, with names for the legend.

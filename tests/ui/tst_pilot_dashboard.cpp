@@ -14,6 +14,7 @@
 #include <QProgressBar>
 #include <QSettings>
 #include <QTemporaryDir>
+#include <QTabBar>
 #include <QtTest>
 
 using namespace pb;
@@ -41,6 +42,9 @@ private Q_SLOTS:
         window.runPilot();
         QVERIFY(dash->isRunning());
         QCOMPARE(window.tabs()->currentWidget(), dash);
+        // A live run owns the dashboard: the other mode cannot come in front of it.
+        QVERIFY(!dash->findChild<QTabBar *>(QStringLiteral("dashboardModes"))->isTabEnabled(1));
+        QVERIFY(dash->chartsSubject().startsWith(QStringLiteral("Charts: the pilot of tiny now running")));
         // Samples reach the chart while the pilot is still going or by its end.
         QTRY_VERIFY_WITH_TIMEOUT(dash->charts()->stepTimeSeries()->count() > 0, 60000);
         QTRY_VERIFY_WITH_TIMEOUT(!dash->isRunning(), 120000);
@@ -54,6 +58,15 @@ private Q_SLOTS:
 
         const int64_t runId = dash->lastRunId();
         QVERIFY(runId > 0);
+        // The charts say whose they are; the other mode shows none of them, and coming back
+        // reads this run's samples back from the history.
+        QCOMPARE(dash->chartsSubject(), QStringLiteral("Charts: run %1, pilot of tiny, fits").arg(runId));
+        dash->setMode(DashboardView::Mode::Command);
+        QCOMPARE(dash->charts()->sampleCount(), size_t(0));
+        QVERIFY(dash->chartsSubject().startsWith(QStringLiteral("No command watched in this window yet")));
+        dash->setMode(DashboardView::Mode::Pilot);
+        QCOMPARE(dash->charts()->sampleCount(), size_t(8));
+        QCOMPARE(dash->chartsSubject(), QStringLiteral("Charts: run %1, pilot of tiny, fits").arg(runId));
         const RunRecord run = window.history()->store()->run(runId);
         QCOMPARE(run.kind, QStringLiteral("pilot"));
         QCOMPARE(run.verdict, QStringLiteral("fits"));

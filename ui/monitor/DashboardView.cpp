@@ -5,6 +5,7 @@
 #include "engine/Environment.h"
 #include "engine/PilotEngine.h"
 #include "estimate/MemoryEstimator.h"
+#include "history/HistoryStore.h"
 #include "monitor/PilotController.h"
 #include "monitor/SampleBuffer.h"
 #include "monitor/WatchController.h"
@@ -148,13 +149,20 @@ DashboardView::DashboardView(const QString &databasePath, QWidget *parent)
             m_modeStack->widget(i)->setSizePolicy(i == index ? QSizePolicy::Preferred : QSizePolicy::Ignored,
                                                   i == index ? QSizePolicy::Preferred : QSizePolicy::Ignored);
         m_modeStack->setCurrentIndex(index);
+        if (m_charts && !isRunning())
+            showModeCharts(static_cast<Mode>(index));
     };
     showMode(0);
     connect(m_modes, &QTabBar::currentChanged, this, showMode);
 
+    m_chartsLabel = new QLabel(this);
+    m_chartsLabel->setObjectName(QStringLiteral("chartsSubject"));
+    m_chartsLabel->setStyleSheet(QStringLiteral("font-weight: bold;"));
+    outer->addWidget(m_chartsLabel);
     m_charts = new RunCharts(this);
     m_charts->setAntialiasing(false);
     outer->addWidget(m_charts, 1);
+    showModeCharts(Mode::Pilot);
 
     m_frame = new QTimer(this);
     m_frame->setInterval(kFrameIntervalMs);
@@ -256,7 +264,9 @@ bool DashboardView::startPilot()
             return false;
     }
     m_charts->clear();
+    m_chartsLabel->setText(tr("Charts: the pilot of %1 now running").arg(QString::fromStdString(m_config.name.empty() ? m_config.model.preset : m_config.name)));
     m_charts->setEstimateBytes(memory.estimateBytes); // no estimate line for a shape the estimator refuses
+    m_modeEstimate[static_cast<int>(Mode::Pilot)] = memory.estimateBytes;
     m_lastStep = m_measured = m_tokensSum = m_peakAllocated = 0;
     m_longestFrameMs = 0;
     m_stepMsSum = m_dataWaitMsSum = m_recentStepMs = 0;
@@ -292,6 +302,7 @@ bool DashboardView::startWatch()
     setMode(Mode::Command);
     m_draining = Mode::Command;
     m_charts->clear();
+    m_chartsLabel->setText(tr("Charts: your command now running"));
     m_charts->setEstimateBytes(std::nullopt); // the command's device is not known before it runs
     m_charts->setPlannedLastStep(request->options.maxSteps.value_or(0));
     m_longestFrameMs = 0;
@@ -329,6 +340,10 @@ void DashboardView::updateRunningUi()
     m_warmup->setEnabled(!pilot);
     m_device->setEnabled(!pilot);
     m_watchPanel->setBusy(isRunning());
+    // A live run owns the dashboard until it ends: the other mode cannot be brought in front of it.
+    const bool watching = m_watch->isRunning();
+    m_modes->setTabEnabled(static_cast<int>(Mode::Pilot), !watching);
+    m_modes->setTabEnabled(static_cast<int>(Mode::Command), !pilot);
 }
 
 void DashboardView::drain()
@@ -397,6 +412,7 @@ void DashboardView::onFinished(qint64 runId, const PilotSummary &summary, const 
     updateRunningUi();
     m_lastRunId = runId;
     m_lastVerdict = QString::fromLatin1(toString(summary.verdict));
+    setChartsLabel(Mode::Pilot, runId, tr("pilot of %1, %2").arg(QString::fromStdString(m_config.name.empty() ? m_config.model.preset : m_config.name), m_lastVerdict));
     if (summary.measuredSteps > 0) {
         m_stepTime->setText(QStringLiteral("%1 ms").arg(summary.stepTimeP50Ms, 0, 'f', 1));
         m_tokens->setText(QStringLiteral("%1").arg(summary.tokensPerSecond, 0, 'f', 0));
@@ -430,6 +446,7 @@ void DashboardView::onFailed(const QString &message)
     updateRunningUi();
     m_lastVerdict = QStringLiteral("error");
     m_lastRunId = m_controller->currentRunId();
+    setChartsLabel(Mode::Pilot, m_lastRunId, tr("pilot, stopped with an error"));
     m_verdict->setText(tr("The pilot stopped with an error: %1").arg(message));
     m_verdict->setStyleSheet(QStringLiteral("color: #b02020;"));
     // Non-modal: the application keeps running and tests are never blocked by it.
@@ -448,6 +465,7 @@ void DashboardView::onWatchFinished(qint64 runId, const PilotSummary &summary, c
     m_frame->stop();
     m_lastRunId = runId;
     m_lastVerdict = QString::fromLatin1(toString(summary.verdict));
+    setChartsLabel(Mode::Command, runId, tr("your command, %1").arg(m_lastVerdict));
     m_watchPanel->showFinished(runId, summary, stepSource, deviceSource, m_watch->logPath());
     updateRunningUi();
     Q_EMIT statusMessage(tr("Your command, run %1: %2 (steps from %3)").arg(runId).arg(m_lastVerdict, stepSource));
@@ -460,9 +478,41 @@ void DashboardView::onWatchFailed(const QString &message)
     m_frame->stop();
     m_lastVerdict = QStringLiteral("error");
     m_lastRunId = 0;
+    setChartsLabel(Mode::Command, 0, QString());
     m_watchPanel->showFailed(message);
     updateRunningUi();
     Q_EMIT statusMessage(tr("Watching your command stopped: %1 (once it had started, the run is in the history as failed)").arg(message));
+}
+
+void DashboardView::setChartsLabel(Mode mode, int64_t runId, const QString &what)
+{
+    const int m = static_cast<int>(mode);
+    m_modeRunId[m] = runId;
+    m_modeRunText[m] = runId > 0 ? tr("Charts: run %1, %2").arg(runId).arg(what) : QString();
+    m_chartsLabel->setText(runId > 0 ? m_modeRunText[m] : tr("Charts: the run stopped before it was recorded"));
+}
+
+QString DashboardView::chartsSubject() const { return m_chartsLabel->text(); }
+
+void DashboardView::showModeCharts(Mode mode)
+{
+    const int m = static_cast<int>(mode);
+    if (m_modeRunId[m] <= 0) {
+        m_charts->clear();
+        m_charts->setEstimateBytes(std::nullopt); // another run's estimate is not this mode's
+        m_chartsLabel->setText(mode == Mode::Pilot ? tr("No pilot in this window yet: its charts appear here when you start one.")
+                                                   : tr("No command watched in this window yet: its charts appear here when you start it."));
+        return;
+    }
+    try {
+        const HistoryStore store(m_databasePath);
+        m_charts->setEstimateBytes(m_modeEstimate[m]);
+        m_charts->setRun(store.samples(m_modeRunId[m]), store.phases(m_modeRunId[m]));
+        m_chartsLabel->setText(m_modeRunText[m]);
+    } catch (const std::exception &e) {
+        m_charts->clear();
+        m_chartsLabel->setText(tr("Charts of run %1 cannot be read back: %2").arg(m_modeRunId[m]).arg(QString::fromUtf8(e.what())));
+    }
 }
 
 } // namespace pb::ui

@@ -53,6 +53,8 @@ public:
     // The verdict of the last finished run ("" before any, "error" when it threw).
     const QString &lastVerdict() const { return m_lastVerdict; }
     int64_t lastRunId() const { return m_lastRunId; }
+    // Whose charts are shown: "Charts: run 7, pilot of tiny, fits" or that the mode has none yet.
+    QString chartsSubject() const;
     // The longest drain-and-update of one frame in the current or last run (painting excluded).
     double longestFrameMs() const { return m_longestFrameMs; }
     // Asked before a pilot whose estimated peak exceeds the device's memory, with the reason; true
@@ -82,8 +84,15 @@ private:
     void onWatchFinished(qint64 runId, const PilotSummary &summary, const QString &stepSource, const QString &deviceSource);
     void onWatchFailed(const QString &message);
     void updateRunningUi();
+    // The charts of a mode are its own: its last run here (read back from the history) or none.
+    void showModeCharts(Mode mode);
+    void setChartsLabel(Mode mode, int64_t runId, const QString &what);
 
     QString m_databasePath;
+    int64_t m_modeRunId[2] = {0, 0};        // the last run of each mode in this window
+    QString m_modeRunText[2];               // what the charts label says of it
+    std::optional<int64_t> m_modeEstimate[2]; // the estimate line its charts had
+    QLabel *m_chartsLabel = nullptr;
     RunConfig m_config;
     bool m_configValid = false;
     std::unique_ptr<SampleBuffer> m_buffer;

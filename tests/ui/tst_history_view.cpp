@@ -160,6 +160,7 @@ private Q_SLOTS:
         view.openRun(m_a);
         QCOMPARE(view.openedRunId(), m_a);
         QCOMPARE(view.runCharts()->sampleCount(), size_t(10));
+        QVERIFY(!view.runCharts()->deviceOnOwnAxis()); // device used is twice the allocated: one axis reads
         QCOMPARE(view.runCharts()->measuredStepTimesMs().size(), size_t(9)); // step 1 is warm-up
         const auto times = stepTimes(view.runCharts()->stepTimeSeries());
         QCOMPARE(times.size(), size_t(10));

@@ -64,6 +64,39 @@ private Q_SLOTS:
         QVERIFY(browser->verticalScrollBar()->value() > 0); // opened at the Compare page, not the top
     }
 
+    // Nothing a tab shows is cut off at 1280 x 800 with the default preset: every visible label's
+    // text fits its width (each line), or its height where it wraps. The Compare tab after its
+    // comparison is in.
+    void noLabelClippedAt1280x800()
+    {
+        MainWindow window(m_db);
+        window.resize(1280, 800);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QStringList clipped;
+        for (int tab = 0; tab < window.tabs()->count(); ++tab) {
+            window.tabs()->setCurrentIndex(tab);
+            if (auto *compare = qobject_cast<CompareView *>(window.tabs()->currentWidget()))
+                QTRY_VERIFY_WITH_TIMEOUT(!compare->busy() && compare->comparison().has_value(), 30000);
+            QCoreApplication::processEvents();
+            for (QLabel *label : window.tabs()->currentWidget()->findChildren<QLabel *>()) {
+                if (!label->isVisibleTo(&window) || label->text().isEmpty() || Qt::mightBeRichText(label->text()))
+                    continue;
+                const QRect r = label->contentsRect();
+                bool fits = true;
+                if (label->wordWrap()) {
+                    fits = label->heightForWidth(label->width()) <= label->height() + 1;
+                } else {
+                    for (const QString &line : label->text().split(QLatin1Char('\n')))
+                        fits = fits && label->fontMetrics().horizontalAdvance(line) <= r.width() + 1;
+                }
+                if (!fits)
+                    clipped << QStringLiteral("%1: '%2' in %3x%4").arg(window.tabs()->tabText(tab), label->text().left(60)).arg(r.width()).arg(r.height());
+            }
+        }
+        QVERIFY2(clipped.isEmpty(), qPrintable(clipped.join(QStringLiteral("\n"))));
+    }
+
     void tabsAndCompareSlot()
     {
         MainWindow window(m_db);

@@ -150,6 +150,9 @@ RunCharts::RunCharts(QWidget *parent) : QWidget(parent)
     m_allocated = addLine(mem, tr("allocated"), QColor(0x4e, 0x79, 0xa7), m_memX, m_memY);
     m_reserved = addLine(mem, tr("reserved"), QColor(0xf2, 0x8e, 0x2b), m_memX, m_memY);
     m_device = addLine(mem, tr("device used (RSS on CPU)"), QColor(0x59, 0xa1, 0x4f), m_memX, m_memY);
+    m_memDeviceY = makeAxis(mem, Qt::AlignRight, tr("Device used (MiB)"));
+    m_memDeviceY->setLabelsColor(QColor(0x3b, 0x7a, 0x34));
+    m_memDeviceY->setVisible(false);
     m_estimate = addLine(mem, tr("estimate (peak)"), QColor(0xc0, 0x30, 0x30), m_memX, m_memY, Qt::DashLine);
 
     QChart *time = m_stepTimeView->chart();
@@ -208,7 +211,7 @@ void RunCharts::clear()
     for (auto *v : {&m_step, &m_stepMs, &m_allocMiB, &m_reservedMiB, &m_deviceMiB, &m_lossValues, &m_measuredMs})
         v->clear();
     m_spans.clear();
-    m_maxMemoryMiB = m_maxStepMs = m_minLoss = m_maxLoss = 0;
+    m_maxMemoryMiB = m_maxDeviceMiB = m_maxStepMs = m_minLoss = m_maxLoss = 0;
     m_lossKnown = false;
     m_plannedLastStep = 0;
     m_dirty = true;
@@ -252,7 +255,8 @@ void RunCharts::appendSamples(const std::vector<StepSample> &samples)
         if (s.phase == Phase::Train)
             m_measuredMs.push_back(s.stepTimeMs);
         m_maxStepMs = std::max(m_maxStepMs, s.stepTimeMs);
-        m_maxMemoryMiB = std::max({m_maxMemoryMiB, m_allocMiB.back(), m_reservedMiB.back(), m_deviceMiB.back()});
+        m_maxMemoryMiB = std::max({m_maxMemoryMiB, m_allocMiB.back(), m_reservedMiB.back()});
+        m_maxDeviceMiB = std::max(m_maxDeviceMiB, m_deviceMiB.back());
         addSpan(s.phase, step);
     }
     if (!samples.empty())
@@ -289,13 +293,14 @@ void RunCharts::setRun(const SampleSeries &series, const std::vector<PhaseMark> 
     m_reservedMiB.resize(n);
     m_deviceMiB.resize(n);
     m_measuredMs.reserve(n);
-    m_maxMemoryMiB = m_maxStepMs = 0;
+    m_maxMemoryMiB = m_maxDeviceMiB = m_maxStepMs = 0;
 
     for (size_t i = 0; i < n; ++i) {
         m_allocMiB[i] = series.allocatedBytes[i] / kMiB;
         m_reservedMiB[i] = series.reservedBytes[i] / kMiB;
         m_deviceMiB[i] = series.deviceUsedBytes[i] / kMiB;
-        m_maxMemoryMiB = std::max({m_maxMemoryMiB, m_allocMiB[i], m_reservedMiB[i], m_deviceMiB[i]});
+        m_maxMemoryMiB = std::max({m_maxMemoryMiB, m_allocMiB[i], m_reservedMiB[i]});
+        m_maxDeviceMiB = std::max(m_maxDeviceMiB, m_deviceMiB[i]);
         m_maxStepMs = std::max(m_maxStepMs, m_stepMs[i]);
         const Phase phase = i < series.phase.size() ? series.phase[i] : Phase::Train;
         if (phase == Phase::Train)
@@ -325,7 +330,17 @@ void RunCharts::refresh(bool everything)
     // Ranges before points, and only when they change: Qt Charts re-strokes every series of a chart
     // on each range change, which is what a frame costs once the series are long.
     setStepRange(m_memX, x0, x1);
-    setNiceRange(m_memY, 0, std::max(m_maxMemoryMiB, m_estimateMiB.value_or(0)));
+    const double tensors = std::max(m_maxMemoryMiB, m_estimateMiB.value_or(0));
+    const bool ownAxis = m_maxDeviceMiB > 10 * tensors && tensors > 0;
+    if (ownAxis != deviceOnOwnAxis()) {
+        m_device->detachAxis(ownAxis ? m_memY : m_memDeviceY);
+        m_device->attachAxis(ownAxis ? m_memDeviceY : m_memY);
+        m_memDeviceY->setVisible(ownAxis);
+        m_memY->setTitleText(ownAxis ? tr("Tensors (MiB)") : tr("Memory (MiB)"));
+    }
+    setNiceRange(m_memY, 0, ownAxis ? tensors : std::max(tensors, m_maxDeviceMiB));
+    if (ownAxis)
+        setNiceRange(m_memDeviceY, 0, m_maxDeviceMiB);
     m_allocated->replace(downsample(m_step, m_allocMiB));
     m_reserved->replace(downsample(m_step, m_reservedMiB));
     m_device->replace(downsample(m_step, m_deviceMiB));
@@ -426,5 +441,7 @@ void RunCharts::setAntialiasing(bool on)
     for (QChartView *view : {m_memoryView, m_stepTimeView, m_histogramView, m_lossView})
         view->setRenderHint(QPainter::Antialiasing, on);
 }
+
+bool RunCharts::deviceOnOwnAxis() const { return m_memDeviceY->isVisible(); }
 
 } // namespace pb::ui

@@ -60,6 +60,8 @@ public:
     QLineSeries *allocatedSeries() const { return m_allocated; }
     QLineSeries *lossSeries() const { return m_loss; }
     QChartView *memoryView() const { return m_memoryView; }
+    // Whether "device used" has its own (right) axis: it is over ten times the tensors' peak.
+    bool deviceOnOwnAxis() const;
     QChartView *stepTimeView() const { return m_stepTimeView; }
     QChartView *histogramView() const { return m_histogramView; }
     QChartView *lossView() const { return m_lossView; }
@@ -74,7 +76,9 @@ private:
     bool m_lossKnown = false;
     std::vector<double> m_measuredMs; // train-phase steps only: the statistics' population
     std::vector<PhaseSpan> m_spans;
-    double m_maxMemoryMiB = 0, m_maxStepMs = 0, m_minLoss = 0, m_maxLoss = 0;
+    // Tensors (allocated, reserved) and the device's or process's use apart: a CPU pilot's 6 MiB of
+    // tensors under 215 MiB of process memory would otherwise be a line on the axis.
+    double m_maxMemoryMiB = 0, m_maxDeviceMiB = 0, m_maxStepMs = 0, m_minLoss = 0, m_maxLoss = 0;
     std::optional<double> m_estimateMiB;
     bool m_dirty = false;
     int64_t m_plannedLastStep = 0;
@@ -88,6 +92,7 @@ private:
     QLineSeries *m_p50 = nullptr, *m_p90 = nullptr, *m_p99 = nullptr;
     std::vector<QLineSeries *> m_phaseUpper;  // Warmup, Train, Validation, Checkpoint
     QValueAxis *m_memX = nullptr, *m_memY = nullptr, *m_timeX = nullptr, *m_timeY = nullptr;
+    QValueAxis *m_memDeviceY = nullptr;       // the right axis "device used" moves to when it dwarfs the tensors
     QValueAxis *m_histX = nullptr, *m_histY = nullptr, *m_lossX = nullptr, *m_lossY = nullptr;
 };
 

@@ -1,4 +1,5 @@
 #include "cards/CatalogEditor.h"
+#include "cards/CatalogTable.h"
 
 #include "catalog/CatalogJson.h"
 #include "util/AppPaths.h"
@@ -14,6 +15,7 @@
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 namespace pb::ui {
@@ -23,17 +25,33 @@ CatalogEditor::CatalogEditor(const Catalog &current, QWidget *parent)
 {
     setWindowTitle(tr("Card catalog"));
     setObjectName(QStringLiteral("catalogEditor"));
-    resize(900, 640);
+    resize(1180, 640); // the cards table's fourteen columns
     auto *layout = new QVBoxLayout(this);
-    auto *intro = new QLabel(tr("The catalog as a file: cards, datasheet figures, prices by card count and term, options. "
-                                "Prices are locally modelled, not quotes. Changes apply only when the whole file validates."),
+    auto *intro = new QLabel(tr("Cards: the datasheet figures and the one-GPU price with its source and date, a card a row. File: the whole "
+                                "catalog, prices by card count and term and options included. Prices are locally modelled, not quotes. "
+                                "Changes apply only when the whole catalog validates."),
                              this);
     intro->setWordWrap(true);
     layout->addWidget(intro);
+    m_views = new QTabWidget(this);
+    m_table = new CatalogTable(m_views);
+    m_views->addTab(m_table, tr("Cards"));
     m_text->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_text->setObjectName(QStringLiteral("catalogText"));
     m_text->setPlainText(QString::fromUtf8(QJsonDocument(catalogToJson(current)).toJson(QJsonDocument::Indented)));
-    layout->addWidget(m_text, 1);
+    m_views->addTab(m_text, tr("File (JSON)"));
+    layout->addWidget(m_views, 1);
+    m_table->setJson(catalogToJson(current));
+    // The table writes into the file; the file, once edited, fills the table when it is shown.
+    connect(m_table, &CatalogTable::jsonEdited, this, [this](const QJsonObject &root) {
+        m_text->setPlainText(QString::fromUtf8(QJsonDocument(root).toJson(QJsonDocument::Indented)));
+        m_error->setText(m_table->problem().isEmpty() ? QString() : tr("Not valid yet: %1").arg(m_table->problem()));
+        m_error->setVisible(!m_table->problem().isEmpty());
+    });
+    connect(m_views, &QTabWidget::currentChanged, this, [this](int index) {
+        if (m_views->widget(index) == m_table)
+            showTable();
+    });
     m_error->setObjectName(QStringLiteral("catalogError"));
     m_error->setWordWrap(true);
     m_error->setStyleSheet(QStringLiteral("color: #b00020;"));
@@ -51,6 +69,15 @@ CatalogEditor::CatalogEditor(const Catalog &current, QWidget *parent)
     });
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     layout->addWidget(buttons);
+}
+
+void CatalogEditor::showTable()
+{
+    const QJsonDocument doc = QJsonDocument::fromJson(m_text->toPlainText().toUtf8());
+    if (doc.isObject() && doc.object() != m_table->json())
+        m_table->setJson(doc.object());
+    else if (!doc.isObject())
+        apply(); // says what is wrong with the file; the table keeps what it showed
 }
 
 QString CatalogEditor::errorText() const { return m_error->isVisible() || !m_error->text().isEmpty() ? m_error->text() : QString(); }
@@ -76,6 +103,7 @@ void CatalogEditor::importFile()
         return;
     try {
         m_text->setPlainText(QString::fromUtf8(readRegularFile(path, 16 * 1024 * 1024)));
+        showTable();
     } catch (const PilotBenchError &e) {
         m_error->setText(QString::fromStdString(e.what()));
         m_error->show();

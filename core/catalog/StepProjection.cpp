@@ -136,7 +136,7 @@ StepProjection projectStep(const MeasuredStep &step, const Catalog &catalog, con
             p.scalingEfficiency = assumptions.defaultScalingEfficiency;
             scalingMeasured = false;
             p.assumptions.push_back("scaling efficiency " + fixed(p.scalingEfficiency, 2) + " at " + std::to_string(gpus) + " GPUs assumed (data parallel over " + card.interconnect
-                                    + "; no scaling step measured at this count)");
+                                    + "; no scaling step measured there)");
         }
     }
     p.stepTimeMs = p.singleGpuStepTimeMs / (gpus * p.scalingEfficiency);

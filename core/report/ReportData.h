@@ -29,7 +29,7 @@ struct ReportData {
     std::vector<RunRecord> restoreChecks;  // kind restore-check, same config hash, newest first
     std::vector<RunRecord> scaleRuns;      // kind scale, same config hash, newest first
     std::optional<RunRecord> decision;     // newest recorded decision of the same config, not superseded
-    std::vector<std::string> decisionStale;// why it is out of date (decisionStaleness); empty: current
+    std::string decisionStale;             // why it is out of date (decisionStaleness); empty: current
     std::optional<MemoryEstimate> estimate;// for the device the run used
     std::string estimateError;
     Catalog catalog;

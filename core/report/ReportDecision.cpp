@@ -148,11 +148,8 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
                                  : QStringLiteral("none")),
                     8.5);
         // A decision the comparison above no longer supports says so, next to it.
-        QStringList problems;
-        for (const auto &why : d.decisionStale)
-            problems << qs(why);
-        if (!problems.isEmpty())
-            c.paragraph(QStringLiteral("This decision is out of date: %1. Compare again and record the decision to replace it.").arg(problems.join(QStringLiteral("; "))), 8.5, true);
+        if (!d.decisionStale.empty())
+            c.paragraph(QStringLiteral("This decision is out of date: %1. Compare again and record the decision to replace it.").arg(qs(d.decisionStale)), 8.5, true);
         if (cmp.recommendedIndex >= 0) {
             const ComparisonRow &now = cmp.rows[static_cast<size_t>(cmp.recommendedIndex)];
             if (qs(now.cardId) != s.value(QStringLiteral("card")).toString() || now.gpus != gpus)
@@ -160,7 +157,7 @@ void paintComparison(ReportCanvas &c, const ReportData &d)
                                            "options can differ for that reason alone).")
                                 .arg(qs(now.cardName))
                                 .arg(now.gpus),
-                            8.5, problems.isEmpty());
+                            8.5, d.decisionStale.empty());
         }
     } else {
         c.paragraph(QStringLiteral("No decision recorded for this config yet (compare --record, or Record decision in the Compare tab)."), 8.5);

@@ -133,13 +133,10 @@ StageStatus evaluateStage(const HistoryStore &store, int index, const QString &m
         if (!later.isEmpty())
             status.evidence += tr(" Later, not passing and not replacing it: %1.").arg(later);
         if (index == 3 && catalog) {
-            const std::vector<std::string> why = decisionStaleness(store, *passing, *catalog);
+            const std::string why = decisionStaleness(store, *passing, *catalog);
             if (!why.empty()) {
                 status.state = StageState::Stale;
-                QStringList reasons;
-                for (const auto &w : why)
-                    reasons << QString::fromStdString(w);
-                status.evidence = tr("Out of date: %1; compare again and record the decision. ").arg(reasons.join(QStringLiteral("; "))) + status.evidence;
+                status.evidence = tr("Out of date: %1; compare again and record the decision. ").arg(QString::fromStdString(why)) + status.evidence;
             }
         }
         return status;

@@ -162,9 +162,10 @@ std::optional<RunRecord> currentDecision(const HistoryStore &store, const std::s
     return std::nullopt;
 }
 
-std::vector<std::string> decisionStaleness(const HistoryStore &store, const RunRecord &decision, const Catalog &catalog)
+std::string decisionStaleness(const HistoryStore &store, const RunRecord &decision, const Catalog &catalog)
 {
-    std::vector<std::string> why;
+    std::string why;
+    auto add = [&why](const std::string &reason) { why += (why.empty() ? "" : "; ") + reason; };
     const QJsonObject &s = decision.summary;
     const std::string revision = s.value(QStringLiteral("catalog_revision")).toString().toStdString();
     const std::string current = catalogRevision(catalog);
@@ -172,14 +173,14 @@ std::vector<std::string> decisionStaleness(const HistoryStore &store, const RunR
         // Decisions from before the revision was recorded: the catalog's date and source must agree.
         if (s.value(QStringLiteral("catalog_date")).toString().toStdString() != catalog.modelledOn
             || s.value(QStringLiteral("catalog_source")).toString().toStdString() != catalogSourceLabel(catalog))
-            why.push_back("it was made on the catalog of " + s.value(QStringLiteral("catalog_date")).toString().toStdString() + " (" + s.value(QStringLiteral("catalog_source")).toString().toStdString()
+            add("it was made on the catalog of " + s.value(QStringLiteral("catalog_date")).toString().toStdString() + " (" + s.value(QStringLiteral("catalog_source")).toString().toStdString()
                           + "); the one in force is of " + catalog.modelledOn + " (" + catalogSourceLabel(catalog) + ")");
     } else if (revision != current) {
-        why.push_back("the catalog changed since it was made (revision " + revision + ", now " + current + ")");
+        add("the catalog changed since it was made (revision " + revision + ", now " + current + ")");
     }
     const QJsonValue pilot = s.value(QStringLiteral("evidence")).toObject().value(QStringLiteral("pilot_run_id"));
     if (const auto newest = newestMatchingPilot(store, decision.configHash); newest && newest->id > decision.id)
-        why.push_back("pilot run " + std::to_string(newest->id) + " measured the config since" + (pilot.isDouble() ? " (it rests on run " + std::to_string(pilot.toInt()) + ")" : std::string(" (it rests on no pilot)")));
+        add("pilot run " + std::to_string(newest->id) + " measured the config since" + (pilot.isDouble() ? " (it rests on run " + std::to_string(pilot.toInt()) + ")" : std::string(" (it rests on no pilot)")));
     return why;
 }
 

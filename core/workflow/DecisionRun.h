@@ -43,9 +43,9 @@ QJsonObject decisionJson(const Comparison &comparison, int rowIndex, const QJson
 // InvalidInputError ("decision") when the row does not exist or does not fit. Returns the run id.
 int64_t recordDecision(const QString &historyPath, const RunConfig &config, const Comparison &comparison, int rowIndex = -1);
 
-// Why a recorded decision no longer holds, one sentence each: the catalog in force is not the one
-// it was made on, or a newer pilot of its config has measured since. Empty: still current.
-std::vector<std::string> decisionStaleness(const HistoryStore &store, const RunRecord &decision, const Catalog &catalog);
+// Why a recorded decision no longer holds, its reasons joined by "; ": the catalog in force is not
+// the one it was made on, or a newer pilot of its config has measured since. Empty: still current.
+std::string decisionStaleness(const HistoryStore &store, const RunRecord &decision, const Catalog &catalog);
 
 // The newest decision of the config that was not superseded; nullopt when none.
 std::optional<RunRecord> currentDecision(const HistoryStore &store, const std::string &configHash);

@@ -15,16 +15,13 @@ std::string deviceNameOf(const RunRecord &run)
     return (name.isEmpty() ? run.device : name).toStdString();
 }
 
-// Finished, fitting pilots of `hash` with a measured throughput, newest first.
-std::vector<RunRecord> fittingPilots(const HistoryStore &store, const std::string &hash)
+// Of finished, fitting pilots with a measured throughput (newest first), those of `hash`.
+std::vector<const RunRecord *> pilotsOf(const std::vector<RunRecord> &pilots, const std::string &hash)
 {
-    RunFilter filter;
-    filter.kind = QStringLiteral("pilot");
-    filter.verdict = QStringLiteral("fits");
-    std::vector<RunRecord> out;
-    for (auto &run : store.listRuns(filter))
-        if (run.configHash == hash && run.status == QLatin1String("done") && run.summary.value(QStringLiteral("tokens_per_s")).toDouble() > 0)
-            out.push_back(std::move(run));
+    std::vector<const RunRecord *> out;
+    for (const RunRecord &run : pilots)
+        if (run.configHash == hash)
+            out.push_back(&run);
     return out;
 }
 
@@ -54,9 +51,17 @@ std::string runPrecision(const RunRecord &run)
 
 std::optional<FormatSpeedup> measuredFp8Speedup(const HistoryStore &store, const RunConfig &config, const std::string &deviceName)
 {
+    // One read of the history for both precisions.
+    RunFilter filter;
+    filter.kind = QStringLiteral("pilot");
+    filter.verdict = QStringLiteral("fits");
+    std::vector<RunRecord> pilots;
+    for (auto &run : store.listRuns(filter))
+        if (run.status == QLatin1String("done") && run.summary.value(QStringLiteral("tokens_per_s")).toDouble() > 0)
+            pilots.push_back(std::move(run));
     RunConfig bf16 = config;
     bf16.train.precision = Precision::Bf16Mixed;
-    const std::vector<RunRecord> bf16Runs = fittingPilots(store, configHash(bf16));
+    const std::vector<const RunRecord *> bf16Runs = pilotsOf(pilots, configHash(bf16));
     if (bf16Runs.empty())
         return std::nullopt;
     const std::vector<Precision> kinds = isFp8(config.train.precision) ? std::vector<Precision> {config.train.precision}
@@ -64,20 +69,20 @@ std::optional<FormatSpeedup> measuredFp8Speedup(const HistoryStore &store, const
     for (Precision kind : kinds) {
         RunConfig fp8 = config;
         fp8.train.precision = kind;
-        for (const RunRecord &f : fittingPilots(store, configHash(fp8))) {
-            const std::string device = deviceNameOf(f);
+        for (const RunRecord *f : pilotsOf(pilots, configHash(fp8))) {
+            const std::string device = deviceNameOf(*f);
             if (!deviceName.empty() && device != deviceName)
                 continue;
-            for (const RunRecord &b : bf16Runs) {
-                if (deviceNameOf(b) != device)
+            for (const RunRecord *b : bf16Runs) {
+                if (deviceNameOf(*b) != device)
                     continue;
                 FormatSpeedup s;
                 s.fp8 = kind;
-                s.fp8RunId = f.id;
-                s.bf16RunId = b.id;
+                s.fp8RunId = f->id;
+                s.bf16RunId = b->id;
                 s.deviceName = device;
-                s.fp8TokensPerSecond = f.summary.value(QStringLiteral("tokens_per_s")).toDouble();
-                s.bf16TokensPerSecond = b.summary.value(QStringLiteral("tokens_per_s")).toDouble();
+                s.fp8TokensPerSecond = f->summary.value(QStringLiteral("tokens_per_s")).toDouble();
+                s.bf16TokensPerSecond = b->summary.value(QStringLiteral("tokens_per_s")).toDouble();
                 s.ratio = s.fp8TokensPerSecond / s.bf16TokensPerSecond;
                 return s;
             }

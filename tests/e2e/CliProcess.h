@@ -52,4 +52,10 @@ inline CliResult runCli(const QStringList &args, int timeoutMs = 120000)
     return {raw.exitCode, QString::fromUtf8(raw.out), QString::fromUtf8(raw.err)};
 }
 
+// A PDF's text as poppler's pdftotext reads it, runs of whitespace as one space; "" when it cannot.
+inline QString pdfText(const QString &pdf)
+{
+    return QString::fromUtf8(runProgramBytes(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")}, 60000).out).simplified();
+}
+
 } // namespace pbtest

@@ -129,10 +129,7 @@ private Q_SLOTS:
         const Result rep = cli({QStringLiteral("report"), QStringLiteral("--run"), QString::number(run.value(QStringLiteral("id")).toInt()), QStringLiteral("--db"), db,
                                 QStringLiteral("--out"), pdf});
         QVERIFY2(rep.code == 0, qPrintable(rep.err));
-        QProcess text;
-        text.start(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")});
-        QVERIFY(text.waitForFinished(60000));
-        QVERIFY(QString::fromUtf8(text.readAllStandardOutput()).contains(QStringLiteral("(watch)")));
+        QVERIFY(pbtest::pdfText(pdf).contains(QStringLiteral("(watch)")));
     }
 
     // Every JSON line says when it happened and which history run it belongs to: the run is begun

@@ -134,10 +134,7 @@ private Q_SLOTS:
         r = run({QStringLiteral("report"), QStringLiteral("--run"), QString::number(comparison.value(QStringLiteral("pilot_run_id")).toInt()), QStringLiteral("--db"), db,
                  QStringLiteral("--out"), pdf});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        QProcess text;
-        text.start(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")});
-        QVERIFY(text.waitForFinished(60000));
-        const QString body = QString::fromUtf8(text.readAllStandardOutput()).simplified();
+        const QString body = pbtest::pdfText(pdf);
         QVERIFY2(body.contains(QStringLiteral("Recorded decision (run %1").arg(decisionRun)), qPrintable(body.right(2000)));
     }
 
@@ -336,10 +333,7 @@ private Q_SLOTS:
         const QString pdf = path("stale.pdf");
         r = run({QStringLiteral("report"), QStringLiteral("--run"), QStringLiteral("1"), QStringLiteral("--db"), db, QStringLiteral("--out"), pdf, QStringLiteral("--catalog"), edited.fileName()});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        QProcess text;
-        text.start(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")});
-        QVERIFY(text.waitForFinished(60000));
-        const QString body = QString::fromUtf8(text.readAllStandardOutput()).simplified();
+        const QString body = pbtest::pdfText(pdf);
         QVERIFY2(body.contains(QStringLiteral("This decision is out of date: the catalog changed since it was made")), "the report does not say the decision is out of date");
 
         // A newer pilot of the config: stale on the catalog it was made on too.
@@ -389,10 +383,7 @@ private Q_SLOTS:
         const QString pdf = path("catalog.pdf");
         r = run({QStringLiteral("report"), QStringLiteral("--run"), QStringLiteral("1"), QStringLiteral("--db"), db, QStringLiteral("--out"), pdf});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        QProcess text;
-        text.start(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")});
-        QVERIFY(text.waitForFinished(60000));
-        const QString body = QString::fromUtf8(text.readAllStandardOutput()).simplified();
+        const QString body = pbtest::pdfText(pdf);
         QVERIFY2(body.contains(QStringLiteral("2031-02-03")), "the report does not name the edited catalog's date");
 
         r = run({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"), db, QStringLiteral("--json"),

@@ -54,10 +54,7 @@ Outcome compute(const RunConfig &config, const Catalog &catalog, const Compariso
         if (!historyPath.isEmpty() && QFileInfo::exists(historyPath)) {
             const HistoryStore store(historyPath);
             if (const auto d = currentDecision(store, configHash(config))) {
-                const std::vector<std::string> why = decisionStaleness(store, *d, catalog);
-                QStringList reasons;
-                for (const auto &w : why)
-                    reasons << qs(w);
+                const std::string why = decisionStaleness(store, *d, catalog);
                 out.recordedStale = !why.empty();
                 out.recorded = QCoreApplication::translate("CompareView", "Recorded decision (run %1): %2 x%3, %4.%5")
                                    .arg(d->id)
@@ -65,7 +62,7 @@ Outcome compute(const RunConfig &config, const Catalog &catalog, const Compariso
                                    .arg(d->summary.value(QStringLiteral("gpus")).toInt())
                                    .arg(d->summary.value(QStringLiteral("billing")).toString())
                                    .arg(why.empty() ? QString()
-                                                    : QCoreApplication::translate("CompareView", " Out of date: %1; record again to replace it.").arg(reasons.join(QStringLiteral("; "))));
+                                                    : QCoreApplication::translate("CompareView", " Out of date: %1; record again to replace it.").arg(qs(why)));
             }
         }
     } catch (const std::exception &e) {

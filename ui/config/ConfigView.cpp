@@ -149,8 +149,6 @@ void ConfigView::setConfig(const RunConfig &config)
 
 void ConfigView::updateEdited()
 {
-    if (m_sourceText.isEmpty())
-        m_sourceText = m_source->text();
     m_edited = m_form->isValid() ? QJsonDocument(toJson(m_form->config())).toJson(QJsonDocument::Compact) != m_loadedJson : true;
     const QString suffix = tr(" (edited)");
     const QStringList names = presetNames();

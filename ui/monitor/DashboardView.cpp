@@ -266,7 +266,7 @@ bool DashboardView::startPilot()
     m_charts->clear();
     m_chartsLabel->setText(tr("Charts: the pilot of %1 now running").arg(QString::fromStdString(m_config.name.empty() ? m_config.model.preset : m_config.name)));
     m_charts->setEstimateBytes(memory.estimateBytes); // no estimate line for a shape the estimator refuses
-    m_modeEstimate[static_cast<int>(Mode::Pilot)] = memory.estimateBytes;
+    m_modeRun[static_cast<int>(Mode::Pilot)].estimate = memory.estimateBytes;
     m_lastStep = m_measured = m_tokensSum = m_peakAllocated = 0;
     m_longestFrameMs = 0;
     m_stepMsSum = m_dataWaitMsSum = m_recentStepMs = 0;
@@ -486,18 +486,18 @@ void DashboardView::onWatchFailed(const QString &message)
 
 void DashboardView::setChartsLabel(Mode mode, int64_t runId, const QString &what)
 {
-    const int m = static_cast<int>(mode);
-    m_modeRunId[m] = runId;
-    m_modeRunText[m] = runId > 0 ? tr("Charts: run %1, %2").arg(runId).arg(what) : QString();
-    m_chartsLabel->setText(runId > 0 ? m_modeRunText[m] : tr("Charts: the run stopped before it was recorded"));
+    ModeRun &run = m_modeRun[static_cast<int>(mode)];
+    run.id = runId;
+    run.text = runId > 0 ? tr("Charts: run %1, %2").arg(runId).arg(what) : QString();
+    m_chartsLabel->setText(runId > 0 ? run.text : tr("Charts: the run stopped before it was recorded"));
 }
 
 QString DashboardView::chartsSubject() const { return m_chartsLabel->text(); }
 
 void DashboardView::showModeCharts(Mode mode)
 {
-    const int m = static_cast<int>(mode);
-    if (m_modeRunId[m] <= 0) {
+    const ModeRun &run = m_modeRun[static_cast<int>(mode)];
+    if (run.id <= 0) {
         m_charts->clear();
         m_charts->setEstimateBytes(std::nullopt); // another run's estimate is not this mode's
         m_chartsLabel->setText(mode == Mode::Pilot ? tr("No pilot in this window yet: its charts appear here when you start one.")
@@ -506,12 +506,12 @@ void DashboardView::showModeCharts(Mode mode)
     }
     try {
         const HistoryStore store(m_databasePath);
-        m_charts->setEstimateBytes(m_modeEstimate[m]);
-        m_charts->setRun(store.samples(m_modeRunId[m]), store.phases(m_modeRunId[m]));
-        m_chartsLabel->setText(m_modeRunText[m]);
+        m_charts->setEstimateBytes(run.estimate);
+        m_charts->setRun(store.samples(run.id), store.phases(run.id));
+        m_chartsLabel->setText(run.text);
     } catch (const std::exception &e) {
         m_charts->clear();
-        m_chartsLabel->setText(tr("Charts of run %1 cannot be read back: %2").arg(m_modeRunId[m]).arg(QString::fromUtf8(e.what())));
+        m_chartsLabel->setText(tr("Charts of run %1 cannot be read back: %2").arg(run.id).arg(QString::fromUtf8(e.what())));
     }
 }
 

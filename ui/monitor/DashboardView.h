@@ -89,9 +89,14 @@ private:
     void setChartsLabel(Mode mode, int64_t runId, const QString &what);
 
     QString m_databasePath;
-    int64_t m_modeRunId[2] = {0, 0};        // the last run of each mode in this window
-    QString m_modeRunText[2];               // what the charts label says of it
-    std::optional<int64_t> m_modeEstimate[2]; // the estimate line its charts had
+    // The last run of each mode in this window: its id, what the charts label says of it and the
+    // estimate line its charts had.
+    struct ModeRun {
+        int64_t id = 0;
+        QString text;
+        std::optional<int64_t> estimate;
+    };
+    ModeRun m_modeRun[2];
     QLabel *m_chartsLabel = nullptr;
     RunConfig m_config;
     bool m_configValid = false;

@@ -82,12 +82,15 @@ private:
     PilotPrinter m_printer;
 };
 
-double positive(const QCommandLineParser &parser, const QString &name)
+// Seconds above 0 and at most `most` (which keeps a duration in milliseconds inside an int and
+// refuses inf, nan and 1e12 by name).
+double seconds(const QCommandLineParser &parser, const QString &name, double most)
 {
     bool ok = false;
     const double v = parser.value(name).toDouble(&ok);
-    if (!ok || !(v > 0))
-        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be a positive number");
+    if (!ok || !(v > 0) || !(v <= most))
+        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be a number of seconds above 0 and at most "
+                                                               + QString::number(most, 'f', 0).toStdString());
     return v;
 }
 
@@ -132,12 +135,12 @@ int runWatch(CliContext &ctx)
     o.maxSteps = wholeNumber(QStringLiteral("max-steps"));
     o.logEvery = wholeNumber(QStringLiteral("log-every"));
     if (parser.isSet(QStringLiteral("max-seconds")))
-        o.maxSeconds = positive(parser, QStringLiteral("max-seconds"));
+        o.maxSeconds = seconds(parser, QStringLiteral("max-seconds"), 30 * 86400.0);
     bool ok = false;
     o.warmupSteps = parser.value(QStringLiteral("warmup")).toInt(&ok);
     if (!ok || o.warmupSteps < 0)
         throw InvalidInputError("--warmup", "must be a whole number >= 0");
-    o.graceMs = static_cast<int>(positive(parser, QStringLiteral("grace")) * 1000);
+    o.graceMs = static_cast<int>(std::lround(seconds(parser, QStringLiteral("grace"), 3600) * 1000));
     o.workingDir = parser.value(QStringLiteral("cwd"));
     if (!o.workingDir.isEmpty() && !QFileInfo(o.workingDir).isDir())
         throw InvalidInputError("--cwd", "'" + o.workingDir.toStdString() + "' is not a folder");
@@ -146,8 +149,9 @@ int runWatch(CliContext &ctx)
     o.sampleDevices = !parser.isSet(QStringLiteral("no-devices"));
     request.database = databaseFrom(parser);
 
-    installInterruptHandler();
+    installInterruptHandler(3);
     o.cancel = &interruptFlag();
+    o.stopNow = &secondInterruptFlag();
     const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
     WatchPrinter printer(ctx, jsonl);
     request.runBegun = [&printer](int64_t runId) { printer.setRunId(runId); };

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 
 #include <csignal>
+#include <cstring>
 
 namespace pb::cli {
 
@@ -17,20 +18,45 @@ std::atomic<bool> &interruptFlag()
     return flag;
 }
 
+std::atomic<bool> &secondInterruptFlag()
+{
+    static std::atomic<bool> flag {false};
+    return flag;
+}
+
 namespace {
+std::atomic<int> g_interrupts {0};
+std::atomic<int> g_exitAfter {2};
+
 void onInterrupt(int)
 {
-    if (interruptFlag().exchange(true))
+    const int n = ++g_interrupts;
+    interruptFlag().store(true);
+    if (n >= 2)
+        secondInterruptFlag().store(true);
+    if (n >= g_exitAfter.load())
         std::_Exit(130);
 }
 } // namespace
 
-void installInterruptHandler()
+void installInterruptHandler(int exitAfter)
 {
+    g_exitAfter.store(exitAfter);
     std::signal(SIGINT, onInterrupt);
     std::signal(SIGTERM, onInterrupt);
     // A closed terminal stops a run like Ctrl-C: recorded as cancelled, a watched job's tree stopped.
     std::signal(SIGHUP, onInterrupt);
+}
+
+void installEarlyInterruptHandler(const char *command)
+{
+    // scale and restore-check stop their processes on the first interrupt; their children die
+    // with them (PR_SET_PDEATHSIG, the job tree's guardian) if a second one ends them at once.
+    for (const char *c : {"pilot", "scale", "scale-worker", "restore-check"})
+        if (std::strcmp(command, c) == 0)
+            installInterruptHandler(2);
+    if (std::strcmp(command, "watch") == 0)
+        installInterruptHandler(3);
 }
 
 int exitCodeFor(Verdict verdict)
@@ -96,12 +122,15 @@ void PilotPrinter::checkpointWritten(const CheckpointWrite &write)
     event(QStringLiteral("checkpoint"), toJson(write));
 }
 
-void PilotPrinter::printSummary(const PilotRun &run, int64_t runId, const QString &database)
+void PilotPrinter::printSummary(const PilotRun &run, int64_t runId, const QString &database, const QString &unrecorded)
 {
     if (m_jsonl) {
         QJsonObject summary = summaryJson(run);
         summary.insert(QStringLiteral("run_id"), static_cast<double>(runId));
         summary.insert(QStringLiteral("database"), database);
+        summary.insert(QStringLiteral("recorded"), unrecorded.isEmpty());
+        if (!unrecorded.isEmpty())
+            summary.insert(QStringLiteral("history_error"), unrecorded);
         event(QStringLiteral("summary"), summary);
         return;
     }
@@ -124,7 +153,7 @@ void PilotPrinter::printSummary(const PilotRun &run, int64_t runId, const QStrin
           << "data stalls: " << QString::number(s.dataStallFraction * 100, 'f', 2) << "% of step time; validation " << QString::number(s.validationMs, 'f', 1)
           << " ms; checkpoint writes " << QString::number(s.checkpointWriteMs, 'f', 1) << " ms\n"
           << "final loss: " << QString::number(s.finalLoss, 'f', 4) << '\n'
-          << "recorded as run " << runId << " in " << database << '\n';
+          << (unrecorded.isEmpty() ? QStringLiteral("recorded as run %1 in %2").arg(runId).arg(database) : unrecorded) << '\n';
     m_out.flush();
 }
 

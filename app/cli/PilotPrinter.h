@@ -25,7 +25,8 @@ public:
     void stepFinished(const StepSample &sample) override;
     void validationFinished(const ValidationResult &result) override;
     void checkpointWritten(const CheckpointWrite &write) override;
-    void printSummary(const PilotRun &run, int64_t runId, const QString &database);
+    // `unrecorded`: printed instead of "recorded as run N" (PilotRecorder::settleUnrecorded).
+    void printSummary(const PilotRun &run, int64_t runId, const QString &database, const QString &unrecorded = {});
     // The --memory-snapshot file's comparison, part by part (workflow/MemorySnapshot).
     void printMemorySnapshot(const QJsonObject &snapshot, const QString &path);
 
@@ -38,9 +39,16 @@ private:
     int64_t m_runId = 0;
 };
 
-// Ctrl-C sets this flag (the engine stops within one micro-batch); a second Ctrl-C kills.
+// Ctrl-C (SIGINT, SIGTERM, SIGHUP) sets interruptFlag (the engine stops within one micro-batch, a
+// watched job gets SIGTERM); the second sets secondInterruptFlag (watch kills the job's tree at
+// once); the `exitAfter`-th exits with 130 at once. watch asks for 3, so that a second Ctrl-C
+// still stops and records its job before it exits.
 std::atomic<bool> &interruptFlag();
-void installInterruptHandler();
+std::atomic<bool> &secondInterruptFlag();
+void installInterruptHandler(int exitAfter = 2);
+// The handler for `command` as main() installs it before anything else, so that a signal while a
+// run command starts up cancels it instead of killing it; other commands keep the default.
+void installEarlyInterruptHandler(const char *command);
 int exitCodeFor(Verdict verdict);
 
 } // namespace pb::cli

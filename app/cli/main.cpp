@@ -1,5 +1,6 @@
 // pilotbench-cli: the headless workbench. `pilotbench-cli COMMAND --help` for each command.
 #include "app/cli/CliCommand.h"
+#include "app/cli/PilotPrinter.h"
 #include "log/Logging.h"
 #include "engine/Environment.h"
 #include "BuildInfo.h"
@@ -37,8 +38,8 @@ void printHelp(QTextStream &out)
         << "Exit codes: 0 done (fits), 1 failure, 2 invalid input, 3 does not fit, 4 cancelled.\n";
 }
 
-// Only `report` and `export` paint (QPdfWriter needs a QGuiApplication); every other command stays headless.
-bool commandNeedsGui(int argc, char **argv)
+// The command's name as argv holds it ("" when there is none).
+const char *commandName(int argc, char **argv)
 {
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--log-level") == 0) {
@@ -46,9 +47,16 @@ bool commandNeedsGui(int argc, char **argv)
             continue;
         }
         if (argv[i][0] != '-')
-            return std::strcmp(argv[i], "report") == 0 || std::strcmp(argv[i], "export") == 0;
+            return argv[i];
     }
-    return false;
+    return "";
+}
+
+// Only `report` and `export` paint (QPdfWriter needs a QGuiApplication); every other command stays headless.
+bool commandNeedsGui(int argc, char **argv)
+{
+    const char *name = commandName(argc, argv);
+    return std::strcmp(name, "report") == 0 || std::strcmp(name, "export") == 0;
 }
 
 // A scale-worker is one of several processes running at once (one per rank, under `scale`,
@@ -75,6 +83,7 @@ std::unique_ptr<QCoreApplication> makeApplication(int &argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    pb::cli::installEarlyInterruptHandler(commandName(argc, argv));
     const std::unique_ptr<QCoreApplication> application = makeApplication(argc, argv);
     QCoreApplication &app = *application;
     QCoreApplication::setOrganizationName(QStringLiteral("pilotbench"));

@@ -1,6 +1,7 @@
 #include "config/HfHubCache.h"
 
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QDir>
 #include <QFile>
@@ -68,10 +69,10 @@ HfCachedSnapshot findHfCachedSnapshot(const HfRepoId &repo, const HfHubCacheDir 
     // As huggingface_hub: a ref names a commit; a revision without a ref may be the commit itself.
     QString commit = revision;
     const QString refPath = repoDir.filePath(QStringLiteral("refs/") + revision);
-    QFile ref(refPath);
-    const bool hasRef = QFileInfo(refPath).isFile() && ref.open(QIODevice::ReadOnly);
+    // Through the file rule: a FIFO or a link to /dev/zero as a ref must not hang the import.
+    const bool hasRef = QFileInfo(refPath).exists() || QFileInfo(refPath).isSymLink();
     if (hasRef) {
-        commit = QString::fromUtf8(ref.readAll()).trimmed();
+        commit = QString::fromUtf8(readRegularFile(refPath, 4096)).trimmed();
         static const QRegularExpression hash(QStringLiteral("^[A-Za-z0-9._-]+$"));
         if (!hash.match(commit).hasMatch() || commit.startsWith(QLatin1Char('.')))
             throw InvalidInputError(refPath.toStdString(), "expected a commit hash, got '" + commit.left(60).toStdString() + "'");

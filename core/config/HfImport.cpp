@@ -336,9 +336,10 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
 
 std::string hfRevision(const QString &folder, const QJsonObject &json)
 {
-    QFile revisionFile(QDir(folder).filePath(QStringLiteral("revision")));
-    if (revisionFile.open(QIODevice::ReadOnly)) {
-        const QString first = QString::fromUtf8(revisionFile.readLine()).trimmed();
+    // Through the file rule: a FIFO or a link to /dev/zero named "revision" must not hang the import.
+    const QString revisionPath = QDir(folder).filePath(QStringLiteral("revision"));
+    if (QFileInfo(revisionPath).exists() || QFileInfo(revisionPath).isSymLink()) {
+        const QString first = QString::fromUtf8(readRegularFile(revisionPath, 4096)).section(QLatin1Char('\n'), 0, 0).trimmed();
         if (!first.isEmpty())
             return first.toStdString();
     }

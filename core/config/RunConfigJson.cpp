@@ -83,6 +83,9 @@ void readModel(JsonReader r, ModelShape &m)
         e->read("aux_loss_weight", moe.auxLossWeight);
         e->read("router_jitter", moe.routerJitter);
         e->finish();
+        // An empty or zero-expert section would otherwise train the model dense without a word.
+        if (moe.experts < 1)
+            throw InvalidInputError(e->fieldPath("experts"), "a model.moe section needs at least 1 expert (leave model.moe out for a dense model)");
     }
     r.read("weights_path", m.weightsPath);
     r.finish();

@@ -4,6 +4,8 @@
 
 #include <QFile>
 
+#include <csignal>
+
 #include <spdlog/spdlog.h>
 
 namespace pb {
@@ -14,12 +16,16 @@ WorkerLauncher::~WorkerLauncher() { killAll(); }
 
 void WorkerLauncher::start()
 {
+    m_tree = std::make_unique<JobTree>(0);
     for (size_t rank = 0; rank < m_specs.size(); ++rank) {
         const auto &spec = m_specs[rank];
         auto process = std::make_unique<QProcess>();
         process->setProgram(spec.program);
         process->setArguments(spec.arguments);
-        process->setProcessEnvironment(spec.environment);
+        QProcessEnvironment environment = spec.environment;
+        environment.insert(QLatin1String(JobTree::kVariable), m_tree->id());
+        process->setProcessEnvironment(environment);
+        process->setChildProcessModifier([] { JobTree::prepareChild(SIGKILL); });
         process->setProcessChannelMode(QProcess::MergedChannels);
         process->setStandardOutputFile(spec.logPath);
         process->setStandardInputFile(QProcess::nullDevice());
@@ -31,6 +37,7 @@ void WorkerLauncher::start()
             throw PilotBenchError(ExitCode::Failure, "cannot start worker rank " + std::to_string(rank) + " (" + spec.program.toStdString() + "): " + reason);
         }
         m_pids.push_back(process->processId());
+        m_tree->add(process->processId());
         m_processes.push_back(std::move(process));
     }
 }
@@ -94,6 +101,8 @@ void WorkerLauncher::killAll()
         if (!p->waitForFinished(10000))
             spdlog::error("worker pid {} did not end after SIGKILL", p->processId());
     }
+    if (m_tree)
+        m_tree->stop(0); // anything a worker started and left behind
 }
 
 std::string tailOfFile(const QString &path, int maxLines)

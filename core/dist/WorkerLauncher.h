@@ -3,6 +3,8 @@
 // badly, or the deadline, ends the whole step (every other worker is killed and reaped), so no
 // process outlives the step. Each worker's stderr goes to its own log file, whose tail is quoted
 // when it fails. No torch in this header.
+#include "util/JobTree.h"
+
 #include <QProcess>
 #include <QProcessEnvironment>
 #include <QString>
@@ -51,6 +53,7 @@ public:
 
 private:
     std::vector<WorkerSpec> m_specs;
+    std::unique_ptr<JobTree> m_tree; // what the workers start goes with them
     std::vector<std::unique_ptr<QProcess>> m_processes;
     std::vector<int64_t> m_pids;
 };

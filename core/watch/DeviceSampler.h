@@ -3,6 +3,8 @@
 // AMD through ROCm SMI, both loaded at run time with dlopen (no build dependency; the library is
 // simply absent on a host without that vendor's driver), else the process tree's RSS from /proc.
 // Every figure says which source it came from.
+#include "util/ProcessTable.h"
+
 #include <QString>
 
 #include <atomic>
@@ -54,11 +56,8 @@ std::unique_ptr<DeviceBackend> openRocmSmi(const QString &library = QStringLiter
 // NVML, else ROCm SMI, else nullptr (`why` lists what was tried).
 std::unique_ptr<DeviceBackend> openAnyDeviceBackend(std::string *why = nullptr);
 
-// `root` and all its descendants, from /proc (children by parent PID); `root` first; empty when
-// `root` is gone.
-std::vector<int64_t> processTree(int64_t root);
-// Sum of VmRSS over `pids` (processes that vanished count 0); -1 when none could be read.
-int64_t treeRssBytes(const std::vector<int64_t> &pids);
+using pb::processTree;
+using pb::treeRssBytes;
 
 // Samples `backend` (may be null: /proc only) for the tree under `rootPid` every `intervalMs` in
 // its own thread, the first at once; readings queue up until drained (the oldest are dropped past

@@ -3,6 +3,7 @@
 #include "result/ResultJson.h"
 #include "result/StepStatistics.h"
 #include "util/Errors.h"
+#include "util/JobTree.h"
 #include "watch/ProbeEvents.h"
 #include "watch/StepCollector.h"
 
@@ -22,7 +23,6 @@
 #include <cerrno>
 #include <csignal>
 #include <map>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 namespace pb::watch {
@@ -47,56 +47,6 @@ int64_t cgroupOomKills()
     }
     return -1;
 }
-
-// A process's start time (clock ticks since boot, field 22 of /proc/PID/stat); 0 when it is gone.
-// With the PID it names one process: a PID reused after the job's process ended is someone else's.
-quint64 startTime(int64_t pid)
-{
-    QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
-    if (!stat.open(QIODevice::ReadOnly))
-        return 0;
-    const QByteArray text = stat.readAll();
-    const qsizetype close = text.lastIndexOf(')'); // the command name may hold spaces
-    if (close < 0)
-        return 0;
-    const QList<QByteArray> fields = text.mid(close + 2).split(' ');
-    return fields.size() > 19 ? fields[19].toULongLong() : 0; // field 22 counted from "state" (field 3)
-}
-
-// Every process seen in the command's tree, by PID and start time.
-using SeenProcesses = std::map<int64_t, quint64>;
-
-void remember(SeenProcesses &seen, qint64 root)
-{
-    for (int64_t p : processTree(root))
-        if (!seen.count(p))
-            if (const quint64 t = startTime(p))
-                seen[p] = t;
-}
-
-// Signals the command's process group and every process of its tree seen so far that is still the
-// same process (some leave the group: setsid, a launcher's own groups); returns how many were alive.
-int signalTree(qint64 pid, SeenProcesses &seen, int signal)
-{
-    if (pid <= 0)
-        return 0;
-    remember(seen, pid);
-    ::kill(-static_cast<pid_t>(pid), signal);
-    int alive = 0;
-    for (auto it = seen.begin(); it != seen.end();) {
-        if (startTime(it->first) != it->second) {
-            it = seen.erase(it); // gone, or its PID now belongs to another process
-            continue;
-        }
-        ::kill(static_cast<pid_t>(it->first), signal);
-        ++alive;
-        ++it;
-    }
-    return alive;
-}
-
-bool groupAlive(qint64 pgid) { return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
-
 
 double mean(const std::vector<double> &v)
 {
@@ -261,18 +211,19 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     QProcess process;
     process.setProgram(program);
     process.setArguments(options.command.mid(1));
-    process.setProcessEnvironment(env);
     process.setStandardInputFile(QProcess::nullDevice()); // a job that prompts gets end of file, not a hang
     if (!options.workingDir.isEmpty())
         process.setWorkingDirectory(options.workingDir);
-    process.setChildProcessModifier([] {
-        ::setpgid(0, 0);                     // its own group: the whole tree can be signalled
-        ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // and it ends if watch itself dies
-    });
+    // Its whole tree is ours to stop, however it detaches; it ends if watch itself dies.
+    JobTree tree(options.graceMs);
+    env.insert(QLatin1String(JobTree::kVariable), tree.id());
+    process.setProcessEnvironment(env);
+    process.setChildProcessModifier([] { JobTree::prepareChild(SIGTERM); });
     process.start();
     if (!process.waitForStarted(30000))
         throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' could not be started: " + process.errorString().toStdString());
     const qint64 pid = process.processId();
+    tree.add(pid);
     spdlog::info("watch: started {} (pid {}), devices from {}", program.toStdString(), pid, result.deviceSource);
     observer.started(pid, QString::fromStdString(result.deviceSource));
 
@@ -282,7 +233,6 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     LineSplitter outLines, errLines, probeLines;
     QFile probe(result.probePath);
     qint64 probeOffset = 0;
-    SeenProcesses seen;
     QElapsedTimer clock;
     clock.start();
     double stopAskedMs = -1;
@@ -330,8 +280,9 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
             return;
         stopAskedMs = static_cast<double>(clock.elapsed());
         observer.notice(why);
-        signalTree(pid, seen, SIGTERM);
+        tree.signalAll(SIGTERM);
     };
+    const auto hurry = [&options] { return options.stopNow && options.stopNow->load(); };
 
     while (process.state() != QProcess::NotRunning) {
         QElapsedTimer tick;
@@ -345,8 +296,8 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
             keepDevices(r);
         }
         // The tree is a scan of /proc (a millisecond on a busy host): five times a second is enough.
-        if (seen.size() < 4096 && (sinceScan.elapsed() > 200 || !sinceScan.isValid())) {
-            remember(seen, pid);
+        if (sinceScan.elapsed() > 200 || !sinceScan.isValid()) {
+            tree.scan();
             sinceScan.start();
         }
         const double now = static_cast<double>(clock.elapsed());
@@ -362,10 +313,17 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
             result.stoppedOnPurpose = true;
             askStop(QStringLiteral("%1 s measured as asked: stopping the command").arg(*options.maxSeconds));
         }
+        if (hurry() && !killed) {
+            cancelled = true;
+            askStop(QStringLiteral("cancelled: stopping the command's process tree"));
+            killed = true;
+            observer.notice(QStringLiteral("interrupted again: SIGKILL to the command's process tree"));
+            tree.signalAll(SIGKILL);
+        }
         if (stopAskedMs >= 0 && !killed && now - stopAskedMs > options.graceMs) {
             killed = true;
             observer.notice(QStringLiteral("the command did not stop within %1 s of SIGTERM: SIGKILL").arg(options.graceMs / 1000.0));
-            signalTree(pid, seen, SIGKILL);
+            tree.signalAll(SIGKILL);
         }
         if (!ready && tick.elapsed() < 5)
             QThread::msleep(20); // its pipes are closed but it has not exited: do not spin
@@ -373,24 +331,12 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     }
     process.waitForFinished(1000);
     readOutput();
-    // Whatever it left behind (a daemonised worker, a data loader, a process that left the group)
-    // goes too: SIGTERM, then SIGKILL after the grace period.
-    auto leftovers = [&] {
-        int alive = groupAlive(pid) ? 1 : 0;
-        for (const auto &[p, t] : seen)
-            alive += startTime(p) == t ? 1 : 0;
-        return alive;
-    };
-    if (leftovers() > 0) {
-        signalTree(pid, seen, SIGTERM);
-        QElapsedTimer grace;
-        grace.start();
-        while (leftovers() > 0 && grace.elapsed() < options.graceMs)
-            QThread::msleep(40);
-        if (leftovers() > 0) {
+    // Whatever it left behind (a daemonised worker, a data loader, a process that left the group,
+    // one re-parented to us) goes too: SIGTERM, then SIGKILL after the grace period.
+    if (const int left = tree.alive(); left > 0) {
+        observer.notice(QStringLiteral("stopping %1 process(es) the command left behind").arg(left));
+        if (tree.stop(killed ? 0 : options.graceMs, hurry) > 0)
             observer.notice(QStringLiteral("processes the command left behind did not stop on SIGTERM: SIGKILL"));
-            signalTree(pid, seen, SIGKILL);
-        }
     }
     sampler.stop();
     for (const SamplerReading &r : sampler.drain()) {

@@ -39,6 +39,7 @@ struct WatchOptions {
     QString nvmlLibrary;                 // "": libnvidia-ml.so.1 (tests load a fake)
     QString probeModuleDir;              // prepended to PYTHONPATH ("": left alone)
     const std::atomic<bool> *cancel = nullptr;
+    const std::atomic<bool> *stopNow = nullptr; // a second Ctrl-C: SIGKILL at once, no grace period
 };
 
 // One Trainer dict with a training loss, as printed (the mean over the steps since the last one).

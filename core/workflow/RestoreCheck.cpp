@@ -7,6 +7,7 @@
 #include "result/StepStatistics.h"
 #include "workflow/ScaleWorkers.h"
 #include "util/Errors.h"
+#include "util/JobTree.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -14,11 +15,13 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QTemporaryDir>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <limits>
@@ -398,14 +401,31 @@ RestoreCheckResult runRestoreCheck(const RunConfig &config, const RestoreCheckOp
         args << QStringLiteral("--test-jitter-ulps") << QString::number(resumeJitter);
     QProcess fresh;
     fresh.setProcessChannelMode(QProcess::SeparateChannels);
+    // The fresh process, and anything it starts, ends with this one.
+    JobTree tree(5000);
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    environment.insert(QLatin1String(JobTree::kVariable), tree.id());
+    fresh.setProcessEnvironment(environment);
+    fresh.setChildProcessModifier([] { JobTree::prepareChild(SIGKILL); });
     QElapsedTimer timer;
     timer.start();
     fresh.start(options.cliPath, args);
-    if (!fresh.waitForStarted(30000) || !fresh.waitForFinished(options.processTimeoutMs)) {
-        fresh.kill();
+    const bool started = fresh.waitForStarted(30000);
+    if (started)
+        tree.add(fresh.processId());
+    bool cancelled = false;
+    while (started && fresh.state() != QProcess::NotRunning && timer.elapsed() < options.processTimeoutMs && !cancelled) {
+        fresh.waitForFinished(100);
+        cancelled = options.cancel && options.cancel->load();
+    }
+    if (!started || fresh.state() != QProcess::NotRunning) {
+        tree.stop(cancelled ? 5000 : 0);
         fresh.waitForFinished(5000);
+        if (cancelled)
+            throw PilotBenchError(ExitCode::Cancelled, "cancelled while the fresh restore process ran; it was stopped");
         throw PilotBenchError(ExitCode::Failure, "the fresh restore process did not finish: " + fresh.errorString().toStdString());
     }
+    tree.stop(0);
     result.freshProcessMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;
     const QJsonObject c = lastSummary(fresh.readAllStandardOutput());
     if (fresh.exitCode() != 0 || c.isEmpty())

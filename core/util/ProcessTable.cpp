@@ -1,6 +1,6 @@
-// The watched command's process tree and its resident memory, from /proc. Plain POSIX reads: this
-// runs at the sampling rate, and a QFile per /proc entry would cost more than the reading.
-#include "watch/DeviceSampler.h"
+// Plain POSIX reads of /proc: the tree is read at the sampling rate, and a QFile per /proc entry
+// would cost more than the reading.
+#include "util/ProcessTable.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace pb::watch {
+namespace pb {
 namespace {
 
 // The whole of a small /proc file, or an empty string when it is gone or unreadable.
@@ -90,6 +90,78 @@ std::vector<int64_t> processTree(int64_t root)
     return tree;
 }
 
+std::vector<int64_t> childrenOf(int64_t parent)
+{
+    std::vector<int64_t> children;
+    if (DIR *proc = ::opendir("/proc")) {
+        while (const dirent *entry = ::readdir(proc)) {
+            if (!isPid(entry->d_name))
+                continue;
+            const long long pid = std::strtoll(entry->d_name, nullptr, 10);
+            if (parentOf(pid) == parent)
+                children.push_back(pid);
+        }
+        ::closedir(proc);
+    }
+    return children;
+}
+
+// Field 22 of a /proc/PID/stat text, counted from the state (field 3) after the name, which may
+// itself hold spaces and ')'.
+static uint64_t startTimeIn(const std::string &stat)
+{
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos)
+        return 0;
+    const char *field = stat.c_str() + close + 1;
+    for (int i = 3; i <= 22; ++i) {
+        while (*field == ' ')
+            ++field;
+        if (!*field)
+            return 0;
+        if (i == 22)
+            return std::strtoull(field, nullptr, 10);
+        while (*field && *field != ' ')
+            ++field;
+    }
+    return 0;
+}
+
+static std::string statOf(int64_t pid)
+{
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+    return readSmallFile(path);
+}
+
+uint64_t processStartTime(int64_t pid) { return startTimeIn(statOf(pid)); }
+
+bool processRunning(int64_t pid, uint64_t startTime)
+{
+    const std::string stat = statOf(pid);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' || stat[close + 2] == 'X')
+        return false;
+    return startTimeIn(stat) == startTime;
+}
+
+bool environmentHas(int64_t pid, const std::string &entry)
+{
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%lld/environ", static_cast<long long>(pid));
+    const std::string text = readSmallFile(path);
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = text.find('\0', at);
+        const size_t length = (end == std::string::npos ? text.size() : end) - at;
+        if (length == entry.size() && text.compare(at, length, entry) == 0)
+            return true;
+        if (end == std::string::npos)
+            break;
+        at = end + 1;
+    }
+    return false;
+}
+
 int64_t treeRssBytes(const std::vector<int64_t> &pids)
 {
     // statm's second field is the same resident count status prints as VmRSS, without the
@@ -112,4 +184,4 @@ int64_t treeRssBytes(const std::vector<int64_t> &pids)
     return any ? bytes : -1;
 }
 
-} // namespace pb::watch
+} // namespace pb

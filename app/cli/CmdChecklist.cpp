@@ -42,7 +42,7 @@ int runChecklist(CliContext &ctx)
     const QString database = databaseFrom(parser);
     if (!QFileInfo::exists(database))
         throw InvalidInputError("--db", "no history database at '" + database.toStdString() + "': run a pilot first");
-    const HistoryStore store(database);
+    const HistoryStore store(database, HistoryStore::Access::ReadOnlyWhereNeeded);
     const QString model = QString::fromStdString(config.model.preset.empty() ? config.model.family : config.model.preset);
     const Catalog catalog = activeCatalog(parser.value(QStringLiteral("catalog")));
     const std::vector<StageStatus> stages = evaluateChecklist(store, model, configHash(config), &catalog);

@@ -67,7 +67,7 @@ int runExport(CliContext &ctx)
     if (parser.value(QStringLiteral("to")).isEmpty())
         throw InvalidInputError("--to", "a destination folder is required");
     const QString database = databaseFrom(parser);
-    HistoryStore store(database);
+    HistoryStore store(database, HistoryStore::Access::ReadOnlyWhereNeeded);
     if (!store.findRun(runId))
         throw InvalidInputError("--run", "there is no run " + std::to_string(runId) + " in " + database.toStdString());
 
@@ -125,7 +125,11 @@ int runExport(CliContext &ctx)
                              .arg((copyMs + commandMs) / 1000.0, 0, 'f', 2)
                              .arg(commandResult.isEmpty() ? QString() : QStringLiteral(", command ok"));
     const auto record = store.run(runId);
-    store.setNotes(runId, record.notes.isEmpty() ? note : record.notes + QLatin1Char('\n') + note);
+    // A history this user cannot write is still exported; only the note of the export is left out.
+    if (store.readOnly())
+        ctx.err << "note: " << database << " is read-only here; the export is not noted on run " << runId << '\n';
+    else
+        store.setNotes(runId, record.notes.isEmpty() ? note : record.notes + QLatin1Char('\n') + note);
 
     if (parser.isSet(QStringLiteral("json"))) {
         printJson(ctx, QJsonObject {{QStringLiteral("run_id"), static_cast<double>(runId)}, {QStringLiteral("folder"), folder},

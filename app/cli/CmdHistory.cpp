@@ -197,7 +197,10 @@ int runHistory(CliContext &ctx)
     if (!actions.contains(action))
         throw InvalidInputError("history", "unknown action '" + action.toStdString() + "'; use one of: " + actions.join(QStringLiteral(", ")).toStdString());
     const RunFilter filter = filterFrom(p);
-    HistoryStore store(p.isSet(QStringLiteral("db")) ? p.value(QStringLiteral("db")) : defaultDatabasePath());
+    // Listing, showing, exporting and diffing only read: they work on a history this user cannot write.
+    static const QStringList readingActions {QStringLiteral("list"), QStringLiteral("show"), QStringLiteral("export"), QStringLiteral("diff")};
+    HistoryStore store(p.isSet(QStringLiteral("db")) ? p.value(QStringLiteral("db")) : defaultDatabasePath(),
+                       readingActions.contains(action) ? HistoryStore::Access::ReadOnlyWhereNeeded : HistoryStore::Access::ReadWrite);
 
     if (action == QLatin1String("list")) {
         if (args.size() > 1)

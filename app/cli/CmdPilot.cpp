@@ -57,7 +57,7 @@ int runPilot(CliContext &ctx)
         run.summary.message = recorder.historyError();
     }
     recorder.finish(run);
-    printer.printSummary(run, runId, database);
+    printer.printSummary(run, runId, database, recorder.settleUnrecorded(run, database));
     if (!snapshotPath.isEmpty()) {
         if (!run.summary.memoryAttribution) {
             ctx.err << "--memory-snapshot: nothing written: the pilot stopped before the step whose peak it attributes\n";

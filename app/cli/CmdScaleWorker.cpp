@@ -76,6 +76,7 @@ int runScaleWorker(CliContext &ctx)
     dist.overlap = !parser.isSet(QStringLiteral("no-overlap"));
     dist.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
     dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
+    refuseHistoryFile(parser.value(QStringLiteral("dump-parameters")), "--dump-parameters");
     PilotOptions options = pilotOptionsFrom(parser);
     if (options.device == "cuda")
         options.device = "cuda:" + std::to_string(dist.rendezvous.localRank);

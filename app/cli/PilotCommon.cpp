@@ -4,6 +4,7 @@
 #include "engine/DevicePeak.h"
 #include "util/AppPaths.h"
 #include "util/Errors.h"
+#include "util/FileRules.h"
 
 #include <QRegularExpression>
 #include <spdlog/spdlog.h>
@@ -71,6 +72,7 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
     options.parameterChecksum = parser.isSet(QStringLiteral("param-checksum"));
     options.dropStateOnResume = parser.value(QStringLiteral("drop-state")).toStdString();
     options.parameterDumpPath = parser.value(QStringLiteral("param-dump")).toStdString();
+    refuseHistoryFile(parser.value(QStringLiteral("param-dump")), "--param-dump");
     if (parser.isSet(QStringLiteral("test-jitter-ulps"))) {
         bool ok = false;
         options.testJitterUlps = parser.value(QStringLiteral("test-jitter-ulps")).toInt(&ok);

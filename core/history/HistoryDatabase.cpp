@@ -28,6 +28,11 @@ QString uniqueConnectionName()
 
 [[noreturn]] void throwSql(const QSqlQuery &query, const QString &path, const QString &sql)
 {
+    // SQLITE_BUSY (5) and SQLITE_LOCKED (6); extended codes keep the primary code in the low byte.
+    bool ok = false;
+    const int code = query.lastError().nativeErrorCode().toInt(&ok) & 0xff;
+    if (ok && (code == 5 || code == 6))
+        throw DatabaseBusyError(ExitCode::Failure, describeSqlError(query, path).toStdString() + " (while running: " + sql.left(80).toStdString() + ")");
     throw PilotBenchError(ExitCode::Failure, describeSqlError(query, path).toStdString() + " (while running: " + sql.left(80).toStdString() + ")");
 }
 
@@ -121,7 +126,7 @@ void migrate(const Connection &c, bool fresh)
 } // namespace
 
 Connection::Connection(const QString &path, bool readOnly)
-    : m_name(uniqueConnectionName()), m_path(path)
+    : m_name(uniqueConnectionName()), m_path(path), m_readOnly(readOnly)
 {
     QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_name);
     if (!db.isValid())
@@ -201,10 +206,46 @@ QString describeSqlError(const QSqlQuery &query, const QString &path)
     return QStringLiteral("history database '%1': %2").arg(path, query.lastError().text());
 }
 
+namespace {
+
+// SQLite reads ":memory:" and, where URIs are enabled, "file:..." (mode=memory, vfs=...) as something
+// other than the file named; a history there records nowhere once the process ends.
+void requireFileName(const QString &path)
+{
+    if (path.trimmed().isEmpty())
+        throw InvalidInputError("--db", "the history database path is empty; name a file");
+    if (path == QLatin1String(":memory:") || path.startsWith(QLatin1String("file:"), Qt::CaseInsensitive))
+        throw InvalidInputError("--db", "'" + path.toStdString() + "' is not a file: the history must be a database file that outlives the run"
+                                        " (an in-memory or URI database records nowhere); name a file path (write ./" + path.toStdString()
+                                        + " for a file of that name)");
+}
+
+} // namespace
+
+std::unique_ptr<Connection> openHistoryForReading(const QString &path)
+{
+    requireFileName(path);
+    const QFileInfo info(path);
+    if (!info.exists() || info.size() == 0 || !info.isFile())
+        return openHistory(path);
+    // access(2) answers for this user, read-only mounts included.
+    const bool writable = info.isWritable() && QFileInfo(info.absolutePath()).isWritable();
+    if (writable)
+        return openHistory(path);
+    inspectExisting(path);
+    auto c = std::make_unique<Connection>(path, true);
+    const int version = c->scalar(QStringLiteral("PRAGMA user_version")).toInt();
+    if (version < kSchemaVersion)
+        throw InvalidInputError(path.toStdString(), "the history database has schema version " + std::to_string(version) + " and cannot be written here"
+            " (no write permission on the file or its folder), so it cannot be migrated to version " + std::to_string(kSchemaVersion)
+            + " for reading; open it once where it can be written, or copy it somewhere writable. It was not changed");
+    spdlog::info("history: {} opened read-only (it cannot be written here)", path.toStdString());
+    return c;
+}
+
 std::unique_ptr<Connection> openHistory(const QString &path)
 {
-    if (path.isEmpty())
-        throw InvalidInputError("--db", "the history database path is empty");
+    requireFileName(path);
     const QFileInfo info(path);
     const bool fresh = !info.exists() || info.size() == 0;
     if (info.exists() && !info.isFile())
@@ -232,6 +273,23 @@ std::unique_ptr<Connection> openHistory(const QString &path)
 }
 
 QString thisHost() { return QSysInfo::machineHostName(); }
+
+LateFinish finishRunLate(const QString &path, int64_t runId, const QString &verdict, const QJsonObject &summaryJson)
+{
+    LateFinish result;
+    try {
+        // No openHistory: its housekeeping would mark this very run interrupted if the pid were reused.
+        Connection c(path, false);
+        result.storedSamples = c.scalar(QStringLiteral("SELECT COALESCE(SUM(sample_count), 0) FROM sample_chunks WHERE run_id = ?"), {qlonglong(runId)}).toLongLong();
+        QJsonObject summary = summaryJson;
+        summary.insert(QStringLiteral("recorded_steps"), double(result.storedSamples));
+        c.exec(QStringLiteral("UPDATE runs SET status = 'done', verdict = ?, finished_at = ?, summary_json = ? WHERE id = ? AND status = 'running'"),
+               {verdict, isoUtc(QDateTime::currentDateTimeUtc()), compactJson(summary), qlonglong(runId)});
+    } catch (const std::exception &e) {
+        result.error = e.what();
+    }
+    return result;
+}
 
 namespace {
 bool processAlive(qint64 pid)

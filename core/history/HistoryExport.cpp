@@ -16,6 +16,7 @@
 #include <QSysInfo>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace pb {
@@ -69,6 +70,16 @@ public:
             bad(field, "must be a number");
         return v.toDouble();
     }
+    // A measured figure the run did not report (a watched job's probe without grad_norm, a diverged
+    // loss): stored as NaN, which JSON writes as null; null reads back as NaN.
+    double figure(const QJsonValue &v, const QString &field) const
+    {
+        if (v.isNull())
+            return std::numeric_limits<double>::quiet_NaN();
+        if (!v.isDouble())
+            bad(field, "must be a number or null (not reported)");
+        return v.toDouble();
+    }
     std::optional<int64_t> optionalId(const QJsonObject &o, const QString &field, const char *key) const
     {
         const QJsonValue v = o.value(QLatin1String(key));
@@ -119,19 +130,19 @@ std::vector<StepSample> readSamples(const ExportReader &r, const QJsonObject &co
         if (!phase)
             r.bad(at(1), "must be one of setup, warmup, train, validation, checkpoint, done");
         s.phase = *phase;
-        s.stepTimeMs = r.real(arrays[2][i], at(2));
-        s.forwardMs = r.real(arrays[3][i], at(3));
-        s.backwardMs = r.real(arrays[4][i], at(4));
-        s.optimizerMs = r.real(arrays[5][i], at(5));
-        s.dataWaitMs = r.real(arrays[6][i], at(6));
+        s.stepTimeMs = r.figure(arrays[2][i], at(2));
+        s.forwardMs = r.figure(arrays[3][i], at(3));
+        s.backwardMs = r.figure(arrays[4][i], at(4));
+        s.optimizerMs = r.figure(arrays[5][i], at(5));
+        s.dataWaitMs = r.figure(arrays[6][i], at(6));
         s.allocatedBytes = r.count(arrays[7][i], at(7));
         s.reservedBytes = r.count(arrays[8][i], at(8));
         s.peakAllocatedBytes = r.count(arrays[9][i], at(9));
         s.deviceUsedBytes = r.count(arrays[10][i], at(10));
         s.tokens = r.count(arrays[11][i], at(11));
-        s.loss = r.real(arrays[12][i], at(12));
-        s.learningRate = r.real(arrays[13][i], at(13));
-        s.gradNorm = r.real(arrays[14][i], at(14));
+        s.loss = r.figure(arrays[12][i], at(12));
+        s.learningRate = r.figure(arrays[13][i], at(13));
+        s.gradNorm = r.figure(arrays[14][i], at(14));
     }
     return samples;
 }
@@ -210,9 +221,9 @@ ExportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &
     for (qsizetype i = 0; i < validations.size(); ++i) {
         const QString f = field + QStringLiteral(".validations[%1]").arg(i);
         const QJsonObject v = validations[i].toObject();
-        in.validations.push_back({r.count(r.need(v, f, "step"), f + QStringLiteral(".step")), r.real(r.need(v, f, "loss"), f + QStringLiteral(".loss")),
+        in.validations.push_back({r.count(r.need(v, f, "step"), f + QStringLiteral(".step")), r.figure(r.need(v, f, "loss"), f + QStringLiteral(".loss")),
                                   r.integer(r.need(v, f, "batches"), f + QStringLiteral(".batches")),
-                                  r.real(r.need(v, f, "duration_ms"), f + QStringLiteral(".duration_ms"))});
+                                  r.figure(r.need(v, f, "duration_ms"), f + QStringLiteral(".duration_ms"))});
     }
     const QJsonArray checkpoints = r.array(o, field, "checkpoints");
     for (qsizetype i = 0; i < checkpoints.size(); ++i) {
@@ -220,7 +231,7 @@ ExportedRun readRun(const ExportReader &r, const QJsonObject &o, const QString &
         const QJsonObject c = checkpoints[i].toObject();
         in.checkpoints.push_back({r.count(r.need(c, f, "step"), f + QStringLiteral(".step")), r.text(c, f, "path").toStdString(),
                                   r.count(r.need(c, f, "bytes"), f + QStringLiteral(".bytes")),
-                                  r.real(r.need(c, f, "write_ms"), f + QStringLiteral(".write_ms"))});
+                                  r.figure(r.need(c, f, "write_ms"), f + QStringLiteral(".write_ms"))});
     }
     return in;
 }

@@ -73,11 +73,21 @@ void SampleSeries::reserve(size_t n)
     phase.reserve(n);
 }
 
-HistoryStore::HistoryStore(const QString &path) : m_connection(history::openHistory(path)) {}
+HistoryStore::HistoryStore(const QString &path, Access access)
+    : m_connection(access == Access::ReadWrite ? history::openHistory(path) : history::openHistoryForReading(path))
+{
+}
 HistoryStore::~HistoryStore() = default;
 
 int HistoryStore::schemaVersion() { return history::kSchemaVersion; }
 const QString &HistoryStore::path() const { return m_connection->path(); }
+bool HistoryStore::readOnly() const { return m_connection->readOnly(); }
+
+void HistoryStore::requireWritable() const
+{
+    if (m_connection->readOnly())
+        throw PilotBenchError(ExitCode::Failure, "history database '" + path().toStdString() + "' is read-only here (no write permission on it or its folder); nothing was changed");
+}
 history::Connection &HistoryStore::connection() const { return *m_connection; }
 
 std::vector<RunRecord> HistoryStore::listRuns(const RunFilter &f) const
@@ -213,6 +223,7 @@ std::vector<ConfigDifference> HistoryStore::diffConfigs(int64_t leftRunId, int64
 
 void HistoryStore::pinBaseline(int64_t runId)
 {
+    requireWritable();
     const RunRecord r = run(runId);
     m_connection->exec(QStringLiteral("BEGIN IMMEDIATE"));
     try {
@@ -227,6 +238,7 @@ void HistoryStore::pinBaseline(int64_t runId)
 
 void HistoryStore::unpinBaseline(int64_t runId)
 {
+    requireWritable();
     run(runId);
     m_connection->exec(QStringLiteral("UPDATE runs SET pinned_baseline = 0 WHERE id = ?"), {qlonglong(runId)});
 }
@@ -239,6 +251,7 @@ std::optional<int64_t> HistoryStore::pinnedBaseline(const QString &model) const
 
 void HistoryStore::setTags(int64_t runId, const QStringList &tags)
 {
+    requireWritable();
     run(runId);
     QStringList clean;
     for (const QString &tag : tags) {
@@ -259,6 +272,7 @@ void HistoryStore::addTag(int64_t runId, const QString &tag)
 
 void HistoryStore::setNotes(int64_t runId, const QString &notes)
 {
+    requireWritable();
     run(runId);
     m_connection->exec(QStringLiteral("UPDATE runs SET notes = ? WHERE id = ?"), {history::sqlText(notes), qlonglong(runId)});
 }

@@ -17,13 +17,17 @@ namespace history { class Connection; }
 
 class HistoryStore final {
 public:
+    // ReadOnlyWhereNeeded: for commands that only read; a history this user cannot write opens
+    // read-only (history::openHistoryForReading) and the annotating calls below refuse, naming it.
+    enum class Access { ReadWrite, ReadOnlyWhereNeeded };
     // Throws InvalidInputError naming the path (corrupt, newer, foreign) or PilotBenchError.
-    explicit HistoryStore(const QString &path);
+    explicit HistoryStore(const QString &path, Access access = Access::ReadWrite);
     ~HistoryStore();
     Q_DISABLE_COPY_MOVE(HistoryStore)
 
     static int schemaVersion();
     const QString &path() const;
+    bool readOnly() const;
 
     // Newest first.
     std::vector<RunRecord> listRuns(const RunFilter &filter = {}) const;
@@ -52,6 +56,7 @@ public:
     history::Connection &connection() const; // for export/import and the evidence tables
 
 private:
+    void requireWritable() const;
     std::unique_ptr<history::Connection> m_connection;
 };
 

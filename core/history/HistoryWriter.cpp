@@ -8,6 +8,7 @@
 #include <QJsonArray>
 #include <QCoreApplication>
 #include <QJsonDocument>
+#include <QElapsedTimer>
 #include <QUuid>
 #include <spdlog/spdlog.h>
 
@@ -90,6 +91,9 @@ struct HistoryWriter::Impl {
 
     void run();
     void writeBatch(std::vector<SampleItem> &batchSamples, std::vector<Event> &batchEvents);
+    // One transaction for the whole batch; throws (history::DatabaseBusyError for a lock) and leaves
+    // the rollback to the caller.
+    void attemptBatch(std::vector<SampleItem> &batchSamples, std::vector<Event> &batchEvents, std::vector<std::pair<BeginItem *, int64_t>> &begun);
     bool knownRun(int64_t runId);
     void writeSamples(int64_t runId, const std::vector<StepSample> &runSamples);
     void compactIfFragmented(int64_t runId);
@@ -194,8 +198,49 @@ void HistoryWriter::Impl::writeBatch(std::vector<SampleItem> &batchSamples, std:
         fail(lastError, batchEvents);
         return;
     }
-    std::vector<std::pair<BeginItem *, int64_t>> begun;
-    try {
+    QElapsedTimer waited;
+    for (;;) {
+        // What an attempt changes in the writer's own state, restored when it is rolled back.
+        const auto seqBefore = nextSeq;
+        const auto unknownBefore = unknownRuns;
+        std::vector<std::pair<BeginItem *, int64_t>> begun;
+        try {
+            attemptBatch(batchSamples, batchEvents, begun);
+        } catch (const history::DatabaseBusyError &e) {
+            QSqlQuery(connection->db()).exec(QStringLiteral("ROLLBACK"));
+            nextSeq = seqBefore;
+            unknownRuns = unknownBefore;
+            if (!waited.isValid()) {
+                waited.start();
+                spdlog::warn("history: {} is locked by another process; keeping {} sample(s) and {} record(s) in memory and retrying for up to {} s",
+                             path.toStdString(), batchSamples.size(), batchEvents.size(), options.lockWaitMs / 1000.0);
+            }
+            if (waited.elapsed() >= options.lockWaitMs) {
+                fail(std::string("recording stopped: the history stayed locked by another process for ") + std::to_string(waited.elapsed() / 1000)
+                         + " s, past the " + std::to_string(options.lockWaitMs / 1000) + " s this run waits (" + e.what()
+                         + "); everything committed before this batch is kept",
+                     batchEvents);
+                return;
+            }
+            continue; // the busy timeout of the failed attempt already paced this loop
+        } catch (const std::exception &e) {
+            QSqlQuery(connection->db()).exec(QStringLiteral("ROLLBACK"));
+            nextSeq = seqBefore;
+            unknownRuns = unknownBefore;
+            fail(std::string("recording stopped: ") + e.what() + "; everything committed before this batch is kept", batchEvents);
+            return;
+        }
+        if (waited.isValid())
+            spdlog::info("history: {} is writable again after {:.1f} s; the held records are committed", path.toStdString(), waited.elapsed() / 1000.0);
+        for (auto &[item, id] : begun)
+            item->id->set_value(id);
+        return;
+    }
+}
+
+void HistoryWriter::Impl::attemptBatch(std::vector<SampleItem> &batchSamples, std::vector<Event> &batchEvents, std::vector<std::pair<BeginItem *, int64_t>> &begun)
+{
+    {
         connection->exec(QStringLiteral("BEGIN IMMEDIATE"));
         for (Event &e : batchEvents) {
             auto *b = std::get_if<BeginItem>(&e);
@@ -254,15 +299,7 @@ void HistoryWriter::Impl::writeBatch(std::vector<SampleItem> &batchSamples, std:
                 history::insertCalibrationRecord(*connection, cal->record);
         }
         connection->exec(QStringLiteral("COMMIT"));
-    } catch (const std::exception &e) {
-        QSqlQuery(connection->db()).exec(QStringLiteral("ROLLBACK"));
-        for (auto &[item, id] : begun)
-            nextSeq.erase(id);
-        fail(std::string("recording stopped: ") + e.what() + "; everything committed before this batch is kept", batchEvents);
-        return;
     }
-    for (auto &[item, id] : begun)
-        item->id->set_value(id);
 }
 
 void HistoryWriter::Impl::fail(const std::string &message, std::vector<Event> &batchEvents)
@@ -295,6 +332,21 @@ bool HistoryWriter::Impl::enqueue(Event event, bool wakeNow)
         wake.notify_one();
     }
     return true;
+}
+
+int defaultHistoryLockWaitMs()
+{
+    constexpr int kDefaultS = 60;
+    const QByteArray text = qgetenv("PILOTBENCH_HISTORY_LOCK_WAIT_S");
+    if (text.isEmpty())
+        return kDefaultS * 1000;
+    bool ok = false;
+    const int seconds = text.toInt(&ok);
+    if (!ok || seconds < 0 || seconds > 86400) {
+        spdlog::warn("PILOTBENCH_HISTORY_LOCK_WAIT_S='{}' is not a whole number of seconds from 0 to 86400; waiting {} s for a locked history", text.toStdString(), kDefaultS);
+        return kDefaultS * 1000;
+    }
+    return seconds * 1000;
 }
 
 HistoryWriter::HistoryWriter(const QString &path) : HistoryWriter(path, Options()) {}

@@ -2,7 +2,8 @@
 // Records a running pilot without ever making it wait on the disk: the engine's calls only append to
 // an in-memory queue; a thread with its own connection drains it in one transaction per batch, at
 // most every batchIntervalMs (so a crash loses at most that much) or sooner when many items wait.
-// A write failure (a full disk, for example) stops the writer: later appends are refused, and the
+// A lock held by another process is waited for, within Options::lockWaitMs, and reported in the log.
+// A write failure (a full disk, a lock held past that bound) stops the writer: later appends are refused, and the
 // message goes to the error callback and lastError() so the engine can stop the run cleanly.
 #include "result/PilotTypes.h"
 #include "history/HistoryEvidence.h"
@@ -18,12 +19,20 @@
 
 namespace pb {
 
+// 60 s, or $PILOTBENCH_HISTORY_LOCK_WAIT_S (whole seconds, 0 to 86400) when set; an invalid value is
+// logged and the default used.
+int defaultHistoryLockWaitMs();
+
 class HistoryWriter final {
 public:
     struct Options {
         int batchIntervalMs = 150;
         size_t batchMaxItems = 65536;   // wake the thread early once this many wait
         int64_t maxPageCount = 0;       // > 0: PRAGMA max_page_count (tests simulate a full disk with it)
+        // How long a batch waits, in all, for a lock another process holds on the history before the
+        // writer fails (each attempt waits out the busy timeout first). The wait and its end are logged.
+        // Default: $PILOTBENCH_HISTORY_LOCK_WAIT_S seconds when set, else 60 s.
+        int lockWaitMs = defaultHistoryLockWaitMs();
     };
     using ErrorCallback = std::function<void(const std::string &message)>;
 

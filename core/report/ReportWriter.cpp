@@ -64,7 +64,7 @@ int writeRunReport(const HistoryStore &store, int64_t runId, const QString &pdfP
 
 int writeRunReport(const QString &databasePath, int64_t runId, const QString &pdfPath, const Catalog &catalog)
 {
-    const HistoryStore store(databasePath);
+    const HistoryStore store(databasePath, HistoryStore::Access::ReadOnlyWhereNeeded);
     return writeRunReport(store, runId, pdfPath, catalog);
 }
 

@@ -28,6 +28,24 @@ std::string kindOf(const struct stat &st)
 
 bool statPath(const QString &path, struct stat &st) { return ::stat(QFile::encodeName(path).constData(), &st) == 0; }
 
+// The SQLite file header (sqlite.org/fileformat.html): 16 bytes of magic, the application id as a
+// big-endian 32-bit integer at offset 68. Read only from a regular file, so a FIFO cannot block it.
+bool carriesHistoryId(const QString &path)
+{
+    struct stat st {};
+    if (!statPath(path, st) || !S_ISREG(st.st_mode) || st.st_size < 100)
+        return false;
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return false;
+    const QByteArray header = file.read(100);
+    if (header.size() < 100 || !header.startsWith(QByteArrayLiteral("SQLite format 3\0")))
+        return false;
+    const auto byte = [&](int i) { return static_cast<uint32_t>(static_cast<unsigned char>(header[i])); };
+    const uint32_t id = byte(68) << 24 | byte(69) << 16 | byte(70) << 8 | byte(71);
+    return id == static_cast<uint32_t>(kHistoryApplicationId);
+}
+
 } // namespace
 
 void requireRegularFile(const QString &path, qint64 maxBytes)
@@ -64,6 +82,30 @@ QList<ProtectedPath> databasePaths(const QString &database)
     return {{database, what}, {database + QStringLiteral("-wal"), what}, {database + QStringLiteral("-shm"), what}, {database + QStringLiteral("-journal"), what}};
 }
 
+void refuseHistoryFile(const QString &path, const std::string &option)
+{
+    if (path.isEmpty())
+        return;
+    const QFileInfo info(path);
+    // Both the name given and what a link leads to: a link named "out.json" may point at "h.db-wal".
+    QStringList names {QDir::cleanPath(info.absoluteFilePath())};
+    const QString canonical = info.canonicalFilePath();
+    if (!canonical.isEmpty())
+        names << canonical;
+    else if (info.isSymLink())
+        names << QDir::cleanPath(QFileInfo(info.symLinkTarget()).absoluteFilePath());
+    for (const QString &name : std::as_const(names)) {
+        QString database = name;
+        for (const char *suffix : {"-wal", "-shm", "-journal"})
+            if (name.endsWith(QLatin1String(suffix)))
+                database = name.chopped(static_cast<qsizetype>(qstrlen(suffix)));
+        if (carriesHistoryId(database))
+            throw InvalidInputError(option, "'" + path.toStdString() + "' is " + (database == name ? std::string("a PilotBench history database")
+                                                                                                     : "a file of the PilotBench history database " + database.toStdString())
+                                                + "; writing there would destroy recorded runs, name another file");
+    }
+}
+
 void checkOutputPath(const QString &path, const QList<ProtectedPath> &protectedPaths, const std::string &option)
 {
     if (path.isEmpty())
@@ -87,10 +129,12 @@ void checkOutputPath(const QString &path, const QList<ProtectedPath> &protectedP
         if (sameFile || sameName)
             throw InvalidInputError(where, named + "is " + p.what.toStdString() + " (" + p.path.toStdString() + "); writing there would destroy it, name another file");
     }
+    refuseHistoryFile(path, option);
 }
 
 void writeFileAtomically(const QString &path, const QByteArray &bytes)
 {
+    refuseHistoryFile(path, "output");
     QSaveFile file(path);
     if (!file.open(QIODevice::WriteOnly | QIODevice::Unbuffered))
         throw PilotBenchError(ExitCode::Failure, path.toStdString() + ": cannot be written: " + file.errorString().toStdString());

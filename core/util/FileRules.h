@@ -24,10 +24,17 @@ struct ProtectedPath {
 };
 // The history database and the files SQLite keeps beside it (-wal, -shm, -journal).
 QList<ProtectedPath> databasePaths(const QString &database);
+// PRAGMA application_id of a PilotBench history ("PBhs"), set since the first schema version.
+constexpr int kHistoryApplicationId = 0x50426873;
+// Throws InvalidInputError naming `option` when writing `path` would damage a PilotBench history, any
+// one, not only the open one: the file (by name or through a link) is an SQLite file carrying the
+// history's application id, or is named as the -wal, -shm or -journal file of such a file.
+void refuseHistoryFile(const QString &path, const std::string &option);
 // Throws InvalidInputError naming `option` when `path` is empty, a folder or other non-regular file,
-// sits in a folder that does not exist, or is (by name, link or hard link) one of `protectedPaths`.
+// sits in a folder that does not exist, is (by name, link or hard link) one of `protectedPaths`, or
+// is a history or one of its files (refuseHistoryFile).
 void checkOutputPath(const QString &path, const QList<ProtectedPath> &protectedPaths, const std::string &option);
-// Writes through QSaveFile with unbuffered writes, so that a full disk fails at write() instead of
+// Refuses a history as refuseHistoryFile does (naming the path), then writes through QSaveFile with unbuffered writes, so that a full disk fails at write() instead of
 // committing an empty file (Qt 6.4's commit misses an error raised by its final flush). Throws
 // PilotBenchError(Failure) naming the path; the previous file is untouched then.
 void writeFileAtomically(const QString &path, const QByteArray &bytes);

@@ -58,7 +58,7 @@ std::optional<PilotEvidence> findPilotEvidence(const QString &historyPath, const
             throw InvalidInputError("--run", "no history database at '" + historyPath.toStdString() + "' to take run " + std::to_string(*pilotRunId) + " from");
         return std::nullopt;
     }
-    const HistoryStore store(historyPath);
+    const HistoryStore store(historyPath, HistoryStore::Access::ReadOnlyWhereNeeded);
     return findPilotEvidence(store, config, catalog, pilotRunId);
 }
 

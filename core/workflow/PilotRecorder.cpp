@@ -4,6 +4,7 @@
 #include "config/RunConfigJson.h"
 #include "workflow/PilotCalibration.h"
 #include "engine/PilotJson.h"
+#include "history/HistoryDatabase.h"
 
 #include <spdlog/spdlog.h>
 
@@ -47,6 +48,24 @@ void PilotRecorder::recordCalibration(const PilotRun &run)
     }
 }
 
+QString PilotRecorder::settleUnrecorded(PilotRun &run, const QString &database)
+{
+    const std::string error = historyError();
+    if (error.empty())
+        return {};
+    run.summary.verdict = Verdict::Failed;
+    run.summary.message = error;
+    const history::LateFinish late = history::finishRunLate(database, m_runId, QLatin1String(toString(Verdict::Failed)), summaryJson(run));
+    const QString kept = late.storedSamples < 0 ? QStringLiteral("an unknown number") : QString::number(late.storedSamples);
+    if (late.error.empty())
+        return QStringLiteral("NOT fully recorded: run %1 in %2 holds %3 of the %4 steps run, and is marked failed").arg(m_runId).arg(database, kept).arg(m_samplesSeen.load());
+    spdlog::error("run {} could not be marked failed either: {}", m_runId, late.error);
+    return QStringLiteral("NOT recorded: run %1 in %2 could not be marked failed either (%3); it holds %4 of the %5 steps run and will show as interrupted")
+        .arg(m_runId)
+        .arg(database, QString::fromStdString(late.error), kept)
+        .arg(m_samplesSeen.load());
+}
+
 std::string PilotRecorder::historyError() const
 {
     std::lock_guard lock(m_mutex);
@@ -81,6 +100,7 @@ void PilotRecorder::phaseFinished(const PhaseMark &mark)
 
 void PilotRecorder::stepFinished(const StepSample &sample)
 {
+    ++m_samplesSeen;
     check(m_writer.appendSample(m_runId, sample));
     if (m_next)
         m_next->stepFinished(sample);

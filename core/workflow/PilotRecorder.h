@@ -23,6 +23,10 @@ public:
     void setRecordsCalibration(bool on) { m_recordsCalibration = on; }
     int64_t runId() const { return m_runId; }
     std::string historyError() const;
+    // After finish(): when the history stopped accepting writes, the run's verdict becomes failed
+    // with the reason, written once more on a fresh connection so the history says what is printed.
+    // Returns the line to print instead of "recorded as run N" (empty when all was recorded).
+    QString settleUnrecorded(PilotRun &run, const QString &database);
 
     void phaseStarted(Phase phase, int64_t step) override;
     void phaseFinished(const PhaseMark &mark) override;
@@ -44,6 +48,7 @@ private:
     Environment m_environment;
     mutable std::mutex m_mutex;
     std::string m_error;
+    std::atomic<int64_t> m_samplesSeen {0};
 };
 
 } // namespace pb

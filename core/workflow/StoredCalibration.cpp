@@ -25,7 +25,7 @@ std::vector<CalibrationResidual> storedResiduals(const QString &database)
 {
     if (!QFileInfo::exists(database))
         return {};
-    HistoryStore store(database);
+    HistoryStore store(database, HistoryStore::Access::ReadOnlyWhereNeeded);
     std::vector<CalibrationResidual> out;
     for (const CalibrationRecord &r : calibrationResiduals(store))
         out.push_back({r.backend.toStdString(), r.torchVersion.toStdString(), r.device.toStdString(), r.predictedPeakBytes,

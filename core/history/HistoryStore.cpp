@@ -10,6 +10,8 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
+#include <limits>
+
 namespace pb {
 namespace {
 
@@ -18,6 +20,10 @@ const QString kRunColumns = QStringLiteral(
     " r.config_json, r.config_hash, r.environment_json, r.summary_json, r.tags, r.notes, r.pinned_baseline, r.plan_id,"
     " r.parent_run_id, r.origin_host, r.origin_run_id,"
     " (SELECT COALESCE(SUM(sample_count), 0) FROM sample_chunks c WHERE c.run_id = r.id)");
+
+// SQLite stores a NaN as NULL: a figure the run did not report (a watched job's validation without
+// a loss) reads back as NaN, never as 0.
+double figure(const QVariant &v) { return v.isNull() ? std::numeric_limits<double>::quiet_NaN() : v.toDouble(); }
 
 std::optional<int64_t> optionalId(const QVariant &v)
 {
@@ -203,7 +209,7 @@ std::vector<ValidationResult> HistoryStore::validations(int64_t runId) const
     QSqlQuery q = m_connection->exec(QStringLiteral("SELECT step, loss, batches, duration_ms FROM validations WHERE run_id = ? ORDER BY rowid"), {qlonglong(runId)});
     std::vector<ValidationResult> results;
     while (q.next())
-        results.push_back({q.value(0).toLongLong(), q.value(1).toDouble(), q.value(2).toLongLong(), q.value(3).toDouble()});
+        results.push_back({q.value(0).toLongLong(), figure(q.value(1)), q.value(2).toLongLong(), figure(q.value(3))});
     return results;
 }
 
@@ -212,7 +218,7 @@ std::vector<CheckpointWrite> HistoryStore::checkpoints(int64_t runId) const
     QSqlQuery q = m_connection->exec(QStringLiteral("SELECT step, path, bytes, write_ms FROM checkpoints WHERE run_id = ? ORDER BY rowid"), {qlonglong(runId)});
     std::vector<CheckpointWrite> writes;
     while (q.next())
-        writes.push_back({q.value(0).toLongLong(), q.value(1).toString().toStdString(), q.value(2).toLongLong(), q.value(3).toDouble()});
+        writes.push_back({q.value(0).toLongLong(), q.value(1).toString().toStdString(), q.value(2).toLongLong(), figure(q.value(3))});
     return writes;
 }
 

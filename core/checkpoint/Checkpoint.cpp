@@ -1,6 +1,7 @@
 #include "checkpoint/Checkpoint.h"
 
 #include "checkpoint/CheckpointLayout.h"
+#include "checkpoint/CheckpointTensorRules.h"
 #include "checkpoint/TensorFileIo.h"
 #include "config/RunConfigJson.h"
 #include "engine/DistributedHooks.h"
@@ -245,6 +246,13 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
 {
     const auto start = std::chrono::steady_clock::now();
     const RankView view(dist);
+    const auto rng = rngStates(session.device);
+    // Verify checks these against the sizes it knows without torch: a LibTorch whose generators
+    // keep another state fails here, at the write, rather than leaving a checkpoint verify refuses.
+    for (const auto &[key, state] : rng)
+        if (state.scalar_type() != torch::kUInt8 || state.dim() != 1 || state.numel() != (key == "cpu" ? kCpuGeneratorStateBytes : kCudaGeneratorStateBytes))
+            throw PilotBenchError(ExitCode::Failure, "generator state '" + key + "' of this LibTorch is " + c10::toString(state.scalar_type()) + " " + c10::str(state.sizes()) +
+                                                         ", not the form checkpoint/CheckpointTensorRules.h expects; no checkpoint was written");
     const QString name = QStringLiteral("step-%1").arg(session.step, 8, 10, QLatin1Char('0'));
     const QString final = QDir(QString::fromStdString(root)).filePath(name);
     // Written beside the checkpoint it may replace, under a name no reader takes for a checkpoint.
@@ -271,7 +279,7 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
             optimizer.emplace_back(key, tensor);
         addPartJobs(jobs, CheckpointPart::Optimizer, view.perRank(CheckpointPart::Optimizer) ? view.rank : -1, optimizer, {{"optimizer", session.optimizer->path()}});
     }
-    addPartJobs(jobs, CheckpointPart::Rng, view.perRank(CheckpointPart::Rng) ? view.rank : -1, rngStates(session.device), {});
+    addPartJobs(jobs, CheckpointPart::Rng, view.perRank(CheckpointPart::Rng) ? view.rank : -1, rng, {});
     std::vector<FileDigest> written;
     try {
         written = writeSafetensorsFiles(partial, jobs, chunkBuffers(session.device));

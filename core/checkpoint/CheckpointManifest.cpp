@@ -1,9 +1,8 @@
 #include "checkpoint/CheckpointManifest.h"
 
 #include "checkpoint/CheckpointLayout.h"
+#include "checkpoint/CheckpointTensorRules.h"
 #include "checkpoint/TensorFileIo.h"
-#include "config/Nf4Format.h"
-#include "config/ParameterTable.h"
 #include "config/RunConfigJson.h"
 #include "model/Safetensors.h"
 #include "config/RunConfigParse.h"
@@ -330,15 +329,15 @@ void fsyncDirectory(const QString &path) { fsyncFile(path); }
 
 namespace {
 
-// Every tensor file's safetensors header, read and checked against the file (a garbage or
-// truncated file is refused here, before any run starts); then the model's tensors against the
-// parameters the config makes (names and shapes): a checkpoint of another shape is refused too.
-void checkTensorFiles(const QDir &dir, const CheckpointManifest &manifest, const RunConfig &config)
+// Every tensor file's safetensors header, read to the letter of the format (a garbage, truncated
+// or hand-edited file is refused here, before any run starts), then what the files hold against
+// the config and state.json (checkpoint/CheckpointTensorRules.h): a checkpoint of another shape,
+// precision or optimizer is refused by file and tensor.
+void checkTensorFiles(const QDir &dir, const CheckpointManifest &manifest, const RunConfig &config, const CheckpointState &state)
 {
     if (manifest.version < 2)
         return;
-    std::map<std::string, std::vector<int64_t>> model;
-    QString first; // the model file named in a refusal
+    std::vector<CheckpointTensorFile> files;
     for (const ManifestEntry &e : manifest.files) {
         const auto name = parseCheckpointFileName(e.file);
         if (!name)
@@ -348,34 +347,9 @@ void checkTensorFiles(const QDir &dir, const CheckpointManifest &manifest, const
         if (!file.open(QIODevice::ReadOnly))
             throw InvalidInputError(path.toStdString(), "cannot be read: " + file.errorString().toStdString());
         const int64_t headerLength = safetensorsHeaderLength(file.read(8), file.size(), path.toStdString());
-        const auto entries = parseSafetensorsHeader(file.read(headerLength), file.size() - 8 - headerLength, path.toStdString());
-        if (name->part == CheckpointPart::Model && name->rank < 0) {
-            if (first.isEmpty())
-                first = path;
-            for (const SafetensorEntry &entry : entries)
-                model[entry.name] = entry.shape;
-        }
+        files.push_back({path.toStdString(), *name, parseSafetensorsHeaderStrict(file.read(headerLength), file.size() - 8 - headerLength, path.toStdString())});
     }
-    if (manifest.strategy == "fsdp") // FSDP stores flat shards, not named tensors
-        return;
-    auto expect = [&](const std::string &name, const std::vector<int64_t> &shape) {
-        const auto it = model.find(name);
-        if (it == model.end())
-            throw InvalidInputError(first.toStdString(), "has no tensor '" + name + "' (written by a different model shape)");
-        if (it->second != shape)
-            throw InvalidInputError(first.toStdString(), "tensor '" + name + "' has another shape than this config's (written by a different model shape)");
-        model.erase(it);
-    };
-    for (const ParameterInfo &p : parameterTable(config)) {
-        if (!p.nf4) {
-            expect(p.name, p.shape);
-            continue;
-        }
-        for (const auto &part : nf4Tensors(p.name, p.numel)) // a QLoRA base: its NF4 buffers
-            expect(part.name, {part.numel});
-    }
-    if (!model.empty())
-        throw InvalidInputError(first.toStdString(), "holds tensor '" + model.begin()->first + "', which this config's model does not have (written by a different model)");
+    checkCheckpointTensors(files, config, state);
 }
 
 // model.safetensors.index.json, Hugging Face's map from tensor to shard: an object whose
@@ -464,7 +438,8 @@ CheckpointInfo verifyCheckpoint(const QString &stepFolder, ContentHashes hashes)
     const std::string writtenHash = configHash(config);
     if (writtenHash != manifest.configHash)
         throw InvalidInputError(configPath.toStdString(), "is another run configuration (hash " + writtenHash + ") than the manifest's config_hash " + manifest.configHash);
-    checkTensorFiles(dir, manifest, config);
+    checkStateOptimizer(info.state, config, statePath.toStdString());
+    checkTensorFiles(dir, manifest, config, info.state);
     if (manifest.version >= 2 && listed.count(QString::fromLatin1(kModelIndexFile)))
         checkModelIndex(dir, manifest);
     info.verifyMs = static_cast<double>(timer.nsecsElapsed()) / 1e6;

@@ -1,11 +1,15 @@
 #include "model/Safetensors.h"
 
+#include "config/JsonText.h"
 #include "util/Errors.h"
 
 #include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+
+#include <algorithm>
+#include <cmath>
 
 namespace pb {
 
@@ -64,6 +68,105 @@ std::vector<SafetensorEntry> parseSafetensorsHeader(const QByteArray &headerJson
         entries.push_back(std::move(e));
     }
     return entries;
+}
+
+namespace {
+
+// A whole number the JSON holds exactly (a double up to 2^53), or -1.
+int64_t wholeNumber(const QJsonValue &v)
+{
+    const double d = v.toDouble(-1);
+    return v.isDouble() && d >= 0 && d <= 9007199254740992.0 && std::floor(d) == d ? static_cast<int64_t>(d) : -1;
+}
+
+} // namespace
+
+SafetensorsHeader parseSafetensorsHeaderStrict(const QByteArray &headerJson, int64_t dataBytes, const std::string &where)
+{
+    // The specification: the header starts with '{' and may be padded at its end with spaces
+    // (0x20) only; one JSON object whose keys are unique (Qt would keep one of two silently).
+    qsizetype end = headerJson.size();
+    while (end > 0 && headerJson[end - 1] == ' ')
+        --end;
+    if (end == 0 || headerJson[0] != '{' || headerJson[end - 1] != '}')
+        throw InvalidInputError(where, "header must be one JSON object, starting with '{' and padded with spaces only");
+    checkJsonText(headerJson, where);
+    QJsonParseError error {};
+    const auto doc = QJsonDocument::fromJson(headerJson, &error);
+    if (!doc.isObject())
+        throw InvalidInputError(where, "header is not a JSON object: " + error.errorString().toStdString());
+    SafetensorsHeader out;
+    const QJsonObject header = doc.object();
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        const std::string name = it.key().toStdString();
+        if (name == "__metadata__") {
+            if (!it.value().isObject())
+                throw InvalidInputError(where, "__metadata__ must be an object of strings");
+            const QJsonObject meta = it.value().toObject();
+            for (auto m = meta.begin(); m != meta.end(); ++m) {
+                if (!m.value().isString())
+                    throw InvalidInputError(where, "__metadata__." + m.key().toStdString() + " must be a string (the format's metadata maps strings to strings)");
+                out.metadata[m.key().toStdString()] = m.value().toString().toStdString();
+            }
+            out.hasMetadata = true;
+            continue;
+        }
+        const std::string tensor = "tensor '" + name + "'";
+        if (!it.value().isObject())
+            throw InvalidInputError(where, tensor + " must be an object of dtype, shape and data_offsets");
+        const QJsonObject t = it.value().toObject();
+        for (auto k = t.begin(); k != t.end(); ++k)
+            if (k.key() != QLatin1String("dtype") && k.key() != QLatin1String("shape") && k.key() != QLatin1String("data_offsets"))
+                throw InvalidInputError(where, tensor + " has the key '" + k.key().toStdString() + "'; a tensor has only dtype, shape and data_offsets");
+        SafetensorEntry e;
+        e.name = name;
+        e.dtype = t.value(QStringLiteral("dtype")).toString().toStdString();
+        int64_t needBytes = SafetensorsFolder::dtypeSize(e.dtype);
+        if (needBytes == 0)
+            throw InvalidInputError(where, tensor + " has dtype '" + e.dtype + "', not one of F64, F32, BF16, F16, I64, I32, I16, I8, U8, BOOL");
+        const QJsonValue shape = t.value(QStringLiteral("shape"));
+        if (!shape.isArray())
+            throw InvalidInputError(where, tensor + ": shape must be an array of dimensions");
+        bool fits = true; // the size checked as it grows: a product that wraps could match a small range
+        for (const auto &d : shape.toArray()) {
+            e.shape.push_back(wholeNumber(d));
+            if (e.shape.back() < 0)
+                throw InvalidInputError(where, tensor + ": shape must hold whole numbers of at least 0");
+            fits = fits && !__builtin_mul_overflow(needBytes, e.shape.back(), &needBytes);
+        }
+        const QJsonValue offsets = t.value(QStringLiteral("data_offsets"));
+        if (!offsets.isArray() || offsets.toArray().size() != 2)
+            throw InvalidInputError(where, tensor + ": data_offsets must be [begin, end]");
+        e.begin = wholeNumber(offsets.toArray().at(0));
+        e.end = wholeNumber(offsets.toArray().at(1));
+        if (e.begin < 0 || e.end < e.begin)
+            throw InvalidInputError(where, tensor + ": data_offsets must be whole numbers, begin <= end");
+        if (e.end > dataBytes)
+            throw InvalidInputError(where, tensor + " lies outside the file (ends at " + std::to_string(e.end) + " of " + std::to_string(dataBytes) + " data bytes)");
+        if (!fits || e.end - e.begin != needBytes)
+            throw InvalidInputError(where, tensor + " has " + std::to_string(e.end - e.begin) + " bytes, its dtype and shape need " +
+                                               (fits ? std::to_string(needBytes) : std::string("more than the file holds")));
+        out.entries.push_back(std::move(e));
+    }
+    // The data is the tensors one after another, covering it exactly: no overlap (two names on the
+    // same bytes), no hole and nothing after the last (bytes no tensor accounts for).
+    std::sort(out.entries.begin(), out.entries.end(),
+              [](const SafetensorEntry &a, const SafetensorEntry &b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+    int64_t next = 0;
+    const SafetensorEntry *previous = nullptr;
+    for (const SafetensorEntry &e : out.entries) {
+        if (e.begin < next)
+            throw InvalidInputError(where, "tensor '" + e.name + "' overlaps tensor '" + previous->name + "' (it begins at byte " + std::to_string(e.begin) + ", '" +
+                                               previous->name + "' ends at " + std::to_string(next) + ")");
+        if (e.begin > next)
+            throw InvalidInputError(where, std::to_string(e.begin - next) + " bytes before tensor '" + e.name + "' belong to no tensor (the data must be contiguous)");
+        next = e.end;
+        previous = &e;
+    }
+    if (next != dataBytes)
+        throw InvalidInputError(where, std::to_string(dataBytes - next) + " bytes after " + (previous ? "the last tensor '" + previous->name + "'" : std::string("the header")) +
+                                           " belong to no tensor (the data must end with the last tensor)");
+    return out;
 }
 
 SafetensorsFolder::SafetensorsFolder(const QString &path) : m_path(path)

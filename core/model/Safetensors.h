@@ -30,6 +30,20 @@ int64_t safetensorsHeaderLength(const QByteArray &first8, int64_t fileSize, cons
 // Throws InvalidInputError naming `where` and the tensor.
 std::vector<SafetensorEntry> parseSafetensorsHeader(const QByteArray &headerJson, int64_t dataBytes, const std::string &where);
 
+// A header read to the letter of the specification (huggingface/safetensors, "Format"), for the
+// files we write ourselves (checkpoints): one JSON object starting with '{', padded with spaces
+// only, no key twice; __metadata__ strings only; each tensor exactly dtype (F64 ... BOOL), shape
+// and data_offsets, with the bytes they need; the tensors one after another from the first data
+// byte to the last, no overlap, no hole, nothing after. Hugging Face weights go through the
+// lenient parse above: files other writers made are read as they load elsewhere.
+struct SafetensorsHeader {
+    std::vector<SafetensorEntry> entries;        // in data order; `file` left empty
+    std::map<std::string, std::string> metadata; // __metadata__
+    bool hasMetadata = false;
+};
+// Throws InvalidInputError naming `where` and the tensor.
+SafetensorsHeader parseSafetensorsHeaderStrict(const QByteArray &headerJson, int64_t dataBytes, const std::string &where);
+
 class SafetensorsFolder {
 public:
     // Reads every header; throws InvalidInputError naming the file for a malformed or truncated one

@@ -167,6 +167,11 @@ int runWatch(CliContext &ctx)
             ctx.out << "trainer losses: " << losses.size() << " logged, first " << QString::number(losses.front().loss, 'g', 5) << ", last "
                     << QString::number(losses.back().loss, 'g', 5)
                     << (recorded.result.loggingSteps ? QStringLiteral(" (every %1 steps)").arg(*recorded.result.loggingSteps) : QStringLiteral(" (steps between them unknown)")) << '\n';
+        if (const auto &r = recorded.result; r.probeEventsRejected > 0)
+            ctx.out << "probe: " << r.probeEventsRejected << " event" << (r.probeEventsRejected == 1 ? "" : "s") << " refused, not counted (first: "
+                    << QString::fromStdString(r.probeFirstRejection) << ")\n";
+        if (!recorded.result.probeFileRefused.empty())
+            ctx.out << "probe: " << QString::fromStdString(recorded.result.probeFileRefused) << '\n';
         if (s.measuredSteps == 0)
             ctx.out << "step time: unknown\n";
         if (s.measuredSteps > 0)

@@ -8,11 +8,30 @@
 
 namespace pb::watch {
 
+void StepCollector::probeRejected(const std::string &why)
+{
+    ++m_probeLines;
+    ++m_probeRejected;
+    const std::string named = "probe line " + std::to_string(m_probeLines) + ": " + why;
+    if (m_firstProbeRejection.empty())
+        m_firstProbeRejection = named;
+    // A job that writes nothing but bad lines must not flood the terminal: the first few are shown,
+    // the count is in the summary.
+    if (m_probeRejected <= 3)
+        m_observer.notice(QStringLiteral("probe event refused, not counted: %1").arg(QString::fromStdString(named)));
+    else if (m_probeRejected == 4)
+        m_observer.notice(QStringLiteral("more probe events refused: the summary counts them"));
+}
+
 void StepCollector::probeLine(const QByteArray &line, double nowMs)
 {
-    const auto event = parseProbeLine(line);
-    if (!event)
+    ProbeLine read = readProbeLine(line);
+    if (!read.event) {
+        probeRejected(read.rejection);
         return;
+    }
+    ++m_probeLines;
+    const ProbeEvent *event = &*read.event;
     m_lastEventMs = nowMs;
     switch (event->kind) {
     case ProbeEvent::Kind::Hello:

@@ -28,7 +28,13 @@ class StepCollector {
 public:
     StepCollector(const WatchOptions &options, WatchObserver &observer) : m_options(options), m_observer(observer), m_loggingSteps(options.logEvery) {}
 
+    // One line of the probe channel: an event checked by readProbeLine, or refused, counted and
+    // named (never averaged in).
     void probeLine(const QByteArray &line, double nowMs);
+    // A line of the probe channel refused before it was parsed (longer than kMaxProbeLineBytes).
+    void probeRejected(const std::string &why);
+    int64_t probeEventsRejected() const { return m_probeRejected; }
+    const std::string &firstProbeRejection() const { return m_firstProbeRejection; }
 
     // A line of the command's own output: log-line steps (only while the probe says nothing) and
     // out-of-memory reports.
@@ -62,6 +68,8 @@ private:
     WatchObserver &m_observer;
     std::string m_source = "none";
     std::string m_oomLine;
+    int64_t m_probeLines = 0, m_probeRejected = 0;
+    std::string m_firstProbeRejection;       // "probe line 4: step event: step_time_ms: -50 is negative"
     std::map<int, RankSteps> m_ranks;
     std::vector<StepSample> m_samples;
     std::vector<ValidationResult> m_validations;

@@ -4,6 +4,7 @@
 #include "result/StepStatistics.h"
 #include "util/Errors.h"
 #include "util/JobTree.h"
+#include "watch/ProbeChannel.h"
 #include "watch/ProbeEvents.h"
 #include "watch/StepCollector.h"
 
@@ -121,6 +122,11 @@ QJsonObject WatchResult::toJson() const
     o.insert(QStringLiteral("device_samples"), static_cast<double>(samplesTaken));
     o.insert(QStringLiteral("log_path"), logPath);
     o.insert(QStringLiteral("probe_path"), probePath);
+    o.insert(QStringLiteral("probe_events_rejected"), static_cast<double>(probeEventsRejected));
+    if (!probeFirstRejection.empty())
+        o.insert(QStringLiteral("probe_first_rejection"), QString::fromStdString(probeFirstRejection));
+    if (!probeFileRefused.empty())
+        o.insert(QStringLiteral("probe_file_refused"), QString::fromStdString(probeFileRefused));
     if (!outOfMemoryLine.empty())
         o.insert(QStringLiteral("out_of_memory_line"), QString::fromStdString(outOfMemoryLine));
     if (loggingSteps)
@@ -194,7 +200,6 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
         const qsizetype eq = e.indexOf(QLatin1Char('='));
         env.insert(e.left(eq), e.mid(eq + 1));
     }
-    env.insert(QLatin1String(kProbeVariable), result.probePath);
     // Python buffers a pipe's output in blocks; the log lines are read as they come.
     if (!env.contains(QStringLiteral("PYTHONUNBUFFERED")))
         env.insert(QStringLiteral("PYTHONUNBUFFERED"), QStringLiteral("1"));
@@ -217,9 +222,16 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     // Its whole tree is ours to stop, however it detaches; it ends if watch itself dies.
     JobTree tree(options.graceMs);
     env.insert(QLatin1String(JobTree::kVariable), tree.id());
+    // Made after the guardian is forked, so that only the job holds the pipe's write end.
+    ProbeChannel probe(result.probePath);
+    probe.addTo(env);
     process.setProcessEnvironment(env);
-    process.setChildProcessModifier([] { JobTree::prepareChild(SIGTERM); });
+    process.setChildProcessModifier([probeFd = probe.jobFd()] {
+        JobTree::prepareChild(SIGTERM);
+        ProbeChannel::keepOpenInChild(probeFd);
+    });
     process.start();
+    probe.closeJobEnd();
     if (!process.waitForStarted(30000))
         throw InvalidInputError("COMMAND", "'" + program.toStdString() + "' could not be started: " + process.errorString().toStdString());
     const qint64 pid = process.processId();
@@ -230,9 +242,7 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     DeviceSampler sampler(std::move(backend), pid, options.sampleIntervalMs);
     sampler.start();
     StepCollector steps(options, observer);
-    LineSplitter outLines, errLines, probeLines;
-    QFile probe(result.probePath);
-    qint64 probeOffset = 0;
+    LineSplitter outLines, errLines;
     QElapsedTimer clock;
     clock.start();
     double stopAskedMs = -1;
@@ -249,16 +259,17 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
             devices[d.index].processTreeBytes = most;
         }
     };
+    const auto probeLineTooLong = [&] { steps.probeRejected("longer than " + std::to_string(kMaxProbeLineBytes) + " bytes: skipped"); };
+    bool probeFileNoticed = false;
+    // At most 1 MiB from each source per pass: a job that floods its channel delays its own events,
+    // never watch's loop.
     auto readProbe = [&] {
-        if (!probe.isOpen() && QFileInfo::exists(result.probePath))
-            probe.open(QIODevice::ReadOnly);
-        if (!probe.isOpen())
-            return;
-        probe.seek(probeOffset);
-        const QByteArray bytes = probe.readAll();
-        probeOffset += bytes.size();
         const double now = static_cast<double>(clock.elapsed());
-        probeLines.feed(bytes, [&](const QByteArray &line) { steps.probeLine(line, now); });
+        probe.read(1 << 20, [&](const QByteArray &line) { steps.probeLine(line, now); }, probeLineTooLong);
+        if (!probe.fileRefused().empty() && !probeFileNoticed) {
+            probeFileNoticed = true;
+            observer.notice(QString::fromStdString(probe.fileRefused()));
+        }
     };
     auto readOutput = [&] {
         const double now = static_cast<double>(clock.elapsed());
@@ -346,8 +357,13 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     }
     for (const auto &[index, d] : devices)
         result.devices.push_back(d);
-    readProbe();
-    probeLines.flush([&](const QByteArray &line) { steps.probeLine(line, static_cast<double>(clock.elapsed())); });
+    // The job's tree is gone; what it wrote last is read, up to 64 MiB a source (no job writes that
+    // much in its last moments; one that does is flooding).
+    probe.finish(int64_t(64) << 20, [&](const QByteArray &line) { steps.probeLine(line, static_cast<double>(clock.elapsed())); }, probeLineTooLong);
+    if (probe.leftUnread())
+        observer.notice(QStringLiteral("the probe channel still held more than 64 MiB when the command ended: the rest is not read"));
+    if (!probe.fileRefused().empty() && !probeFileNoticed)
+        observer.notice(QString::fromStdString(probe.fileRefused()));
     outLines.flush([&](const QByteArray &line) { steps.outputLine(line, static_cast<double>(clock.elapsed())); });
     errLines.flush([&](const QByteArray &line) { steps.outputLine(line, static_cast<double>(clock.elapsed())); });
     log.close();
@@ -365,6 +381,9 @@ WatchResult watchCommand(const WatchOptions &options, WatchObserver &observer, s
     result.peakProcessTreeDeviceBytes = sampler.peakProcessTreeDeviceBytes();
     result.peakTreeRssBytes = sampler.peakTreeRssBytes();
     result.samplesTaken = sampler.samplesTaken();
+    result.probeEventsRejected = steps.probeEventsRejected();
+    result.probeFirstRejection = steps.firstProbeRejection();
+    result.probeFileRefused = probe.fileRefused();
 
     PilotSummary &s = result.summary;
     std::vector<StepSample> measured;

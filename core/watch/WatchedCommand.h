@@ -92,6 +92,10 @@ struct WatchResult {
     std::vector<LoggedLoss> loggedLosses; // every Trainer dict with a loss, steps or not
     std::optional<int64_t> loggingSteps;  // --log-every, or the Trainer's printed logging_steps
     QString logPath, probePath;
+    // Probe lines refused (a figure out of bounds, not JSON, too long): counted, never averaged in.
+    int64_t probeEventsRejected = 0;
+    std::string probeFirstRejection;      // "probe line 4: step event: step_time_ms: -50 is negative"
+    std::string probeFileRefused;         // the probe file was not a regular file: what it was
     // The run's summary as stored: toJson(summary) plus the fields above.
     QJsonObject toJson() const;
 };

@@ -35,11 +35,15 @@ A custom loop::
 
 Where the events go
 -------------------
-``watch`` sets PILOTBENCH_PROBE to a file path (each process appends JSON lines to it with O_APPEND,
-one ``os.write`` per line, every line shorter than 4096 bytes, so the ranks of a job can share the
-file) or to ``fd:N`` (write to the inherited descriptor N; launchers such as torchrun close
-inherited descriptors in their workers, so use a path for multi-process jobs). Without the variable
-(or with it empty) every function here returns at once and nothing is written, opened or imported.
+``watch`` hands the job the write end of a pipe: PILOTBENCH_PROBE_FD names the descriptor and
+PILOTBENCH_PROBE_FD_INODE the pipe's inode. A process where that descriptor is open and is that
+pipe (the job, its forks) writes there; one where it is not (torchrun's workers and other children
+started with close_fds, where the number may even be another file) falls back to the file path in
+PILOTBENCH_PROBE (appended with O_APPEND). Either way each line is one ``os.write`` shorter than
+4096 bytes (PIPE_BUF), so the ranks of a job can share the channel without tearing lines.
+PILOTBENCH_PROBE may also be ``fd:N`` (write to the inherited descriptor N, unchecked). Without
+both variables (or with them empty) every function here returns at once and nothing is written,
+opened or imported.
 
 Every line is a JSON object with "event", "t" (time.time()), "rank" (int(RANK), default 0) and
 "pid". Events:
@@ -93,15 +97,18 @@ __all__ = [
 
 PROBE_VERSION = 1
 ENV_VARIABLE = "PILOTBENCH_PROBE"
+FD_VARIABLE = "PILOTBENCH_PROBE_FD"
+FD_INODE_VARIABLE = "PILOTBENCH_PROBE_FD_INODE"
 MAX_LINE = 4096          # bytes, newline included: every line written is shorter than this
 
 _TARGET = os.environ.get(ENV_VARIABLE, "")
-_ENABLED = bool(_TARGET)
+_FD_TARGET = os.environ.get(FD_VARIABLE, "")
+_ENABLED = bool(_TARGET or _FD_TARGET)
 _perf = time.perf_counter
 
 
 def enabled():
-    """True when PILOTBENCH_PROBE was set when this module was imported."""
+    """True when PILOTBENCH_PROBE or PILOTBENCH_PROBE_FD was set when this module was imported."""
     return _ENABLED
 
 
@@ -185,6 +192,20 @@ def _now_synced(sync=True):
     return _perf()
 
 
+def _watch_pipe():
+    """The descriptor PILOTBENCH_PROBE_FD names when it is open here and is watch's pipe, else None."""
+    try:
+        fd = int(_FD_TARGET)
+        inode = int(os.environ.get(FD_INODE_VARIABLE, "") or -1)
+        st = os.fstat(fd)
+    except (ValueError, OSError):
+        return None
+    import stat
+    if not stat.S_ISFIFO(st.st_mode) or st.st_ino != inode:
+        return None            # closed by a launcher and reused for another file: not ours
+    return fd
+
+
 def _ensure_process():
     """Per-process set-up (again in a forked child): descriptor, hooks, hello. Caller holds the lock."""
     pid = os.getpid()
@@ -199,10 +220,15 @@ def _ensure_process():
             _S.current = None
             _S.pending = {}
             _S.mem_devices = None
-        if _TARGET.startswith("fd:"):
+        pipe = _watch_pipe() if _FD_TARGET and inherited_fd is None else None
+        if pipe is not None:
+            _S.fd = pipe
+        elif _TARGET.startswith("fd:"):
             _S.fd = int(_TARGET[3:])
         elif inherited_fd is not None:
-            _S.fd = inherited_fd          # O_APPEND descriptor shared with the parent: still right
+            _S.fd = inherited_fd          # the pipe or an O_APPEND descriptor shared with the parent: still right
+        elif not _TARGET:
+            raise RuntimeError("PILOTBENCH_PROBE_FD is not watch's pipe here and PILOTBENCH_PROBE names no file")
         else:
             _S.fd = os.open(_TARGET, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         if not _S.hooks_installed:

@@ -40,7 +40,8 @@ def expect(condition, message):
 
 
 def base_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("PILOTBENCH_PROBE", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PILOTBENCH_PROBE", "PILOTBENCH_PROBE_FD", "PILOTBENCH_PROBE_FD_INODE", "RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["PILOTBENCH_PROBE_MODULE_DIR"] = MODULE_DIR
     env["PYTHONDONTWRITEBYTECODE"] = "1"         # no __pycache__ in the source tree
     env.update({k: str(v) for k, v in extra.items()})
@@ -209,6 +210,61 @@ def fd_target():
     check_hello(evs)
     check_steps(evs, 4)
     return "%d events through fd:N" % len(evs)
+
+
+def pipe_run(fd_env, pass_fds, steps=3):
+    """train_probe.py with PILOTBENCH_PROBE_FD as watch sets it and a fallback file: (pipe's events, file's)."""
+    path = probe_path("pipe_fallback")
+    proc = subprocess.run([PY, os.path.join(HERE, "train_probe.py"), str(steps)], env=base_env(PILOTBENCH_PROBE=path, **fd_env),
+                          cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=pass_fds, timeout=60)
+    expect(proc.returncode == 0, proc.stderr.decode()[-300:])
+    return proc, (events(path) if os.path.exists(path) else [])
+
+
+@check
+def pipe_fd_target():
+    # watch's form: the pipe named and identified; nothing goes to the fallback file.
+    r, w = os.pipe()
+    try:
+        proc, in_file = pipe_run({"PILOTBENCH_PROBE_FD": w, "PILOTBENCH_PROBE_FD_INODE": os.fstat(w).st_ino}, (w,))
+        os.close(w)
+        w = None
+        data = b""
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+    evs = [json.loads(line) for line in data.decode().splitlines()]
+    check_hello(evs)
+    check_steps(evs, 3)
+    expect(in_file == [], "%d events went to the file although the pipe was there" % len(in_file))
+    return "%d events through the pipe, none in the file" % len(evs)
+
+
+@check
+def pipe_fd_not_ours_falls_back_to_the_file():
+    # A launcher closed the descriptor and the number is another file now (here: a regular file),
+    # or another pipe: the probe writes neither, it uses the file.
+    other = os.path.join(TMP, "someone_elses.txt")
+    fd = os.open(other, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    r, w = os.pipe()
+    try:
+        _, in_file = pipe_run({"PILOTBENCH_PROBE_FD": fd, "PILOTBENCH_PROBE_FD_INODE": 12345}, (fd,))
+        check_steps(in_file, 3)
+        expect(os.path.getsize(other) == 0, "the probe wrote into a file that was not its pipe")
+        _, in_file = pipe_run({"PILOTBENCH_PROBE_FD": w, "PILOTBENCH_PROBE_FD_INODE": os.fstat(w).st_ino + 1}, (w,))
+        check_steps(in_file, 3)
+        _, in_file = pipe_run({"PILOTBENCH_PROBE_FD": 250, "PILOTBENCH_PROBE_FD_INODE": 1}, ())
+        check_steps(in_file, 3)
+    finally:
+        for f in (fd, r, w):
+            os.close(f)
+    return "a regular file, another pipe and a closed descriptor under the number: the file used each time"
 
 
 @check

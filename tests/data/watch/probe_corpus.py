@@ -5,6 +5,7 @@ Usage: probe_corpus.py MODE [EVENTS_FILE]
 
 Writes raw lines, not through pilotbench_probe, to the probe channel: the descriptor named by
 PILOTBENCH_PROBE_FD when it is set and open, else the file PILOTBENCH_PROBE names (O_APPEND).
+CORPUS_CHANNEL=file uses the file even with the descriptor there (as torchrun's workers must).
 
 MODE
   events         write EVENTS_FILE's bytes as they are (one os.write per line, so an over-long line
@@ -22,7 +23,7 @@ import sys
 
 def channel():
     fd = os.environ.get("PILOTBENCH_PROBE_FD", "")
-    if fd:
+    if fd and os.environ.get("CORPUS_CHANNEL") != "file":
         try:
             n = int(fd)
             if stat.S_ISFIFO(os.fstat(n).st_mode):

@@ -9,7 +9,6 @@
 #include <QJsonObject>
 
 #include <algorithm>
-#include <cmath>
 
 namespace pb {
 
@@ -72,12 +71,9 @@ std::vector<SafetensorEntry> parseSafetensorsHeader(const QByteArray &headerJson
 
 namespace {
 
-// A whole number the JSON holds exactly (a double up to 2^53), or -1.
-int64_t wholeNumber(const QJsonValue &v)
-{
-    const double d = v.toDouble(-1);
-    return v.isDouble() && d >= 0 && d <= 9007199254740992.0 && std::floor(d) == d ? static_cast<int64_t>(d) : -1;
-}
+// A whole number of at least 0 as the text wrote it, or -1. toInteger, not toDouble: Qt keeps an
+// integer literal exactly, and 2^53 + 1 must not read as 2^53 (the lenient reader would disagree).
+int64_t wholeNumber(const QJsonValue &v) { return v.isDouble() ? std::max<int64_t>(v.toInteger(-1), -1) : -1; }
 
 } // namespace
 

@@ -394,15 +394,17 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // down_proj's input: the MLP's intermediate, or one expert's share of the routed tokens.
         const int64_t downInput = layer.sparse ? c * (n * m.moe.expertsPerToken / std::max<int64_t>(1, m.moe.experts)) * m.moe.expertIntermediateSize : c * n * inter;
         // fp8 (model/Fp8Linear.cpp): casting a base to float8 holds the float8 copy, and without the
-        // cast kernel its fp32 values and their clamp too (9 bytes a weight), in the forward; the
-        // backward first transposes the base (4 bytes a weight for an fp32 master, 2 for a frozen
-        // 16-bit one), beside the float8 output gradient and the input gradient.
+        // cast kernel its fp32 values and their clamp too (9 bytes a weight), in the forward. In the
+        // backward the kernel casts the base straight into its transposed float8 copy; without it
+        // the base is first transposed (4 bytes a weight for an fp32 master, 2 for a frozen 16-bit
+        // one). Beside it, the float8 output gradient and the input gradient.
         const int64_t castBytes = fusedKernels ? 1 : 9;
-        const int64_t baseBytes = train.mode == TrainMode::Full ? 4 : 2;
+        const int64_t transposeBytes = fusedKernels ? 0 : (train.mode == TrainMode::Full ? 4 : 2);
         const int64_t float8Forward = castBytes * std::max(layer.float8AttentionNumel, layer.float8MlpNumel);
         const int64_t float8BackwardMlp =
-            layer.float8MlpNumel > 0 ? layer.downGradBytes + (baseBytes + castBytes) * layer.float8MlpNumel + n * h + downInput : 0;
-        const int64_t float8BackwardAttention = layer.float8AttentionNumel > 0 ? (baseBytes + castBytes) * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
+            layer.float8MlpNumel > 0 ? layer.downGradBytes + (transposeBytes + castBytes) * layer.float8MlpNumel + n * h + downInput : 0;
+        const int64_t float8BackwardAttention =
+            layer.float8AttentionNumel > 0 ? (transposeBytes + castBytes) * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
         out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak, dequantMlp > 0 ? walk.saved + dequantMlp : 0,

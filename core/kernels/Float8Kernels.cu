@@ -1,5 +1,7 @@
-// One block a row for the row-wise cast (a row is at most a few tens of KiB: its second read hits
-// L2); a grid-stride loop for the per-tensor one.
+// The row-wise cast holds its row in registers (one read of the input) where the row fits, and
+// can take each column's absolute maximum on the way (for a later transposed cast); otherwise one
+// block a row reads it twice (the second read hits L2). The transposed cast goes through a 64 x 64
+// tile of float8 bytes in shared memory. A grid-stride loop for the per-tensor cast.
 #include "kernels/Float8Kernels.h"
 
 #include "kernels/KernelSupport.cuh"
@@ -14,6 +16,123 @@ __device__ __forceinline__ uint8_t cast(float v, bool e5m2)
     return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
 }
 
+__device__ __forceinline__ float scaleOf(float amax, bool e5m2) { return __fdiv_rn(fmaxf(amax, 1e-12f), e5m2 ? 57344.f : 448.f); }
+
+// Eight consecutive elements (16-byte aligned) as fp32.
+__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float (&v)[8])
+{
+    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
+    const auto *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+__device__ __forceinline__ void load8(const float *p, float (&v)[8])
+{
+    const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// Eight values divided by `scale` and cast, packed in memory order.
+__device__ __forceinline__ uint2 cast8(const float (&v)[8], float scale, bool e5m2)
+{
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        lo |= static_cast<uint32_t>(cast(__fdiv_rn(v[i], scale), e5m2)) << (8 * i);
+        hi |= static_cast<uint32_t>(cast(__fdiv_rn(v[4 + i], scale), e5m2)) << (8 * i);
+    }
+    return make_uint2(lo, hi);
+}
+
+// The block's maximum of `m`, in every thread; `partial` is reusable when it returns.
+__device__ __forceinline__ float blockMax(float m, float *partial)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x % 32 == 0)
+        partial[threadIdx.x / 32] = m;
+    __syncthreads();
+    m = partial[0];
+    for (int i = 1; i < kThreads / 32; ++i)
+        m = fmaxf(m, partial[i]);
+    __syncthreads();
+    return m;
+}
+
+// Non-negative floats order as their bit patterns: a column's maximum by integer atomicMax on a
+// zero-initialised fp32 array.
+__device__ __forceinline__ void atomicMaxNonNegative(float *address, float v) { atomicMax(reinterpret_cast<int *>(address), __float_as_int(v)); }
+
+// Rows first..first+rowsPerBlock-1 of x [rows, cols] (cols a multiple of 8, 16-byte aligned rows,
+// at most CHUNKS * 8 * kThreads columns): each row read once into registers, its maximum, scale and
+// float8 values; with COLUMNS, each column's maximum over the block's rows goes to colAmax.
+template <typename T, int CHUNKS, bool COLUMNS>
+__global__ void __launch_bounds__(kThreads) quantizeRowsCached(const T *x, int64_t rows, int64_t cols, int64_t rowsPerBlock, bool e5m2, uint8_t *out,
+                                                               float *scales, float *colAmax)
+{
+    __shared__ float partial[kThreads / 32];
+    float colMax[CHUNKS][8];
+#pragma unroll
+    for (int k = 0; k < CHUNKS; ++k)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            colMax[k][i] = 0.f;
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * rowsPerBlock;
+    const int64_t last = first + rowsPerBlock < rows ? first + rowsPerBlock : rows;
+    for (int64_t r = first; r < last; ++r) {
+        const T *row = x + r * cols;
+        float v[CHUNKS][8];
+        float m = 0.f;
+#pragma unroll
+        for (int k = 0; k < CHUNKS; ++k) {
+            const int64_t c = (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 8;
+            if (c < cols) {
+                load8(row + c, v[k]);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float a = fabsf(v[k][i]);
+                    m = fmaxf(m, a);
+                    if (COLUMNS)
+                        colMax[k][i] = fmaxf(colMax[k][i], a);
+                }
+            }
+        }
+        const float scale = scaleOf(blockMax(m, partial), e5m2);
+        if (threadIdx.x == 0)
+            scales[r] = scale;
+        uint8_t *o = out + r * cols;
+#pragma unroll
+        for (int k = 0; k < CHUNKS; ++k) {
+            const int64_t c = (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 8;
+            if (c < cols)
+                *reinterpret_cast<uint2 *>(o + c) = cast8(v[k], scale, e5m2);
+        }
+    }
+    if (COLUMNS && first < last) {
+        // Through shared memory a chunk at a time, so that a warp's atomics fall on 32 consecutive
+        // columns rather than on every eighth.
+        __shared__ float4 stage[2 * kThreads];
+#pragma unroll
+        for (int k = 0; k < CHUNKS; ++k) {
+            const int64_t base = static_cast<int64_t>(k) * kThreads * 8;
+            if (base >= cols)
+                break;
+            stage[2 * threadIdx.x] = make_float4(colMax[k][0], colMax[k][1], colMax[k][2], colMax[k][3]);
+            stage[2 * threadIdx.x + 1] = make_float4(colMax[k][4], colMax[k][5], colMax[k][6], colMax[k][7]);
+            __syncthreads();
+            const float *staged = reinterpret_cast<const float *>(stage);
+            for (int j = threadIdx.x; j < 8 * kThreads && base + j < cols; j += kThreads)
+                atomicMaxNonNegative(colAmax + base + j, staged[j]);
+            __syncthreads();
+        }
+    }
+}
+
+// Any shape: one block a row, the row read twice.
 template <typename T> __global__ void quantizeRows(const T *x, int64_t cols, bool e5m2, uint8_t *out, float *scales)
 {
     __shared__ float partial[kThreads / 32];
@@ -21,20 +140,113 @@ template <typename T> __global__ void quantizeRows(const T *x, int64_t cols, boo
     float m = 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += kThreads)
         m = fmaxf(m, fabsf(toFloat(row[c])));
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x % 32 == 0)
-        partial[threadIdx.x / 32] = m;
-    __syncthreads();
-    m = 0.f;
-    for (int i = 0; i < kThreads / 32; ++i)
-        m = fmaxf(m, partial[i]);
-    const float scale = __fdiv_rn(fmaxf(m, 1e-12f), e5m2 ? 57344.f : 448.f);
+    const float scale = scaleOf(blockMax(m, partial), e5m2);
     if (threadIdx.x == 0)
         scales[blockIdx.x] = scale;
     uint8_t *o = out + blockIdx.x * cols;
     for (int64_t c = threadIdx.x; c < cols; c += kThreads)
         o[c] = cast(__fdiv_rn(toFloat(row[c]), scale), e5m2);
+}
+
+// Each column's maximum |x| over a band of kColumnBand rows, one thread a column, into colAmax.
+constexpr int kColumnBand = 256;
+template <typename T> __global__ void columnAmax(const T *x, int64_t rows, int64_t cols, float *colAmax)
+{
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+    if (c >= cols)
+        return;
+    const int64_t first = static_cast<int64_t>(blockIdx.y) * kColumnBand;
+    const int64_t last = first + kColumnBand < rows ? first + kColumnBand : rows;
+    float m = 0.f;
+    for (int64_t r = first; r < last; ++r)
+        m = fmaxf(m, fabsf(toFloat(x[r * cols + c])));
+    atomicMaxNonNegative(colAmax + c, m);
+}
+
+// out [cols, rows] = float8(x^T / scale of its row), x [rows, cols] (rows a multiple of 16, cols of
+// 8, 16-byte aligned): a 64 x 64 tile a block. Loading, thread t casts 8 columns (t % 8) of rows t / 8
+// and 32 + t / 8 into the tile, transposed (tile[column][row] bytes, rows padded to 68 bytes);
+// storing, it writes 16 bytes (rows 16 * (t % 4) on) of the output row t / 4.
+constexpr int kTile = 64, kTileStride = kTile + 4;
+template <typename T>
+__global__ void __launch_bounds__(kThreads) quantizeColumnsT(const T *x, int64_t rows, int64_t cols, const float *amax, bool perColumn, bool e5m2,
+                                                             uint8_t *out, float *scales)
+{
+    __shared__ __align__(16) uint8_t tile[kTile * kTileStride];
+    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile, r0 = static_cast<int64_t>(blockIdx.y) * kTile;
+    const int t = threadIdx.x, segment = t % 8, rowInTile = t / 8;
+    const int64_t c = c0 + segment * 8;
+    if (c < cols) {
+        float scale[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            scale[i] = scaleOf(amax[perColumn ? c + i : 0], e5m2);
+        if (scales != nullptr && perColumn && blockIdx.y == 0 && rowInTile == 0)
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                scales[c + i] = scale[i];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int r = rowInTile + half * (kThreads / 8);
+            if (r0 + r < rows) {
+                float v[8];
+                load8(x + (r0 + r) * cols + c, v);
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    tile[(segment * 8 + i) * kTileStride + r] = cast(__fdiv_rn(v[i], scale[i]), e5m2);
+            }
+        }
+    }
+    __syncthreads();
+    const int outRow = t / 4, part = t % 4;
+    const int64_t oc = c0 + outRow, orow = r0 + part * 16;
+    if (oc < cols && orow < rows) {
+        const auto *w = reinterpret_cast<const uint32_t *>(tile + outRow * kTileStride + part * 16);
+        *reinterpret_cast<uint4 *>(out + oc * rows + orow) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+template <typename T> void quantizeColumnsTransposedAs(const T *x, int64_t rows, int64_t cols, const float *amax, bool perColumn, bool e5m2, uint8_t *out,
+                                                       float *scales, cudaStream_t s)
+{
+    const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+    quantizeColumnsT<T><<<grid, kThreads, 0, s>>>(x, rows, cols, amax, perColumn, e5m2, out, scales);
+}
+
+template <typename T, int CHUNKS>
+void launchRowsCached(const T *x, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, float *colAmax, cudaStream_t s)
+{
+    // With column maxima, a block takes several rows (one atomic a column a block): at least 8,
+    // more on a large matrix (about four blocks a multiprocessor), at most 64; without, a row a block.
+    const int64_t rowsPerBlock = colAmax == nullptr ? 1 : (rows / 528 < 8 ? 8 : (rows / 528 > 64 ? 64 : rows / 528));
+    const unsigned blocks = static_cast<unsigned>((rows + rowsPerBlock - 1) / rowsPerBlock);
+    if (colAmax != nullptr)
+        quantizeRowsCached<T, CHUNKS, true><<<blocks, kThreads, 0, s>>>(x, rows, cols, rowsPerBlock, e5m2, out, scales, colAmax);
+    else
+        quantizeRowsCached<T, CHUNKS, false><<<blocks, kThreads, 0, s>>>(x, rows, cols, rowsPerBlock, e5m2, out, scales, nullptr);
+}
+
+bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <typename T> void quantizeRowsAs(const T *x, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, float *colAmax, cudaStream_t s)
+{
+    const int64_t chunks = (cols + 8 * kThreads - 1) / (8 * kThreads);
+    if (cols % 8 == 0 && aligned16(x) && aligned16(out) && chunks <= 8) {
+        if (chunks <= 1)
+            launchRowsCached<T, 1>(x, rows, cols, e5m2, out, scales, colAmax, s);
+        else if (chunks <= 2)
+            launchRowsCached<T, 2>(x, rows, cols, e5m2, out, scales, colAmax, s);
+        else if (chunks <= 4)
+            launchRowsCached<T, 4>(x, rows, cols, e5m2, out, scales, colAmax, s);
+        else
+            launchRowsCached<T, 8>(x, rows, cols, e5m2, out, scales, colAmax, s);
+        return;
+    }
+    quantizeRows<T><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, cols, e5m2, out, scales);
+    if (colAmax != nullptr) {
+        const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>((rows + kColumnBand - 1) / kColumnBand));
+        columnAmax<T><<<grid, kThreads, 0, s>>>(x, rows, cols, colAmax);
+    }
 }
 
 template <typename T> __global__ void quantizeWithScale(const T *x, int64_t n, bool e5m2, const float *scale, uint8_t *out)
@@ -46,18 +258,37 @@ template <typename T> __global__ void quantizeWithScale(const T *x, int64_t n, b
 
 } // namespace
 
-void float8QuantizeRows(const void *x, Dtype type, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, void *stream)
+void float8QuantizeRows(const void *x, Dtype type, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, void *stream, float *colAmax)
 {
-    if (rows == 0)
+    if (rows == 0 || cols == 0)
         return;
     auto s = static_cast<cudaStream_t>(stream);
     if (type == Dtype::Float32)
-        quantizeRows<float><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(static_cast<const float *>(x), cols, e5m2, out, scales);
+        quantizeRowsAs(static_cast<const float *>(x), rows, cols, e5m2, out, scales, colAmax, s);
     else if (type == Dtype::BFloat16)
-        quantizeRows<__nv_bfloat16><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(static_cast<const __nv_bfloat16 *>(x), cols, e5m2, out, scales);
+        quantizeRowsAs(static_cast<const __nv_bfloat16 *>(x), rows, cols, e5m2, out, scales, colAmax, s);
     else
         throw std::invalid_argument("float8QuantizeRows: fp32 or bf16 input");
     check(cudaGetLastError(), "float8 row cast kernel");
+}
+
+bool float8TransposedCastFits(const void *x, int64_t rows, int64_t cols) { return rows % 16 == 0 && cols % 8 == 0 && aligned16(x); }
+
+void float8QuantizeColumnsTransposed(const void *x, Dtype type, int64_t rows, int64_t cols, const float *amax, bool perColumn, bool e5m2, uint8_t *out,
+                                     float *scales, void *stream)
+{
+    if (rows == 0 || cols == 0)
+        return;
+    if (!float8TransposedCastFits(x, rows, cols) || !aligned16(out))
+        throw std::invalid_argument("float8QuantizeColumnsTransposed: rows a multiple of 16, columns of 8, 16-byte aligned");
+    auto s = static_cast<cudaStream_t>(stream);
+    if (type == Dtype::Float32)
+        quantizeColumnsTransposedAs(static_cast<const float *>(x), rows, cols, amax, perColumn, e5m2, out, scales, s);
+    else if (type == Dtype::BFloat16)
+        quantizeColumnsTransposedAs(static_cast<const __nv_bfloat16 *>(x), rows, cols, amax, perColumn, e5m2, out, scales, s);
+    else
+        throw std::invalid_argument("float8QuantizeColumnsTransposed: fp32 or bf16 input");
+    check(cudaGetLastError(), "float8 transposed cast kernel");
 }
 
 void float8QuantizeWithScale(const void *x, Dtype type, int64_t n, bool e5m2, const float *scale, uint8_t *out, void *stream)

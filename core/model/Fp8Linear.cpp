@@ -2,6 +2,8 @@
 
 #include "engine/TorchCompat.h"
 
+#include <atomic>
+
 #ifdef PB_WITH_CUDA_KERNELS
 #include "kernels/Float8Kernels.h"
 
@@ -27,29 +29,55 @@ torch::Tensor scaleOf(const torch::Tensor &amax, double fmax)
     return a / torch::full_like(a, fmax);
 }
 
-// `t` [rows, cols] scaled per row (over the columns, the contracted dimension) or per tensor.
-Scaled scaled(const torch::Tensor &t, bool perRow, bool e5m2, bool native)
+#if defined(PB_WITH_CUDA_KERNELS) && PB_TORCH_AT_LEAST(2, 5)
+// Whether the cast kernels take `t`: a 2-D fp32 or bf16 CUDA tensor on the native path.
+bool castByKernel(const torch::Tensor &t, bool native)
+{
+    return native && t.is_cuda() && t.dim() == 2 && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16);
+}
+
+// `t` contiguous and 16-byte aligned (a view may start anywhere), as the kernels read it.
+torch::Tensor kernelInput(const torch::Tensor &t)
+{
+    auto in = t.contiguous();
+    return reinterpret_cast<uintptr_t>(in.data_ptr()) % 16 == 0 ? in : in.clone();
+}
+
+kernels::Dtype kernelType(const torch::Tensor &t) { return t.scalar_type() == torch::kFloat ? kernels::Dtype::Float32 : kernels::Dtype::BFloat16; }
+void *streamOf(const torch::Tensor &t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+#endif
+
+// `t` [rows, cols] scaled per row (over the columns, the contracted dimension) or per tensor. With
+// `colAmax` (per row only), where the kernel casts, each column's absolute maximum too (fp32
+// [cols]), for scaledTransposed; left undefined elsewhere.
+Scaled scaled(const torch::Tensor &t, bool perRow, bool e5m2, bool native, torch::Tensor *colAmax = nullptr)
 {
 #if defined(PB_WITH_CUDA_KERNELS) && PB_TORCH_AT_LEAST(2, 5)
     // One pass a row (kernels/Float8Kernels.h) instead of abs, amax, divide, clamp and cast; the
     // profile showed those passes costing more than the float8 GEMMs saved.
-    if (native && t.is_cuda() && t.dim() == 2 && (t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16)) {
-        const auto in = t.contiguous();
+    if (castByKernel(t, native)) {
+        const auto in = kernelInput(t);
         auto q = torch::empty(in.sizes(), in.options().dtype(e5m2 ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn));
-        const auto type = in.scalar_type() == torch::kFloat ? kernels::Dtype::Float32 : kernels::Dtype::BFloat16;
-        void *stream = c10::cuda::getCurrentCUDAStream(in.device().index()).stream();
         torch::Tensor scale;
         if (perRow) {
             scale = torch::empty({in.size(0), 1}, in.options().dtype(torch::kFloat));
-            kernels::float8QuantizeRows(in.data_ptr(), type, in.size(0), in.size(1), e5m2, static_cast<uint8_t *>(q.data_ptr()), scale.data_ptr<float>(), stream);
+            float *amax = nullptr;
+            if (colAmax != nullptr) {
+                *colAmax = torch::zeros({in.size(1)}, in.options().dtype(torch::kFloat));
+                amax = colAmax->data_ptr<float>();
+            }
+            kernels::float8QuantizeRows(in.data_ptr(), kernelType(in), in.size(0), in.size(1), e5m2, static_cast<uint8_t *>(q.data_ptr()),
+                                        scale.data_ptr<float>(), streamOf(in), amax);
         } else {
             const auto [low, high] = torch::aminmax(in); // max |t| without a copy of |t|
             scale = scaleOf(torch::maximum(low.neg(), high), e5m2 ? kE5m2Max : kE4m3Max).reshape({1});
-            kernels::float8QuantizeWithScale(in.data_ptr(), type, in.numel(), e5m2, scale.data_ptr<float>(), static_cast<uint8_t *>(q.data_ptr()), stream);
+            kernels::float8QuantizeWithScale(in.data_ptr(), kernelType(in), in.numel(), e5m2, scale.data_ptr<float>(), static_cast<uint8_t *>(q.data_ptr()),
+                                             streamOf(in));
         }
         return {q, scale};
     }
 #endif
+    (void)colAmax;
     const auto amax = perRow ? t.abs().amax({1}, /*keepdim=*/true) : t.abs().amax();
     auto scale = scaleOf(amax, e5m2 ? kE5m2Max : kE4m3Max);
     if (!perRow)
@@ -58,12 +86,56 @@ Scaled scaled(const torch::Tensor &t, bool perRow, bool e5m2, bool native)
     return {native ? compat::toFloat8(values, e5m2) : roundToFloat8(values, e5m2), scale};
 }
 
+// t^T [cols, rows] as scaled(t.t().contiguous(), perRow, ...) gives it (per row of t^T: per
+// column of t, over t's rows), cast straight into the transposed layout by the kernel, with no
+// 16-bit or fp32 transposed copy: per row from `colAmax` (scaled's column maxima of t), per tensor
+// from t's own maximum. Where the kernel does not take t (or colAmax is undefined, per row), the
+// contiguous transpose is scaled.
+Scaled scaledTransposed(const torch::Tensor &t, const torch::Tensor &colAmax, bool perRow, bool e5m2, bool native)
+{
+#if defined(PB_WITH_CUDA_KERNELS) && PB_TORCH_AT_LEAST(2, 5)
+    if (castByKernel(t, native) && (!perRow || colAmax.defined())) {
+        const auto in = kernelInput(t);
+        const int64_t rows = in.size(0), cols = in.size(1);
+        if (kernels::float8TransposedCastFits(in.data_ptr(), rows, cols)) {
+            auto q = torch::empty({cols, rows}, in.options().dtype(e5m2 ? at::kFloat8_e5m2 : at::kFloat8_e4m3fn));
+            torch::Tensor scale, amax = colAmax;
+            if (perRow) {
+                scale = torch::empty({cols, 1}, in.options().dtype(torch::kFloat));
+            } else {
+                const auto [low, high] = torch::aminmax(in);
+                amax = torch::maximum(low.neg(), high).to(torch::kFloat).reshape({1});
+                scale = scaleOf(amax, e5m2 ? kE5m2Max : kE4m3Max).reshape({1});
+            }
+            kernels::float8QuantizeColumnsTransposed(in.data_ptr(), kernelType(in), rows, cols, amax.data_ptr<float>(), perRow, e5m2,
+                                                     static_cast<uint8_t *>(q.data_ptr()), perRow ? scale.data_ptr<float>() : nullptr, streamOf(in));
+            return {q, scale};
+        }
+    }
+#endif
+    (void)colAmax;
+    return scaled(t.t().contiguous(), perRow, e5m2, native);
+}
+
 // a [M, K] times bT [N, K] transposed (both contracted over K), in `outType`.
 torch::Tensor matmul(const Scaled &a, const Scaled &bT, at::ScalarType outType, bool native)
 {
     const auto scaleB = bT.scale.numel() == 1 ? bT.scale : bT.scale.reshape({1, -1});
-    if (native)
+    if (native) {
+        // A weight gradient goes straight into its fp32 master's dtype; a LibTorch whose row-wise
+        // scaling writes bf16 only refuses that once (before any launch), then gets bf16 and a cast.
+        static std::atomic<bool> fp32RowwiseRefused {false};
+        if (outType == torch::kFloat && a.scale.numel() > 1 && !fp32RowwiseRefused.load()) {
+            try {
+                return compat::scaledMatmul(a.q, bT.q.t(), a.scale, scaleB, outType);
+            } catch (const c10::Error &) {
+                fp32RowwiseRefused = true;
+            }
+        }
+        if (outType == torch::kFloat && a.scale.numel() > 1)
+            return compat::scaledMatmul(a.q, bT.q.t(), a.scale, scaleB, torch::kBFloat16).to(outType);
         return compat::scaledMatmul(a.q, bT.q.t(), a.scale, scaleB, outType);
+    }
     // Emulated: fp32 products of grid values (exact in fp32) accumulated in fp32, then scaled, as
     // _scaled_mm does; autocast must not round the operands or the sum to 16 bits.
     const auto type = a.q.device().type();
@@ -86,16 +158,20 @@ struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
         const auto computeType = compat::autocastEnabled(x.device().type()) ? compat::autocastDtype(x.device().type()) : x.scalar_type();
         const auto x2 = x.reshape({-1, in}).to(computeType);
         TORCH_CHECK(!native || (x2.size(0) % 16 == 0 && in % 16 == 0 && out % 16 == 0), "float8 matmuls need multiples of 16: ", x2.size(0), " x ", in, " x ", out);
-        const auto xq = scaled(x2, rowwise, false, native);
-        auto y = matmul(xq, scaled(weight, rowwise, false, native), computeType, native);
+        // Rowwise also takes each column's maximum of X and W as it casts them (where the kernel
+        // casts): the scales of X^T for the weight's gradient and of W^T for the input's.
+        const bool trainsWeight = weight.requires_grad();
+        torch::Tensor colAmaxX, colAmaxW;
+        const auto xq = scaled(x2, rowwise, false, native, rowwise && trainsWeight ? &colAmaxX : nullptr);
+        auto y = matmul(xq, scaled(weight, rowwise, false, native, rowwise ? &colAmaxW : nullptr), computeType, native);
         if (bias.numel() > 0)
             y = y + bias.to(computeType);
         // For the weight's gradient, tensorwise keeps the float8 input (its scale survives the
         // transpose), rowwise the 16-bit one; a frozen weight needs neither.
-        if (weight.requires_grad())
-            ctx->save_for_backward({rowwise ? x2 : xq.q, xq.scale, weight});
+        if (trainsWeight)
+            ctx->save_for_backward({rowwise ? x2 : xq.q, xq.scale, weight, colAmaxX, colAmaxW});
         else
-            ctx->save_for_backward({torch::Tensor(), torch::Tensor(), weight});
+            ctx->save_for_backward({torch::Tensor(), torch::Tensor(), weight, torch::Tensor(), colAmaxW});
         ctx->saved_data["scaling"] = scaling;
         ctx->saved_data["has_bias"] = bias.numel() > 0;
         shape.back() = out;
@@ -113,15 +189,17 @@ struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
         const auto type = g.scalar_type();
         const bool e5m2 = !rowwise; // tensorwise: gradients in e5m2's wider range
         // dX = dY W: dY scaled per row over the outputs, W^T per row over the outputs as well.
-        const auto gq = scaled(g, rowwise, e5m2, native);
-        auto gx = matmul(gq, scaled(weight.t().contiguous(), rowwise, false, native), type, native);
+        torch::Tensor colAmaxG;
+        const auto gq = scaled(g, rowwise, e5m2, native, rowwise && weight.requires_grad() ? &colAmaxG : nullptr);
+        auto gx = matmul(gq, scaledTransposed(weight, saved[4], rowwise, false, native), type, native);
         torch::Tensor gw, gb;
         if (weight.requires_grad()) {
             // dW = dY^T X, contracted over the tokens: both re-scaled along them (rowwise), or the
-            // forward's float8 X and the gradient's e5m2 values transposed with their scales.
-            const Scaled gT = rowwise ? scaled(g.t().contiguous(), true, false, native) : Scaled {gq.q.t().contiguous(), gq.scale};
-            const Scaled xT = rowwise ? scaled(saved[0].t().contiguous(), true, false, native) : Scaled {saved[0].t().contiguous(), saved[1]};
-            gw = matmul(gT, xT, type, native).to(weight.scalar_type());
+            // forward's float8 X and the gradient's e5m2 values transposed with their scales; in
+            // the weight's own dtype (an fp32 master's, with no 16-bit copy between).
+            const Scaled gT = rowwise ? scaledTransposed(g, colAmaxG, true, false, native) : Scaled {gq.q.t().contiguous(), gq.scale};
+            const Scaled xT = rowwise ? scaledTransposed(saved[0], saved[3], true, false, native) : Scaled {saved[0].t().contiguous(), saved[1]};
+            gw = matmul(gT, xT, weight.scalar_type(), native);
         }
         if (ctx->saved_data["has_bias"].toBool())
             gb = g.sum(0);
@@ -153,6 +231,16 @@ bool fp8Native(const torch::Device &device) { return device.is_cuda() && compat:
 std::pair<torch::Tensor, torch::Tensor> float8Quantize(const torch::Tensor &t, bool perRow, bool e5m2)
 {
     const auto s = scaled(t, perRow, e5m2, fp8Native(t.device()));
+    return {s.q, s.scale};
+}
+
+std::pair<torch::Tensor, torch::Tensor> float8QuantizeTransposed(const torch::Tensor &t, bool perRow, bool e5m2)
+{
+    const bool native = fp8Native(t.device());
+    torch::Tensor colAmax;
+    if (perRow)
+        scaled(t, true, e5m2, native, &colAmax); // the column maxima, as the forward takes them
+    const auto s = scaledTransposed(t, colAmax, perRow, e5m2, native);
     return {s.q, s.scale};
 }
 

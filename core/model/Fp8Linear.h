@@ -5,9 +5,11 @@
 // fp32 accumulation and scaled back. Tensorwise casts the output gradient to e5m2 and keeps the
 // forward's float8 input for the weight gradient; rowwise keeps e4m3 throughout and keeps the
 // 16-bit input, re-scaled along the other dimension for the weight gradient (a row scale cannot
-// follow a transpose). On a CUDA device with LibTorch's float8 (compat::hasFloat8) the matmuls are
-// _scaled_mm; elsewhere the same maths runs in fp32 on values rounded to the float8 grid
-// (roundToFloat8), which tests check against a float64 reference.
+// follow a transpose): the forward's cast of X and W also takes their column maxima, so the
+// backward casts X^T, W^T and dY^T straight from X, W and dY. The weight gradient is written in
+// the weight's dtype (fp32 for a master weight). On a CUDA device with LibTorch's float8
+// (compat::hasFloat8) the matmuls are _scaled_mm; elsewhere the same maths runs in fp32 on values
+// rounded to the float8 grid (roundToFloat8), which tests check against a float64 reference.
 #include <torch/torch.h>
 
 namespace pb {
@@ -26,5 +28,9 @@ bool fp8Native(const torch::Device &device);
 // One operand as fp8Linear casts it: t [rows, cols] scaled per row or per tensor, the float8 values
 // (a float8 tensor where fp8Native, else fp32 on the grid) and the fp32 scale(s).
 std::pair<torch::Tensor, torch::Tensor> float8Quantize(const torch::Tensor &t, bool perRow, bool e5m2);
+// t [rows, cols] cast for a matmul over its rows: float8Quantize(t.t().contiguous(), perRow, e5m2)'s
+// values and scales, which the backward casts straight into the transposed layout where the kernel
+// takes t (its column maxima from the row-wise cast of t, as the forward takes them).
+std::pair<torch::Tensor, torch::Tensor> float8QuantizeTransposed(const torch::Tensor &t, bool perRow, bool e5m2);
 
 } // namespace pb

@@ -47,7 +47,8 @@ double bareLoopMs(const RunConfig &config, const torch::Device &device, int warm
                                        torch::TensorOptions().dtype(torch::kLong).device(device));
     const auto inputs = tokens.slice(1, 0, config.train.seqLen).contiguous();
     const auto targets = tokens.slice(1, 1).contiguous();
-    const bool autocast = config.train.precision == Precision::Bf16Mixed;
+    // As the engine (PilotSteps.cpp): fp8's bf16 parts run under bf16 autocast too.
+    const bool autocast = config.train.precision == Precision::Bf16Mixed || isFp8(config.train.precision);
     auto step = [&] {
         if (autocast)
             compat::setAutocast(device.type(), true, at::kBFloat16);

@@ -167,7 +167,7 @@ int runRestoreCheckCommand(CliContext &ctx)
 int runCheckpointCommand(CliContext &ctx)
 {
     QCommandLineParser parser;
-    parser.addPositionalArgument(QStringLiteral("verify"), QStringLiteral("verify DIR: check a checkpoint's manifest (sizes and SHA-256)."));
+    parser.addPositionalArgument(QStringLiteral("verify"), QStringLiteral("verify DIR: check a checkpoint's manifest (sizes and SHA-256) and its files to the letter of the format, against its config."));
     parser.addOption({QStringLiteral("json"), QStringLiteral("Print JSON.")});
     if (!parseArgs(parser, ctx, QStringLiteral("Checkpoint tools.")))
         return parser.isSet(QStringLiteral("help")) ? 0 : 2;

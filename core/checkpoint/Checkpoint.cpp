@@ -250,7 +250,7 @@ CheckpointWrite writeCheckpoint(TrainingSession &session, const std::string &roo
     // Verify checks these against the sizes it knows without torch: a LibTorch whose generators
     // keep another state fails here, at the write, rather than leaving a checkpoint verify refuses.
     for (const auto &[key, state] : rng)
-        if (state.scalar_type() != torch::kUInt8 || state.dim() != 1 || state.numel() != (key == "cpu" ? kCpuGeneratorStateBytes : kCudaGeneratorStateBytes))
+        if (state.scalar_type() != torch::kUInt8 || state.dim() != 1 || !(key == "cpu" ? state.numel() == kCpuGeneratorStateBytes : isCudaGeneratorStateBytes(state.numel())))
             throw PilotBenchError(ExitCode::Failure, "generator state '" + key + "' of this LibTorch is " + c10::toString(state.scalar_type()) + " " + c10::str(state.sizes()) +
                                                          ", not the form checkpoint/CheckpointTensorRules.h expects; no checkpoint was written");
     const QString name = QStringLiteral("step-%1").arg(session.step, 8, 10, QLatin1Char('0'));

@@ -225,19 +225,19 @@ void checkRngFile(const CheckpointTensorFile &f)
     bool cpu = false;
     for (const SafetensorEntry &e : f.header.entries) {
         const std::string tensor = "generator state '" + e.name + "'";
-        int64_t bytes = 0;
-        if (e.name == "cpu") {
+        const bool isCpu = e.name == "cpu";
+        if (isCpu) {
             cpu = true;
-            bytes = kCpuGeneratorStateBytes;
         } else if (e.name.rfind("cuda_", 0) == 0 && e.name.size() > 5 && e.name.size() < 9 && e.name.find_first_not_of("0123456789", 5) == std::string::npos &&
                    (e.name.size() == 6 || e.name[5] != '0')) {
             cuda.insert(std::stoi(e.name.substr(5)));
-            bytes = kCudaGeneratorStateBytes;
         } else {
             throw InvalidInputError(f.path, "holds tensor '" + e.name + "', which an RNG file does not hold (it holds 'cpu' and 'cuda_N', one per device generator)");
         }
-        if (e.dtype != "U8" || e.shape != std::vector<int64_t> {bytes})
-            throw InvalidInputError(f.path, tensor + " is " + e.dtype + " " + shapeText(e.shape) + "; LibTorch's is U8 [" + std::to_string(bytes) + "]");
+        const bool sized = e.shape.size() == 1 && (isCpu ? e.shape[0] == kCpuGeneratorStateBytes : isCudaGeneratorStateBytes(e.shape[0]));
+        if (e.dtype != "U8" || !sized)
+            throw InvalidInputError(f.path, tensor + " is " + e.dtype + " " + shapeText(e.shape) + "; LibTorch's is U8 " +
+                                                (isCpu ? "[" + std::to_string(kCpuGeneratorStateBytes) + "]" : std::string("[16] (or [816] up to LibTorch 2.0)")));
     }
     if (!cpu)
         throw InvalidInputError(f.path, "has no generator state 'cpu'");

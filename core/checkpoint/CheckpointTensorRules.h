@@ -16,10 +16,11 @@
 namespace pb {
 
 // The bytes of a generator's state as LibTorch writes it: the CPU generator's mt19937 state
-// (CPUGeneratorImplState) and a CUDA generator's seed and offset. Checkpoint.cpp checks the live
-// generators against these when it writes, so a LibTorch that changes them fails there first.
+// (CPUGeneratorImplState), and a CUDA generator's seed and offset, after 800 bytes kept for the
+// retired MTGP32 states up to LibTorch 2.0 (CUDAGeneratorImpl::get_state). Checkpoint.cpp checks
+// the live generators against these when it writes, so a LibTorch that changes them fails there.
 inline constexpr int64_t kCpuGeneratorStateBytes = 5056;
-inline constexpr int64_t kCudaGeneratorStateBytes = 16;
+inline bool isCudaGeneratorStateBytes(int64_t bytes) { return bytes == 16 || bytes == 816; }
 
 struct CheckpointTensorFile {
     std::string path;

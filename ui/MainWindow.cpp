@@ -7,7 +7,9 @@
 #include "compare/CompareView.h"
 #include "config/ConfigView.h"
 #include "config/RunConfigJson.h"
+#include "document/CurrentRun.h"
 #include "engine/Environment.h"
+#include "history/HistoryStore.h"
 #include "history/HistoryView.h"
 #include "log/LogPanel.h"
 #include "monitor/DashboardView.h"
@@ -127,6 +129,16 @@ MainWindow::MainWindow(const QString &databasePath, QWidget *parent)
         statusBar()->showMessage(tr("Decision recorded as run %1").arg(runId), 8000);
     });
 
+    // One current run for the window: History's selection or the run started here.
+    m_current = new CurrentRun(this);
+    connect(m_history, &HistoryView::runOpened, m_current, &CurrentRun::select);
+    connect(m_dashboard, &DashboardView::runStarted, m_current, &CurrentRun::liveStarted);
+    connect(m_dashboard, &DashboardView::runFinished, m_current, &CurrentRun::liveFinished);
+    connect(m_current, &CurrentRun::changed, m_history, &HistoryView::selectRun);
+    connect(m_current, &CurrentRun::changed, m_dashboard, &DashboardView::showRun);
+    connect(m_current, &CurrentRun::changed, m_stages, &StagedPilotView::setCurrentRun);
+    connect(m_stages, &StagedPilotView::loadRunConfigRequested, this, &MainWindow::loadRunConfig);
+
     buildMenus();
     m_deviceLabel = new QLabel(this);
     m_deviceLabel->setObjectName(QStringLiteral("deviceLabel"));
@@ -187,6 +199,17 @@ void MainWindow::onConfigChanged()
     m_stages->setConfigHash(m_config->isValid() ? configHash(config) : std::string());
     m_compareStale = true;
     updateCompare();
+}
+
+void MainWindow::loadRunConfig(qint64 runId)
+{
+    try {
+        const RunRecord r = m_history->store()->run(runId);
+        if (m_config->loadConfigOfRun(runConfigFromJson(r.config), tr("run %1").arg(runId)))
+            statusBar()->showMessage(tr("The config of run %1 is in the form").arg(runId), 8000);
+    } catch (const std::exception &e) {
+        QMessageBox::warning(this, tr("Load the config of run %1").arg(runId), QString::fromUtf8(e.what()));
+    }
 }
 
 void MainWindow::runPilot()

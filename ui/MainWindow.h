@@ -16,6 +16,7 @@ namespace pb::ui {
 
 class CompareView;
 class ConfigView;
+class CurrentRun;
 class DashboardView;
 class HistoryView;
 class LogPanel;
@@ -38,6 +39,7 @@ public:
     StagedPilotView *stages() const { return m_stages; }
     RestoreCheckRunner *restoreCheck() const { return m_restoreCheck; }
     ScaleRunner *scaleStep() const { return m_scaleStep; }
+    CurrentRun *currentRun() const { return m_current; }
     // The Compare tab holds ui/compare's CompareView; this replaces it (takes ownership).
     void setCompareView(QWidget *view);
 
@@ -46,6 +48,8 @@ public Q_SLOTS:
     void runRestoreCheck();
     void runScaleStep(int gpus, pb::ParallelStrategy strategy);
     void cancelPilot();
+    // Puts the config `runId` ran with in the form (asking first when the form has edits).
+    void loadRunConfig(qint64 runId);
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -72,6 +76,7 @@ private:
     RestoreCheckRunner *m_restoreCheck = nullptr;
     ScaleRunner *m_scaleStep = nullptr;
     QDockWidget *m_logDock = nullptr;
+    CurrentRun *m_current = nullptr;
 };
 
 } // namespace pb::ui

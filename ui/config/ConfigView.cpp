@@ -147,6 +147,21 @@ void ConfigView::setConfig(const RunConfig &config)
     updateEdited();
 }
 
+bool ConfigView::loadConfigOfRun(const RunConfig &config, const QString &source)
+{
+    if (m_edited) {
+        const QString question = tr("Load the config of %1 and discard your edits to %2?").arg(source, m_sourceText);
+        if (!(m_confirmDiscard ? m_confirmDiscard(question) : QMessageBox::question(this, tr("Discard edits?"), question) == QMessageBox::Yes))
+            return false;
+    }
+    m_file.clear();
+    m_sourceText = tr("config of %1").arg(source);
+    setConfig(config);
+    recompute();
+    Q_EMIT configChanged();
+    return true;
+}
+
 void ConfigView::updateEdited()
 {
     m_edited = m_form->isValid() ? QJsonDocument(toJson(m_form->config())).toJson(QJsonDocument::Compact) != m_loadedJson : true;

@@ -34,6 +34,9 @@ public:
     bool saveFile(const QString &path, QString *error);
     bool importHf(const QString &folder, QString *error);
     void loadPreset(const QString &name);
+    // Loads the config a recorded run ran with (named `source`, e.g. "run 7"), asking first when
+    // the form has edits; false when the user keeps them.
+    bool loadConfigOfRun(const RunConfig &config, const QString &source);
     // Whether the form differs from the preset or file it was loaded from (the preset box and the
     // source label then say "(edited)", and picking another preset asks first).
     bool edited() const { return m_edited; }

@@ -32,6 +32,7 @@
 
 #include <exception>
 #include <set>
+#include <utility>
 
 namespace pb::ui {
 namespace {
@@ -205,19 +206,18 @@ void HistoryView::refresh()
     m_stale = false;
     if (!m_store)
         return;
-    RunFilter filter;
-    if (m_kind->currentIndex() > 0)
-        filter.kind = m_kind->currentText();
     const auto selected = selectedRunIds();
-    m_model->reload(filter);
+    m_model->reload(kindFilter());
     m_table->resizeColumnsToContents();
     for (int64_t id : selected) {
         const int row = m_model->rowOfRun(id);
         if (row >= 0)
             m_table->selectionModel()->select(m_proxy->mapFromSource(m_model->index(row, 0)), QItemSelectionModel::Select | QItemSelectionModel::Rows);
     }
-    // Something to look at from the start: the newest run with samples, until the user opens one.
-    if (m_openedRunId == 0) {
+    if (const qint64 pending = std::exchange(m_pendingRun, 0); pending > 0) {
+        selectRun(pending);
+    } else if (m_openedRunId == 0) {
+        // Something to look at from the start: the newest run with samples, until the user opens one.
         for (int row = 0; row < m_model->rowCount(); ++row) {
             const RunRecord *r = m_model->record(row);
             if (r && r->sampleCount > 0) {
@@ -229,6 +229,14 @@ void HistoryView::refresh()
         }
     }
     Q_EMIT historyChanged();
+}
+
+RunFilter HistoryView::kindFilter() const
+{
+    RunFilter filter;
+    if (m_kind->currentIndex() > 0)
+        filter.kind = m_kind->currentText();
+    return filter;
 }
 
 std::vector<int64_t> HistoryView::selectedRunIds() const
@@ -280,9 +288,36 @@ void HistoryView::openRun(qint64 runId)
         m_peakMemory->setRun(r);
         m_details->setCurrentWidget(m_charts);
         Q_EMIT statusMessage(tr("Opened run %1 (%2 samples)").arg(runId).arg(r.sampleCount));
+        Q_EMIT runOpened(runId);
     } catch (const std::exception &e) {
         showError(QString::fromUtf8(e.what()));
     }
+}
+
+void HistoryView::selectRun(qint64 runId)
+{
+    if (!m_store || runId <= 0)
+        return;
+    if (!isVisible()) { // read when next shown: a run ending under the dashboard costs nothing here
+        m_pendingRun = runId;
+        m_stale = true;
+        return;
+    }
+    int row = m_model->rowOfRun(runId);
+    if (row < 0) { // recorded since the table was read
+        m_model->reload(kindFilter());
+        row = m_model->rowOfRun(runId);
+    }
+    if (row < 0) { // filtered out by kind: shown, not highlighted
+        if (runId != m_openedRunId)
+            openRun(runId);
+        return;
+    }
+    const QModelIndex index = m_proxy->mapFromSource(m_model->index(row, 0));
+    m_table->selectionModel()->select(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    m_table->scrollTo(index);
+    if (runId != m_openedRunId)
+        openRun(runId);
 }
 
 void HistoryView::overlayRuns(const std::vector<int64_t> &runIds)

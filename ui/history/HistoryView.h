@@ -17,6 +17,7 @@ class QTableWidget;
 
 namespace pb {
 class HistoryStore;
+struct RunFilter;
 }
 
 namespace pb::ui {
@@ -51,6 +52,8 @@ public Q_SLOTS:
     // user watches the dashboard costs the GUI thread nothing then).
     void markStale();
     void openRun(qint64 runId);
+    // Highlights and opens `runId` (the window's current run changed elsewhere: a live run ended).
+    void selectRun(qint64 runId);
     void overlayRuns(const std::vector<int64_t> &runIds);
     void diffRuns(qint64 leftRunId, qint64 rightRunId);
     void togglePinBaseline(qint64 runId);
@@ -63,13 +66,17 @@ public Q_SLOTS:
 Q_SIGNALS:
     void statusMessage(const QString &message);
     void historyChanged();
+    // A run was opened (selected, activated, or the newest shown first): the window's current run.
+    void runOpened(qint64 runId);
 
 protected:
     void showEvent(QShowEvent *event) override;
 
 private:
     void showError(const QString &message);
+    RunFilter kindFilter() const;
     bool m_stale = false;
+    qint64 m_pendingRun = 0; // made current while hidden: selected when next shown
     QString m_path;
     std::unique_ptr<HistoryStore> m_store;
     RunTableModel *m_model = nullptr;

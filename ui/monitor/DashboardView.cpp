@@ -1,6 +1,7 @@
 #include "monitor/DashboardView.h"
 
 #include "charts/RunCharts.h"
+#include "config/RunConfigJson.h"
 #include "engine/DevicePeak.h"
 #include "engine/Environment.h"
 #include "engine/PilotEngine.h"
@@ -209,8 +210,11 @@ void DashboardView::setConfig(const RunConfig &config, bool valid)
                                        .arg(config.train.gradAccum)
                                        .arg(QString::fromLatin1(toString(config.train.precision)), mode)
                                  : tr("The config has problems: fix them on the Configuration tab."));
-    if (!isRunning())
+    if (!isRunning()) {
         m_start->setEnabled(valid);
+        if (const ModeRun &shown = m_modeRun[m_modes->currentIndex()]; shown.id > 0 && m_chartsLabel->text().startsWith(shown.text))
+            m_chartsLabel->setText(chartsText(shown));
+    }
     m_watchPanel->setConfig(config, valid);
 }
 
@@ -488,8 +492,48 @@ void DashboardView::setChartsLabel(Mode mode, int64_t runId, const QString &what
 {
     ModeRun &run = m_modeRun[static_cast<int>(mode)];
     run.id = runId;
+    run.configHash = m_configValid ? configHash(m_config) : std::string(); // the run was of the config shown then
     run.text = runId > 0 ? tr("Charts: run %1, %2").arg(runId).arg(what) : QString();
     m_chartsLabel->setText(runId > 0 ? run.text : tr("Charts: the run stopped before it was recorded"));
+}
+
+void DashboardView::showRun(qint64 runId)
+{
+    if (isRunning() || runId <= 0 || m_modeRun[m_modes->currentIndex()].id == runId)
+        return; // a live run's own, or already in front
+    const std::optional<bool> watched = [&]() -> std::optional<bool> {
+        try {
+            const HistoryStore store(m_databasePath);
+            const RunRecord r = store.run(runId);
+            const bool isWatch = r.kind == QLatin1String("watch");
+            ModeRun &run = m_modeRun[static_cast<int>(isWatch ? Mode::Command : Mode::Pilot)];
+            if (run.id != runId) {
+                run.id = runId;
+                run.estimate = std::nullopt; // its estimate line is drawn only by the window that ran it
+                const QString what = isWatch ? tr("your command") : tr("%1 of %2").arg(r.kind, r.model);
+                run.text = tr("Charts: run %1, %2, %3").arg(runId).arg(what, r.verdict.isEmpty() ? r.status : r.verdict)
+                           + (r.sampleCount == 0 ? tr(" (no step samples: its figures are in History)") : QString());
+                run.configHash = r.configHash;
+            }
+            return isWatch;
+        } catch (const std::exception &e) {
+            m_chartsLabel->setText(tr("Run %1 cannot be read back: %2").arg(runId).arg(QString::fromUtf8(e.what())));
+            return std::nullopt;
+        }
+    }();
+    if (!watched)
+        return;
+    const Mode mode = *watched ? Mode::Command : Mode::Pilot;
+    if (m_modes->currentIndex() == static_cast<int>(mode))
+        showModeCharts(mode);
+    else
+        setMode(mode); // shows its charts
+}
+
+QString DashboardView::chartsText(const ModeRun &run) const
+{
+    const bool other = m_configValid && !run.configHash.empty() && run.configHash != configHash(m_config);
+    return run.text + (other ? tr(", of another config than the one above") : QString());
 }
 
 QString DashboardView::chartsSubject() const { return m_chartsLabel->text(); }
@@ -508,7 +552,7 @@ void DashboardView::showModeCharts(Mode mode)
         const HistoryStore store(m_databasePath);
         m_charts->setEstimateBytes(run.estimate);
         m_charts->setRun(store.samples(run.id), store.phases(run.id));
-        m_chartsLabel->setText(run.text);
+        m_chartsLabel->setText(chartsText(run));
     } catch (const std::exception &e) {
         m_charts->clear();
         m_chartsLabel->setText(tr("Charts of run %1 cannot be read back: %2").arg(run.id).arg(QString::fromUtf8(e.what())));

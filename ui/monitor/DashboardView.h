@@ -62,6 +62,10 @@ public:
     void setOversizedPilotConfirmation(std::function<bool(const QString &why)> confirm) { m_confirmOversized = std::move(confirm); }
 
 public Q_SLOTS:
+    // The window's current run, recorded earlier: its charts in the mode of its kind (a watched
+    // command's under "Your command", any other under "Our pilot"). Ignored while a run is going:
+    // a live run owns the dashboard until it ends.
+    void showRun(qint64 runId);
     bool startPilot();
     // Cancels whichever run is going, ours or the user's command.
     void cancelPilot();
@@ -95,7 +99,10 @@ private:
         int64_t id = 0;
         QString text;
         std::optional<int64_t> estimate;
+        std::string configHash; // of a run shown from the history ("" for one run here)
     };
+    // What the charts label says of `run`: its text, and whether it ran another config than the form's.
+    QString chartsText(const ModeRun &run) const;
     ModeRun m_modeRun[2];
     QLabel *m_chartsLabel = nullptr;
     RunConfig m_config;

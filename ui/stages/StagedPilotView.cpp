@@ -6,6 +6,7 @@
 #include <QCoreApplication>
 #include <QFrame>
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
 #include <QSpinBox>
@@ -22,6 +23,19 @@ StagedPilotView::StagedPilotView(QWidget *parent) : QWidget(parent), m_status(kS
     m_modelLabel = new QLabel(this);
     m_modelLabel->setWordWrap(true);
     outer->addWidget(m_modelLabel);
+    auto *currentRow = new QHBoxLayout;
+    m_currentRunLabel = new QLabel(this);
+    m_currentRunLabel->setObjectName(QStringLiteral("currentRunLabel"));
+    m_currentRunLabel->setWordWrap(true);
+    m_loadRunConfig = new QPushButton(tr("Load its config"), this);
+    m_loadRunConfig->setObjectName(QStringLiteral("loadRunConfigButton"));
+    m_loadRunConfig->setToolTip(tr("Make the config this run ran with the one in the form (asks first if the form has edits)"));
+    connect(m_loadRunConfig, &QPushButton::clicked, this, [this] { Q_EMIT loadRunConfigRequested(m_currentRun); });
+    currentRow->addWidget(m_currentRunLabel, 1);
+    currentRow->addWidget(m_loadRunConfig, 0, Qt::AlignTop);
+    outer->addLayout(currentRow);
+    m_currentRunLabel->setVisible(false);
+    m_loadRunConfig->setVisible(false);
     auto *grid = new QGridLayout;
     grid->setHorizontalSpacing(14);
     grid->setVerticalSpacing(10);
@@ -158,7 +172,32 @@ void StagedPilotView::setConfigHash(const std::string &hash)
     if (hash == m_configHash)
         return;
     m_configHash = hash;
+    updateCurrentRunLine();
     markStale();
+}
+
+void StagedPilotView::setCurrentRun(qint64 runId)
+{
+    m_currentRun = runId;
+    updateCurrentRunLine();
+}
+
+void StagedPilotView::updateCurrentRunLine()
+{
+    m_loadRunConfig->setVisible(false);
+    m_currentRunLabel->setVisible(m_currentRun > 0);
+    if (m_currentRun <= 0 || !m_store)
+        return;
+    try {
+        const RunRecord r = m_store->run(m_currentRun);
+        const QString what = tr("Current run: run %1, %2 of %3 (%4)").arg(m_currentRun).arg(r.kind, r.model, r.verdict.isEmpty() ? r.status : r.verdict);
+        const bool same = !m_configHash.empty() && r.configHash == m_configHash;
+        m_currentRunLabel->setText(same ? tr("%1: it ran the config in the form, so it counts as evidence below.").arg(what)
+                                        : tr("%1: it ran another config than the one in the form, so the stages below are not its.").arg(what));
+        m_loadRunConfig->setVisible(!same && !r.config.isEmpty());
+    } catch (const std::exception &e) {
+        m_currentRunLabel->setText(tr("Current run %1 cannot be read: %2").arg(m_currentRun).arg(QString::fromUtf8(e.what())));
+    }
 }
 
 void StagedPilotView::markStale()

@@ -42,6 +42,10 @@ public:
     // configHash() of the config in the form: stages 1-3 count only runs of exactly this config.
     // "" counts every run of the model.
     void setConfigHash(const std::string &hash);
+    // The window's current run (0: none): named above the stages, with whether it is evidence for
+    // the form's config; when it ran another config, "Load its config" offers to make that current.
+    void setCurrentRun(qint64 runId);
+    qint64 currentRun() const { return m_currentRun; }
     // The catalog in force: a recorded decision made on another one is shown out of date.
     void setCatalog(const Catalog &catalog);
     const StageStatus &stage(int index) const { return m_status[static_cast<size_t>(index)]; }
@@ -63,6 +67,7 @@ Q_SIGNALS:
     void scaleStepRequested(int gpus, pb::ParallelStrategy strategy);
     void scaleCancelRequested();
     void compareRequested();
+    void loadRunConfigRequested(qint64 runId);
 
 protected:
     void showEvent(QShowEvent *event) override;
@@ -73,7 +78,11 @@ private:
     std::optional<Catalog> m_catalog;
     QString m_model;
     std::string m_configHash;
+    void updateCurrentRunLine();
     QLabel *m_modelLabel = nullptr;
+    qint64 m_currentRun = 0;
+    QLabel *m_currentRunLabel = nullptr;
+    QPushButton *m_loadRunConfig = nullptr;
     std::vector<QLabel *> m_badges, m_evidence;
     std::vector<StageStatus> m_status;
     QPushButton *m_restoreButton = nullptr;

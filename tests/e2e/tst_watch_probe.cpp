@@ -6,6 +6,7 @@
 #include "e2e/CliProcess.h"
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -133,6 +134,8 @@ private Q_SLOTS:
         const QString first = r.summary.value(QStringLiteral("probe_first_rejection")).toString();
         QVERIFY2(first.startsWith(QStringLiteral("probe line 4: ")) && first.contains(why), qPrintable(first));
         QVERIFY2(r.cli.out.contains("probe event refused, not counted"), r.cli.out.constData()); // said while it ran
+        // The pipe carried the events where the job used it: the fallback file was never made.
+        QCOMPARE(QFile::exists(m_dir.filePath(events + QLatin1Char('-') + channel + QStringLiteral("/probe.jsonl"))), channel == QLatin1String("file"));
     }
 
     // What the job does to the path cannot block or flood watch: a link to /dev/zero and a FIFO are

@@ -5,8 +5,10 @@
 #   1. the float8 and NF4 kernel tests on the card;
 #   2. bench_probe_overhead under each precision (bare and instrumented step) with a Kineto trace
 #      of two bare steps and its top kernels (PROFILE=0 skips);
-#   3. tests/bench/fp8_reference.py, bf16 and fp8 (REFERENCE=0 skips);
-#   4. pilots of STEPS steps (default 200; 0 skips) from the same seed on learnable data: step time,
+#   3. with EXTRA=1, bench_probe_overhead for fp8-tensorwise, and for bf16-mixed and fp8-rowwise at
+#      micro-batch 2 (no traces);
+#   4. tests/bench/fp8_reference.py, bf16 and fp8 (REFERENCE=0 skips);
+#   5. pilots of STEPS steps (default 200; 0 skips) from the same seed on learnable data: step time,
 #      tokens/s, peak against the estimate, and the loss curve against bf16-mixed's.
 # Text goes to $OUT/log.txt; the traces, reference.json and fp8.jsonl beside it. From the
 # repository root with .cuda-deps staged:  bash tests/bench/h200_fp8_speed.sh
@@ -25,6 +27,15 @@ if [ "${PROFILE:-1}" = 1 ]; then
     $BUILD_DIR/tests/bench_probe_overhead --device cuda:0 --preset llama-3.1-8b --steps 6 $SHAPE --set train.precision=$P --trace /tmp/trace-$P.json 2>&1 | tail -3 | tee -a $LOG
     python3 tests/bench/trace_top_kernels.py /tmp/trace-$P.json --steps 2 --top 22 --label "8b x$LAYERS mb$MICRO $P" | tee -a $LOG
     gzip -c /tmp/trace-$P.json > $OUT/trace-$P.json.gz
+  done
+fi
+if [ "${EXTRA:-0}" = 1 ]; then
+  # fp8-tensorwise beside them, and both recipes' neighbours at micro-batch 2 (8192 tokens a step).
+  for run in "fp8-tensorwise 1" "bf16-mixed 2" "fp8-rowwise 2"; do
+    set -- $run
+    stamp "probe $1, micro-batch $2"
+    $BUILD_DIR/tests/bench_probe_overhead --device cuda:0 --preset llama-3.1-8b --steps 6 --set model.layers=$LAYERS --set train.seq_len=4096 \
+      --set train.micro_batch=$2 --set train.kernels=fused --set train.precision=$1 2>&1 | tail -1 | tee -a $LOG
   done
 fi
 if [ "${REFERENCE:-1}" = 1 ]; then

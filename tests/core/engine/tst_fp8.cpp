@@ -161,9 +161,10 @@ private Q_SLOTS:
     // On a GPU: the cast (a kernel in a CUDA build) gives the emulation's values and scales bit
     // for bit, per row and per tensor, from fp32 and bf16, straight and transposed (the backward's
     // cast of X^T, W^T and dY^T); shapes for each of the row kernel's register widths (up to 2048,
-    // 4096 and 16384 columns), the two-pass row kernel (more columns; columns not a multiple of 8),
-    // tiles cut at both edges and the composite fallback (rows not a multiple of 16). And the
-    // native linear stays within bf16 rounding of the emulated one.
+    // 4096 and, fp32, 16384 columns), the two passes of a wide bf16 row (bands and tiles cut at
+    // their edges), the one-block-a-row kernel (wider fp32 rows; columns not a multiple of 8),
+    // transposed tiles cut at both edges and the composite fallback (rows not a multiple of 16).
+    // And the native linear stays within bf16 rounding of the emulated one.
     void nativeCastMatchesTheEmulation()
     {
         if (!torch::cuda::is_available() || !fp8Native(torch::kCUDA))

@@ -405,7 +405,18 @@ bool HistoryWriter::appendCheckpoint(int64_t runId, const CheckpointWrite &write
 
 bool HistoryWriter::finishRun(int64_t runId, const PilotSummary &summary, const QJsonObject &summaryJson)
 {
-    return d->enqueue(FinishItem {runId, summary, summaryJson}, true);
+    if (d->enqueue(FinishItem {runId, summary, summaryJson}, true))
+        return true;
+    QJsonObject json = summaryJson.isEmpty() ? history::toJson(summary) : summaryJson;
+    json.insert(QStringLiteral("verdict"), QLatin1String(toString(Verdict::Failed)));
+    json.insert(QStringLiteral("message"), QString::fromStdString("not fully recorded (" + lastError() + "); the run itself ended "
+                                                                  + toString(summary.verdict) + (summary.message.empty() ? "" : ": " + summary.message)));
+    const history::LateFinish late = history::finishRunLate(d->path, runId, QLatin1String(toString(Verdict::Failed)), json);
+    if (late.error.empty())
+        spdlog::warn("history: run {} marked failed on a fresh connection, with {} step(s) recorded", runId, late.storedSamples);
+    else
+        spdlog::error("history: run {} could not be marked failed either ({}); it shows as interrupted once this process has ended", runId, late.error);
+    return false;
 }
 
 bool HistoryWriter::appendCalibration(const CalibrationRecord &record) { return d->enqueue(CalibrationItem {record}, false); }

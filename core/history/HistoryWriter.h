@@ -54,6 +54,9 @@ public:
     bool appendValidation(int64_t runId, const ValidationResult &result);
     bool appendCheckpoint(int64_t runId, const CheckpointWrite &write);
     // Marks the run done with its verdict; `summaryJson` empty: the summary's own JSON is stored.
+    // Once the writer has failed, returns false after one attempt on a fresh connection to mark the
+    // run failed with the writer's error (history::finishRunLate), so no run is left running that a
+    // command reported as not recorded.
     bool finishRun(int64_t runId, const PilotSummary &summary, const QJsonObject &summaryJson = {});
     // A finished pilot's residual against its estimate; written after the batch's run rows, so it may
     // follow finishRun for the same run.

@@ -132,7 +132,13 @@ private Q_SLOTS:
         const int64_t kept = store.sampleCount(id);
         QVERIFY(kept > 0 && kept < step);
         QCOMPARE(kept % 1000, int64_t(0)); // whole flushed batches only
-        QCOMPARE(store.run(id).status, QStringLiteral("running"));
+        // finishRun on the failed writer closed the run on a fresh connection (this one has no page
+        // limit): failed, saying why and how much was kept, never left running.
+        const RunRecord run = store.run(id);
+        QCOMPARE(run.status, QStringLiteral("done"));
+        QCOMPARE(run.verdict, QStringLiteral("failed"));
+        QVERIFY2(run.summary.value(QStringLiteral("message")).toString().startsWith(QStringLiteral("not fully recorded (")), qPrintable(run.summary.value(QStringLiteral("message")).toString()));
+        QCOMPARE(run.summary.value(QStringLiteral("recorded_steps")).toInteger(), kept);
     }
 
     void readerSeesGrowingRunWhileWriting()

@@ -3,6 +3,7 @@
 #include <QRegularExpression>
 #include <QStringList>
 
+#include <algorithm>
 #include <array>
 
 namespace pb::watch {
@@ -264,16 +265,20 @@ std::optional<RecognizedLine> recognizeLogLine(const QString &line)
     return tqdmProgress(text);
 }
 
-bool isOutOfMemoryLine(const QString &line)
+QString outOfMemoryText(const QString &line)
 {
     // The phrases may sit anywhere, even glued to a progress bar that lacked its newline, so they are
     // sought in the whole line; the exception name only counts at the start of what is shown last.
     QString whole = line;
     if (whole.contains(QChar(0x1b)))
         whole.remove(ansiEscape());
-    if (oomPhrase().match(whole).hasMatch())
-        return true;
-    return oomException().match(visibleText(line).trimmed()).hasMatch();
+    // What is kept is the message itself: in a long line, 400 characters from a little before it.
+    if (const QRegularExpressionMatch m = oomPhrase().match(whole); m.hasMatch())
+        return whole.mid(std::max<qsizetype>(0, m.capturedStart() - 100), 400).trimmed();
+    const QString shown = visibleText(line).trimmed();
+    return oomException().match(shown).hasMatch() ? shown.left(400) : QString();
 }
+
+bool isOutOfMemoryLine(const QString &line) { return !outOfMemoryText(line).isEmpty(); }
 
 } // namespace pb::watch

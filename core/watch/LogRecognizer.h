@@ -51,5 +51,7 @@ std::optional<RecognizedLine> recognizeLogLine(const QString &line);
 // mentions memory ("checking for out of memory conditions") or source shown in a traceback
 // ("except torch.cuda.OutOfMemoryError:") is not a verdict. The reason is the line trimmed.
 bool isOutOfMemoryLine(const QString &line);
+// The out-of-memory message in `line` (at most 400 characters around it), or "" when there is none.
+QString outOfMemoryText(const QString &line);
 
 } // namespace pb::watch

@@ -76,10 +76,13 @@ public:
             }
         }
         m_pending.remove(0, start);
-        // A line this long is not a log line anyone reads; keep memory bounded.
-        if (m_pending.size() > kMaxLine) {
+        // A line this long is not a log line anyone reads, but an error inside it still counts:
+        // it goes on in pieces of kMaxLine, each overlapping the one before by kOverlap bytes so
+        // that a message cut at a boundary ("CUDA out of memory. Tried to allocate") is whole in
+        // one of them; memory stays bounded.
+        while (m_pending.size() > kMaxLine) {
             sink(m_pending.left(kMaxLine));
-            m_pending.clear();
+            m_pending.remove(0, kMaxLine - kOverlap);
         }
     }
     template <typename Sink>
@@ -92,6 +95,7 @@ public:
 
 private:
     static constexpr qsizetype kMaxLine = 1 << 20;
+    static constexpr qsizetype kOverlap = 512;
     QByteArray m_pending;
 };
 

@@ -84,8 +84,8 @@ void StepCollector::probeLine(const QByteArray &line, double nowMs)
 void StepCollector::outputLine(const QByteArray &bytes, double nowMs)
 {
     const QString line = QString::fromUtf8(bytes);
-    if (m_oomLine.empty() && isOutOfMemoryLine(line)) {
-        m_oomLine = line.trimmed().left(400).toStdString();
+    if (const QString oom = m_oomLine.empty() ? outOfMemoryText(line) : QString(); !oom.isEmpty()) {
+        m_oomLine = oom.toStdString();
         m_observer.notice(QStringLiteral("out of memory reported at step %1: %2").arg(stepsSeen()).arg(QString::fromStdString(m_oomLine)));
     }
     if (m_source == "probe")

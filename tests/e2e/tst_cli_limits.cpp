@@ -146,6 +146,32 @@ private Q_SLOTS:
         QVERIFY(t.elapsed() < 15000);
     }
 
+    // "CUDA out of memory" inside a 10 MB line, wherever it falls (the middle, across the 1 MiB
+    // cut): does not fit (3), not failed.
+    void outOfMemoryInALongLine_data()
+    {
+        QTest::addColumn<int>("at");
+        QTest::newRow("middle of 10 MB") << 5000000;
+        QTest::newRow("across the 1 MiB cut") << (1 << 20) - 20;
+        QTest::newRow("across the second cut") << 2 * (1 << 20) - 512 - 30;
+        QTest::newRow("just past the first cut") << (1 << 20) + 10000;
+    }
+
+    void outOfMemoryInALongLine()
+    {
+        QFETCH(int, at);
+        const QString script = QStringLiteral("import sys\nsys.stdout.write('x' * %1 + 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' + 'y' * (10000000 - %1) + '\\n')\nsys.exit(1)\n").arg(at);
+        const pbtest::CliResult r = pbtest::runCli({QStringLiteral("watch"), QStringLiteral("--no-devices"), QStringLiteral("--db"), m_dir.filePath(QStringLiteral("oom.sqlite")),
+                                                    QStringLiteral("--"), QStringLiteral("/usr/bin/python3"), QStringLiteral("-c"), script},
+                                                   60000);
+        QVERIFY2(r.code == 3, qPrintable(QStringLiteral("exit %1: %2").arg(r.code).arg(r.err.right(300))));
+        // What is said and kept is the message, not the megabyte around it.
+        const qsizetype notice = r.err.indexOf(QStringLiteral("out of memory reported"));
+        QVERIFY(notice >= 0);
+        const QString line = r.err.mid(notice, r.err.indexOf(QLatin1Char('\n'), notice) - notice);
+        QVERIFY2(line.contains(QStringLiteral("CUDA out of memory. Tried to allocate 2.00 GiB")) && line.size() < 500, qPrintable(line.left(600)));
+    }
+
     // The handler is in before anything else: a SIGTERM the moment the pilot catches it ends the
     // pilot as cancelled (exit 4), not killed (143), and leaves no run marked running.
     void sigtermWhileStartingIsCancelled()

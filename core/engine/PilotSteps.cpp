@@ -4,6 +4,7 @@
 #include "checkpoint/Checkpoint.h"
 #include "engine/DistributedHooks.h"
 #include "engine/Environment.h"
+#include "engine/GradClip.h"
 #include "engine/LrSchedule.h"
 #include "engine/PeakRecorder.h"
 #include "engine/Prefetcher.h"
@@ -292,7 +293,7 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
                 p.grad().mul_(1.0 / m_session.scaler.scale);
     }
     if (train.gradClip > 0 || m_session.scaler.enabled) {
-        sample.gradNorm = torch::nn::utils::clip_grad_norm_(params, train.gradClip > 0 ? train.gradClip : std::numeric_limits<double>::max());
+        sample.gradNorm = clipGradNorm(params, train.gradClip > 0 ? train.gradClip : std::numeric_limits<double>::max());
         finite = std::isfinite(sample.gradNorm);
     }
     sample.learningRate = learningRateAt(train.optimizer, train.schedule, m_session.step);

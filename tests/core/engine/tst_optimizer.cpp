@@ -1,6 +1,7 @@
 // SGD, Adagrad and RMSprop through TrainingOptimizer: the same steps as torch::optim used directly
 // (bitwise), and the named state a checkpoint keeps restoring exactly, before the first step and
 // after it.
+#include "engine/GradClip.h"
 #include "engine/Optimizer.h"
 
 #include <QtTest>
@@ -248,6 +249,41 @@ private Q_SLOTS:
         takeStep(*original, 3);
         takeStep(*restored, 3);
         QVERIFY(sameTensors(original->parameters(), restored->parameters()));
+    }
+
+    // The multi-tensor clip gives LibTorch's clip_grad_norm_ norm and clipped gradients, over
+    // fp32 and bf16 gradients and a parameter without one; under the bound nothing moves.
+    void clipGradNormAsLibTorch()
+    {
+        torch::manual_seed(7);
+        auto make = [](std::vector<int64_t> shape, torch::Dtype dtype, bool grad) {
+            auto p = torch::zeros(shape, torch::TensorOptions().dtype(dtype)).requires_grad_();
+            if (grad)
+                p.mutable_grad() = torch::randn(shape).to(dtype);
+            return p;
+        };
+        std::vector<torch::Tensor> ours {make({33, 17}, torch::kFloat32, true), make({5}, torch::kFloat32, true), make({8, 8}, torch::kBFloat16, true),
+                                         make({3}, torch::kFloat32, false)};
+        std::vector<torch::Tensor> theirs;
+        for (const auto &p : ours) {
+            auto q = p.detach().clone().requires_grad_();
+            if (p.grad().defined())
+                q.mutable_grad() = p.grad().clone();
+            theirs.push_back(q);
+        }
+        const double norm = pb::clipGradNorm(ours, 2.0);
+        const double expected = torch::nn::utils::clip_grad_norm_(theirs, 2.0);
+        QVERIFY(norm > 2.0);
+        QVERIFY2(std::abs(norm - expected) <= 1e-5 * expected, qPrintable(QStringLiteral("%1 vs %2").arg(norm).arg(expected)));
+        for (size_t i = 0; i < ours.size(); ++i) {
+            QCOMPARE(ours[i].grad().defined(), theirs[i].grad().defined());
+            if (ours[i].grad().defined())
+                QVERIFY(torch::allclose(ours[i].grad().to(torch::kFloat32), theirs[i].grad().to(torch::kFloat32), 1e-2, 1e-6));
+        }
+        const torch::Tensor before = ours[0].grad().clone();
+        const double again = pb::clipGradNorm(ours, 1e9);
+        QVERIFY(std::abs(again - 2.0) < 1e-3);
+        QVERIFY(torch::equal(before, ours[0].grad()));
     }
 
     void refusesStateItDoesNotKeep()

@@ -52,7 +52,7 @@ Outcome compute(const RunConfig &config, const Catalog &catalog, const Compariso
         out.config = config;
         out.comparison = decide(config, catalog, request, historyPath); // this thread's own connection
         if (!historyPath.isEmpty() && QFileInfo::exists(historyPath)) {
-            const HistoryStore store(historyPath);
+            const HistoryStore store(historyPath, HistoryStore::Access::ReadOnlyWhereNeeded);
             if (const auto d = currentDecision(store, configHash(config))) {
                 const std::string why = decisionStaleness(store, *d, catalog);
                 out.recordedStale = !why.empty();

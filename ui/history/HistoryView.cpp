@@ -170,7 +170,8 @@ HistoryView::HistoryView(const QString &databasePath, QWidget *parent) : QWidget
     });
 
     try {
-        m_store = std::make_unique<HistoryStore>(m_path);
+        // A history this user cannot write is still shown; tags, notes and pins then say it is read-only.
+        m_store = std::make_unique<HistoryStore>(m_path, HistoryStore::Access::ReadOnlyWhereNeeded);
         m_model->setStore(m_store.get());
         m_stale = true; // the first show opens the newest run
     } catch (const std::exception &e) {

@@ -503,7 +503,7 @@ void DashboardView::showRun(qint64 runId)
         return; // a live run's own, or already in front
     const std::optional<bool> watched = [&]() -> std::optional<bool> {
         try {
-            const HistoryStore store(m_databasePath);
+            const HistoryStore store(m_databasePath, HistoryStore::Access::ReadOnlyWhereNeeded);
             const RunRecord r = store.run(runId);
             const bool isWatch = r.kind == QLatin1String("watch");
             ModeRun &run = m_modeRun[static_cast<int>(isWatch ? Mode::Command : Mode::Pilot)];

@@ -8,6 +8,7 @@
 #include <QFileInfo>
 #include <QJsonObject>
 #include <QSysInfo>
+#include <QUrl>
 #include <QSqlError>
 #include <spdlog/spdlog.h>
 
@@ -40,9 +41,9 @@ std::string quoted(const QString &path) { return "'" + path.toStdString() + "'";
 
 // Read-only look before anything is written: a corrupt, newer or foreign file must stay byte for byte
 // as it was (opening read-write would already switch it to WAL).
-void inspectExisting(const QString &path)
+void inspectExisting(const QString &path, bool immutable = false)
 {
-    Connection probe(path, true);
+    Connection probe(path, true, immutable);
     QSqlQuery check(probe.db());
     check.setForwardOnly(true);
     QStringList problems;
@@ -125,14 +126,21 @@ void migrate(const Connection &c, bool fresh)
 
 } // namespace
 
-Connection::Connection(const QString &path, bool readOnly)
-    : m_name(uniqueConnectionName()), m_path(path), m_readOnly(readOnly)
+Connection::Connection(const QString &path, bool readOnly, bool immutable)
+    : m_name(uniqueConnectionName()), m_path(path), m_readOnly(readOnly || immutable)
 {
     QSqlDatabase db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), m_name);
     if (!db.isValid())
         throw PilotBenchError(ExitCode::Failure, "the Qt SQLite driver (QSQLITE) is not available: install the Qt 6 SQL plugins");
-    db.setDatabaseName(path);
-    db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=%1%2").arg(kBusyTimeoutMs).arg(readOnly ? QStringLiteral(";QSQLITE_OPEN_READONLY") : QString()));
+    if (immutable) {
+        QUrl uri = QUrl::fromLocalFile(QFileInfo(path).absoluteFilePath());
+        uri.setQuery(QStringLiteral("immutable=1"));
+        db.setDatabaseName(uri.toString(QUrl::FullyEncoded));
+        db.setConnectOptions(QStringLiteral("QSQLITE_OPEN_READONLY;QSQLITE_OPEN_URI"));
+    } else {
+        db.setDatabaseName(path);
+        db.setConnectOptions(QStringLiteral("QSQLITE_BUSY_TIMEOUT=%1%2").arg(kBusyTimeoutMs).arg(readOnly ? QStringLiteral(";QSQLITE_OPEN_READONLY") : QString()));
+    }
     if (!db.open()) {
         const std::string reason = db.lastError().text().toStdString();
         db = QSqlDatabase(); // the destructor will not run: release the name here
@@ -232,14 +240,28 @@ std::unique_ptr<Connection> openHistoryForReading(const QString &path)
     const bool writable = info.isWritable() && QFileInfo(info.absolutePath()).isWritable();
     if (writable)
         return openHistory(path);
-    inspectExisting(path);
-    auto c = std::make_unique<Connection>(path, true);
+    // A history in WAL mode (PilotBench's own) needs its -shm index, which SQLite cannot create in a
+    // folder this user cannot write. With no -wal content beside it the file holds every commit, so
+    // it is read as immutable (no locks, no -shm); a -wal with content cannot be read consistently.
+    const bool wal = [&] {
+        QFile f(path);
+        return f.open(QIODevice::ReadOnly) && f.read(20).size() == 20 && f.seek(18) && f.read(1) == QByteArray(1, '\x02');
+    }();
+    const QFileInfo shm(path + QStringLiteral("-shm"));
+    const QFileInfo walFile(path + QStringLiteral("-wal"));
+    const bool immutable = wal && !(shm.exists() && shm.isReadable()) && !QFileInfo(info.absolutePath()).isWritable();
+    if (immutable && walFile.exists() && walFile.size() > 0)
+        throw PilotBenchError(ExitCode::Failure, "history database '" + path.toStdString() + "' cannot be read here: it has uncommitted pages in its -wal file and"
+            " its folder cannot be written for the -shm index SQLite needs; open it once where it can be written (that folds the -wal in), or copy the"
+            " folder somewhere writable. It was not changed");
+    inspectExisting(path, immutable);
+    auto c = std::make_unique<Connection>(path, true, immutable);
     const int version = c->scalar(QStringLiteral("PRAGMA user_version")).toInt();
     if (version < kSchemaVersion)
         throw InvalidInputError(path.toStdString(), "the history database has schema version " + std::to_string(version) + " and cannot be written here"
             " (no write permission on the file or its folder), so it cannot be migrated to version " + std::to_string(kSchemaVersion)
             + " for reading; open it once where it can be written, or copy it somewhere writable. It was not changed");
-    spdlog::info("history: {} opened read-only (it cannot be written here)", path.toStdString());
+    spdlog::info("history: {} opened read-only{} (it cannot be written here)", path.toStdString(), immutable ? " and immutable" : "");
     return c;
 }
 

@@ -27,7 +27,9 @@ public:
 
 class Connection final {
 public:
-    Connection(const QString &path, bool readOnly);
+    // `immutable`: read-only through SQLite's immutable=1 URI, no locks and no -shm (see
+    // openHistoryForReading for the one case that needs it).
+    Connection(const QString &path, bool readOnly, bool immutable = false);
     ~Connection();
     Q_DISABLE_COPY_MOVE(Connection)
 

@@ -327,11 +327,19 @@ private Q_SLOTS:
             QVERIFY2(kinds.contains(QLatin1String(kind)), kind);
     }
 
-    // A history in rollback-journal mode that this user cannot write (file 0444, folder 0555; as
-    // user nobody when the tests run as root, who may write anything): every reading command works and
-    // the file is left as it was.
+    // A history that this user cannot write (file 0444, folder 0555; as user nobody when the tests run
+    // as root, who may write anything), in rollback-journal mode (the corpus case) and in WAL mode
+    // (PilotBench's own, whose -shm cannot be made there): every reading command works and the file
+    // is left as it was.
+    void readOnlyHistoryIsRead_data()
+    {
+        QTest::addColumn<QString>("journal");
+        QTest::newRow("rollback journal") << QStringLiteral("delete");
+        QTest::newRow("WAL") << QStringLiteral("wal");
+    }
     void readOnlyHistoryIsRead()
     {
+        QFETCH(QString, journal);
         QTemporaryDir dir;
         QFile::setPermissions(dir.path(), QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner | QFile::ReadOther | QFile::ExeOther | QFile::ReadGroup | QFile::ExeGroup);
         const QString folder = dir.filePath(QStringLiteral("history"));
@@ -343,10 +351,11 @@ private Q_SLOTS:
         pbtest::CliBytes r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("2"),
                                   QStringLiteral("--warmup"), QStringLiteral("0"), QStringLiteral("--db"), db});
         QVERIFY2(r.exitCode == 0, r.err.constData());
-        QProcess journal;
-        journal.start(kPython, {QStringLiteral("-c"), QStringLiteral("import sqlite3, sys\nprint(sqlite3.connect(sys.argv[1]).execute('PRAGMA journal_mode = DELETE').fetchone()[0])"), db});
-        QVERIFY(journal.waitForFinished(30000));
-        QCOMPARE(journal.readAllStandardOutput().trimmed(), QByteArray("delete"));
+        QProcess mode;
+        mode.start(kPython, {QStringLiteral("-c"), QStringLiteral("import sqlite3, sys\nprint(sqlite3.connect(sys.argv[1]).execute('PRAGMA journal_mode = ' + sys.argv[2]).fetchone()[0])"), db, journal});
+        QVERIFY(mode.waitForFinished(30000));
+        QCOMPARE(QString::fromUtf8(mode.readAllStandardOutput().trimmed()), journal);
+        QVERIFY(!QFile::exists(db + QStringLiteral("-wal")) && !QFile::exists(db + QStringLiteral("-shm")));
         QVERIFY(QFile::setPermissions(db, QFile::ReadOwner | QFile::ReadGroup | QFile::ReadOther));
         QVERIFY(QFile::setPermissions(folder, QFile::ReadOwner | QFile::ExeOwner | QFile::ReadGroup | QFile::ExeGroup | QFile::ReadOther | QFile::ExeOther));
         const QByteArray before = sha(db);
@@ -388,7 +397,7 @@ private Q_SLOTS:
             QVERIFY2(r.out.contains(row.expect), qPrintable(row.args.join(QLatin1Char(' ')) + QStringLiteral(": ") + QString::fromUtf8(r.out.left(600))));
         }
         QCOMPARE(sha(db), before);
-        QVERIFY(!QFile::exists(db + QStringLiteral("-wal")));
+        QVERIFY(!QFile::exists(db + QStringLiteral("-wal")) && !QFile::exists(db + QStringLiteral("-shm")));
     }
 };
 

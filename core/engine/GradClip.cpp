@@ -4,24 +4,40 @@
 #include <string>
 
 namespace pb {
+namespace {
 
-double clipGradNorm(const std::vector<torch::Tensor> &params, double maxNorm)
+// _foreach ops take tensors of one device and dtype.
+std::map<std::string, std::vector<torch::Tensor>> gradientsByDeviceAndDtype(const std::vector<torch::Tensor> &params)
 {
     std::map<std::string, std::vector<torch::Tensor>> groups;
     for (const auto &p : params)
         if (p.grad().defined())
             groups[p.grad().device().str() + "/" + std::string(c10::toString(p.grad().scalar_type()))].push_back(p.grad());
-    if (groups.empty())
-        return 0.0;
+    return groups;
+}
+
+} // namespace
+
+double totalGradNorm(const std::vector<torch::Tensor> &params)
+{
     std::vector<torch::Tensor> totals;
-    for (auto &[key, grads] : groups)
+    for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
         totals.push_back(torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).norm(2).cpu());
-    const double total = torch::stack(totals).norm(2).item<double>();
-    const double coef = maxNorm / (total + 1e-6);
-    if (coef < 1.0)
-        for (auto &[key, grads] : groups)
-            at::_foreach_mul_(grads, coef);
-    return total;
+    return totals.empty() ? 0.0 : torch::stack(totals).norm(2).item<double>();
+}
+
+double clipScale(double norm, double maxNorm)
+{
+    const double coef = maxNorm / (norm + 1e-6);
+    return coef < 1.0 ? coef : 1.0;
+}
+
+void scaleGradients(const std::vector<torch::Tensor> &params, double scale)
+{
+    if (scale == 1.0)
+        return;
+    for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
+        at::_foreach_mul_(grads, scale);
 }
 
 } // namespace pb

@@ -1,16 +1,22 @@
 #pragma once
 // Internal to the engine (includes torch). Gradient clipping as Python's
-// torch.nn.utils.clip_grad_norm_ does it: one multi-tensor norm and one multi-tensor multiply per
-// device and dtype. LibTorch's C++ clip_grad_norm_ takes a norm per parameter and multiplies them
-// one by one (about 11 ms of every step of an 8B-width model on an H200).
+// torch.nn.utils.clip_grad_norm_ computes it, in two halves: the total norm with one multi-tensor
+// norm per device and dtype (LibTorch's C++ clip_grad_norm_ takes a norm per parameter), and the
+// factor every gradient is multiplied by, which the optimizer applies in its own pass (the fused
+// AdamW kernel takes it as its gradient divisor, so clipping costs no pass over the gradients).
 #include <torch/torch.h>
 
 #include <vector>
 
 namespace pb {
 
-// Scales the gradients of `params` so that their total 2-norm is at most `maxNorm`; returns the
-// norm before clipping (inf or nan when a gradient is). Parameters without a gradient are skipped.
-double clipGradNorm(const std::vector<torch::Tensor> &params, double maxNorm);
+// The 2-norm of all gradients of `params` together (inf or nan when a gradient is); parameters
+// without a gradient are skipped.
+double totalGradNorm(const std::vector<torch::Tensor> &params);
+// What clip_grad_norm_ multiplies every gradient by for a total `norm` under `maxNorm`:
+// maxNorm / (norm + 1e-6) when that is below 1, else 1.
+double clipScale(double norm, double maxNorm);
+// Multiplies every gradient of `params` by `scale` (one multi-tensor multiply per device and dtype).
+void scaleGradients(const std::vector<torch::Tensor> &params, double scale);
 
 } // namespace pb

@@ -1,10 +1,13 @@
 #include "engine/Optimizer.h"
 
+#include "engine/GradClip.h"
+
 #include "engine/TorchCompat.h"
 #include "util/Errors.h"
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace pb {
 
@@ -84,7 +87,7 @@ public:
 
     std::string path() const override { return m_fused ? "fused" : "per-tensor"; }
 
-    void step(double lr) override
+    void doStep(double lr, double gradScale) override
     {
         torch::NoGradGuard noGrad;
         ++m_step;
@@ -106,11 +109,16 @@ public:
             // Like torch.optim's _fused_adamw, the counters are advanced before the kernel, which
             // only reads them for the bias corrections (a counter left at 0 divides by zero).
             at::_foreach_add_(steps, 1);
+            // The kernel divides each gradient by grad_scale (AMP's unscale): clipping in the same pass.
+            std::optional<torch::Tensor> divisor;
+            if (gradScale != 1.0)
+                divisor = torch::full({}, 1.0 / gradScale, torch::TensorOptions().dtype(torch::kFloat32).device(params.front().device()));
             at::_fused_adamw_(params, grads, ms, vs, {}, steps, lr, m_config.beta1, m_config.beta2, m_config.weightDecay, m_config.eps,
-                              /*amsgrad=*/false, /*maximize=*/false, std::nullopt, std::nullopt);
+                              /*amsgrad=*/false, /*maximize=*/false, divisor, std::nullopt);
             return;
         }
 #endif
+        scaleGradients(m_params, gradScale);
         const double bc1 = 1.0 - std::pow(m_config.beta1, static_cast<double>(m_step));
         const double bc2 = 1.0 - std::pow(m_config.beta2, static_cast<double>(m_step));
         for (size_t i = 0; i < m_params.size(); ++i) {
@@ -164,8 +172,9 @@ public:
 
     std::string path() const override { return "torch::optim"; }
 
-    void step(double lr) override
+    void doStep(double lr, double gradScale) override
     {
+        scaleGradients(m_params, gradScale);
         for (auto &group : m_optimizer->param_groups())
             group.options().set_lr(lr);
         m_optimizer->step();

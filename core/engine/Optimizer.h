@@ -17,7 +17,9 @@ namespace pb {
 class TrainingOptimizer {
 public:
     virtual ~TrainingOptimizer() = default;
-    virtual void step(double lr) = 0;
+    // One step at learning rate `lr` with every gradient multiplied by `gradScale` first (gradient
+    // clipping's factor); the fused AdamW kernel applies it inside, the others scale the gradients.
+    void step(double lr, double gradScale = 1.0) { doStep(lr, gradScale); }
     void zeroGrad();
     // Named state tensors ("exp_avg.3", "momentum_buffer.3", "step", ...) for checkpoints; the
     // tensors are the live ones, not copies. restoreState() refuses a name this optimizer does not
@@ -28,6 +30,7 @@ public:
     std::vector<torch::Tensor> &parameters() { return m_params; }
 
 protected:
+    virtual void doStep(double lr, double gradScale) = 0;
     std::vector<torch::Tensor> m_params;
 };
 

@@ -292,13 +292,16 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
             if (p.grad().defined())
                 p.grad().mul_(1.0 / m_session.scaler.scale);
     }
+    double gradScale = 1.0;
     if (train.gradClip > 0 || m_session.scaler.enabled) {
-        sample.gradNorm = clipGradNorm(params, train.gradClip > 0 ? train.gradClip : std::numeric_limits<double>::max());
+        sample.gradNorm = totalGradNorm(params);
         finite = std::isfinite(sample.gradNorm);
+        if (train.gradClip > 0 && finite)
+            gradScale = clipScale(sample.gradNorm, train.gradClip);
     }
     sample.learningRate = learningRateAt(train.optimizer, train.schedule, m_session.step);
     if (finite) {
-        m_session.optimizer->step(sample.learningRate);
+        m_session.optimizer->step(sample.learningRate, gradScale);
         if (m_options.testJitterUlps > 0)
             jitterParameters(params, m_options.testJitterUlps);
         if (m_options.distributed)

@@ -251,9 +251,9 @@ private Q_SLOTS:
         QVERIFY(sameTensors(original->parameters(), restored->parameters()));
     }
 
-    // The multi-tensor clip gives LibTorch's clip_grad_norm_ norm and clipped gradients, over
-    // fp32 and bf16 gradients and a parameter without one; under the bound nothing moves.
-    void clipGradNormAsLibTorch()
+    // The multi-tensor norm and scale give LibTorch's clip_grad_norm_ norm and clipped gradients,
+    // over fp32 and bf16 gradients and a parameter without one; under the bound the scale is 1.
+    void clipAsLibTorch()
     {
         torch::manual_seed(7);
         auto make = [](std::vector<int64_t> shape, torch::Dtype dtype, bool grad) {
@@ -271,7 +271,8 @@ private Q_SLOTS:
                 q.mutable_grad() = p.grad().clone();
             theirs.push_back(q);
         }
-        const double norm = pb::clipGradNorm(ours, 2.0);
+        const double norm = pb::totalGradNorm(ours);
+        pb::scaleGradients(ours, pb::clipScale(norm, 2.0));
         const double expected = torch::nn::utils::clip_grad_norm_(theirs, 2.0);
         QVERIFY(norm > 2.0);
         QVERIFY2(std::abs(norm - expected) <= 1e-5 * expected, qPrintable(QStringLiteral("%1 vs %2").arg(norm).arg(expected)));
@@ -280,10 +281,49 @@ private Q_SLOTS:
             if (ours[i].grad().defined())
                 QVERIFY(torch::allclose(ours[i].grad().to(torch::kFloat32), theirs[i].grad().to(torch::kFloat32), 1e-2, 1e-6));
         }
-        const torch::Tensor before = ours[0].grad().clone();
-        const double again = pb::clipGradNorm(ours, 1e9);
-        QVERIFY(std::abs(again - 2.0) < 1e-3);
-        QVERIFY(torch::equal(before, ours[0].grad()));
+        QVERIFY(std::abs(pb::totalGradNorm(ours) - 2.0) < 1e-3);
+        QCOMPARE(pb::clipScale(pb::totalGradNorm(ours), 1e9), 1.0);
+    }
+
+    // A step with a gradient scale is the step on gradients scaled first, for every optimizer
+    // (AdamW on CUDA through the fused kernel's divisor, where the host has one).
+    void stepWithGradScale_data()
+    {
+        QTest::addColumn<QString>("optimizer");
+        QTest::addColumn<QString>("device");
+        for (const char *o : {"adamw", "adam", "sgd"}) {
+            QTest::newRow(qPrintable(QStringLiteral("%1 cpu").arg(QLatin1String(o)))) << QString::fromLatin1(o) << QStringLiteral("cpu");
+            if (torch::cuda::is_available())
+                QTest::newRow(qPrintable(QStringLiteral("%1 cuda").arg(QLatin1String(o)))) << QString::fromLatin1(o) << QStringLiteral("cuda");
+        }
+    }
+
+    void stepWithGradScale()
+    {
+        QFETCH(QString, optimizer);
+        QFETCH(QString, device);
+        pb::OptimizerConfig config;
+        QVERIFY(pb::parseEnum<pb::OptimizerKind>(optimizer.toStdString()).has_value());
+        config.kind = *pb::parseEnum<pb::OptimizerKind>(optimizer.toStdString());
+        config.weightDecay = 0.01;
+        torch::manual_seed(3);
+        const torch::Tensor start = torch::randn({64, 32}).to(device.toStdString());
+        const torch::Tensor grad = torch::randn({64, 32}).to(device.toStdString());
+        auto run = [&](bool folded) {
+            std::vector<torch::Tensor> params {start.clone().requires_grad_()};
+            auto opt = pb::makeOptimizer(config, params);
+            for (int s = 0; s < 3; ++s) {
+                params[0].mutable_grad() = grad.clone();
+                if (folded) {
+                    opt->step(1e-2, 0.25);
+                } else {
+                    pb::scaleGradients(params, 0.25);
+                    opt->step(1e-2);
+                }
+            }
+            return params[0].detach().to(torch::kCPU);
+        };
+        QVERIFY(torch::allclose(run(true), run(false), 1e-5, 1e-6));
     }
 
     void refusesStateItDoesNotKeep()

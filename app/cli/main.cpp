@@ -79,11 +79,17 @@ std::unique_ptr<QCoreApplication> makeApplication(int &argc, char **argv)
     return std::make_unique<QGuiApplication>(argc, argv);
 }
 
+// A run command's signal handler goes in before anything else runs: from the executable's
+// .preinit_array, which the dynamic linker calls before any shared library's initialisers
+// (LibTorch's operator registrations take most of the half second before main). A SIGTERM while a
+// pilot starts then cancels it (exit 4) instead of killing it (143).
+void installHandlersFirst(int argc, char **argv, char ** /*envp*/) { pb::cli::installEarlyInterruptHandler(commandName(argc, argv)); }
+__attribute__((section(".preinit_array"), used)) void (*preinitHandlers)(int, char **, char **) = &installHandlersFirst;
+
 } // namespace
 
 int main(int argc, char **argv)
 {
-    pb::cli::installEarlyInterruptHandler(commandName(argc, argv));
     const std::unique_ptr<QCoreApplication> application = makeApplication(argc, argv);
     QCoreApplication &app = *application;
     QCoreApplication::setOrganizationName(QStringLiteral("pilotbench"));

@@ -1,6 +1,7 @@
 #include "stages/ScaleRunner.h"
 
 #include "config/RunConfigJson.h"
+#include "util/JobTree.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -9,6 +10,7 @@
 #include <QTimer>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <exception>
 
 namespace pb::ui {
@@ -43,6 +45,8 @@ ScaleRunner::ScaleRunner(QObject *parent)
       m_cliPath(QCoreApplication::applicationDirPath() + QStringLiteral("/pilotbench-cli"))
 {
     m_process->setStandardInputFile(QProcess::nullDevice());
+    // A window that dies (a crash, a SIGKILL) takes the step down: SIGTERM, which scale records as cancelled.
+    m_process->setChildProcessModifier([] { JobTree::prepareChild(SIGTERM); });
     m_killTimer->setSingleShot(true);
     m_killTimer->setInterval(kKillGraceMs);
     connect(m_killTimer, &QTimer::timeout, this, [this] {

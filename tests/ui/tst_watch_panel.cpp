@@ -23,6 +23,8 @@
 #include <QUuid>
 #include <QtTest>
 
+#include <csignal>
+
 using namespace pb;
 using namespace pb::ui;
 
@@ -155,6 +157,25 @@ private Q_SLOTS:
         const RunRecord run = store.run(dash.lastRunId());
         QCOMPARE(run.kind, QStringLiteral("watch"));
         QCOMPARE(run.verdict, QStringLiteral("cancelled"));
+    }
+
+    // A command that daemonises a child (setsid) and exits at once: what it left behind is found
+    // (re-parented to this process, a child subreaper) and stopped before the run is recorded.
+    void daemonisedChildEndsWithTheRun()
+    {
+        const QByteArray marker = "PB_WATCH_TEST_MARKER=" + QUuid::createUuid().toByteArray(QUuid::WithoutBraces);
+        DashboardView dash(m_dir.filePath(QStringLiteral("daemon.db")));
+        WatchPanel *panel = dash.watchPanel();
+        panel->commandEdit()->setText(QStringLiteral("sh -c \"setsid sh -c 'sleep 300; :' & exit 0\""));
+        panel->folderEdit()->clear();
+        panel->environmentEdit()->setPlainText(QString::fromLatin1(marker));
+        QVERIFY2(panel->problem().isEmpty(), qPrintable(panel->problem()));
+        QVERIFY(dash.startWatch());
+        QTRY_VERIFY_WITH_TIMEOUT(!dash.isRunning(), 60000);
+        const QList<qint64> left = processesWithMarker(marker);
+        for (qint64 pid : left)
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+        QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("%1 process(es) outlived the watched command").arg(left.size())));
     }
 
     void missingProgramIsRefusedByName()

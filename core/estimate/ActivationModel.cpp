@@ -422,7 +422,12 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // backward three fp32 score-sized gradients are alive (the probabilities', softmax's and
         // the cap's), the 16-bit probabilities already released.
         const int64_t cappedGrads = 3 * (scores / c) * 4 - (c != 4 ? scores : 0);
-        const int64_t attnGrads = layerFused ? 3 * c * n * qDim : (traits.attentionSoftcap > 0 ? cappedGrads : 2 * scores) + c * n * qDim;
+        // The eager form without a cap, seen by the peak recorder on CPU (a recomputed phi3 layer,
+        // bf16-mixed): at the softmax's backward the fp32 gradient of the probabilities and the
+        // softmax's own fp32 gradient, the 16-bit probabilities already released.
+        const int64_t eagerGrads = 2 * (scores / c) * 4 - (c != 4 ? scores : 0);
+        const int64_t attnGrads =
+            layerFused ? 3 * c * n * qDim : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * qDim;
         const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved;
         out.backwardAttentionExtraPerBlock.push_back(
             std::max({attentionExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra,

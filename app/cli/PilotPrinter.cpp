@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 
 #include <csignal>
+#include <signal.h>
 #include <cstring>
 
 namespace pb::cli {
@@ -42,10 +43,14 @@ void onInterrupt(int)
 void installInterruptHandler(int exitAfter)
 {
     g_exitAfter.store(exitAfter);
-    std::signal(SIGINT, onInterrupt);
-    std::signal(SIGTERM, onInterrupt);
     // A closed terminal stops a run like Ctrl-C: recorded as cancelled, a watched job's tree stopped.
-    std::signal(SIGHUP, onInterrupt);
+    // A signal the caller ignores stays ignored (nohup's SIGHUP, a background job's SIGINT).
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP}) {
+        struct sigaction old {};
+        if (::sigaction(signal, nullptr, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        std::signal(signal, onInterrupt);
+    }
 }
 
 void installEarlyInterruptHandler(const char *command)

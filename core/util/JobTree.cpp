@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -122,6 +123,11 @@ int signalGroups(const long *groups, int count, int signal)
 [[noreturn]] void guard(int socket, const char *entry, int graceMs)
 {
     ::setsid(); // out of our terminal's process group: a Ctrl-C that ends us must not end it
+    // Our parent's handlers would only set its flags here: a SIGTERM sent to the guardian ends it.
+    struct sigaction byDefault {};
+    byDefault.sa_handler = SIG_DFL;
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP})
+        ::sigaction(signal, &byDefault, nullptr);
     const int null = ::open("/dev/null", O_RDWR);
     if (null >= 0) {
         ::dup2(null, 0);
@@ -173,9 +179,13 @@ int signalGroups(const long *groups, int count, int signal)
 
 } // namespace
 
+// Trees alive in this process: it is a subreaper only while one is (a GUI outlives many).
+std::atomic<int> g_liveTrees {0};
+
 JobTree::JobTree(int graceMs)
 {
     m_entry = std::string(kVariable) + "=" + std::to_string(::getpid()) + "-" + QString::number(QRandomGenerator::system()->generate64(), 16).toStdString();
+    ++g_liveTrees;
     if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
         spdlog::warn("job tree: cannot become a child subreaper ({}): a daemonised process is found by its environment only", std::strerror(errno));
     int pair[2];
@@ -202,6 +212,11 @@ JobTree::JobTree(int graceMs)
 
 JobTree::~JobTree()
 {
+    // Never ended with its processes running (an exception between add() and stop()).
+    if (!m_started.empty() && alive() > 0)
+        stop(0);
+    if (--g_liveTrees == 0)
+        ::prctl(PR_SET_CHILD_SUBREAPER, 0);
     if (m_guardianSocket >= 0) {
         ::send(m_guardianSocket, "D", 1, MSG_NOSIGNAL);
         ::close(m_guardianSocket);
@@ -221,7 +236,7 @@ void JobTree::add(int64_t pid)
 {
     if (pid <= 0)
         return;
-    m_started.push_back(pid);
+    m_started.emplace_back(pid, processStartTime(pid));
     if (m_guardianSocket >= 0) {
         const std::string line = std::to_string(pid) + "\n";
         ::send(m_guardianSocket, line.data(), line.size(), MSG_NOSIGNAL);
@@ -237,11 +252,15 @@ void JobTree::scan()
                 if (const uint64_t t = processStartTime(p))
                     m_seen[p] = t;
     };
-    for (int64_t root : m_started)
-        note(root);
+    // A PID seen before that now names another process is forgotten (gone, or reused).
+    for (auto it = m_seen.begin(); it != m_seen.end();)
+        it = processStartTime(it->first) == it->second ? std::next(it) : m_seen.erase(it);
+    for (const auto &[root, start] : m_started)
+        if (processStartTime(root) == start) // still it (or its zombie), not a reused PID
+            note(root);
     for (int64_t child : childrenOf(::getpid())) {
-        if (child == m_guardian || std::find(m_started.begin(), m_started.end(), child) != m_started.end())
-            continue;
+        if (child == m_guardian || std::any_of(m_started.begin(), m_started.end(), [child](const auto &r) { return r.first == child; }))
+            continue; // its QProcess reaps it
         if (!m_seen.count(child) && !environmentHas(child, m_entry))
             continue; // a child of ours that is not the job's (another QProcess of the GUI's)
         // Re-parented to us: reap it once it has exited, else it stays a zombie for our lifetime.
@@ -265,8 +284,9 @@ int JobTree::alive()
 int JobTree::signalAll(int signal)
 {
     scan();
-    for (int64_t root : m_started)
-        ::kill(static_cast<pid_t>(-root), signal);
+    for (const auto &[root, start] : m_started)
+        if (processStartTime(root) == start) // the group of a root long gone may be another's
+            ::kill(static_cast<pid_t>(-root), signal);
     int running = 0;
     for (auto it = m_seen.begin(); it != m_seen.end();) {
         if (!processRunning(it->first, it->second)) {

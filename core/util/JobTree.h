@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pb {
@@ -55,7 +56,7 @@ public:
 
 private:
     std::string m_entry;
-    std::vector<int64_t> m_started;
+    std::vector<std::pair<int64_t, uint64_t>> m_started; // PID, start time
     std::map<int64_t, uint64_t> m_seen; // PID -> start time
     int m_guardianSocket = -1;
     int64_t m_guardian = -1;

@@ -17,7 +17,7 @@ os.wait()' \"\$0\"; exit 0"
 run "background job own group" "set -m; sleep 300 & sleep 300 & exit 0"
 run "ignores TERM keeps stdout" "(trap '' TERM; while :; do sleep 1; echo alive; done) & exit 0"
 # Ctrl-C twice 0.3 s apart, a job ignoring TERM, grace 60
-m="pbmark$RANDOM$RANDOM"; $CLI --log-level error watch --no-devices --db $D/$m.db --grace 60 --env PB_TREE_MARK=$m -- /bin/sh -c "trap '' TERM INT; setsid sh -c 'trap \"\" TERM; sleep 300' \"\$0\" & sleep 300; :" $m >/dev/null 2>&1 & W=$!; sleep 2; kill -INT $W; sleep 0.3; kill -INT $W; wait $W; rc=$?; sleep 3; echo "Ctrl-C twice: exit $rc, left $(count $m)"; killall_m $m
+set -m; m="pbmark$RANDOM$RANDOM"; $CLI --log-level error watch --no-devices --db $D/$m.db --grace 60 --env PB_TREE_MARK=$m -- /bin/sh -c "trap '' TERM INT; setsid sh -c 'trap \"\" TERM; sleep 300' \"\$0\" & sleep 300; :" $m >/dev/null 2>&1 & W=$!; sleep 2; kill -INT $W; sleep 0.3; kill -INT $W; wait $W; rc=$?; sleep 3; echo "Ctrl-C twice: exit $rc, left $(count $m)"; killall_m $m
 # SIGKILL of watch
 m="pbmark$RANDOM$RANDOM"; $CLI --log-level error watch --no-devices --db $D/$m.db --grace 1 --env PB_TREE_MARK=$m -- /bin/sh -c "setsid sh -c 'trap \"\" TERM; sleep 300' \"\$0\" & sleep 300 & wait" $m >/dev/null 2>&1 & W=$!; sleep 2; kill -9 $W; wait $W 2>/dev/null; sleep 4; echo "SIGKILL of watch: left $(count $m)"; killall_m $m
 rm -rf $D

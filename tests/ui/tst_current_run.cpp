@@ -158,7 +158,8 @@ private Q_SLOTS:
         QCOMPARE(window.history()->selectedRunIds(), std::vector<int64_t> {live});
         QCOMPARE(window.history()->openedRunId(), live);
         QVERIFY(window.dashboard()->chartsSubject().startsWith(QStringLiteral("Charts: run %1").arg(live)));
-        QVERIFY(stageLine(window).contains(QStringLiteral("run %1").arg(live)));
+        // Named with its verdict, not as the running run it was when it started.
+        QVERIFY2(stageLine(window).contains(QStringLiteral("run %1").arg(live)) && stageLine(window).contains(QStringLiteral("(fits)")), qPrintable(stageLine(window)));
     }
 
 private:

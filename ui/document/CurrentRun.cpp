@@ -12,6 +12,13 @@ void CurrentRun::select(qint64 runId)
 
 void CurrentRun::liveStarted(qint64 runId) { select(runId); }
 
-void CurrentRun::liveFinished(qint64 runId) { select(runId); }
+void CurrentRun::liveFinished(qint64 runId)
+{
+    // Announced even when it is already current: its record went from running to its verdict.
+    if (runId <= 0)
+        return;
+    m_id = runId;
+    Q_EMIT changed(m_id);
+}
 
 } // namespace pb::ui

@@ -315,10 +315,11 @@ void HistoryView::selectRun(qint64 runId)
         return;
     }
     const QModelIndex index = m_proxy->mapFromSource(m_model->index(row, 0));
-    m_table->selectionModel()->select(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    // A selection of several runs that holds it (Open selected, then Overlay) stays as it is.
+    if (!m_table->selectionModel()->isRowSelected(index.row(), index.parent()))
+        m_table->selectionModel()->select(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
     m_table->scrollTo(index);
-    if (runId != m_openedRunId)
-        openRun(runId);
+    openRun(runId); // again when it was open: a live run's record changed when it ended
 }
 
 void HistoryView::overlayRuns(const std::vector<int64_t> &runIds)

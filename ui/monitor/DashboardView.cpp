@@ -549,7 +549,7 @@ void DashboardView::showModeCharts(Mode mode)
         return;
     }
     try {
-        const HistoryStore store(m_databasePath);
+        const HistoryStore store(m_databasePath, HistoryStore::Access::ReadOnlyWhereNeeded);
         m_charts->setEstimateBytes(run.estimate);
         m_charts->setRun(store.samples(run.id), store.phases(run.id));
         m_chartsLabel->setText(chartsText(run));

@@ -222,6 +222,7 @@ void StagedPilotView::showEvent(QShowEvent *event)
 
 void StagedPilotView::refresh()
 {
+    updateCurrentRunLine(); // the current run's record may have changed (a live run ended)
     m_stale = false;
     m_modelLabel->setText(tr("Evidence for model <b>%1</b>%2: the best evidence of each kind in the history (the newest run that passes).")
                               .arg(m_model.isEmpty() ? tr("(any)") : m_model.toHtmlEscaped(),

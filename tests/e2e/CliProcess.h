@@ -1,6 +1,8 @@
 #pragma once
 // Running pilotbench-cli the way a user does, for the end-to-end tests: one place for the process
 // handling (timeout, kill, exit status) that every CLI test shares.
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
@@ -50,6 +52,17 @@ inline CliResult runCli(const QStringList &args, int timeoutMs = 120000)
 {
     const CliBytes raw = runCliBytes(QStringList {QStringLiteral("--log-level"), QStringLiteral("warn")} + args, timeoutMs);
     return {raw.exitCode, QString::fromUtf8(raw.out), QString::fromUtf8(raw.err)};
+}
+
+// The first JSON line of `jsonl` whose "event" is `name` (a --jsonl command's output); {} when none.
+inline QJsonObject eventOf(const QByteArray &jsonl, const QString &name)
+{
+    for (const QByteArray &line : jsonl.split('\n')) {
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        if (o.value(QStringLiteral("event")).toString() == name)
+            return o;
+    }
+    return {};
 }
 
 // A PDF's text as poppler's pdftotext reads it, runs of whitespace as one space; "" when it cannot.

@@ -38,15 +38,7 @@ Result cli(const QStringList &args, const QStringList &env = {}, int timeoutMs =
     return {r.exitCode, r.out, QString::fromUtf8(r.err)};
 }
 
-QJsonObject eventOf(const QByteArray &jsonl, const QString &name)
-{
-    for (const QByteArray &line : jsonl.split('\n')) {
-        const QJsonObject o = QJsonDocument::fromJson(line).object();
-        if (o.value(QStringLiteral("event")).toString() == name)
-            return o;
-    }
-    return {};
-}
+using pbtest::eventOf;
 
 int countEvents(const QByteArray &jsonl, const QString &name)
 {

@@ -3,6 +3,7 @@
 // the proof is cancelled while it runs (exit 4, no run left running). Checked through /proc by a
 // marker in the environment every process of the tree inherits, within a time bound.
 #include "CliProcess.h"
+#include "JobProcesses.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -21,40 +22,8 @@
 
 namespace {
 
-// The PIDs whose environment holds `marker` and whose command line holds `inArgs`.
-QList<qint64> carriers(const QByteArray &marker, const QByteArray &inArgs = {})
-{
-    QList<qint64> found;
-    for (const QString &name : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        bool ok = false;
-        const qint64 pid = name.toLongLong(&ok);
-        if (!ok || pid == ::getpid())
-            continue;
-        QFile environ(QStringLiteral("/proc/%1/environ").arg(pid));
-        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
-        if (environ.open(QIODevice::ReadOnly) && environ.readAll().contains(marker) && cmdline.open(QIODevice::ReadOnly)
-            && (inArgs.isEmpty() || cmdline.readAll().contains(inArgs)))
-            found << pid;
-    }
-    return found;
-}
-
-// Waits up to `ms` for no carrier; returns (and kills) what is left.
-QList<qint64> leftAfter(const QByteArray &marker, int ms)
-{
-    QElapsedTimer t;
-    t.start();
-    QList<qint64> left;
-    do {
-        left = carriers(marker);
-        if (left.isEmpty())
-            return {};
-        QThread::msleep(50);
-    } while (t.elapsed() < ms);
-    for (qint64 p : left)
-        ::kill(static_cast<pid_t>(p), SIGKILL);
-    return left;
-}
+using pbtest::carriers;
+using pbtest::leftAfter;
 
 } // namespace
 
@@ -88,7 +57,7 @@ private Q_SLOTS:
         QThread::msleep(500); // into their steps
         ::kill(static_cast<pid_t>(scale->processId()), SIGKILL);
         QVERIFY(scale->waitForFinished(10000));
-        const QList<qint64> left = leftAfter(marker, 5000);
+        const QList<qint64> left = leftAfter(marker, -1, 5000);
         QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("%1 process(es) outlived a killed scale").arg(left.size())));
     }
 
@@ -105,7 +74,7 @@ private Q_SLOTS:
         ::kill(static_cast<pid_t>(check->processId()), SIGINT);
         QVERIFY(check->waitForFinished(30000));
         QCOMPARE(check->exitCode(), 4);
-        const QList<qint64> left = leftAfter(marker, 5000);
+        const QList<qint64> left = leftAfter(marker, -1, 5000);
         QVERIFY2(left.isEmpty(), qPrintable(QStringLiteral("%1 process(es) outlived the cancelled proof").arg(left.size())));
         const pbtest::CliBytes h = pbtest::runCliBytes({QStringLiteral("history"), QStringLiteral("--db"), db, QStringLiteral("--json")}, 60000);
         for (const QJsonValue &run : QJsonDocument::fromJson(h.out).object().value(QStringLiteral("runs")).toArray())

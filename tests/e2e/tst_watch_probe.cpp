@@ -19,15 +19,7 @@ const QString kPython = QStringLiteral("/usr/bin/python3");
 const QString kData = QStringLiteral(PB_SOURCE_DIR "/tests/data/watch/");
 constexpr int kBoundMs = 60000;
 
-QJsonObject eventOf(const QByteArray &jsonl, const QString &name)
-{
-    for (const QByteArray &line : jsonl.split('\n')) {
-        const QJsonObject o = QJsonDocument::fromJson(line).object();
-        if (o.value(QStringLiteral("event")).toString() == name)
-            return o;
-    }
-    return {};
-}
+using pbtest::eventOf;
 
 } // namespace
 

@@ -4,6 +4,7 @@
 // carrying the row's marker (in its environment and its argv) and none of the job's process group
 // is left, within a time bound, and that the run is recorded once, not left running.
 #include "CliProcess.h"
+#include "JobProcesses.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -21,60 +22,8 @@
 
 namespace {
 
-// The PIDs of processes whose environment or command line holds `marker`.
-QList<qint64> carriers(const QByteArray &marker)
-{
-    QList<qint64> found;
-    for (const QString &name : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
-        bool ok = false;
-        const qint64 pid = name.toLongLong(&ok);
-        if (!ok || pid == ::getpid())
-            continue;
-        for (const char *file : {"environ", "cmdline"}) {
-            QFile f(QStringLiteral("/proc/%1/%2").arg(pid).arg(QLatin1String(file)));
-            if (f.open(QIODevice::ReadOnly) && f.readAll().contains(marker)) {
-                // A zombie has no environment or command line left to read: what is read is alive.
-                found << pid;
-                break;
-            }
-        }
-    }
-    return found;
-}
-
-bool groupAlive(qint64 pgid) { return pgid > 0 && (::kill(static_cast<pid_t>(-pgid), 0) == 0 || errno == EPERM); }
-
-// Waits up to `ms` for no carrier and no live group; returns what is left (killed, so that a
-// failing row does not leave them either).
-QList<qint64> leftAfter(const QByteArray &marker, qint64 pgid, int ms)
-{
-    QElapsedTimer t;
-    t.start();
-    QList<qint64> left;
-    do {
-        left = carriers(marker);
-        if (left.isEmpty() && !groupAlive(pgid))
-            return {};
-        QThread::msleep(50);
-    } while (t.elapsed() < ms);
-    for (qint64 p : left)
-        ::kill(static_cast<pid_t>(p), SIGKILL);
-    if (groupAlive(pgid)) {
-        left << -pgid;
-        ::kill(static_cast<pid_t>(-pgid), SIGKILL);
-    }
-    return left;
-}
-
-qint64 startedPid(const QByteArray &jsonl)
-{
-    for (const QByteArray &line : jsonl.split('\n')) {
-        const QJsonObject o = QJsonDocument::fromJson(line).object();
-        if (o.value(QStringLiteral("event")).toString() == QLatin1String("started"))
-            return static_cast<qint64>(o.value(QStringLiteral("pid")).toDouble());
-    }
-    return -1;
-}
+using pbtest::carriers;
+using pbtest::leftAfter;
 
 QJsonArray runsIn(const QString &db)
 {
@@ -123,7 +72,7 @@ private Q_SLOTS:
         const QString db = m_dir.filePath(QString::fromLatin1(marker) + QStringLiteral(".sqlite"));
         QProcess *watch = startWatch(script, marker, db, QStringLiteral("1"));
         QVERIFY(watch->waitForFinished(30000));
-        const qint64 pgid = startedPid(watch->readAllStandardOutput());
+        const qint64 pgid = static_cast<qint64>(pbtest::eventOf(watch->readAllStandardOutput(), QStringLiteral("started")).value(QStringLiteral("pid")).toDouble(-1));
         QVERIFY(pgid > 0);
         // The job ran to its end without a step we could see: failed, exit 1, whatever it left behind.
         QCOMPARE(watch->exitCode(), 1);
@@ -151,7 +100,7 @@ private Q_SLOTS:
         QVERIFY(watch->waitForFinished(20000));
         QVERIFY2(t.elapsed() < 10000, "the second Ctrl-C waited for the grace period");
         QCOMPARE(watch->exitCode(), 4);
-        const qint64 pgid = startedPid(watch->readAllStandardOutput());
+        const qint64 pgid = static_cast<qint64>(pbtest::eventOf(watch->readAllStandardOutput(), QStringLiteral("started")).value(QStringLiteral("pid")).toDouble(-1));
         QVERIFY(leftAfter(marker, pgid, 3000).isEmpty());
         const QJsonArray runs = runsIn(db);
         QCOMPARE(runs.size(), 1);

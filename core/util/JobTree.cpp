@@ -246,8 +246,9 @@ void JobTree::add(int64_t pid)
 
 void JobTree::scan()
 {
-    auto note = [this](int64_t root) {
-        for (int64_t p : processTree(root))
+    const ProcessSnapshot processes; // one pass over /proc for the whole scan
+    auto note = [this, &processes](int64_t root) {
+        for (int64_t p : processes.tree(root))
             if (!m_seen.count(p))
                 if (const uint64_t t = processStartTime(p))
                     m_seen[p] = t;
@@ -258,7 +259,7 @@ void JobTree::scan()
     for (const auto &[root, start] : m_started)
         if (processStartTime(root) == start) // still it (or its zombie), not a reused PID
             note(root);
-    for (int64_t child : childrenOf(::getpid())) {
+    for (int64_t child : processes.childrenOf(::getpid())) {
         if (child == m_guardian || std::any_of(m_started.begin(), m_started.end(), [child](const auto &r) { return r.first == child; }))
             continue; // its QProcess reaps it
         if (!m_seen.count(child) && !environmentHas(child, m_entry))

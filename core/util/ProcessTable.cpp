@@ -60,14 +60,11 @@ bool isPid(const char *name)
 
 } // namespace
 
-std::vector<int64_t> processTree(int64_t root)
+ProcessSnapshot::ProcessSnapshot()
 {
-    if (root <= 0 || (::kill(static_cast<pid_t>(root), 0) != 0 && errno == ESRCH))
-        return {};
     // One pass over every process's parent; the kernel's per-thread "children" lists would read
     // fewer files on a busy host but miss nothing only when every thread of every process in the
     // tree is read, which for a training job (dozens of threads each) is more, not less.
-    std::unordered_multimap<int64_t, int64_t> children;
     if (DIR *proc = ::opendir("/proc")) {
         while (const dirent *entry = ::readdir(proc)) {
             if (!isPid(entry->d_name))
@@ -75,35 +72,37 @@ std::vector<int64_t> processTree(int64_t root)
             const long long pid = std::strtoll(entry->d_name, nullptr, 10);
             const int64_t parent = parentOf(pid);
             if (parent > 0)
-                children.emplace(parent, pid);
+                m_children.emplace(parent, pid);
         }
         ::closedir(proc);
     }
+}
+
+std::vector<int64_t> ProcessSnapshot::childrenOf(int64_t parent) const
+{
+    std::vector<int64_t> children;
+    const auto range = m_children.equal_range(parent);
+    for (auto it = range.first; it != range.second; ++it)
+        children.push_back(it->second);
+    return children;
+}
+
+std::vector<int64_t> ProcessSnapshot::tree(int64_t root) const
+{
     std::vector<int64_t> tree {root};
     std::unordered_set<int64_t> seen {root};
-    for (size_t next = 0; next < tree.size(); ++next) {
-        const auto range = children.equal_range(tree[next]);
-        for (auto it = range.first; it != range.second; ++it)
-            if (seen.insert(it->second).second)
-                tree.push_back(it->second);
-    }
+    for (size_t next = 0; next < tree.size(); ++next)
+        for (int64_t child : childrenOf(tree[next]))
+            if (seen.insert(child).second)
+                tree.push_back(child);
     return tree;
 }
 
-std::vector<int64_t> childrenOf(int64_t parent)
+std::vector<int64_t> processTree(int64_t root)
 {
-    std::vector<int64_t> children;
-    if (DIR *proc = ::opendir("/proc")) {
-        while (const dirent *entry = ::readdir(proc)) {
-            if (!isPid(entry->d_name))
-                continue;
-            const long long pid = std::strtoll(entry->d_name, nullptr, 10);
-            if (parentOf(pid) == parent)
-                children.push_back(pid);
-        }
-        ::closedir(proc);
-    }
-    return children;
+    if (root <= 0 || (::kill(static_cast<pid_t>(root), 0) != 0 && errno == ESRCH))
+        return {};
+    return ProcessSnapshot().tree(root);
 }
 
 // Field 22 of a /proc/PID/stat text, counted from the state (field 3) after the name, which may

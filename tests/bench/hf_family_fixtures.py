@@ -13,14 +13,23 @@ loss_fp32 (the float32 model's loss from model(input_ids, labels=input_ids)) and
 parameter (float32 gradient of the float64 loss). meta.json says what each fixture exercises.
 
 Counts mode builds the published text models on the meta device from their config.json and writes
-DIR/counts.json {name: {model_type, total_params, config}} and DIR/configs/<short-name>/config.json.
+DIR/counts.json {name: {model_type, total_params, active_params, config}} and DIR/configs/<short-name>/config.json.
+
+The sparse families (gpt_oss, deepseek_v3, deepseek_v3_no_q_lora, llama4_text) write the same folders, with the
+weights and every grad.<name> under the names and layouts of the families' published safetensors (see to_hub),
+the loss including Transformers' load-balancing loss where the class adds one, and meta.json saying what was
+checked (reload of the written folder, our conversion against save_pretrained's); their configs for counts are
+the committed tests/data/hf/<short-name>/config.json files (PUBLISHED_FILES).
 
 Plain script: needs torch, transformers and safetensors, nothing else.
 """
 import argparse, copy, json, math, os, shutil, sys, tempfile, traceback
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # --help and py_compile work without torch
+    torch, F = None, None
 
 VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, LAYERS, MAX_POS = 128, 32, 4, 2, 8, 4, 64
 BATCH, SEQ, SLIDING = 2, 24, 8
@@ -123,8 +132,9 @@ def n_params(model):
     return sum(p.numel() for p in model.parameters())
 
 
-def build(model_type, cfg_dict, dtype=torch.float32):
+def build(model_type, cfg_dict, dtype=None):
     from transformers import AutoConfig, AutoModelForCausalLM
+    dtype = dtype or torch.float32
     cfg = AutoConfig.for_model(model_type, **cfg_dict)
     try:
         model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=dtype)
@@ -336,6 +346,684 @@ def make_fixture(model_type, cfg_dict, traits, out_root):
                       "layer_types": meta["layer_types"], "no_grad": missing}), flush=True)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Sparse families (issue 29): gpt_oss, deepseek_v3 (with and without q_lora_rank), llama4_text.
+#
+# Their fixtures hold the weights under the names and layouts of the families' published safetensors, which
+# is not always Transformers' in-memory layout: Transformers 5 fuses DeepSeek-V3's per-expert Linear weights
+# into one [E, 2I, H] gate_up_proj and one [E, H, I] down_proj per layer (conversion_mapping.py, reverted on
+# save), while gpt-oss and Llama 4 checkpoints already hold [E, H, 2I] / [E, I, H] stacks. to_hub() below
+# writes the hub form from whatever this Transformers holds (checked by shape), the gradients go through the
+# same function, and the result is verified twice: against what save_pretrained itself writes (weights, and
+# gradients through a copy of the model whose parameters hold the gradients), and by loading the written
+# folder into a fresh model with from_pretrained and comparing its logits with the original model's.
+
+SPARSE_BUDGET_BYTES = 400 * 1024
+
+HUB_PATTERNS = {
+    "common": [r"model\.embed_tokens\.weight", r"model\.norm\.weight", r"lm_head\.weight",
+               r"model\.layers\.\d+\.(input_layernorm|post_attention_layernorm)\.weight"],
+    "gpt_oss": [r"model\.layers\.\d+\.self_attn\.(q|k|v|o)_proj\.(weight|bias)", r"model\.layers\.\d+\.self_attn\.sinks",
+                r"model\.layers\.\d+\.mlp\.router\.(weight|bias)",
+                r"model\.layers\.\d+\.mlp\.experts\.(gate_up_proj|gate_up_proj_bias|down_proj|down_proj_bias)"],
+    "deepseek_v3": [r"model\.layers\.\d+\.self_attn\.(q_proj|q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|o_proj)\.weight",
+                    r"model\.layers\.\d+\.self_attn\.(q_a_layernorm|kv_a_layernorm)\.weight",
+                    r"model\.layers\.\d+\.mlp\.(gate_proj|up_proj|down_proj)\.weight",
+                    r"model\.layers\.\d+\.mlp\.gate\.weight", r"model\.layers\.\d+\.mlp\.gate\.e_score_correction_bias",
+                    r"model\.layers\.\d+\.mlp\.experts\.\d+\.(gate_proj|up_proj|down_proj)\.weight",
+                    r"model\.layers\.\d+\.mlp\.shared_experts\.(gate_proj|up_proj|down_proj)\.weight"],
+    "llama4_text": [r"model\.layers\.\d+\.self_attn\.(q|k|v|o)_proj\.weight",
+                    r"model\.layers\.\d+\.feed_forward\.(gate_proj|up_proj|down_proj)\.weight",
+                    r"model\.layers\.\d+\.feed_forward\.router\.weight",
+                    r"model\.layers\.\d+\.feed_forward\.experts\.(gate_up_proj|down_proj)",
+                    r"model\.layers\.\d+\.feed_forward\.shared_expert\.(gate_proj|up_proj|down_proj)\.weight"],
+}
+
+
+def sparse_families():
+    """name -> spec: model_type, base config dict, the fit steps (largest first; each a dict of overrides),
+    the traits exercised, extra noise/scaling, the family's load-balancing loss switch."""
+    ds = common(num_key_value_heads=HEADS, head_dim=None, tie_word_embeddings=False, attention_bias=False,
+                q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+                rope_interleave=True,
+                rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                 "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
+                                 "mscale": 1.0, "mscale_all_dim": 1.0},
+                n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, routed_scaling_factor=2.5,
+                norm_topk_prob=True, n_shared_experts=1, first_k_dense_replace=1, hidden_act="silu")
+    ds.pop("head_dim")
+    ds_traits = ["multi-head latent attention: q_lora_rank 24 (q_a_proj, q_a_layernorm, q_b_proj), kv_lora_rank 16 "
+                 "(kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj)",
+                 "qk_nope_head_dim 8, qk_rope_head_dim 4, v_head_dim 6 (q/k head 12 != v head 6)",
+                 "rope_interleave true (pairs (0,1),(2,3) de-interleaved before rotate_half)",
+                 "YaRN factor 4, original 16, mscale = mscale_all_dim = 1: cos/sin unscaled, softmax scale "
+                 "12^-0.5 * (0.1*ln4+1)^2",
+                 "sigmoid router scores, e_score_correction_bias (noise, a buffer) added for the choice only",
+                 "group-limited top-k: 8 experts in n_group 4, topk_group 2 (group score = sum of its top 2), top-2",
+                 "norm_topk_prob true, routed_scaling_factor 2.5", "n_shared_experts 1 (shared_experts MLP)",
+                 "first_k_dense_replace 1 (layer 0 dense MLP, layers 1..3 MoE)", "untied", "no attention bias"]
+    ds_fit = [dict(moe_intermediate_size=m, intermediate_size=i) for m, i in ((8, 48), (8, 32), (6, 32), (4, 32), (4, 24))]
+    ds_noq = dict(ds, q_lora_rank=None)
+    ds_noq_traits = ["q_lora_rank null (plain q_proj [heads*(nope+rope), hidden])"] + ds_traits[1:]
+    return {
+        "gpt_oss": dict(
+            model_type="gpt_oss",
+            config=common(tie_word_embeddings=False, attention_bias=True, sliding_window=SLIDING,
+                          layer_types=["sliding_attention", "full_attention"] * 2, num_local_experts=4,
+                          num_experts_per_tok=2, router_aux_loss_coef=0.9, output_router_logits=True,
+                          swiglu_limit=7.0, hidden_act="silu",
+                          rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0,
+                                           "original_max_position_embeddings": 16, "beta_fast": 32.0,
+                                           "beta_slow": 1.0, "truncate": False}),
+            fit=[dict(intermediate_size=i) for i in (20, 12, 8)],  # never 16: [E,H,2I] would be square
+            gate_up_scale=4.0,
+            traits=["sliding window 8 on layers 0 and 2 (layer_types sliding/full alternating), full on 1 and 3",
+                    "learned per-head attention sinks (noised) in the softmax denominator",
+                    "q/k/v/o biases", "router with bias: top-2 of 4 on raw logits, softmax over the chosen two",
+                    "experts as [E,H,2I] gate_up_proj (gate/up interleaved: even columns gate, odd up) and [E,I,H] "
+                    "down_proj, with biases (noised)",
+                    "clamped SwiGLU: gate clamp(max=7), up clamp(-7,7), gate*sigmoid(1.702*gate)*(up+1); gate_up_proj "
+                    "scaled after init so that the clamp binds (see clamp_fraction)",
+                    "YaRN factor 4, original 16, beta_fast 32, beta_slow 1, truncate false",
+                    "output_router_logits true: loss includes router_aux_loss_coef 0.9 x load-balancing loss",
+                    "untied"]),
+        "deepseek_v3": dict(model_type="deepseek_v3", config=ds, fit=ds_fit, correction_bias_std=0.2, traits=ds_traits),
+        "deepseek_v3_no_q_lora": dict(model_type="deepseek_v3", config=ds_noq, fit=ds_fit, correction_bias_std=0.2,
+                                      traits=ds_noq_traits),
+        "llama4_text": dict(
+            model_type="llama4_text",
+            config=common(tie_word_embeddings=False, attention_bias=False, attention_chunk_size=8,
+                          no_rope_layers=[1, 1, 1, 0], use_qk_norm=True, attn_temperature_tuning=True,
+                          floor_scale=8, attn_scale=0.1, num_local_experts=4, num_experts_per_tok=1,
+                          interleave_moe_layer_step=2, moe_layers=[1, 3], router_aux_loss_coef=0.001,
+                          output_router_logits=True, hidden_act="silu",
+                          rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                           "original_max_position_embeddings": 16}),
+            fit=[dict(intermediate_size=i, intermediate_size_mlp=m) for i, m in ((20, 48), (20, 32), (12, 48), (12, 32), (8, 32))],
+            traits=["attention_chunk_size 8 on the RoPE layers (0,1,2): the 24-token sequence spans 3 chunks",
+                    "no RoPE on layer 3 (no_rope_layers [1,1,1,0]), full causal attention there",
+                    "use_qk_norm: weightless L2 norm (rms over head_dim, eps rms_norm_eps) of q and k after RoPE, on "
+                    "RoPE layers only",
+                    "attn_temperature_tuning on the NoPE layer: q *= 1 + 0.1*ln(1+floor((pos+1)/8)) (floor_scale 8)",
+                    "MoE on layers 1 and 3 (interleave_moe_layer_step 2), dense MLP of intermediate_size_mlp on 0 and 2",
+                    "router: top-1 of 4, sigmoid of the chosen logit (others 0) scales the expert INPUT; shared_expert "
+                    "added", "experts [E,H,2I] gate_up_proj (first half gate, second half up) and [E,I,H] down_proj",
+                    "rotary as complex pairs (interleaved), llama3 rope scaling factor 8, low 1, high 4, original 16",
+                    "untied", "no attention bias"]),
+    }
+
+
+def expert_shape(model_type, cfg):
+    if model_type == "deepseek_v3":
+        return cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
+    return cfg.num_local_experts, cfg.hidden_size, cfg.intermediate_size
+
+
+def to_hub(model_type, cfg, state):
+    """Transformers' in-memory state (name -> tensor) as the family's published checkpoints hold it.
+    Returns (hub dict, {in-memory name: [hub names]}, [notes on what was converted])."""
+    E, H, I = expert_shape(model_type, cfg)
+    out, name_map, notes = {}, {}, set()
+
+    def shape(t):
+        return tuple(t.shape)
+
+    for name, t in state.items():
+        if model_type in ("gpt_oss", "llama4_text") and name.endswith("experts.gate_up_proj"):
+            if shape(t) == (E, H, 2 * I):
+                v = t
+            elif shape(t) == (E, 2 * I, H):
+                v, _ = t.transpose(1, 2), notes.add(f"{model_type}: gate_up_proj held as [E,2I,H], written [E,H,2I]")
+            else:
+                raise ValueError(f"{name}: shape {shape(t)} is neither [E,H,2I] nor [E,2I,H] for E,H,I={E},{H},{I}")
+            out[name], name_map[name] = v.contiguous(), [name]
+        elif model_type in ("gpt_oss", "llama4_text") and name.endswith("experts.down_proj"):
+            if shape(t) == (E, I, H):
+                v = t
+            elif shape(t) == (E, H, I):
+                v, _ = t.transpose(1, 2), notes.add(f"{model_type}: down_proj held as [E,H,I], written [E,I,H]")
+            else:
+                raise ValueError(f"{name}: shape {shape(t)} is neither [E,I,H] nor [E,H,I] for E,H,I={E},{H},{I}")
+            out[name], name_map[name] = v.contiguous(), [name]
+        elif model_type == "deepseek_v3" and name.endswith("mlp.experts.gate_up_proj"):
+            # Concatenate(dim=1) of [gate_proj, up_proj] per expert in conversion_mapping: gate rows first.
+            if shape(t) == (E, 2 * I, H):
+                w = t
+            elif shape(t) == (E, H, 2 * I):
+                w = t.transpose(1, 2)
+            else:
+                raise ValueError(f"{name}: shape {shape(t)} is neither [E,2I,H] nor [E,H,2I] for E,H,I={E},{H},{I}")
+            notes.add("deepseek_v3: fused experts.gate_up_proj split into experts.<e>.gate_proj.weight (rows :I) "
+                      "and experts.<e>.up_proj.weight (rows I:)")
+            prefix = name[: -len("gate_up_proj")]
+            name_map[name] = []
+            for e in range(E):
+                for part, rows in (("gate_proj", slice(0, I)), ("up_proj", slice(I, 2 * I))):
+                    key = f"{prefix}{e}.{part}.weight"
+                    out[key] = w[e, rows].contiguous()
+                    name_map[name].append(key)
+        elif model_type == "deepseek_v3" and name.endswith("mlp.experts.down_proj"):
+            if shape(t) == (E, H, I):
+                w = t
+            elif shape(t) == (E, I, H):
+                w = t.transpose(1, 2)
+            else:
+                raise ValueError(f"{name}: shape {shape(t)} is neither [E,H,I] nor [E,I,H] for E,H,I={E},{H},{I}")
+            notes.add("deepseek_v3: fused experts.down_proj split into experts.<e>.down_proj.weight [H,I]")
+            prefix = name[: -len("down_proj")]
+            name_map[name] = []
+            for e in range(E):
+                key = f"{prefix}{e}.down_proj.weight"
+                out[key] = w[e].contiguous()
+                name_map[name].append(key)
+        else:
+            out[name], name_map[name] = t, [name]
+    return out, name_map, sorted(notes)
+
+
+def not_hub_names(model_type, names):
+    import re
+    pats = [re.compile(p + r"$") for p in HUB_PATTERNS["common"] + HUB_PATTERNS.get(model_type, [])]
+    return sorted(n for n in names if not any(p.match(n) for p in pats))
+
+
+def compare_dicts(a, b):
+    """a (ours) against b (Transformers'): names only in one, shape differences, largest value difference."""
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    shape_diff, worst = [], 0.0
+    for k in sorted(set(a) & set(b)):
+        if tuple(a[k].shape) != tuple(b[k].shape):
+            shape_diff.append([k, list(a[k].shape), list(b[k].shape)])
+        else:
+            worst = max(worst, (a[k].double() - b[k].double()).abs().max().item() if a[k].numel() else 0.0)
+    return {"only_ours": only_a, "only_transformers": only_b, "shape_differences": shape_diff,
+            "max_abs_value_difference": worst,
+            "identical": not only_a and not only_b and not shape_diff and worst == 0.0}
+
+
+def set_eager_experts(model):
+    """Transformers 5 dispatches experts through config._experts_implementation (grouped_mm/batched_mm do not
+    take float64 everywhere); the reference uses the eager per-expert loop."""
+    seen = set()
+    for m in model.modules():
+        cfg = getattr(m, "config", None)
+        if cfg is None or id(cfg) in seen:
+            continue
+        seen.add(id(cfg))
+        if hasattr(cfg, "_experts_implementation"):
+            try:
+                cfg._experts_implementation = "eager"
+            except Exception as e:  # a property without setter in some version
+                print(json.dumps({"warning": f"could not set _experts_implementation: {e!r}"}), flush=True)
+    return getattr(model.config, "_experts_implementation", None)
+
+
+def build_sparse(model_type, cfg_dict, dtype=None):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    dtype = dtype or torch.float32
+    cfg = AutoConfig.for_model(model_type, **copy.deepcopy(cfg_dict))
+    model = None
+    for kw in (dict(attn_implementation="eager", experts_implementation="eager", dtype=dtype),
+               dict(attn_implementation="eager", dtype=dtype),
+               dict(attn_implementation="eager", torch_dtype=dtype)):
+        try:
+            model = AutoModelForCausalLM.from_config(cfg, **kw)
+            break
+        except (TypeError, ValueError) as e:
+            print(json.dumps({"note": f"from_config({sorted(kw)}) refused: {e!r}"}), flush=True)
+    model = model.to(dtype)
+    set_eager_experts(model)
+    return model
+
+
+def load_sparse(folder, dtype):
+    from transformers import AutoModelForCausalLM
+    last = None
+    for kw in (dict(attn_implementation="eager", experts_implementation="eager", dtype=dtype),
+               dict(attn_implementation="eager", dtype=dtype),
+               dict(attn_implementation="eager", torch_dtype=dtype)):
+        try:
+            model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True, **kw)
+            set_eager_experts(model)
+            return model.eval(), {k: sorted(map(str, v)) if isinstance(v, (set, list, tuple)) else str(v)
+                                  for k, v in (info or {}).items()}
+        except (TypeError, ValueError) as e:
+            last = e
+    raise last
+
+
+def count_active(model, cfg):
+    """Parameters one token uses: every parameter except the experts it is not routed to. A routed expert's
+    share is its experts container's parameters / E (stacked tensors or per-expert modules alike); shared
+    experts, routers and dense layers count whole."""
+    E = (getattr(cfg, "num_local_experts", None) or getattr(cfg, "n_routed_experts", None)
+         or getattr(cfg, "num_experts", None))
+    k = getattr(cfg, "num_experts_per_tok", None)
+    total = sum(p.numel() for p in model.parameters())
+    if not E or not k:
+        return total, []
+    inactive, containers = 0, []
+    for mname, mod in model.named_modules():
+        last = mname.rsplit(".", 1)[-1]
+        if last != "experts":
+            continue
+        n = sum(p.numel() for p in mod.parameters())
+        if n % E:
+            raise ValueError(f"{mname}: {n} parameters do not split over {E} experts")
+        inactive += n // E * (E - k)
+        containers.append([mname, n])
+    return total - inactive, containers
+
+
+def fit_sparse(model_type, base, steps):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    tried = []
+    d = base
+    for over in steps:
+        d = dict(base, **over)
+        with torch.device("meta"):
+            m = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **copy.deepcopy(d)))
+        params = {n for n, _ in m.named_parameters()}
+        state = m.state_dict()
+        hub, _, _ = to_hub(model_type, m.config, state)
+        grads, _, _ = to_hub(model_type, m.config, {n: t for n, t in state.items() if n in params})
+        n_saved = sum(t.numel() for t in hub.values())
+        n_grad = sum(t.numel() for t in grads.values())
+        est = 4 * (n_saved + n_grad) + 4 * BATCH * SEQ * VOCAB + 160 * (len(hub) + len(grads)) + 24 * 1024
+        tried.append({"overrides": over, "params": n_params(m), "hub_tensors": len(hub), "estimated_bytes": est})
+        if est <= SPARSE_BUDGET_BYTES:
+            return d, tried
+    return d, tried
+
+
+def sparse_noise(spec, model, gen):
+    """Norm weights and '.bias' as the dense fixtures (add_noise); also every '_bias' (expert biases start at
+    zero) and gpt-oss' sinks; gate_up_proj scaled where the family clamps; the correction-bias buffer."""
+    touched = add_noise(model, gen)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if (name.endswith("_bias") or name.endswith(".sinks")) and name not in touched:
+                p.add_(torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype) * NOISE_STD)
+                touched.append(name)
+            if spec.get("gate_up_scale") and name.endswith("experts.gate_up_proj"):
+                p.mul_(spec["gate_up_scale"])
+                touched.append(f"{name} (x{spec['gate_up_scale']})")
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias") and spec.get("correction_bias_std"):
+                b.copy_(torch.randn(b.shape, generator=gen, dtype=torch.float64).to(b.dtype) * spec["correction_bias_std"])
+                touched.append(f"{name} (buffer, N(0,{spec['correction_bias_std']}))")
+    return touched
+
+
+def capture_routes(model, ids):
+    """Per experts container, the integer [tokens, k] tensor it was called with (the chosen experts), where
+    this Transformers passes one; and per gpt-oss experts module the fraction of gate/up pre-activations
+    beyond the clamp over all experts and tokens."""
+    routes, clamp, hooks = {}, {}, []
+    for mname, mod in model.named_modules():
+        if mname.rsplit(".", 1)[-1] != "experts":
+            continue
+
+        def pre(m, args, kwargs, mname=mname):
+            try:
+                observe(m, args, kwargs, mname)
+            except Exception as e:  # a diagnostic only: never disturb the forward
+                clamp[mname] = {"error": repr(e)}
+
+        def observe(m, args, kwargs, mname):
+            ints = [a for a in list(args) + list(kwargs.values()) if torch.is_tensor(a) and not a.is_floating_point()]
+            if ints:
+                routes[mname] = ints[0].detach().clone()
+            x = args[0] if args else kwargs.get("hidden_states")
+            if hasattr(m, "gate_up_proj_bias") and torch.is_tensor(x) and m.gate_up_proj.dim() == 3:
+                x2 = x.reshape(-1, x.shape[-1])
+                gu = torch.einsum("th,ehj->etj", x2, m.gate_up_proj) + m.gate_up_proj_bias[:, None, :]
+                gate, up = gu[..., ::2], gu[..., 1::2]
+                clamp[mname] = {"gate_above_7": (gate > 7).double().mean().item(),
+                                "up_beyond_7": (up.abs() > 7).double().mean().item()}
+        try:
+            hooks.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
+        except TypeError:
+            pass
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids, use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    return out.logits, routes, clamp
+
+
+def effect_of(model_type, cfg_dict, model, cfg_changes, state_changes, ids):
+    """Largest logits change when the same weights run with a config (or state) changed: shows a trait bites."""
+    other = build_sparse(model_type, dict(cfg_dict, **cfg_changes), torch.float32).eval()
+    state = model.state_dict()
+    state.update(state_changes)
+    other.load_state_dict(state)
+    with torch.no_grad():
+        base = model(input_ids=ids, use_cache=False).logits
+        changed = other(input_ids=ids, use_cache=False).logits
+    return (changed - base).abs().max().item()
+
+
+def router_values(cfg):
+    keys = ("num_local_experts", "n_routed_experts", "num_experts_per_tok", "n_group", "topk_group",
+            "routed_scaling_factor", "norm_topk_prob", "n_shared_experts", "first_k_dense_replace",
+            "moe_intermediate_size", "intermediate_size", "intermediate_size_mlp", "moe_layers",
+            "interleave_moe_layer_step", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise",
+            "swiglu_limit", "topk_method", "scoring_func", "sliding_window", "layer_types", "attention_chunk_size",
+            "no_rope_layers", "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale", "q_lora_rank",
+            "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "rope_interleave",
+            "head_dim", "rope_parameters", "_experts_implementation", "_attn_implementation")
+    out = {}
+    for k in keys:
+        if hasattr(cfg, k):
+            v = getattr(cfg, k)
+            out[k] = v if isinstance(v, (int, float, str, bool, list, dict, type(None))) else str(v)
+    return out
+
+
+def make_sparse_fixture(name, spec, out_root):
+    import transformers
+    from safetensors.torch import save_file, load_file
+
+    model_type = spec["model_type"]
+    cfg_dict, tried = fit_sparse(model_type, spec["config"], spec["fit"])
+    torch.manual_seed(0)
+    model = build_sparse(model_type, cfg_dict, torch.float32).eval()
+    noised = sparse_noise(spec, model, torch.Generator().manual_seed(1))
+    cfg = model.config
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(TOKEN_SEED), dtype=torch.int64)
+    diag = {"family": name, "stage": "built", "class": type(model).__name__, "router": router_values(cfg)}
+    print(json.dumps(diag, default=str), flush=True)
+
+    # Does this Transformers add a load-balancing loss for this class? Only then is the switch left on.
+    with torch.no_grad():
+        probe = model(input_ids=ids, labels=ids, use_cache=False)
+    aux_probe = getattr(probe, "aux_loss", None)
+    aux_note = None
+    if getattr(cfg, "output_router_logits", False) and aux_probe is None:
+        aux_note = (f"output_router_logits was requested but {type(model).__name__} returned no aux_loss in Transformers "
+                    f"{transformers.__version__}: written false, the loss is the cross-entropy alone")
+        cfg.output_router_logits = False
+        print(json.dumps({"family": name, "note": aux_note}), flush=True)
+
+    param_names = [n for n, _ in model.named_parameters()]
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if getattr(cfg, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)
+    buffers_saved = sorted(set(state) - set(param_names))
+    print(json.dumps({"family": name, "stage": "state_dict (in memory)",
+                      "tensors": {k: list(v.shape) for k, v in state.items()}, "persistent_buffers": buffers_saved}),
+          flush=True)
+    hub, name_map, conv_notes = to_hub(model_type, cfg, state)
+    stray = not_hub_names(model_type, hub)
+    print(json.dumps({"family": name, "stage": "hub form (ours)", "tensors": {k: list(v.shape) for k, v in hub.items()},
+                      "conversion": conv_notes, "names_outside_hub_patterns": stray}), flush=True)
+
+    folder = os.path.join(out_root, "hf-parity", name)
+    os.makedirs(os.path.join(folder, "reference"), exist_ok=True)
+    with torch.no_grad():
+        logits32, routes, clamp = capture_routes(model, ids)
+
+    checks = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tf_dir, ours_dir, tf_grad_dir = (os.path.join(tmp, s) for s in ("tf", "ours", "tfgrad"))
+        model.save_pretrained(tf_dir)
+        tf_files = sorted(f for f in os.listdir(tf_dir) if f.endswith(".safetensors"))
+        tf_saved = {}
+        for f in tf_files:
+            tf_saved.update(load_file(os.path.join(tf_dir, f)))
+        checks["transformers_save_pretrained_files"] = tf_files
+        checks["weights_ours_vs_save_pretrained"] = compare_dicts(hub, tf_saved)
+        print(json.dumps({"family": name, "stage": "save_pretrained wrote",
+                          "tensors": {k: list(v.shape) for k, v in tf_saved.items()},
+                          "ours_vs_transformers": checks["weights_ours_vs_save_pretrained"]}), flush=True)
+
+        def verify(candidate, label):
+            os.makedirs(ours_dir, exist_ok=True)
+            shutil.copy(os.path.join(tf_dir, "config.json"), ours_dir)
+            for f in os.listdir(ours_dir):
+                if f.endswith(".safetensors") or f.endswith(".json") and f != "config.json":
+                    os.remove(os.path.join(ours_dir, f))
+            save_file({k: v.contiguous() for k, v in candidate.items()}, os.path.join(ours_dir, "model.safetensors"),
+                      metadata={"format": "pt"})
+            try:
+                back, info = load_sparse(ours_dir, torch.float32)
+                with torch.no_grad():
+                    diff = (back(input_ids=ids, use_cache=False).logits - logits32).abs().max().item()
+                res = {"max_abs_logits_diff": diff, "loading_info": info}
+            except Exception as e:
+                traceback.print_exc()
+                res = {"error": repr(e)}
+            missing = res.get("loading_info", {}).get("missing_keys", [])
+            unexpected = res.get("loading_info", {}).get("unexpected_keys", [])
+            mismatched = res.get("loading_info", {}).get("mismatched_keys", [])
+            res["ok"] = ("error" not in res and res["max_abs_logits_diff"] <= 1e-6 and not missing and not unexpected
+                         and not mismatched)
+            print(json.dumps({"family": name, "stage": f"reload check ({label})", **res}), flush=True)
+            return res
+
+        checks["reload_ours"] = verify(hub, "ours")
+        use_transformers = False
+        if not checks["reload_ours"]["ok"]:
+            checks["reload_transformers_file"] = verify(tf_saved, "save_pretrained's file")
+            use_transformers = checks["reload_transformers_file"]["ok"]
+        shutil.copy(os.path.join(tf_dir, "config.json"), folder)
+        written = tf_saved if use_transformers else hub
+        save_file({k: v.contiguous() for k, v in written.items()}, os.path.join(folder, "model.safetensors"),
+                  metadata={"format": "pt"})
+
+        # Sliding window / chunk / temperature / correction bias: each must change the logits, or the trait is untested.
+        effects = {}
+        try:
+            if model_type == "gpt_oss":
+                effects["sliding_window_widened_to_64"] = effect_of(model_type, cfg_dict, model, {"sliding_window": MAX_POS}, {}, ids)
+                effects["sinks_set_to_-1e4"] = effect_of(
+                    model_type, cfg_dict, model, {}, {k: torch.full_like(v, -1e4) for k, v in model.state_dict().items()
+                                            if k.endswith(".sinks")}, ids)
+            if model_type == "llama4_text":
+                effects["attention_chunk_size_widened_to_64"] = effect_of(model_type, cfg_dict, model, {"attention_chunk_size": MAX_POS}, {}, ids)
+                effects["attn_temperature_tuning_off"] = effect_of(model_type, cfg_dict, model, {"attn_temperature_tuning": False}, {}, ids)
+            if model_type == "deepseek_v3":
+                effects["e_score_correction_bias_zeroed"] = effect_of(
+                    model_type, cfg_dict, model, {}, {k: torch.zeros_like(v) for k, v in model.state_dict().items()
+                                            if k.endswith("e_score_correction_bias")}, ids)
+        except Exception as e:
+            traceback.print_exc()
+            effects["error"] = repr(e)
+        print(json.dumps({"family": name, "stage": "trait effects (max abs logits change)", **effects}), flush=True)
+
+        # The float64 reference: logits, the loss Transformers trains on, and every parameter's gradient.
+        ref_dtype, model64, out64, ref_error = None, None, None, None
+        for impl in ("eager", "batched_mm"):
+            try:
+                model64 = copy.deepcopy(model).double().eval()
+                if impl != "eager":
+                    for m in model64.modules():
+                        c = getattr(m, "config", None)
+                        if c is not None and hasattr(c, "_experts_implementation"):
+                            c._experts_implementation = impl
+                out64 = model64(input_ids=ids, labels=ids, use_cache=False)
+                ref_dtype = f"float64 (experts {impl})"
+                break
+            except Exception as e:
+                traceback.print_exc()
+                ref_error = repr(e)
+        if out64 is None:
+            model64 = copy.deepcopy(model).float().train(False)
+            out64 = model64(input_ids=ids, labels=ids, use_cache=False)
+            ref_dtype = f"float32 (float64 failed: {ref_error})"
+        logits64 = out64.logits
+        ce = F.cross_entropy(logits64.double()[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+        aux = getattr(out64, "aux_loss", None)
+        coef = float(getattr(cfg, "router_aux_loss_coef", 0.0) or 0.0)
+        with_aux = aux is not None and bool(getattr(cfg, "output_router_logits", False))
+        total = ce + coef * aux.double() if with_aux else ce
+        total.backward()
+        grads_mem, missing = {}, []
+        for pname, p in model64.named_parameters():
+            if p.grad is None:
+                missing.append(pname)
+                grads_mem[pname] = torch.zeros(p.shape, dtype=torch.float32)
+            else:
+                grads_mem[pname] = p.grad.detach().float().contiguous()
+        grads_hub, _, _ = to_hub(model_type, cfg, grads_mem)
+
+        # The same gradients through Transformers' own save conversion: a copy whose parameters hold them.
+        try:
+            gm = copy.deepcopy(model)
+            with torch.no_grad():
+                for pname, p in gm.named_parameters():
+                    p.copy_(grads_mem[pname].to(p.dtype))
+            gm.save_pretrained(tf_grad_dir)
+            tf_grads = {}
+            for f in os.listdir(tf_grad_dir):
+                if f.endswith(".safetensors"):
+                    tf_grads.update(load_file(os.path.join(tf_grad_dir, f)))
+            tf_grads = {k: v for k, v in tf_grads.items() if not any(k.endswith(b) for b in buffers_saved)
+                        and k not in buffers_saved}
+            checks["grads_ours_vs_save_pretrained"] = compare_dicts(grads_hub, tf_grads)
+        except Exception as e:
+            traceback.print_exc()
+            tf_grads = None
+            checks["grads_ours_vs_save_pretrained"] = {"error": repr(e)}
+        print(json.dumps({"family": name, "stage": "gradients ours vs save_pretrained",
+                          **checks["grads_ours_vs_save_pretrained"]}), flush=True)
+        if use_transformers and tf_grads is not None:
+            grads_hub = tf_grads
+
+    ref = {"input_ids": ids.contiguous(), "labels": ids.clone().contiguous(),
+           "logits": logits64.detach().float().contiguous(),
+           "loss": total.detach().double().reshape(()).contiguous(),
+           "loss_ce": ce.detach().double().reshape(()).contiguous(),
+           "loss_fp32": probe.loss.detach().float().reshape(()).contiguous()}
+    if with_aux:
+        ref["aux_loss"] = aux.detach().double().reshape(()).contiguous()
+    ref.update({"grad." + k: v.contiguous() for k, v in grads_hub.items()})
+    save_file(ref, os.path.join(folder, "reference", "reference.safetensors"))
+
+    active, containers = count_active(model, cfg)
+    experts_hit = {k: sorted(set(v.flatten().tolist())) for k, v in routes.items()}
+    E = expert_shape(model_type, cfg)[0]
+    idle = {k: sorted(set(range(E)) - set(v)) for k, v in experts_hit.items()}
+    if with_aux:
+        loss_note = (f"loss = mean cross-entropy of logits[:, :-1] against input_ids[:, 1:] in float64 + "
+                     f"router_aux_loss_coef ({coef}) x aux_loss. aux_loss is Transformers' own load_balancing_loss_func "
+                     f"(models/mixtral/modeling_mixtral.py; {type(model).__name__} inherits it), computed in the float64 "
+                     f"model: the router logits of every MoE layer concatenated over tokens (rows = layers x tokens), "
+                     f"p = softmax over all E experts, m = one-hot of top-k(p) [rows, k, E]; "
+                     f"aux = E * sum_(k,e) mean_rows(m)[k,e] * mean_rows(p)[e]; no attention mask (all tokens count)")
+    else:
+        loss_note = ("loss = mean cross-entropy of logits[:, :-1] against input_ids[:, 1:] in float64; no "
+                     "load-balancing loss: " + (aux_note or f"{type(model).__name__} has no output_router_logits loss"))
+    meta = {
+        "model_type": model_type, "fixture": name, "class": type(model).__name__,
+        "transformers": transformers.__version__, "torch": torch.__version__,
+        "total_params": n_params(model),
+        "total_params_note": "sum(p.numel() for p in model.parameters()), buffers excluded (Transformers' count)",
+        "active_params": active, "experts_containers": containers,
+        "active_params_note": "total minus (E - k)/E of every experts container: what one token uses",
+        "buffers_in_checkpoint": buffers_saved,
+        "saved_tensors": {k: list(v.shape) for k, v in written.items()},
+        "saved_dtypes": sorted({str(v.dtype) for v in written.values()}),
+        "state_dict_in_memory": {k: list(v.shape) for k, v in state.items()},
+        "state_dict_name_map": name_map, "conversion": conv_notes,
+        "written_from": "save_pretrained's own file (our conversion failed the reload check)" if use_transformers
+                        else "our explicit conversion (to_hub)",
+        "names_outside_hub_patterns": stray,
+        "checks": checks, "trait_effects_max_abs_logits": effects,
+        "fit": tried, "config_used": cfg_dict, "router_and_attention": router_values(cfg),
+        "layers": layer_info(model64), "rotary": rotary_info(model64),
+        "traits": spec["traits"],
+        "batch": BATCH, "seq": SEQ, "token_seed": TOKEN_SEED,
+        "init": f"model's own init (torch.manual_seed(0)), initializer_range {INIT_RANGE}; then N(0, {NOISE_STD}) added "
+                f"to every norm weight, '.bias', '_bias' and sinks (generator seed 1); see noised_parameters",
+        "noised_parameters": noised,
+        "loss": total.item(), "loss_includes": loss_note, "loss_ce": ce.item(),
+        "aux_loss": aux.item() if with_aux else None, "router_aux_loss_coef": coef if with_aux else 0.0,
+        "aux_loss_in_reference": with_aux, "aux_note": aux_note,
+        "loss_fp32": probe.loss.item(), "loss_fp32_note": "the float32 model's own loss (Transformers' loss function, "
+                                                           "aux included where the class adds it)",
+        "loss_hf_float64_model": out64.loss.item(),
+        "loss_hf_vs_ours_abs": abs(out64.loss.item() - total.item()),
+        "reference_dtype": ref_dtype,
+        "max_abs_logits_fp32_vs_fp64": (logits32.double() - logits64.double()).abs().max().item(),
+        "logits_absmax": logits64.abs().max().item(),
+        "experts_chosen_per_container": experts_hit, "experts_without_tokens": idle,
+        "clamp_fraction": clamp,
+        "params_without_grad": missing,
+        "precision_note": "float64 CPU run; Transformers keeps RMSNorm, rotary tables, the DeepSeek router (float32 "
+                          "linear) and Llama 4's complex rotary in float32 inside the float64 model",
+        "labels_note": "labels = input_ids; Transformers' shift",
+    }
+    if model_type == "llama4_text":
+        meta["temperature_scales_by_position"] = [1 + cfg.attn_scale * math.log1p(math.floor((p + 1) / cfg.floor_scale))
+                                                  for p in range(SEQ)]
+    json.dump(meta, open(os.path.join(folder, "meta.json"), "w"), indent=1, default=str)
+    ok = checks["reload_ours"]["ok"] or use_transformers
+    print(json.dumps({"family": name, "ok": ok, "verified_reload": ok, "params": meta["total_params"],
+                      "active": active, "loss": meta["loss"], "loss_ce": meta["loss_ce"], "aux": meta["aux_loss"],
+                      "hf64": meta["loss_hf_float64_model"], "reference_dtype": ref_dtype,
+                      "weights_match_save_pretrained": checks["weights_ours_vs_save_pretrained"].get("identical"),
+                      "grads_match_save_pretrained": checks["grads_ours_vs_save_pretrained"].get("identical"),
+                      "kib": round(dir_kib(folder) + dir_kib(os.path.join(folder, "reference")), 1),
+                      "effects": effects, "idle_experts": idle, "clamp": clamp, "no_grad": missing}), flush=True)
+    if not ok:
+        raise RuntimeError(f"{name}: the written weights did not reload to the same logits (see 'reload check' lines)")
+
+
+# Published configs of the sparse families, committed verbatim under tests/data/hf/<short-name>/config.json.
+PUBLISHED_FILES = {
+    "gpt-oss-20b": ("openai/gpt-oss-20b",
+                    "openai/gpt-oss-20b config.json as vendored in public test code (circuit-tracer's gpt-oss test, "
+                    "one key of its own, _name_or_path, dropped); the same keys as gpt-oss-120b's with 24 layers, "
+                    "32 experts"),
+    "gpt-oss-120b": ("openai/gpt-oss-120b",
+                     "openai/gpt-oss-120b config.json as quoted in public test code that cites "
+                     "huggingface.co/openai/gpt-oss-120b/raw/main/config.json (read 2026-10-02)"),
+    "moonlight-16b-a3b": ("moonshotai/Moonlight-16B-A3B-Instruct",
+                          "moonshotai/Moonlight-16B-A3B-Instruct config.json at revision "
+                          "4e735b07a89f73647dfab71ab91b840f362ede5b, as quoted (key order and values kept) in public "
+                          "test code; DeepSeek-V3 architecture, q_lora_rank null, no rope_scaling"),
+    "deepseek-r1": ("deepseek-ai/DeepSeek-R1",
+                    "deepseek-ai/DeepSeek-R1 config.json as vendored in public parameter-counting code; the "
+                    "DeepSeek-V3 architecture and dimensions (671B + the MTP layer Transformers does not build)"),
+    "llama-4-scout-17b-16e": ("meta-llama/Llama-4-Scout-17B-16E",
+                              "text_config of meta-llama/Llama-4-Scout-17B-16E as Transformers 4.51 prints Llama4Config "
+                              "(public notes; moe_layers 0..47 written out, no_rope_layers as printed), with "
+                              "max_position_embeddings 10485760 and rope_scaling llama3 factor 16 / low 1 / high 1 / "
+                              "original 8192 as several public copies of the hub file give them (the print had 262144 "
+                              "and factor 8 / high 4); neither changes a parameter count. vision_config as printed"),
+}
+
+
+def published_file(short):
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "data", "hf", short, "config.json")) as f:
+        return json.load(f)
+
+
+def count_one(model_type, d):
+    """Transformers' counts of a text model's config dict on the meta device."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    d = copy.deepcopy(d)
+    dropped = [k for k in ("quantization_config", "auto_map") if d.pop(k, None) is not None]
+    d.pop("model_type", None)
+    cfg = AutoConfig.for_model(model_type, **d)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    total = n_params(model)
+    active, containers = count_active(model, model.config)
+    emb = model.get_input_embeddings().weight.numel()
+    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    return model, {"class": type(model).__name__, "total_params": total, "active_params": active,
+                   "experts_containers": len(containers),
+                   "expert_params_per_container": sorted({n for _, n in containers}),
+                   "embedding_params": emb, "tied": bool(tied), "dropped_for_counting": dropped}
+
+
 # Published configs (text part), as their config.json on the Hub gives them.
 PUBLISHED = {
     "qwen3-8b": ("Qwen/Qwen3-8B", "qwen3", {
@@ -427,12 +1115,14 @@ SOURCES = {
 }
 
 
-def counts(out_root):
+def counts(out_root, only=()):
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     result = {}
     for short, (name, model_type, d) in PUBLISHED.items():
+        if only and short not in only:
+            continue
         if model_type not in CONFIG_MAPPING:
             result[name] = {"model_type": model_type, "error": f"model_type {model_type} not in Transformers "
                                                               f"{transformers.__version__}"}
@@ -456,9 +1146,39 @@ def counts(out_root):
             traceback.print_exc()
             result[name] = {"model_type": model_type, "error": repr(e)}
             print(json.dumps({"count": short, "error": repr(e)}), flush=True)
+    for short, (name, source) in PUBLISHED_FILES.items():
+        if only and short not in only:
+            continue
+        try:
+            published = published_file(short)
+            text = published.get("text_config", published)
+            model_type = text.get("model_type") or published["model_type"]
+            if model_type == "llama4":
+                model_type = "llama4_text"
+            if model_type not in CONFIG_MAPPING:
+                raise ValueError(f"model_type {model_type} not in Transformers {transformers.__version__}")
+            model, c = count_one(model_type, text)
+            folder = os.path.join(out_root, "configs", short)
+            os.makedirs(folder, exist_ok=True)
+            model.config.save_pretrained(folder)
+            result[name] = {"model_type": model_type, "short_name": short, **c,
+                            "text_model_only": "text_config" in published, "source": source,
+                            "router": router_values(model.config), "config": published}
+            print(json.dumps({"count": short, "total_params": c["total_params"], "active_params": c["active_params"],
+                              "class": c["class"], "tied": c["tied"], "experts_containers": c["experts_containers"],
+                              "expert_params_per_container": c["expert_params_per_container"],
+                              "dropped": c["dropped_for_counting"]}), flush=True)
+        except Exception as e:
+            traceback.print_exc()
+            result[name] = {"model_type": published_file(short).get("model_type") if os.path.exists(
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "hf", short)) else None,
+                            "short_name": short, "error": repr(e)}
+            print(json.dumps({"count": short, "error": repr(e)}), flush=True)
     result["_meta"] = {"transformers": transformers.__version__, "torch": torch.__version__,
                        "how": "sum(p.numel() for p in model.parameters()) of AutoModelForCausalLM.from_config on the "
-                              "meta device (tied weights counted once)"}
+                              "meta device (tied weights counted once); active_params (mixtures of experts): total "
+                              "minus (E - k)/E of every experts container, E experts of which k are routed per token; "
+                              "quantization_config dropped before counting (the bf16 model's parameters)"}
     json.dump(result, open(os.path.join(out_root, "counts.json"), "w"), indent=1)
 
 
@@ -466,16 +1186,34 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--counts", action="store_true")
-    ap.add_argument("--only", default="", help="comma-separated model types")
+    ap.add_argument("--only", default="", help="comma-separated fixture names (model types, or deepseek_v3_no_q_lora); "
+                                               "with --counts, short names (gpt-oss-20b, ...)")
     args = ap.parse_args()
+    if torch is None:
+        raise SystemExit("needs torch, transformers and safetensors")
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(min(8, os.cpu_count() or 1))
+    only = [s for s in args.only.split(",") if s]
     if args.counts:
-        counts(args.out)
+        counts(args.out, only)
         return
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    only = [s for s in args.only.split(",") if s]
+    import transformers
+    print(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__}), flush=True)
     failed = []
+    for name, spec in sparse_families().items():
+        if only and name not in only:
+            continue
+        if spec["model_type"] not in CONFIG_MAPPING:
+            print(json.dumps({"family": name, "ok": False, "error": "not in this Transformers"}), flush=True)
+            failed.append(name)
+            continue
+        try:
+            make_sparse_fixture(name, spec, args.out)
+        except Exception as e:
+            traceback.print_exc()
+            print(json.dumps({"family": name, "ok": False, "error": repr(e)}), flush=True)
+            failed.append(name)
     for model_type, (cfg_dict, traits) in families().items():
         if only and model_type not in only:
             continue

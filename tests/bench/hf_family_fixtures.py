@@ -23,7 +23,7 @@ the committed tests/data/hf/<short-name>/config.json files (PUBLISHED_FILES).
 
 Plain script: needs torch, transformers and safetensors, nothing else.
 """
-import argparse, copy, json, math, os, shutil, sys, tempfile, traceback
+import argparse, copy, json, math, os, shutil, tempfile, traceback
 
 try:
     import torch
@@ -955,7 +955,8 @@ def make_sparse_fixture(name, spec, out_root):
         "clamp_fraction": clamp,
         "params_without_grad": missing,
         "precision_note": "float64 CPU run; Transformers keeps RMSNorm, rotary tables, the DeepSeek router (float32 "
-                          "linear) and Llama 4's complex rotary in float32 inside the float64 model",
+                          "linear), Llama 4's complex rotary and its L2 q/k norm (x.float()) in float32 inside the "
+                          "float64 model, so the reference is float32-accurate there",
         "labels_note": "labels = input_ids; Transformers' shift",
     }
     if model_type == "llama4_text":

@@ -770,7 +770,13 @@ def make_sparse_fixture(name, spec, out_root):
     checks = {}
     with tempfile.TemporaryDirectory() as tmp:
         tf_dir, ours_dir, tf_grad_dir = (os.path.join(tmp, s) for s in ("tf", "ours", "tfgrad"))
-        model.save_pretrained(tf_dir)
+        try:
+            model.save_pretrained(tf_dir)
+        except Exception as e:  # our conversion still gets written and reload-checked
+            traceback.print_exc()
+            checks["save_pretrained_error"] = repr(e)
+            shutil.rmtree(tf_dir, ignore_errors=True)
+            model.config.save_pretrained(tf_dir)
         tf_files = sorted(f for f in os.listdir(tf_dir) if f.endswith(".safetensors"))
         tf_saved = {}
         for f in tf_files:

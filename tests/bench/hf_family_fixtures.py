@@ -398,7 +398,8 @@ def sparse_families():
                  "rope_interleave true (pairs (0,1),(2,3) de-interleaved before rotate_half)",
                  "YaRN factor 4, original 16, mscale = mscale_all_dim = 1: cos/sin unscaled, softmax scale "
                  "12^-0.5 * (0.1*ln4+1)^2",
-                 "sigmoid router scores, e_score_correction_bias (noise, a buffer) added for the choice only",
+                 "sigmoid router scores, e_score_correction_bias (a buffer, |N(0,0.2)|: non-negative so the fill "
+                 "value of masked groups, 0 or -inf by version, cannot matter) added for the choice only",
                  "group-limited top-k: 8 experts in n_group 4, topk_group 2 (group score = sum of its top 2), top-2",
                  "norm_topk_prob true, routed_scaling_factor 2.5", "n_shared_experts 1 (shared_experts MLP)",
                  "first_k_dense_replace 1 (layer 0 dense MLP, layers 1..3 MoE)", "untied", "no attention bias"]
@@ -651,8 +652,11 @@ def sparse_noise(spec, model, gen):
                 touched.append(f"{name} (x{spec['gate_up_scale']})")
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias") and spec.get("correction_bias_std"):
-                b.copy_(torch.randn(b.shape, generator=gen, dtype=torch.float64).to(b.dtype) * spec["correction_bias_std"])
-                touched.append(f"{name} (buffer, N(0,{spec['correction_bias_std']}))")
+                # Non-negative: the experts outside the chosen groups are masked with 0.0 in some Transformers
+                # versions and -inf in others; with every biased score positive both choose alike.
+                b.copy_(torch.randn(b.shape, generator=gen, dtype=torch.float64).abs().to(b.dtype)
+                        * spec["correction_bias_std"])
+                touched.append(f"{name} (buffer, |N(0,{spec['correction_bias_std']})|)")
     return touched
 
 

@@ -906,8 +906,8 @@ def make_sparse_fixture(name, spec, out_root):
 
     ref = {"input_ids": ids.contiguous(), "labels": ids.clone().contiguous(),
            "logits": logits64.detach().float().contiguous(),
-           "loss": total.detach().double().reshape(()).contiguous(),
-           "loss_ce": ce.detach().double().reshape(()).contiguous(),
+           "loss": total.detach().double().reshape(()).clone(),
+           "loss_ce": ce.detach().double().reshape(()).clone(),
            "loss_fp32": probe.loss.detach().float().reshape(()).contiguous()}
     if with_aux:
         ref["aux_loss"] = aux.detach().double().reshape(()).contiguous()
@@ -1022,6 +1022,10 @@ def count_one(model_type, d):
     d = copy.deepcopy(d)
     dropped = [k for k in ("quantization_config", "auto_map") if d.pop(k, None) is not None]
     d.pop("model_type", None)
+    # Llama 4's published config says attn_temperature_tuning: 4 (an int, as Transformers 4.51 typed
+    # it); Transformers 5's strict config wants a bool. The count does not depend on it.
+    if type(d.get("attn_temperature_tuning")) is int:
+        d["attn_temperature_tuning"] = bool(d["attn_temperature_tuning"])
     cfg = AutoConfig.for_model(model_type, **d)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)

@@ -78,7 +78,7 @@ std::vector<TrainableParameter> checkModelFiles(const std::vector<const Checkpoi
     std::map<std::string, ExpectedTensor> expected;
     for (const ParameterInfo &p : parameterTable(config)) {
         if (!p.nf4) {
-            expected[p.name] = {p.shape, p.trainable ? trainedDtype(precision) : frozenDtype(precision), p.trainable, p.expert >= 0};
+            expected[p.name] = {p.shape, p.trainable ? trainedDtype(precision) : frozenDtype(precision), p.trainable, p.routed()};
             continue;
         }
         // A QLoRA base's buffers, in config/Nf4Format.h's order: codes (uint8), block maxima

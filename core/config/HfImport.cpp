@@ -2,7 +2,10 @@
 
 #include "config/HfHubCache.h"
 #include "config/HfJsonFields.h"
+#include "config/HfDeepseek.h"
 #include "config/HfDenseFamilies.h"
+#include "config/HfGptOss.h"
+#include "config/HfLlama4.h"
 #include "config/HfRope.h"
 #include "config/JsonReader.h"
 #include "config/RunConfigValidation.h"
@@ -90,7 +93,7 @@ void refuseExperts(const QJsonObject &json, const std::string &where, const std:
         if (v.isUndefined() || v.isNull() || (v.isDouble() && v.toDouble() == 0))
             continue;
         throw InvalidInputError(hfField(where, key), "got " + jsonTypeName(v) + ", but model_type '" + type +
-                                "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe)");
+                                "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3, kimi_k2)");
     }
 }
 
@@ -211,7 +214,7 @@ const std::vector<std::string> &hfSupportedModelTypes()
             t.push_back(dense);
         // Multimodal configs whose text model is piloted (text_config; the vision tower is not),
         // then the mixtures of experts.
-        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"})
+        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v3", "kimi_k2", "llama4", "llama4_text", "gpt_oss"})
             t.emplace_back(type);
         return t;
     }();
@@ -235,7 +238,7 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
             list += (list.empty() ? "" : ", ") + t;
         throw InvalidInputError(hfField(where, "model_type"), "unsupported model type '" + type + "' (supported: " + list + ")");
     }
-    if (type == "gemma3" || type == "mistral3") {
+    if (type == "gemma3" || type == "mistral3" || type == "llama4") {
         // The text model of a multimodal config; its vision tower and projector are not piloted.
         const QJsonValue text = json.value(QLatin1String("text_config"));
         if (!text.isObject())
@@ -243,7 +246,7 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
                                                                                        : "expected an object, got " + jsonTypeName(text));
         QJsonObject inner = text.toObject();
         if (!inner.contains(QLatin1String("model_type")))
-            inner.insert(QStringLiteral("model_type"), type == "gemma3" ? QStringLiteral("gemma3_text") : QStringLiteral("mistral"));
+            inner.insert(QStringLiteral("model_type"), type == "gemma3" ? QStringLiteral("gemma3_text") : type == "llama4" ? QStringLiteral("llama4_text") : QStringLiteral("mistral"));
         if (inner.value(QLatin1String("model_type")).toString() == QString::fromStdString(type))
             throw InvalidInputError(hfField(where, "text_config.model_type"), "names the multimodal type itself");
         // Keys the text config leaves to its parent (tied embeddings) are read from it; the sizes it
@@ -268,11 +271,16 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
             m.traits.finalSoftcap = 0;
         return m;
     }
+    if (type == "llama4_text") // its own keys and defaults: config/HfLlama4.cpp
+        return hfLlama4TextShape(json, where);
+    if (type == "gpt_oss") // likewise: config/HfGptOss.cpp
+        return hfGptOssShape(json, where);
     const bool moe = isMoeType(type);
     const bool traitFamily = std::find(hfDenseTraitTypes().begin(), hfDenseTraitTypes().end(), type) != hfDenseTraitTypes().end();
+    const bool deepseek = isDeepseekV3Type(type); // its own keys: config/HfDeepseek.cpp
     if (moe)
         refuseUnmodelledMoeKeys(json, where, type);
-    else
+    else if (!deepseek)
         refuseExperts(json, where, type);
 
     ModelShape m;
@@ -302,6 +310,10 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     m.norm = NormKind::RmsNorm;
     if (traitFamily) {
         applyDenseFamily(json, where, type, m);
+        return m;
+    }
+    if (deepseek) {
+        applyDeepseekV3(json, where, type, m);
         return m;
     }
     if (type == "qwen2") {
@@ -360,6 +372,9 @@ RunConfig hfRunConfig(const QJsonObject &json, const std::string &where)
     c.model = hfModelShape(json, where);
     // Training defaults stay RunConfig's, except a sequence the model cannot hold.
     c.train.seqLen = std::min(c.train.seqLen, c.model.maxPositions);
+    // Llama's default LoRA targets (q/k/v/o_proj) name nothing in latent attention.
+    if (c.model.latent.enabled())
+        c.train.lora.targets = latentLoraTargets(c.model);
     const auto issues = validateRunConfig(c);
     if (!issues.empty())
         throw InvalidInputError(where + " -> " + issues.front().field, issues.front().message);

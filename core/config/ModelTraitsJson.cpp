@@ -66,8 +66,18 @@ void writeModelTraits(const ModelTraits &t, QJsonObject &m)
         put("query_temperature_beta", t.queryTemperatureBeta);
         put("query_temperature_length", integer(t.queryTemperatureLength));
     }
+    if (t.queryTemperatureOffset != d.queryTemperatureOffset)
+        put("query_temperature_offset", integer(t.queryTemperatureOffset));
+    if (t.queryTemperatureNoRope)
+        put("query_temperature_no_rope", true);
+    if (t.queryTemperatureFp32)
+        put("query_temperature_fp32", true);
+    if (t.attentionChunk != d.attentionChunk)
+        put("attention_chunk", integer(t.attentionChunk));
     if (t.outputBias)
         put("o_bias", true);
+    if (t.attentionSinks)
+        put("attention_sinks", true);
     if (t.mlpBias)
         put("mlp_bias", true);
     if (t.embeddingScale != d.embeddingScale)
@@ -101,7 +111,12 @@ void readModelTraits(JsonReader &r, ModelTraits &t)
     r.read("final_softcap", t.finalSoftcap);
     r.read("query_temperature_beta", t.queryTemperatureBeta);
     r.read("query_temperature_length", t.queryTemperatureLength);
+    r.read("query_temperature_offset", t.queryTemperatureOffset);
+    r.read("query_temperature_no_rope", t.queryTemperatureNoRope);
+    r.read("query_temperature_fp32", t.queryTemperatureFp32);
+    r.read("attention_chunk", t.attentionChunk);
     r.read("o_bias", t.outputBias);
+    r.read("attention_sinks", t.attentionSinks);
     r.read("mlp_bias", t.mlpBias);
     r.read("embedding_scale", t.embeddingScale);
     r.read("embedding_scale_rounded", t.embeddingScaleRounded);
@@ -125,6 +140,9 @@ ModelTraits everyModelTraitSet()
     t.attentionScale = t.attentionSoftcap = t.finalSoftcap = 1;
     t.queryTemperatureBeta = 0.1;
     t.queryTemperatureLength = 16384;
+    t.queryTemperatureOffset = 1;
+    t.queryTemperatureNoRope = t.queryTemperatureFp32 = true;
+    t.attentionChunk = 8192;
     t.outputBias = t.mlpBias = true;
     t.embeddingScale = t.residualScale = t.logitsDivisor = 2;
     t.embeddingScaleRounded = true;

@@ -41,10 +41,39 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
     const ModelTraits &t = m.traits;
     const ModelTraits d;
     std::vector<std::pair<std::string, std::string>> out;
+    if (t.attentionChunk > 0) {
+        int64_t chunked = 0;
+        for (int64_t i = 0; i < m.layers; ++i)
+            chunked += t.usesChunks(i) ? 1 : 0;
+        out.push_back({"attention", "chunks of " + std::to_string(t.attentionChunk) + " on " + std::to_string(chunked) + " of " + std::to_string(m.layers) +
+                                        " layers (those with rotary)" + (chunked < m.layers ? "; full attention on the others" : std::string())});
+    }
     if (t.slidingWindow > 0) {
         const int64_t full = m.layers - m.slidingLayers();
         out.push_back({"attention", "sliding window of " + std::to_string(t.slidingWindow) + " on " + std::to_string(m.slidingLayers()) + " of " + std::to_string(m.layers) +
                                         " layers" + (full > 0 ? "; full attention on " + describeLayerSelection(t.globalLayers) : std::string())});
+    }
+    if (m.latent.enabled()) {
+        const LatentAttention &l = m.latent;
+        out.push_back({"attention", "multi-head latent: " + (l.qLoraRank > 0 ? "query latent " + std::to_string(l.qLoraRank) + ", " : std::string("no query latent, ")) +
+                                        "key/value latent " + std::to_string(l.kvLoraRank) + "; q/k heads " + std::to_string(l.qkNopeHeadDim) + " + " +
+                                        std::to_string(l.qkRopeHeadDim) + " rotary" + (l.ropeInterleave ? " (interleaved pairs)" : "") + ", v heads " +
+                                        std::to_string(l.vHeadDim)});
+    }
+    if (m.moe.enabled() && m.moe.scoring == RouterScoring::Sigmoid) {
+        const MoeConfig &e = m.moe;
+        out.push_back({"routing", std::string("sigmoid scores") + (e.scoreCorrectionBias ? " + correction bias for the choice" : "") + ", top " +
+                                      std::to_string(e.expertsPerToken) + (e.groups > 1 ? " within the best " + std::to_string(e.groupsPerToken) + " of " + std::to_string(e.groups) + " groups" : "") +
+                                      (e.normalizeTopK ? ", renormalised" : "") + (e.routedScale != 1.0 ? ", x" + number(e.routedScale) : "")});
+    }
+    if (m.moe.enabled() && (m.moe.softmaxAfterTopK || m.moe.routerBias))
+        out.push_back({"routing", std::string("top ") + std::to_string(m.moe.expertsPerToken) + " of the logits" + (m.moe.routerBias ? " (router bias)" : "") +
+                                      (m.moe.softmaxAfterTopK ? ", softmax over the chosen" : "")});
+    if (m.moe.enabled() && m.moe.stackedExperts) {
+        const MoeConfig &e = m.moe;
+        out.push_back({"experts", std::string("stacked [experts, in, out] tensors, gate/up ") + (e.interleavedGateUp ? "interleaved" : "halves") +
+                                      (e.expertBias ? ", biases" : "") +
+                                      (e.swigluLimit > 0 ? ", clamped SwiGLU (limit " + number(e.swigluLimit) + ", alpha " + number(e.swigluAlpha) + ", up + 1)" : "")});
     }
     std::string rotary;
     if (t.partialRotary != 1.0)
@@ -77,10 +106,14 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
     if (t.attentionSoftcap > 0)
         attention += std::string(attention.empty() ? "" : ", ") + "logits soft-capped at " + number(t.attentionSoftcap);
     if (t.queryTemperatureBeta > 0)
-        attention += std::string(attention.empty() ? "" : ", ") + "query temperature 1 + " + number(t.queryTemperatureBeta) + " ln(1 + pos / " +
-                     std::to_string(t.queryTemperatureLength) + ")";
+        attention += std::string(attention.empty() ? "" : ", ") + "query temperature 1 + " + number(t.queryTemperatureBeta) + " ln(1 + " +
+                     (t.queryTemperatureOffset != 0 ? "(pos + " + std::to_string(t.queryTemperatureOffset) + ")" : std::string("pos")) + " / " +
+                     std::to_string(t.queryTemperatureLength) + ")" + (t.queryTemperatureNoRope ? " on layers without rotary" : "") +
+                     (t.queryTemperatureFp32 ? ", multiplied in fp32" : "");
     if (t.outputBias)
         attention += std::string(attention.empty() ? "" : ", ") + "o_proj bias";
+    if (t.attentionSinks)
+        attention += std::string(attention.empty() ? "" : ", ") + "a learned sink logit per head";
     if (t.fusedQkv)
         attention += std::string(attention.empty() ? "" : ", ") + "fused qkv_proj";
     if (!attention.empty())

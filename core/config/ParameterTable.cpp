@@ -16,7 +16,19 @@ ExpertNames expertNames(const ModelShape &model)
 {
     if (model.family == "mixtral")
         return {"block_sparse_moe.", "w1", "w3", "w2"};
+    if (model.family == "llama4_text")
+        return {"feed_forward.", "gate_proj", "up_proj", "down_proj", "shared_expert.", "router"};
+    if (model.family == "gpt_oss") // mlp.router, and stacked experts (no per-expert names)
+        return {"mlp.", "gate_proj", "up_proj", "down_proj", "shared_expert.", "router"};
+    // DeepSeek-V3's router scores by sigmoid and its shared experts are one MLP named in the plural.
+    if (model.moe.scoring == RouterScoring::Sigmoid)
+        return {"mlp.", "gate_proj", "up_proj", "down_proj", "shared_experts."};
     return {"mlp.", "gate_proj", "up_proj", "down_proj"};
+}
+
+std::string denseMlpPrefix(const ModelShape &model)
+{
+    return model.family == "llama4_text" ? "feed_forward." : "mlp.";
 }
 
 std::vector<ProjectionShape> denseProjections(const ModelShape &m)
@@ -25,14 +37,29 @@ std::vector<ProjectionShape> denseProjections(const ModelShape &m)
     const int64_t qDim = m.attentionHeads * hd, kvDim = m.kvHeads * hd;
     const ModelTraits &t = m.traits;
     std::vector<ProjectionShape> p;
-    if (t.fusedQkv) {
+    if (m.latent.enabled()) {
+        // DeepSeek-V3's latent attention: biases only where attention_bias puts them (the two
+        // down-projections and o_proj), as DeepseekV3Attention.
+        const LatentAttention &l = m.latent;
+        const int64_t heads = m.attentionHeads;
+        if (l.qLoraRank > 0) {
+            p.push_back({"q_a_proj", h, l.qLoraRank, m.attentionBias, true});
+            p.push_back({"q_b_proj", l.qLoraRank, heads * l.qkHeadDim(), false, true});
+        } else {
+            p.push_back({"q_proj", h, heads * l.qkHeadDim(), false, true});
+        }
+        p.push_back({"kv_a_proj_with_mqa", h, l.kvLoraRank + l.qkRopeHeadDim, m.attentionBias, true});
+        p.push_back({"kv_b_proj", l.kvLoraRank, heads * (l.qkNopeHeadDim + l.vHeadDim), false, true});
+        p.push_back({"o_proj", heads * l.vHeadDim, h, t.outputBias, true});
+    } else if (t.fusedQkv) {
         p.push_back({"qkv_proj", h, qDim + 2 * kvDim, m.attentionBias, true});
     } else {
         p.push_back({"q_proj", h, qDim, m.attentionBias, true});
         p.push_back({"k_proj", h, kvDim, m.attentionBias, true});
         p.push_back({"v_proj", h, kvDim, m.attentionBias, true});
     }
-    p.push_back({"o_proj", qDim, h, t.outputBias, true});
+    if (!m.latent.enabled())
+        p.push_back({"o_proj", qDim, h, t.outputBias, true});
     if (m.activation == ActivationKind::Gelu) {
         p.push_back({"up_proj", h, i, t.mlpBias, false});
     } else if (t.fusedGateUp) {
@@ -111,10 +138,18 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
                 addNorm(prefix + name, i);
         };
         addNormIf(norms.beforeAttention);
+        // Before the projections, as named_parameters() lists a module's own parameters first.
+        if (m.traits.attentionSinks)
+            add(prefix + "self_attn.sinks", {m.attentionHeads}, i, false);
         for (const auto &p : projections)
             if (p.attention)
                 addProjection(prefix + "self_attn.", p.name, p.in, p.out, p.bias, i);
-        if (m.qkNorm != QkNorm::None) {
+        if (m.latent.enabled()) { // the latents' RMSNorms
+            if (m.latent.qLoraRank > 0)
+                add(prefix + "self_attn.q_a_layernorm.weight", {m.latent.qLoraRank}, i, false);
+            add(prefix + "self_attn.kv_a_layernorm.weight", {m.latent.kvLoraRank}, i, false);
+        }
+        if (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full) { // Llama 4's L2 norm has no weight
             add(prefix + "self_attn.q_norm.weight", {m.qkNorm == QkNorm::Head ? hd : qDim}, i, false);
             add(prefix + "self_attn.k_norm.weight", {m.qkNorm == QkNorm::Head ? hd : kvDim}, i, false);
         }
@@ -123,10 +158,26 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
         if (m.moe.sparse(i)) {
             const ExpertNames n = expertNames(m);
             const std::string mlp = prefix + n.prefix;
-            add(mlp + "gate.weight", {m.moe.experts, h}, i, true);
+            add(mlp + n.router + ".weight", {m.moe.experts, h}, i, true);
+            if (m.moe.routerBias)
+                add(mlp + n.router + ".bias", {m.moe.experts}, i, false);
             const double share = static_cast<double>(m.moe.expertsPerToken) / static_cast<double>(m.moe.experts);
             const int64_t ei = m.moe.expertIntermediateSize;
-            for (int64_t e = 0; e < m.moe.experts; ++e) {
+            if (m.moe.stackedExperts) { // as the checkpoints hold them: no per-expert modules, no adapters
+                const size_t first = table.size();
+                const int64_t experts = m.moe.experts;
+                add(mlp + "experts.gate_up_proj", {experts, h, 2 * ei}, i, true);
+                if (m.moe.expertBias)
+                    add(mlp + "experts.gate_up_proj_bias", {experts, 2 * ei}, i, false);
+                add(mlp + "experts.down_proj", {experts, ei, h}, i, true);
+                if (m.moe.expertBias)
+                    add(mlp + "experts.down_proj_bias", {experts, h}, i, false);
+                for (size_t k = first; k < table.size(); ++k) {
+                    table[k].stackedExperts = true;
+                    table[k].activeFraction = share;
+                }
+            }
+            for (int64_t e = 0; e < (m.moe.stackedExperts ? 0 : m.moe.experts); ++e) {
                 const std::string expert = mlp + "experts." + std::to_string(e) + ".";
                 const size_t first = table.size();
                 addProjection(expert, n.gate, h, ei, false, i, "gate_proj");
@@ -139,16 +190,16 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
             }
             if (m.moe.sharedExpertIntermediateSize > 0) {
                 const int64_t si = m.moe.sharedExpertIntermediateSize;
-                addProjection(mlp + "shared_expert.", "gate_proj", h, si, false, i);
-                addProjection(mlp + "shared_expert.", "up_proj", h, si, false, i);
-                addProjection(mlp + "shared_expert.", "down_proj", si, h, false, i);
+                addProjection(mlp + n.shared, "gate_proj", h, si, false, i);
+                addProjection(mlp + n.shared, "up_proj", h, si, false, i);
+                addProjection(mlp + n.shared, "down_proj", si, h, false, i);
                 if (m.moe.sharedExpertGate)
                     add(mlp + "shared_expert_gate.weight", {1, h}, i, true);
             }
         } else {
             for (const auto &p : projections)
                 if (!p.attention)
-                    addProjection(prefix + "mlp.", p.name, p.in, p.out, p.bias, i);
+                    addProjection(prefix + denseMlpPrefix(m), p.name, p.in, p.out, p.bias, i);
         }
         addNormIf(norms.afterMlp);
     }

@@ -21,6 +21,9 @@ struct ParameterInfo {
     // config/Nf4Format.h's nf4Tensors instead of one tensor of this name.
     bool nf4 = false;
     int expert = -1;             // a routed expert's weight: its index; -1 otherwise
+    // Stacked experts' tensor (experts.gate_up_proj, ...): every routed expert along dimension 0.
+    bool stackedExperts = false;
+    bool routed() const { return expert >= 0 || stackedExperts; }
     // The share of tokens this weight multiplies: expertsPerToken / experts for a routed expert's
     // weights, 1 for everything else (FLOPs use it; memory counts every weight).
     double activeFraction = 1.0;
@@ -32,8 +35,12 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config);
 struct ExpertNames {
     std::string prefix;
     std::string gate, up, down;
+    std::string shared = "shared_expert.";   // the shared expert's module, under prefix
+    std::string router = "gate";             // the router's module, under prefix (Llama 4: "router")
 };
 ExpertNames expertNames(const ModelShape &model);
+// A dense layer's MLP module with its dot: "mlp.", or Llama 4's "feed_forward.".
+std::string denseMlpPrefix(const ModelShape &model);
 // A dense layer's projections as the family's checkpoints name them: q/k/v (or Phi-3's fused
 // qkv_proj), o_proj, then the MLP's gate/up (or the fused gate_up_proj, gate's half first) and down.
 struct ProjectionShape {

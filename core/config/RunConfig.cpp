@@ -38,7 +38,8 @@ constexpr std::array<std::pair<DataKind, const char *>, 3> kDataKinds {{{DataKin
 constexpr std::array<std::pair<LengthDistribution, const char *>, 3> kLengths {{{LengthDistribution::Fixed, "fixed"}, {LengthDistribution::Uniform, "uniform"}, {LengthDistribution::FromFile, "file"}}};
 constexpr std::array<std::pair<JobUnit, const char *>, 2> kJobUnits {{{JobUnit::Tokens, "tokens"}, {JobUnit::Epochs, "epochs"}}};
 constexpr std::array<std::pair<KernelPath, const char *>, 2> kKernelPaths {{{KernelPath::Eager, "eager"}, {KernelPath::Fused, "fused"}}};
-constexpr std::array<std::pair<QkNorm, const char *>, 3> kQkNorms {{{QkNorm::None, "none"}, {QkNorm::Head, "head"}, {QkNorm::Full, "full"}}};
+constexpr std::array<std::pair<RouterScoring, const char *>, 2> kRouterScorings {{{RouterScoring::Softmax, "softmax"}, {RouterScoring::Sigmoid, "sigmoid"}}};
+constexpr std::array<std::pair<QkNorm, const char *>, 4> kQkNorms {{{QkNorm::None, "none"}, {QkNorm::Head, "head"}, {QkNorm::Full, "full"}, {QkNorm::L2, "l2"}}};
 constexpr std::array<std::pair<RopeScalingType, const char *>, 5> kRopeScalings {{{RopeScalingType::None, "none"}, {RopeScalingType::Llama3, "llama3"}, {RopeScalingType::Linear, "linear"}, {RopeScalingType::Yarn, "yarn"}, {RopeScalingType::LongRope, "longrope"}}};
 constexpr std::array<std::pair<NormPlacement, const char *>, 3> kNormPlacements {{{NormPlacement::Pre, "pre"}, {NormPlacement::Post, "post"}, {NormPlacement::Sandwich, "sandwich"}}};
 
@@ -58,6 +59,7 @@ const char *toString(RopeScalingType v) { return nameOf(kRopeScalings, v); }
 const char *toString(QkNorm v) { return nameOf(kQkNorms, v); }
 const char *toString(NormPlacement v) { return nameOf(kNormPlacements, v); }
 const char *toString(KernelPath v) { return nameOf(kKernelPaths, v); }
+const char *toString(RouterScoring v) { return nameOf(kRouterScorings, v); }
 
 template <> std::optional<TrainMode> parseEnum(const std::string &n) { return lookup(kTrainModes, n); }
 template <> std::optional<OptimizerKind> parseEnum(const std::string &n) { return lookup(kOptimizers, n); }
@@ -73,6 +75,7 @@ template <> std::optional<RopeScalingType> parseEnum(const std::string &n) { ret
 template <> std::optional<QkNorm> parseEnum(const std::string &n) { return lookup(kQkNorms, n); }
 template <> std::optional<NormPlacement> parseEnum(const std::string &n) { return lookup(kNormPlacements, n); }
 template <> std::optional<KernelPath> parseEnum(const std::string &n) { return lookup(kKernelPaths, n); }
+template <> std::optional<RouterScoring> parseEnum(const std::string &n) { return lookup(kRouterScorings, n); }
 
 ParamCounts countParameters(const RunConfig &config)
 {
@@ -81,7 +84,7 @@ ParamCounts countParameters(const RunConfig &config)
     int64_t routed = 0;
     for (const auto &p : table) {
         counts.total += p.numel;
-        if (p.expert >= 0)
+        if (p.routed())
             routed += p.numel;
         if (p.trainable)
             counts.trainable += p.numel;

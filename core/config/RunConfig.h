@@ -34,8 +34,9 @@ enum class RopeScalingType { None, Llama3, Linear, Yarn, LongRope };
 // Where a decoder block normalises: before each sub-layer (Llama), on each sub-layer's output before
 // the residual add (OLMo 2), or both (Gemma 2/3 and GLM-4's four norms per layer).
 enum class NormPlacement { Pre, Post, Sandwich };
-// RMSNorm of queries and keys before RoPE: per head (Qwen3) or over the whole projection (OLMoE).
-enum class QkNorm { None, Head, Full };
+// RMSNorm of queries and keys before RoPE: per head (Qwen3) or over the whole projection (OLMoE);
+// or Llama 4's L2 norm: per head, without a weight, in fp32, after the rotary, on rotary layers only.
+enum class QkNorm { None, Head, Full, L2 };
 // The loss's kernels: eager (Transformers' ops, today's numerics and memory) or fused (the
 // linear head and cross-entropy in chunks of tokens, never the full logits).
 enum class KernelPath { Eager, Fused };
@@ -108,9 +109,21 @@ struct ModelTraits {
     double attentionScale = 0;               // 0: 1/sqrt(head_dim); query_pre_attn_scalar^-0.5, Granite's attention_multiplier
     double attentionSoftcap = 0;             // tanh soft-capping of the attention logits (Gemma 2); 0: off
     double finalSoftcap = 0;                 // ... of the final logits; 0: off
-    double queryTemperatureBeta = 0;         // Llama 4 / Ministral 3: q x (1 + beta ln(1 + floor(pos / length))); 0: off
+    double queryTemperatureBeta = 0;         // Llama 4 / Ministral 3: q x (1 + beta ln(1 + floor((pos + offset) / length))); 0: off
     int64_t queryTemperatureLength = 0;
+    // Llama 4's form of it: positions counted from 1 (offset 1), on the layers without rotary only,
+    // q times the fp32 scale rounded once (Ministral 3: offset 0, every layer, the scale rounded
+    // to q's dtype first).
+    int64_t queryTemperatureOffset = 0;
+    bool queryTemperatureNoRope = false;
+    bool queryTemperatureFp32 = false;
+    // Llama 4's chunked attention on the layers with rotary: a query sees the causal keys of its own
+    // chunk of this many positions (key j from query i when j <= i and j / C == i / C); 0: off.
+    int64_t attentionChunk = 0;
     bool outputBias = false;                 // o_proj bias
+    // gpt-oss's attention sinks: a learned logit per head (self_attn.sinks) joins each query's
+    // softmax as one more key with no value, so a query may attend to nothing.
+    bool attentionSinks = false;
     bool mlpBias = false;                    // biases on the MLP's projections
     // Scales.
     double embeddingScale = 1.0;             // Gemma: sqrt(hidden); Granite: embedding_multiplier
@@ -123,7 +136,18 @@ struct ModelTraits {
 
     bool usesSliding(int64_t layer) const { return slidingWindow > 0 && !globalLayers.contains(layer); }
     bool usesRope(int64_t layer) const { return !noRopeLayers.contains(layer); }
+    bool usesChunks(int64_t layer) const { return attentionChunk > 0 && usesRope(layer); }
+    // Whether a layer's queries are scaled by the temperature at all within `seqLen` positions.
+    bool usesQueryTemperature(int64_t layer, int64_t seqLen) const
+    {
+        return queryTemperatureBeta > 0 && seqLen - 1 + queryTemperatureOffset >= queryTemperatureLength && !(queryTemperatureNoRope && usesRope(layer));
+    }
 };
+
+// How a router turns its logits into the chosen experts' weights: a softmax over all experts, then
+// top-k (Mixtral, Qwen-MoE, OLMoE); or DeepSeek-V3's independent sigmoid per expert, the top-k picked
+// from the groups with the best scores (with the correction bias added for the choice only).
+enum class RouterScoring { Softmax, Sigmoid };
 
 // A sparse mixture-of-experts MLP in place of the dense one (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE):
 // a router picks expertsPerToken of `experts` SwiGLU experts per token; a shared expert, where the
@@ -139,6 +163,29 @@ struct MoeConfig {
     std::vector<int64_t> denseLayers;        // layers kept dense whatever sparseStep says (mlp_only_layers)
     double auxLossWeight = 0.01;             // load-balancing loss, added to the training loss
     double routerJitter = 0.0;               // multiplicative input noise in training (Mixtral)
+    // Llama 4: each chosen expert's weight multiplies the expert's input, not its output (with
+    // scoring = sigmoid: top-k on the logits, the weight sigmoid(logit) rounded to the logits' dtype).
+    bool scaleExpertInput = false;
+    // DeepSeek-V3's router (scoring = sigmoid): the experts in `groups` equal groups, a group scored
+    // by the sum of its two best scores, the choice limited to the best `groupsPerToken` groups;
+    // e_score_correction_bias (a buffer, not trained) added to the scores for the choice only; the
+    // chosen weights times routedScale. Defaults: the softmax router, one group, no bias, scale 1.
+    RouterScoring scoring = RouterScoring::Softmax;
+    int64_t groups = 1;                      // n_group
+    int64_t groupsPerToken = 1;              // topk_group
+    bool scoreCorrectionBias = false;        // mlp.gate.e_score_correction_bias
+    double routedScale = 1.0;                // routed_scaling_factor
+    // gpt-oss's router: a bias on the logits (mlp.router.bias), top-k of the logits, then a softmax
+    // over the k chosen in the logits' dtype (scoring = softmax; normalize_top_k has nothing to do).
+    bool routerBias = false;
+    bool softmaxAfterTopK = false;
+    // Experts held as gpt-oss and Llama 4 checkpoints store them (model/StackedExperts.h):
+    // experts.gate_up_proj [E, H, 2I] and experts.down_proj [E, I, H], not one MLP per expert.
+    bool stackedExperts = false;
+    bool interleavedGateUp = false;          // stacked: gate and up alternate on the last dimension (gpt-oss); else halves
+    bool expertBias = false;                 // stacked: gate_up_proj_bias [E, 2I] and down_proj_bias [E, H] (gpt-oss)
+    double swigluLimit = 0;                  // stacked: gpt-oss's clamped SwiGLU (swiglu_limit); 0: silu(gate) * up
+    double swigluAlpha = 1.702;              // ... its sigmoid's slope (a constant in Transformers)
 
     bool enabled() const { return experts > 0; }
     bool sparse(int64_t layer) const
@@ -146,6 +193,23 @@ struct MoeConfig {
         return enabled() && (layer + 1) % std::max<int64_t>(sparseStep, 1) == 0 &&
                std::find(denseLayers.begin(), denseLayers.end(), layer) == denseLayers.end();
     }
+};
+
+// DeepSeek-V3's multi-head latent attention (MLA) in place of q/k/v projections: queries through a
+// low-rank latent (q_a_proj, q_a_layernorm, q_b_proj; q_proj when qLoraRank is 0), keys and values
+// from one shared latent (kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj) plus a rotary key part
+// shared by every head. A head's query and key have qkNopeHeadDim + qkRopeHeadDim dimensions, its
+// value vHeadDim. kvLoraRank == 0: the model has ordinary attention.
+struct LatentAttention {
+    int64_t qLoraRank = 0;
+    int64_t kvLoraRank = 0;
+    int64_t qkNopeHeadDim = 0;
+    int64_t qkRopeHeadDim = 0;
+    int64_t vHeadDim = 0;
+    bool ropeInterleave = false;             // rope_interleave: the rotary part's pairs are (2i, 2i+1)
+
+    bool enabled() const { return kvLoraRank > 0; }
+    int64_t qkHeadDim() const { return qkNopeHeadDim + qkRopeHeadDim; }
 };
 
 struct ModelShape {
@@ -170,9 +234,19 @@ struct ModelShape {
     QkNorm qkNorm = QkNorm::None;
     ModelTraits traits;
     MoeConfig moe;
+    LatentAttention latent;          // enabled: head_dim is the rotary part's (qk_rope_head_dim), as Transformers sets it
     std::string weightsPath;         // local folder of *.safetensors; empty: random initialisation
+    // How the source checkpoint stores some weights that train here in 16 bits (gpt-oss's "mxfp4"
+    // experts); empty: as they train. Told, not modelled: memory counts the trained dtype.
+    std::string checkpointQuantization;
 
     int64_t effectiveHeadDim() const { return headDim > 0 ? headDim : (attentionHeads > 0 ? hiddenSize / attentionHeads : 0); }
+    // A head's mean width over the scores' product (q.k) and the weighted sum (p.v), for FLOPs:
+    // head_dim, or latent attention's (qk_head_dim + v_head_dim) / 2.
+    double attentionFlopsHeadDim() const
+    {
+        return latent.enabled() ? 0.5 * static_cast<double>(latent.qkHeadDim() + latent.vHeadDim) : static_cast<double>(effectiveHeadDim());
+    }
     int64_t slidingLayers() const
     {
         int64_t n = 0;
@@ -297,6 +371,7 @@ const char *toString(RopeScalingType v);
 const char *toString(QkNorm v);
 const char *toString(NormPlacement v);
 const char *toString(KernelPath v);
+const char *toString(RouterScoring v);
 template <typename E> std::optional<E> parseEnum(const std::string &name);
 
 // Whether attention runs a fused scaled_dot_product_attention kernel, given whether the build has
@@ -326,10 +401,11 @@ inline bool usesEagerAttentionForm(double attentionSoftcap, bool fusedAttention,
 }
 
 // Layer-level names of the projections, as in Hugging Face checkpoints (Phi-3's fused qkv_proj and
-// gate_up_proj among them).
+// gate_up_proj, DeepSeek-V3's latent attention among them).
 inline const std::vector<std::string> &projectionNames()
 {
-    static const std::vector<std::string> names {"q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj", "down_proj"};
+    static const std::vector<std::string> names {"q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj", "down_proj",
+                                                 "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"};
     return names;
 }
 

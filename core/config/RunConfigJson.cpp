@@ -82,12 +82,39 @@ void readModel(JsonReader r, ModelShape &m)
         e->read("dense_layers", moe.denseLayers);
         e->read("aux_loss_weight", moe.auxLossWeight);
         e->read("router_jitter", moe.routerJitter);
+        e->readEnum("scoring", moe.scoring);
+        e->read("groups", moe.groups);
+        e->read("groups_per_token", moe.groupsPerToken);
+        e->read("score_correction_bias", moe.scoreCorrectionBias);
+        e->read("routed_scale", moe.routedScale);
+        e->read("scale_expert_input", moe.scaleExpertInput);
+        e->read("router_bias", moe.routerBias);
+        e->read("softmax_after_top_k", moe.softmaxAfterTopK);
+        e->read("stacked_experts", moe.stackedExperts);
+        e->read("interleaved_gate_up", moe.interleavedGateUp);
+        e->read("expert_bias", moe.expertBias);
+        e->read("swiglu_limit", moe.swigluLimit);
+        e->read("swiglu_alpha", moe.swigluAlpha);
         e->finish();
         // An empty or zero-expert section would otherwise train the model dense without a word.
         if (moe.experts < 1)
             throw InvalidInputError(e->fieldPath("experts"), "a model.moe section needs at least 1 expert (leave model.moe out for a dense model)");
     }
+    if (auto l = r.object("latent_attention")) {
+        LatentAttention &latent = m.latent;
+        l->read("q_lora_rank", latent.qLoraRank);
+        l->read("kv_lora_rank", latent.kvLoraRank);
+        l->read("qk_nope_head_dim", latent.qkNopeHeadDim);
+        l->read("qk_rope_head_dim", latent.qkRopeHeadDim);
+        l->read("v_head_dim", latent.vHeadDim);
+        l->read("rope_interleave", latent.ropeInterleave);
+        l->finish();
+        // A section without a latent would otherwise run ordinary attention without a word.
+        if (latent.kvLoraRank < 1)
+            throw InvalidInputError(l->fieldPath("kv_lora_rank"), "a model.latent_attention section needs kv_lora_rank >= 1 (leave the section out for ordinary attention)");
+    }
     r.read("weights_path", m.weightsPath);
+    r.read("checkpoint_quantization", m.checkpointQuantization);
     r.finish();
 }
 
@@ -108,6 +135,47 @@ void writeSparseParts(const ModelShape &m, QJsonObject &model)
                                                      {"shared_expert_gate", m.moe.sharedExpertGate}, {"normalize_top_k", m.moe.normalizeTopK},
                                                      {"sparse_step", integer(m.moe.sparseStep)}, {"dense_layers", dense},
                                                      {"aux_loss_weight", m.moe.auxLossWeight}, {"router_jitter", m.moe.routerJitter}});
+    // DeepSeek-V3's routing, only where it differs from the softmax router (existing hashes stay).
+    const MoeConfig d;
+    QJsonObject moe = model.value(QStringLiteral("moe")).toObject();
+    if (m.moe.scoring != d.scoring)
+        moe.insert(QStringLiteral("scoring"), QString::fromLatin1(toString(m.moe.scoring)));
+    if (m.moe.groups != d.groups || m.moe.groupsPerToken != d.groupsPerToken) {
+        moe.insert(QStringLiteral("groups"), integer(m.moe.groups));
+        moe.insert(QStringLiteral("groups_per_token"), integer(m.moe.groupsPerToken));
+    }
+    if (m.moe.scoreCorrectionBias)
+        moe.insert(QStringLiteral("score_correction_bias"), true);
+    if (m.moe.routedScale != d.routedScale)
+        moe.insert(QStringLiteral("routed_scale"), m.moe.routedScale);
+    if (m.moe.scaleExpertInput) // Llama 4
+        moe.insert(QStringLiteral("scale_expert_input"), true);
+    // gpt-oss's router and experts (the stacked experts also Llama 4's), likewise only when set.
+    if (m.moe.routerBias)
+        moe.insert(QStringLiteral("router_bias"), true);
+    if (m.moe.softmaxAfterTopK)
+        moe.insert(QStringLiteral("softmax_after_top_k"), true);
+    if (m.moe.stackedExperts)
+        moe.insert(QStringLiteral("stacked_experts"), true);
+    if (m.moe.interleavedGateUp)
+        moe.insert(QStringLiteral("interleaved_gate_up"), true);
+    if (m.moe.expertBias)
+        moe.insert(QStringLiteral("expert_bias"), true);
+    if (m.moe.swigluLimit != d.swigluLimit)
+        moe.insert(QStringLiteral("swiglu_limit"), m.moe.swigluLimit);
+    if (m.moe.swigluAlpha != d.swigluAlpha)
+        moe.insert(QStringLiteral("swiglu_alpha"), m.moe.swigluAlpha);
+    model.insert(QStringLiteral("moe"), moe);
+}
+
+// DeepSeek-V3's latent attention, written only when the model has it.
+void writeLatentAttention(const LatentAttention &l, QJsonObject &model)
+{
+    if (!l.enabled())
+        return;
+    model.insert(QStringLiteral("latent_attention"), QJsonObject {{"q_lora_rank", integer(l.qLoraRank)}, {"kv_lora_rank", integer(l.kvLoraRank)},
+                                                                  {"qk_nope_head_dim", integer(l.qkNopeHeadDim)}, {"qk_rope_head_dim", integer(l.qkRopeHeadDim)},
+                                                                  {"v_head_dim", integer(l.vHeadDim)}, {"rope_interleave", l.ropeInterleave}});
 }
 
 // Written only when the model has one, so every config without it keeps the hash it had before
@@ -267,6 +335,9 @@ QJsonObject toJson(const RunConfig &c)
     writeRopeScaling(m.ropeScaling, model);
     writeModelTraits(m.traits, model);
     writeSparseParts(m, model);
+    writeLatentAttention(m.latent, model);
+    if (!m.checkpointQuantization.empty()) // written only when set: other configs keep their hashes
+        model.insert(QStringLiteral("checkpoint_quantization"), str(m.checkpointQuantization));
     const TrainConfig &t = c.train;
     QJsonObject lora {{"rank", integer(t.lora.rank)}, {"alpha", t.lora.alpha}, {"dropout", t.lora.dropout}, {"targets", strings(t.lora.targets)}};
     QJsonObject schedule {

@@ -90,6 +90,10 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
         auto &sum = p.attention ? attention : dense;
         sum = projection(sum, p.in, p.out, p.bias, p.name);
     }
+    if (m.traits.attentionSinks)
+        attention = add(attention, m.attentionHeads);
+    if (m.latent.enabled()) // q_a_layernorm, kv_a_layernorm
+        attention = add(attention, add(m.latent.qLoraRank, m.latent.kvLoraRank));
     if (m.qkNorm == QkNorm::Head)
         attention = add(attention, 2 * hd);
     else if (m.qkNorm == QkNorm::Full)
@@ -98,10 +102,16 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     if (m.moe.enabled()) {
         const MoeConfig &e = m.moe;
         std::optional<int64_t> expert = 0;
-        expert = projection(expert, m.hiddenSize, e.expertIntermediateSize, false, "gate_proj");
-        expert = projection(expert, m.hiddenSize, e.expertIntermediateSize, false, "up_proj");
-        expert = projection(expert, e.expertIntermediateSize, m.hiddenSize, false, "down_proj");
-        sparse = add(mul(e.experts, m.hiddenSize), mul(e.experts, expert));
+        if (e.stackedExperts) { // 3-D tensors: no adapters, gpt-oss's biases
+            expert = mul(3 * m.hiddenSize, e.expertIntermediateSize);
+            if (e.expertBias)
+                expert = add(expert, add(mul(2, e.expertIntermediateSize), m.hiddenSize));
+        } else {
+            expert = projection(expert, m.hiddenSize, e.expertIntermediateSize, false, "gate_proj");
+            expert = projection(expert, m.hiddenSize, e.expertIntermediateSize, false, "up_proj");
+            expert = projection(expert, e.expertIntermediateSize, m.hiddenSize, false, "down_proj");
+        }
+        sparse = add(mul(e.experts, m.hiddenSize + (e.routerBias ? 1 : 0)), mul(e.experts, expert));
         if (e.sharedExpertIntermediateSize > 0) {
             sparse = projection(sparse, m.hiddenSize, e.sharedExpertIntermediateSize, false, "gate_proj");
             sparse = projection(sparse, m.hiddenSize, e.sharedExpertIntermediateSize, false, "up_proj");
@@ -153,7 +163,34 @@ void checkMoe(Checker &k, const ModelShape &m, bool &shapeOk)
         k.require(layer < m.layers, "model.moe.dense_layers", "layer " + std::to_string(layer) + " is not a layer of this model (0.." + std::to_string(m.layers - 1) + ")");
     k.range(e.auxLossWeight, 0, true, 1, true, "model.moe.aux_loss_weight");
     k.range(e.routerJitter, 0, true, 1, false, "model.moe.router_jitter");
+    k.range(e.routedScale, 0, false, INFINITY, false, "model.moe.routed_scale");
+    const bool groupsOk = k.positive(e.groups, "model.moe.groups") && k.positive(e.groupsPerToken, "model.moe.groups_per_token");
+    if (e.scoring == RouterScoring::Softmax) {
+        // The softmax router has none of DeepSeek-V3's choice rules.
+        k.require(e.groups == 1 && e.groupsPerToken == 1, "model.moe.groups", "group-limited routing needs model.moe.scoring = sigmoid");
+        k.require(!e.scoreCorrectionBias, "model.moe.score_correction_bias", "needs model.moe.scoring = sigmoid");
+    } else if (groupsOk) {
+        k.require(e.experts % e.groups == 0, "model.moe.groups", "must divide model.moe.experts (" + std::to_string(e.experts) + " % " + std::to_string(e.groups) + " != 0)");
+        k.require(e.groupsPerToken <= e.groups, "model.moe.groups_per_token", "must not exceed model.moe.groups (" + std::to_string(e.groupsPerToken) + " > " + std::to_string(e.groups) + ")");
+        // A group is scored by its two best experts (torch.topk(2) in Transformers).
+        k.require(e.groups == 1 || e.experts / e.groups >= 2, "model.moe.groups", "each group needs at least 2 experts (its score is the sum of its best two)");
+        k.require(e.groupsPerToken * (e.experts / std::max<int64_t>(e.groups, 1)) >= e.expertsPerToken, "model.moe.groups_per_token",
+                  "the chosen groups must hold at least experts_per_token experts");
+    }
     k.require(m.activation != ActivationKind::Gelu, "model.activation", "gelu (ungated) experts are not modelled; experts are gated (swiglu or geglu)");
+    // Llama 4's router: the sigmoid of each chosen logit, as it is, scales the expert's input.
+    if (e.scaleExpertInput)
+        k.require(e.scoring == RouterScoring::Sigmoid && !e.normalizeTopK && e.groups == 1 && !e.scoreCorrectionBias && e.routedScale == 1.0,
+                  "model.moe.scale_expert_input", "is Llama 4's router: it needs scoring = sigmoid, normalize_top_k = false, one group, no correction bias and routed_scale 1");
+    // gpt-oss's router: a softmax over the chosen logits, so neither sigmoid scores nor Llama 4's input scaling.
+    if (e.softmaxAfterTopK)
+        k.require(e.scoring == RouterScoring::Softmax && !e.scaleExpertInput, "model.moe.softmax_after_top_k", "is gpt-oss's router: it needs scoring = softmax and no scale_expert_input");
+    k.require(e.stackedExperts || !e.interleavedGateUp, "model.moe.interleaved_gate_up", "describes stacked experts' gate_up_proj: it needs model.moe.stacked_experts");
+    k.require(e.stackedExperts || !e.expertBias, "model.moe.expert_bias", "stacked experts' biases: it needs model.moe.stacked_experts");
+    k.range(e.swigluLimit, 0, true, INFINITY, false, "model.moe.swiglu_limit");
+    k.require(e.stackedExperts || e.swigluLimit == 0, "model.moe.swiglu_limit", "the clamped SwiGLU is built for stacked experts: it needs model.moe.stacked_experts");
+    k.range(e.swigluAlpha, 0, false, INFINITY, false, "model.moe.swiglu_alpha");
+    k.require(!e.stackedExperts || m.activation == ActivationKind::SwiGlu, "model.activation", "stacked experts are SwiGLU (or gpt-oss's clamped SwiGLU)");
 }
 
 // Each field the type needs must be given and each it does not use left out, so a value that
@@ -214,10 +251,11 @@ void checkRopeScaling(Checker &k, const RopeScaling &s)
         k.range(s.lowFreqFactor, 0, false, INFINITY, false, field("low_freq_factor"));
     if (high)
         k.range(s.highFreqFactor, 0, false, INFINITY, false, field("high_freq_factor"));
-    // Equal factors would divide by zero in the smooth interpolation between the two wavelengths.
+    // Equal factors leave no wavelength between the two bounds to interpolate (Llama 4 Scout's 1 and 1:
+    // every frequency is kept or divided); a lower high factor would invert the bounds.
     if (s.lowFreqFactor > 0 && s.highFreqFactor > 0)
-        k.require(s.highFreqFactor > s.lowFreqFactor, field("high_freq_factor"),
-                  "must exceed model.rope_scaling.low_freq_factor (" + shortNumber(s.highFreqFactor) + " <= " + shortNumber(s.lowFreqFactor) + ")");
+        k.require(s.highFreqFactor >= s.lowFreqFactor, field("high_freq_factor"),
+                  "must not be below model.rope_scaling.low_freq_factor (" + shortNumber(s.highFreqFactor) + " < " + shortNumber(s.lowFreqFactor) + ")");
     if (needed(s.originalMaxPositions != 0, "original_max_positions"))
         k.positive(s.originalMaxPositions, field("original_max_positions"));
 }
@@ -249,11 +287,19 @@ void checkTraits(Checker &k, const ModelShape &m)
     k.range(t.localRopeTheta, 0, true, INFINITY, false, "model.local_rope_theta");
     k.range(t.attentionScale, 0, true, INFINITY, false, "model.attention_scale");
     k.range(t.attentionSoftcap, 0, true, INFINITY, false, "model.attention_softcap");
+    k.require(m.checkpointQuantization.empty() || (m.checkpointQuantization == "mxfp4" && m.moe.stackedExperts), "model.checkpoint_quantization",
+              "only mxfp4 (stacked experts stored in MXFP4, trained as bf16) is known, got '" + m.checkpointQuantization + "'");
+    k.require(!(t.attentionSinks && (t.attentionSoftcap > 0 || m.latent.enabled())), "model.attention_sinks",
+              "does not combine with model.attention_softcap or latent attention (no family has both)");
     k.range(t.finalSoftcap, 0, true, INFINITY, false, "model.final_softcap");
     k.range(t.queryTemperatureBeta, 0, true, INFINITY, false, "model.query_temperature_beta");
     k.nonNegative(t.queryTemperatureLength, "model.query_temperature_length");
     if (t.queryTemperatureBeta > 0)
         k.require(t.queryTemperatureLength > 0, "model.query_temperature_length", "must be positive when model.query_temperature_beta is set");
+    k.require(t.queryTemperatureOffset == 0 || t.queryTemperatureOffset == 1, "model.query_temperature_offset",
+              "must be 0 (positions from 0, Ministral 3) or 1 (from 1, Llama 4), got " + std::to_string(t.queryTemperatureOffset));
+    k.nonNegative(t.attentionChunk, "model.attention_chunk");
+    k.require(!(t.attentionChunk > 0 && t.slidingWindow > 0), "model.attention_chunk", "does not combine with model.sliding_window (one mask per layer)");
     k.range(t.embeddingScale, 0, false, INFINITY, false, "model.embedding_scale");
     k.range(t.residualScale, 0, false, INFINITY, false, "model.residual_scale");
     k.range(t.logitsDivisor, 0, false, INFINITY, false, "model.logits_divisor");
@@ -262,6 +308,40 @@ void checkTraits(Checker &k, const ModelShape &m)
     k.require(!(t.fusedGateUp && m.moe.enabled()), "model.fused_gate_up", "fused expert projections are not modelled");
     k.require(m.norm == NormKind::RmsNorm || !t.normUnitOffset, "model.norm_unit_offset", "applies to RMSNorm only");
     k.require(m.norm == NormKind::RmsNorm || !t.normScaleInFp32, "model.norm_scale_fp32", "applies to RMSNorm only");
+}
+
+// DeepSeek-V3's latent attention: every size positive and bounded, the rotary part even, and the
+// head_dim (what the rotary tables are built for) the rotary part, as Transformers sets it.
+void checkLatent(Checker &k, const ModelShape &m, bool &shapeOk)
+{
+    const LatentAttention &l = m.latent;
+    if (!l.enabled()) {
+        k.require(l.qLoraRank == 0 && l.qkNopeHeadDim == 0 && l.qkRopeHeadDim == 0 && l.vHeadDim == 0, "model.latent_attention.kv_lora_rank",
+                  "is 0 (no latent attention), so the other latent sizes must be 0 too");
+        return;
+    }
+    const struct { int64_t value; const char *field; bool zeroOk; } sizes[] {
+        {l.qLoraRank, "model.latent_attention.q_lora_rank", true}, {l.kvLoraRank, "model.latent_attention.kv_lora_rank", false},
+        {l.qkNopeHeadDim, "model.latent_attention.qk_nope_head_dim", true}, {l.qkRopeHeadDim, "model.latent_attention.qk_rope_head_dim", false},
+        {l.vHeadDim, "model.latent_attention.v_head_dim", false}};
+    for (const auto &s : sizes) {
+        const bool ok = s.zeroOk ? s.value >= 0 : s.value > 0;
+        k.require(ok, s.field, s.zeroOk ? "must be 0 or more, got " + std::to_string(s.value) : "must be a positive integer, got " + std::to_string(s.value));
+        if (s.value > (int64_t(1) << 16)) {
+            k.require(false, s.field, "at most " + std::to_string(int64_t(1) << 16) + " is supported, got " + std::to_string(s.value));
+            shapeOk = false;
+        }
+        shapeOk &= ok;
+    }
+    k.require(l.qkRopeHeadDim % 2 == 0, "model.latent_attention.qk_rope_head_dim", "must be even (rotary pairs), got " + std::to_string(l.qkRopeHeadDim));
+    k.require(m.effectiveHeadDim() == l.qkRopeHeadDim, "model.head_dim",
+              "must equal model.latent_attention.qk_rope_head_dim (" + std::to_string(l.qkRopeHeadDim) + ") under latent attention: the rotary tables are built for it, got " +
+                  std::to_string(m.effectiveHeadDim()));
+    k.require(m.kvHeads == m.attentionHeads, "model.kv_heads", "must equal model.attention_heads under latent attention (every head has its own key and value)");
+    k.require(m.traits.partialRotary == 1.0 && !m.traits.ropeInterleaved && m.qkNorm == QkNorm::None && !m.traits.fusedQkv && m.traits.attentionScale == 0 &&
+                  m.traits.attentionSoftcap == 0 && m.traits.slidingWindow == 0 && m.traits.queryTemperatureBeta == 0,
+              "model.latent_attention", "does not combine with partial_rotary, rope_interleaved (use latent_attention.rope_interleave), qk_norm, fused_qkv, "
+                                        "attention_scale, attention_softcap, sliding_window or query temperature");
 }
 
 void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
@@ -315,6 +395,7 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
     checkTraits(k, m);
     k.range(m.normEps, 0, false, 1, false, "model.norm_eps");
     checkMoe(k, m, shapeOk);
+    checkLatent(k, m, shapeOk);
 }
 
 void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
@@ -363,6 +444,18 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
         for (const auto &target : t.lora.targets)
             k.require(target == "all-linear" || std::find(names.begin(), names.end(), target) != names.end(), "train.lora.targets",
                       "unknown projection '" + target + "' for this model (known: " + known + "all-linear)");
+        // PEFT's target_modules name nn.Linear modules; stacked experts are 3-D parameters (PEFT's
+        // target_parameters), which this engine does not adapt. A model whose only MLPs are such
+        // experts (gpt-oss) would train no adapter there: said, not ignored.
+        const MoeConfig &moe = c.model.moe;
+        bool denseMlp = moe.sharedExpertIntermediateSize > 0;
+        for (int64_t layer = 0; layer < c.model.layers && !denseMlp; ++layer)
+            denseMlp = !moe.sparse(layer);
+        if (moe.stackedExperts && !denseMlp)
+            for (const auto &target : t.lora.targets)
+                k.require(target != "gate_proj" && target != "up_proj" && target != "down_proj" && target != "gate_up_proj", "train.lora.targets",
+                          "'" + target + "' would only reach the experts, which this model stores as 3-D tensors (experts.gate_up_proj, experts.down_proj); "
+                          "LoRA on them is not supported: target the attention (q_proj, k_proj, v_proj, o_proj)");
         if (rankOk && shapeOk) {
             for (const auto &p : dense) {
                 if (!loraTargets(c, p.name))

@@ -198,4 +198,31 @@ inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &
     return causalAttention(q, expandKvHeads(k, groups), expandKvHeads(v, groups), allowFused);
 }
 
+
+// Every expert's matmul in one kernel: x [N, K] (rows grouped by expert, counts on the host),
+// w [E, K, M] -> [N, M]. LibTorch 2.8 has at::_grouped_mm for bf16 on CUDA (sm_90 and newer);
+// elsewhere, or where it refuses the inputs, an undefined tensor tells the caller to loop.
+inline at::Tensor groupedMatmul(const at::Tensor &x, const at::Tensor &w, c10::ArrayRef<int64_t> counts)
+{
+#if PB_TORCH_AT_LEAST(2, 8)
+    if (x.is_cuda() && x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kBFloat16 && x.size(0) > 0) {
+        std::vector<int32_t> ends(counts.size());
+        int64_t sum = 0;
+        for (size_t e = 0; e < counts.size(); ++e)
+            ends[e] = static_cast<int32_t>(sum += counts[e]);
+        const auto offs = at::tensor(ends, at::TensorOptions().dtype(at::kInt)).to(x.device(), /*non_blocking=*/true);
+        try {
+            return at::_grouped_mm(x, w, offs);
+        } catch (const c10::Error &) {
+            return {};
+        }
+    }
+#else
+    (void)x;
+    (void)w;
+    (void)counts;
+#endif
+    return {};
+}
+
 } // namespace pb::compat

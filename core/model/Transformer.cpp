@@ -3,8 +3,10 @@
 #include "config/ParameterTable.h"
 #include "model/FusedOps.h"
 #include "model/LinearCrossEntropy.h"
+#include "model/SinkAttention.h"
 #include "engine/TorchCompat.h"
 
+#include <cstring>
 #include <unordered_map>
 
 namespace pb {
@@ -71,7 +73,7 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
             compat::setAutocast(deviceType, previousAutocast, previousDtype);
         }
         generator.set_state(rngNow);
-        if (block->moe && gradOutputs.size() > 1 && gradOutputs[1].defined())
+        if (block->moe && gradOutputs.size() > 1 && gradOutputs[1].defined() && block->moe->routerProbabilitySum.requires_grad())
             torch::autograd::backward({out, block->moe->routerProbabilitySum}, {gradOutputs[0], gradOutputs[1]});
         else
             torch::autograd::backward({out}, {gradOutputs[0]});
@@ -281,7 +283,9 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
     : m_heads(config.model.attentionHeads), m_kvHeads(config.model.kvHeads), m_headDim(config.model.effectiveHeadDim()),
       m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention), m_interleaved(config.model.traits.ropeInterleaved),
       m_softcap(config.model.traits.attentionSoftcap), m_temperatureBeta(config.model.traits.queryTemperatureBeta),
-      m_temperatureLength(config.model.traits.queryTemperatureLength), m_ropeFp32(config.model.traits.ropeFp32)
+      m_temperatureLength(config.model.traits.queryTemperatureLength), m_temperatureOffset(config.model.traits.queryTemperatureOffset),
+      m_temperatureNoRope(config.model.traits.queryTemperatureNoRope), m_temperatureFp32(config.model.traits.queryTemperatureFp32),
+      m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps)
 {
     const auto &m = config.model;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
@@ -295,7 +299,9 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
         (p.name == "qkv_proj" ? qkv : p.name == "q_proj" ? q : p.name == "k_proj" ? k : p.name == "v_proj" ? v : o) = layer;
     }
     const int64_t qDim = m_heads * m_headDim, kvDim = m_kvHeads * m_headDim;
-    if (m_qkNorm != QkNorm::None) {
+    if (m.traits.attentionSinks)
+        sinks = register_parameter("sinks", emptyParam({m_heads}, options));
+    if (m_qkNorm == QkNorm::Head || m_qkNorm == QkNorm::Full) {
         const bool perHead = m_qkNorm == QkNorm::Head;
         qNorm = register_module("q_norm", RmsNorm(perHead ? m_headDim : qDim, m.normEps, options, false, m.traits));
         kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options, false, m.traits));
@@ -365,16 +371,30 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
             ks = ks.to(kp.scalar_type());
         }
     }
-    if (m_temperatureBeta > 0 && t > m_temperatureLength) {
-        // Llama 4's attention temperature on queries past the pre-training context (k untouched).
+    const bool rotary = in.cos.defined();
+    if (m_qkNorm == QkNorm::L2 && rotary) {
+        // Llama4TextL2Norm: each head's q and k scaled to unit RMS in fp32, no weight, after the rotary.
+        auto l2 = [this](const torch::Tensor &a) {
+            const auto f = a.to(torch::kFloat);
+            return (f * torch::rsqrt(f.pow(2).mean(-1, /*keepdim=*/true) + m_normEps)).to(a.scalar_type());
+        };
+        qs = l2(qs);
+        ks = l2(ks);
+    }
+    if (m_temperatureBeta > 0 && t - 1 + m_temperatureOffset >= m_temperatureLength && !(m_temperatureNoRope && rotary)) {
+        // The attention temperature on queries past the pre-training context (k untouched):
+        // Ministral 3's on every layer from position 0, Llama 4's on its NoPE layers from 1.
         const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kFloat).device(x.device()));
-        const auto scale = 1 + m_temperatureBeta * torch::log1p(torch::floor(pos / static_cast<double>(m_temperatureLength)));
-        qs = qs * scale.view({1, 1, t, 1}).to(qs.scalar_type());
+        const auto scale = 1 + m_temperatureBeta * torch::log1p(torch::floor((pos + static_cast<double>(m_temperatureOffset)) / static_cast<double>(m_temperatureLength)));
+        // Llama 4 multiplies by the fp32 scale and rounds once; Ministral 3 rounds the scale first.
+        qs = m_temperatureFp32 ? (qs * scale.view({1, 1, t, 1})).to(qs.scalar_type()) : qs * scale.view({1, 1, t, 1}).to(qs.scalar_type());
     }
     auto vs = (qkv ? vp : v->forward(x)).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
     const bool window = in.windowMask.defined();
     torch::Tensor attended;
-    if (usesEagerAttentionForm(m_softcap, m_fused, window, m_rescaled))
+    if (sinks.defined()) // gpt-oss: no kernel has sinks; one more key carries them on the fused one
+        attended = m_fused ? sinkKeyAttention(qs, ks, vs, sinks, m_scale, in.windowMask) : sinkEagerAttention(qs, ks, vs, sinks, m_scale, in.windowMask);
+    else if (usesEagerAttentionForm(m_softcap, m_fused, window, m_rescaled))
         attended = eagerAttention(qs, ks, vs, m_scale, m_softcap, in.windowMask);
     else if (window || m_rescaled)
         attended = fusedMaskedAttention(qs, ks, vs, m_scale, in.windowMask);
@@ -441,14 +461,18 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
     };
     // Registered in the checkpoint's order of names within a layer.
     beforeAttention = norm(names.beforeAttention);
-    attention = register_module("self_attn", SelfAttention(config, runtime, options));
+    if (m.latent.enabled())
+        latentAttention = register_module("self_attn", makeLatentAttention(config, runtime, options));
+    else
+        attention = register_module("self_attn", SelfAttention(config, runtime, options));
     afterAttention = norm(names.afterAttention);
     beforeMlp = norm(names.beforeMlp);
     if (layer >= 0 && m.moe.sparse(layer)) {
         const std::string name = expertNames(m).prefix;
         moe = register_module(name.substr(0, name.size() - 1), SparseMoe(config, options));
     } else {
-        mlp = register_module("mlp", Mlp(config, options, 0, std::array<std::string, 3> {"gate_proj", "up_proj", "down_proj"}, fused));
+        const std::string name = denseMlpPrefix(m);
+        mlp = register_module(name.substr(0, name.size() - 1), Mlp(config, options, 0, std::array<std::string, 3> {"gate_proj", "up_proj", "down_proj"}, fused));
     }
     afterMlp = norm(names.afterMlp);
 }
@@ -457,7 +481,8 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInput
 {
     RECORD_USER_SCOPE("pb.block"); // the residual adds
     auto scaled = [this](torch::Tensor t) { return m_residualScale == 1.0 ? t : t * m_residualScale; };
-    auto a = attention->forward(beforeAttention ? beforeAttention->forward(x) : x, in);
+    const auto attentionInput = beforeAttention ? beforeAttention->forward(x) : x;
+    auto a = attention ? attention->forward(attentionInput, in) : latentAttention->forward(attentionInput, in);
     if (afterAttention)
         a = afterAttention->forward(a);
     auto h = x + scaled(a);
@@ -517,8 +542,14 @@ void DecoderModelImpl::initialise(uint64_t seed)
     for (auto &item : named_parameters()) {
         const auto &name = item.key();
         auto &p = item.value();
-        if (name.find("lora_B") != std::string::npos || (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0))
+        auto endsWith = [&name](const char *tail) {
+            const size_t n = std::strlen(tail);
+            return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
+        };
+        if (name.find("lora_B") != std::string::npos || endsWith(".bias") || endsWith("_bias")) // gpt-oss's experts.gate_up_proj_bias ...
             p.zero_();
+        else if (endsWith(".sinks")) // as GptOssPreTrainedModel
+            p.normal_(0.0, 0.02);
         else if (p.dim() == 1)
             p.fill_(m_shape.traits.normUnitOffset ? 0.0 : 1.0); // Gemma's norms scale by 1 + weight
         else if (name.find("lora_A") != std::string::npos)
@@ -564,7 +595,7 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         m_blockHooks->beforeModel();
     const ModelTraits &traits = m_shape.traits;
     const int64_t t = inputs.size(1);
-    torch::Tensor h;
+    torch::Tensor h, chunkMask;
     LayerInputs global, local;
     {
         RECORD_USER_SCOPE("pb.embedding");
@@ -574,6 +605,13 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         if (m_inputNeedsGrad)
             h.requires_grad_(true);
         rotaryTables(t, inputs.device(), m_shape.ropeTheta, m_shape.ropeScaling, global.cos, global.sin);
+        if (traits.attentionChunk > 0 && t > traits.attentionChunk) {
+            // One mask for every chunked layer: key j is seen from query i when j <= i in i's chunk.
+            // Within one chunk it is the causal mask, which the unmasked kernels apply themselves.
+            const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
+            const auto chunk = pos.div(traits.attentionChunk, "floor");
+            chunkMask = pos.unsqueeze(1).ge(pos.unsqueeze(0)).logical_and(chunk.unsqueeze(1).eq(chunk.unsqueeze(0)));
+        }
         if (traits.slidingWindow > 0) {
             // One mask for every sliding layer: key j is seen from query i when i - W < j <= i.
             const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
@@ -598,6 +636,8 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         LayerInputs in = traits.usesSliding(layer) ? local : global;
         if (!traits.usesRope(layer))
             in.cos = in.sin = torch::Tensor();
+        if (traits.usesChunks(layer))
+            in.windowMask = chunkMask;
         torch::Tensor layerProbabilities;
         if (m_runtime.recompute && is_training()) {
             // A custom autograd function takes defined tensors only: an absent input travels empty.

@@ -7,6 +7,7 @@
 #include "config/RunConfig.h"
 #include "model/Fp8Linear.h"
 #include "model/Nf4.h"
+#include "model/StackedExperts.h"
 
 #include <torch/torch.h>
 
@@ -38,8 +39,9 @@ torch::Tensor rotaryInverseFrequencies(int64_t rotaryDim, double theta, const Ro
                                        double *attentionFactor = nullptr);
 
 // The inputs a decoder block reads besides the residual stream: the rotary tables of its kind of
-// layer (undefined for a layer without rotary) and, for a sliding layer, the boolean window mask
-// [T, T] (true: the key is seen), one per forward pass shared by every sliding layer.
+// layer (undefined for a layer without rotary) and, for a sliding layer or a chunked one (Llama 4,
+// when the sequence spans more than one chunk), the boolean mask [T, T] (true: the key is seen),
+// one per forward pass shared by every such layer.
 struct LayerInputs {
     torch::Tensor cos, sin, windowMask;
 };
@@ -102,6 +104,7 @@ public:
     LoraLinear q {nullptr}, k {nullptr}, v {nullptr}, o {nullptr};
     LoraLinear qkv {nullptr};                 // Phi-3's fused projection, in place of q, k, v
     RmsNorm qNorm {nullptr}, kNorm {nullptr}; // model.qk_norm: per head (Qwen3) or over the projection (OLMoE)
+    torch::Tensor sinks;                      // model.attention_sinks: gpt-oss's logit per head (model/SinkAttention.h)
 
 private:
     torch::Tensor rotate(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin) const;
@@ -114,9 +117,20 @@ private:
     bool m_rescaled;              // a scale other than 1/sqrt(head_dim)
     double m_temperatureBeta;
     int64_t m_temperatureLength;
+    int64_t m_temperatureOffset;
+    bool m_temperatureNoRope, m_temperatureFp32;
     bool m_ropeFp32;
+    double m_normEps;             // Llama 4's L2 q/k norm
 };
 TORCH_MODULE(SelfAttention);
+
+// An attention other than SelfAttention behind the block's one call: DeepSeek-V3's latent attention
+// (model/LatentAttention.h), built by makeLatentAttention.
+class BlockAttention : public torch::nn::Module {
+public:
+    virtual torch::Tensor forward(const torch::Tensor &x, const LayerInputs &in) = 0;
+};
+std::shared_ptr<BlockAttention> makeLatentAttention(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
 
 class MlpImpl : public torch::nn::Module {
 public:
@@ -146,14 +160,21 @@ public:
     SparseMoeImpl(const RunConfig &config, const torch::TensorOptions &options);
     torch::Tensor forward(const torch::Tensor &x);
     WeightHolder router {nullptr};                   // "gate": experts x hidden
+    torch::Tensor scoreCorrectionBias;               // "gate.e_score_correction_bias" (model.moe.score_correction_bias)
+    torch::Tensor routerBias;                        // "<router>.bias" (model.moe.router_bias, gpt-oss)
     torch::nn::ModuleList experts {nullptr};
     std::vector<Mlp> expertList;
+    StackedExperts stacked {nullptr};                // "experts" in place of the list (model.moe.stacked_experts)
     Mlp shared {nullptr};
     WeightHolder sharedGate {nullptr};
     // Of the last forward: the routing probabilities summed over its tokens (experts; differentiable),
     // how often each expert was chosen at each of the top-k places (top_k x experts), and the tokens.
     torch::Tensor routerProbabilitySum, expertChoices;
     int64_t tokens = 0;
+    // model.moe.scoring = sigmoid (DeepSeek-V3): the router's scores [N, experts], and the experts
+    // they choose [N, k] (the bias and the groups applied; no gradient).
+    torch::Tensor sigmoidScores(const torch::Tensor &flat) const;
+    torch::Tensor sigmoidChoice(const torch::Tensor &scores) const;
 
 private:
     MoeConfig m_moe;
@@ -168,6 +189,7 @@ public:
     // model.norm_placement's norms; null where the placement has none (config/ParameterTable.h's blockNormNames).
     RmsNorm beforeAttention {nullptr}, afterAttention {nullptr}, beforeMlp {nullptr}, afterMlp {nullptr};
     SelfAttention attention {nullptr};
+    std::shared_ptr<BlockAttention> latentAttention;  // in place of attention where the model has latent attention
     Mlp mlp {nullptr};                 // a dense layer
     SparseMoe moe {nullptr};           // a sparse one
 

@@ -29,7 +29,7 @@ double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t
     const double trained = static_cast<double>(counts.trainable);
     const double tokens = static_cast<double>(tokensPerStep);
     const auto &m = config.model;
-    const double attention = 12.0 * static_cast<double>(m.layers) * static_cast<double>(m.attentionHeads * m.effectiveHeadDim()) * static_cast<double>(seqLen);
+    const double attention = 12.0 * static_cast<double>(m.layers) * static_cast<double>(m.attentionHeads) * m.attentionFlopsHeadDim() * static_cast<double>(seqLen);
     return (6.0 * trained + 4.0 * frozen + attention) * tokens;
 }
 

@@ -136,6 +136,15 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
                 out.headCopyBytes += 2 * p.numel;
         }
     }
+    // DeepSeek-V3's router correction bias: an fp32 buffer per sparse layer, outside the parameters.
+    const MoeConfig &moe = config.model.moe;
+    if (moe.scoreCorrectionBias)
+        for (int64_t layer = 0; layer < config.model.layers; ++layer)
+            if (moe.sparse(layer)) {
+                out.frozenWeights += 4 * moe.experts;
+                out.frozenBlockRounding += cudaCachingBlockBytes(4 * moe.experts) - 4 * moe.experts;
+                byBlock[static_cast<int>(layer)] += 4 * moe.experts;
+            }
     for (const auto &[layer, bytes] : byBlock)
         if (layer >= 0)
             out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, bytes);

@@ -33,7 +33,7 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
     for (int64_t layer = 0; layer < m.layers; ++layer)
         keys += static_cast<double>(m.traits.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen);
     const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) * keys *
-                                    static_cast<double>(m.attentionHeads * m.effectiveHeadDim());
+                                    static_cast<double>(m.attentionHeads) * m.attentionFlopsHeadDim();
     forward += attentionForward;
     backward += 2 * attentionForward;
 

@@ -77,6 +77,17 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
         }
         param.copy_(source);
     }
+    // Buffers the checkpoints carry (DeepSeek-V3's router correction bias), in the buffer's own dtype.
+    for (auto &item : model.named_buffers()) {
+        const std::string &name = item.key();
+        static const std::string kCorrectionBias = ".e_score_correction_bias";
+        if (name.size() < kCorrectionBias.size() || name.compare(name.size() - kCorrectionBias.size(), kCorrectionBias.size(), kCorrectionBias) != 0)
+            continue;
+        const auto source = read(name, item.value().sizes().vec());
+        if (!source.defined())
+            throw missing(name);
+        item.value().copy_(source);
+    }
     // QLoRA's bases: the checkpoint's 16-bit matrices, quantised to NF4 as they are read.
     for (const auto &item : model.named_modules()) {
         auto *linear = dynamic_cast<LoraLinearImpl *>(item.value().get());

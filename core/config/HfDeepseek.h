@@ -1,0 +1,23 @@
+#pragma once
+// DeepSeek-V3-architecture config.json files (model_type deepseek_v3, and kimi_k2, whose remote
+// config class is DeepSeek-V3's): multi-head latent attention, sigmoid group-limited routing with
+// the correction bias, shared experts and the first dense layers. Absent keys take the defaults of
+// Transformers' DeepseekV3Config; kimi_k2, which Transformers has no class for, must give them all.
+#include "config/RunConfig.h"
+
+#include <QJsonObject>
+
+#include <string>
+
+namespace pb {
+
+bool isDeepseekV3Type(const std::string &type);
+// Sets the latent attention, the routing and the fields whose defaults differ from Llama's of `m`,
+// whose plain fields (sizes, rope, norm eps, activation) are already read.
+void applyDeepseekV3(const QJsonObject &json, const std::string &where, const std::string &type, ModelShape &m);
+// The LoRA targets of a model's attention and MLP as its checkpoints name them (q_proj or q_a_proj and
+// q_b_proj, kv_a_proj_with_mqa, kv_b_proj, o_proj): what an import sets for latent attention,
+// where Llama's q_proj, k_proj, v_proj would name nothing.
+std::vector<std::string> latentLoraTargets(const ModelShape &m);
+
+} // namespace pb

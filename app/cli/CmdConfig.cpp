@@ -154,10 +154,15 @@ void printHuman(CliContext &ctx, const RunConfig &c, const ParamCounts &p)
                             .arg([&] { int64_t n = 0; for (int64_t i = 0; i < m.layers; ++i) n += e.sparse(i) ? 1 : 0; return n; }()).arg(m.layers).arg(e.auxLossWeight));
     }
     if (m.qkNorm != QkNorm::None)
-        line("q/k norm", m.qkNorm == QkNorm::Head ? QStringLiteral("RMSNorm per head") : QStringLiteral("RMSNorm over the projection"));
+        line("q/k norm", m.qkNorm == QkNorm::Head ? QStringLiteral("RMSNorm per head")
+                          : m.qkNorm == QkNorm::L2 ? QStringLiteral("L2 norm per head after the rotary, rotary layers only")
+                                                    : QStringLiteral("RMSNorm over the projection"));
     for (const auto &[label, value] : describeModelTraits(m))
         line(label.c_str(), QString::fromStdString(value));
     line("weights", m.weightsPath.empty() ? QStringLiteral("random initialisation") : QString::fromStdString(m.weightsPath));
+    if (!m.checkpointQuantization.empty())
+        line("checkpoint", QStringLiteral("%1 experts in the published files; trained here as bf16 (dequantised on load), memory counted in bf16")
+                               .arg(QString::fromStdString(m.checkpointQuantization)));
     line("parameters", QStringLiteral("%1 total, %2 trainable (%3%)%4").arg(count(p.total), count(p.trainable)).arg(p.total > 0 ? 100.0 * p.trainable / p.total : 0.0, 0, 'f', 2)
                            .arg(p.active != p.total ? QStringLiteral(", %1 active per token").arg(count(p.active)) : QString()));
     QString mode = QString::fromLatin1(toString(t.mode));

@@ -102,6 +102,8 @@ void gemmaCommon(const QJsonObject &json, const std::string &where, ModelShape &
 
 } // namespace
 
+LayerSelection hfLayerSelection(const std::vector<bool> &picked) { return selectionOf(picked); }
+
 const std::vector<std::string> &hfDenseTraitTypes()
 {
     static const std::vector<std::string> types {"qwen3", "gemma2", "gemma3_text", "olmo2", "olmo3", "phi3", "glm4", "smollm3", "granite", "ministral3"};

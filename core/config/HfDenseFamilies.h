@@ -18,5 +18,7 @@ void applyDenseFamily(const QJsonObject &json, const std::string &where, const s
 // Reads `layer_types` (full_attention / sliding_attention per layer) into the window's global
 // layers: a period where the list has one, else the list of full layers. False when the key is absent.
 bool readLayerTypes(const QJsonObject &json, const std::string &where, ModelShape &m);
+// The layers flagged in `picked` as a selection: a period where one describes them, else a list.
+LayerSelection hfLayerSelection(const std::vector<bool> &picked);
 
 } // namespace pb

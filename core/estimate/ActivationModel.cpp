@@ -2,6 +2,7 @@
 
 #include "config/Nf4Format.h"
 #include "estimate/ActivationWalk.h"
+#include "estimate/LatentAttentionWalk.h"
 
 #include <algorithm>
 #include <cmath>
@@ -34,6 +35,7 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             layers[i].experts.resize(static_cast<size_t>(m.moe.experts));
         }
     const ExpertNames names = expertNames(m);
+    const std::string denseMlp = denseMlpPrefix(m);
     const BlockNormNames normNames = blockNormNames(m);
     const std::string *normRoles[4] = {&normNames.beforeAttention, &normNames.afterAttention, &normNames.beforeMlp, &normNames.afterMlp};
     for (auto &layer : layers)
@@ -77,8 +79,8 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
                 else if (p.name.find(".weight") != std::string::npos)
                     proj.trainable = p.trainable;
             };
-            // The router is "gate.weight": no gate_proj, and no expert's gate either.
-            if (rest == "gate.weight") {
+            // The router is "gate.weight" (Llama 4: "router.weight"): no gate_proj, and no expert's gate either.
+            if (rest == names.router + ".weight") {
                 setFlags(layer.router);
                 layer.routerGradBytes += bytes;
                 layer.routerCopyBytes += copy;
@@ -87,9 +89,9 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
                 layer.sharedGateGradBytes += bytes;
                 layer.sharedGateCopyBytes += copy;
             } else {
-                // "experts.E.<proj>." (the family's names) or "shared_expert.<proj>." (always
+                // "experts.E.<proj>." (the family's names) or "<shared>.<proj>." (always
                 // gate_proj, up_proj, down_proj): the projection's role.
-                static const ExpertNames sharedNames {"shared_expert.", "gate_proj", "up_proj", "down_proj"};
+                const ExpertNames sharedNames {names.shared, "gate_proj", "up_proj", "down_proj"};
                 ExpertFlags *expert = nullptr;
                 std::string tail;
                 int role = -1;
@@ -123,7 +125,7 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
         if (p.trainable) {
             // Made in the block's backward once the attention's part is reached: the MLP's, every norm
             // after attention's input, o_proj's; the MLP's output norm and down_proj's come first.
-            if (p.name.find(".mlp.") != std::string::npos || normRole > 0 || p.name.find(".o_proj.") != std::string::npos) {
+            if (p.name.find("." + denseMlp) != std::string::npos || normRole > 0 || p.name.find(".o_proj.") != std::string::npos) {
                 layer.afterAttentionGradBytes += bytes;
                 layer.afterAttentionCopyBytes += copy;
             }
@@ -224,7 +226,8 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     for (const auto &layer : layers) {
         ++layerIndex;
         const bool hasRope = traits.usesRope(layerIndex);
-        const bool window = traits.usesSliding(layerIndex);
+        // A window, or Llama 4's chunks where the sequence spans more than one (the engine's mask).
+        const bool window = traits.usesSliding(layerIndex) || (traits.usesChunks(layerIndex) && t > traits.attentionChunk);
         // cos/sin cast per layer to the compute dtype (none for a layer without rotary).
         const int64_t rotaryCasts = c != 4 && hasRope && !traits.ropeFp32 ? 2 * c * t * rotaryDim : 0;
         // Transformers' eager attention (model/Transformer.cpp's eagerAttention) where the fused kernel
@@ -249,11 +252,17 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         if (!layer.normExists[0] && !(walk.mixed && r == 4) &&
             std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); }))
             walk.inputSaved += r * n * h;
-        walk.linears(h, dx1, qkvReaders);
-        bool qkvGrad = y1Grad || std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); });
+        // DeepSeek-V3's latent attention has a walk of its own (estimate/LatentAttentionWalk.h).
+        const bool latent = m.latent.enabled();
+        LatentAttentionBytes mla;
+        if (latent)
+            mla = latentAttention(config, layer, walk, dx1, y1Grad, fused, out.unkeptAutocastCopies);
+        else
+            walk.linears(h, dx1, qkvReaders);
+        bool qkvGrad = latent ? mla.grad : y1Grad || std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); });
         // A matmul keeps its weight only to pass a gradient to its input: over an input that
         // needs none (LoRA's first block without recompute), lora_A's 16-bit copy is not kept.
-        if (walk.mixed && !y1Grad)
+        if (walk.mixed && !y1Grad && !latent)
             for (const auto &p : qkvReaders)
                 out.unkeptAutocastCopies += p.lora ? 2 * walk.rank * h : 0;
         // q/k norm (model.qk_norm): an RMSNorm on the projections' outputs (compute dtype) before
@@ -261,7 +270,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // weight's dtype where that is wider (an fp32 master under autocast), and so do q and k
         // after the rotary (k is promoted by q's tables).
         int64_t dq = c, dk = c, dkr = c;
-        if (m.qkNorm != QkNorm::None) {
+        if (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full) {
             const bool perHead = m.qkNorm == QkNorm::Head;
             BlockWalk qWalk(config, perHead ? n * heads : n, libTorch2), kWalk(config, perHead ? n * m.kvHeads : n, libTorch2);
             qWalk.kernelsFused = kWalk.kernelsFused = false;
@@ -276,6 +285,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream).
         // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
         const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk && plainRotary;
+        // Llama 4's L2 norm of q and k after the rotary (rotary layers): x.float() * rsqrt(mean(x^2) + eps)
+        // keeps its fp32 input (autocast's copy, or the fp32 rotary output itself) and the per-row
+        // rsqrt; its output, cast back, is what attention reads.
+        if (m.qkNorm == QkNorm::L2 && hasRope && qkvGrad)
+            walk.saved += 4 * n * (qDim + kvDim) + 4 * b * t * (heads + m.kvHeads);
         const int64_t layerRotaryCasts = !hasRope || fusedRotary || traits.ropeFp32 ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
         // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
         // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
@@ -291,8 +305,8 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t expandedAlive = expandedKv ? (dkr + c) * n * qDim : 0;
         // Under autocast the fp32 norm output is alive but not kept (each projection keeps its cast).
         const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
-        int64_t forwardAbove = 0, atAttention = 0;
-        if (qkvGrad) {
+        int64_t forwardAbove = latent ? mla.forwardAbove : 0, atAttention = latent ? mla.atAttention : 0;
+        if (qkvGrad && !latent) {
             if (layerFused) {
                 // SDPA keeps q, k, v as given (GQA heads shared through enable_gqa), its output
                 // (laid out [B, T, heads, hd], so o_proj's input is a view of it) and the fp32 log-sum-exp.
@@ -321,7 +335,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                 forwardAbove = walk.saved + scores + c * n * qDim + qkvAlive + y1Alive + (dkr != c && groups > 1 ? dkr * n * qDim : 0);
             }
         }
-        walk.linears(qDim, c, {o}, layerFused && qkvGrad);
+        walk.linears(latent ? mla.outputWidth : qDim, c, {o}, (latent ? mla.fusedKernel : layerFused) && qkvGrad);
         bool attnGrad = qkvGrad || o.needsGrad();
         if (layer.normExists[1]) { // a norm on attention's output (OLMo 2, Gemma, GLM-4)
             bool outGrad = false;
@@ -426,8 +440,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // bf16-mixed): at the softmax's backward the fp32 gradient of the probabilities and the
         // softmax's own fp32 gradient, the 16-bit probabilities already released.
         const int64_t eagerGrads = 2 * (scores / c) * 4 - (c != 4 ? scores : 0);
-        const int64_t attnGrads =
-            layerFused ? 3 * c * n * qDim : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * qDim;
+        const int64_t attnGrads = latent       ? mla.softmaxGrads
+                                  : layerFused ? 3 * c * n * qDim
+                                               : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * qDim;
         const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved;
         out.backwardAttentionExtraPerBlock.push_back(
             std::max({attentionExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra,
@@ -437,8 +452,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // MLP (residual, norm output, its intermediates and down's output). Under autocast the
         // fused kernel's 16-bit casts of an fp32 q and k are alive beside them.
         const int64_t kernelCasts = layerFused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
-        const int64_t attnNoGrad = dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
-                                   (layerFused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
+        const int64_t attnNoGrad = latent ? mla.noGradLive
+                                          : dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
+                                                (layerFused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
         // (qlora: at down_proj, its input, the matrix and its output beside the residual and the norm output.)
         const int64_t mlpNoGrad = std::max(layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h,
                                            dequantMlp > 0 ? r * n * h + dx2 * n * h + downInput + dequantMlp + c * n * h : 0);
@@ -509,7 +525,8 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     }
     // The fp32 rotary tables (a second pair for sliding layers of their own base), and the window
     // mask every sliding layer shares.
-    out.sharedTables = 2 * 4 * t * m.rotaryDim() * (m.traits.localRopeTheta > 0 ? 2 : 1) + (m.traits.slidingWindow > 0 ? t * t : 0);
+    out.sharedTables = 2 * 4 * t * m.rotaryDim() * (m.traits.localRopeTheta > 0 ? 2 : 1) +
+                       (m.traits.slidingWindow > 0 || (m.traits.attentionChunk > 0 && t > m.traits.attentionChunk) ? t * t : 0);
     out.inputBytes = 2 * 8 * n;
 
     out.assumptions.push_back(fused ? "attention: fused scaled_dot_product_attention (no T x T scores kept)"

@@ -18,7 +18,10 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     const int64_t experts = std::max<int64_t>(moe.experts, 1), k = moe.expertsPerToken;
     const int64_t ei = moe.expertIntermediateSize, si = moe.sharedExpertIntermediateSize;
     const int64_t nk = n * k;                       // routed (token, choice) pairs, whatever the split
-    const int64_t dOut = std::max(c, dx2);          // the experts' output times the weights (flat's dtype): promoted
+    // Llama 4 scales each expert's input by its weight (flat's dtype), not its output: the outputs
+    // are added as they are, in the compute dtype.
+    const bool inputScaled = moe.scaleExpertInput;
+    const int64_t dOut = inputScaled ? c : std::max(c, dx2); // the experts' output times the weights (flat's dtype): promoted
     const bool mixedCasts = walk.mixed && dx2 == 4; // autocast casts an fp32 input anew for each linear
     const int64_t pd = mixedCasts ? c : dx2;        // the permuted tokens, cast once for all experts under autocast
     const bool hasShared = si > 0, gated = hasShared && moe.sharedExpertGate;
@@ -69,7 +72,11 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
             out.unkeptCopies += hasShared && p.lora ? 2 * walk.rank * h : 0;
     // softmax(logits, float) keeps its fp32 output; topk its int64 indices; weights / sum keeps the
     // fp32 weights and their sum; the pair weights' index_select keeps `order`.
-    if (routerGrad)
+    if (routerGrad && inputScaled) // Llama 4: topk of the logits keeps its indices, the fp32 sigmoid its output
+        walk.saved += 8 * n * k + 4 * n * k + 8 * nk;
+    else if (routerGrad && moe.scoring == RouterScoring::Sigmoid) // DeepSeek-V3: sigmoid keeps its output in the logits' dtype, gather its indices
+        walk.saved += c * n * experts + 8 * n * k + (moe.normalizeTopK ? c * n * k + c * n : 0) + 8 * nk;
+    else if (routerGrad)
         walk.saved += 4 * n * experts + 8 * n * k + (moe.normalizeTopK ? 4 * n * k + 4 * n : 0) + 8 * nk;
     // token = order // k, kept by the permuting index_select and by index_add.
     const bool tokenKept = expertsGrad || routerGrad;
@@ -81,6 +88,10 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     const bool permutedKept = expertsRead;
     if (permutedKept)
         walk.saved += pd * nk * h;
+    // Llama 4: the gathered tokens times their weights keeps the tokens for the weights' gradient
+    // and the weights for the tokens'; the product (cast once under autocast) is what experts read.
+    if (inputScaled)
+        walk.saved += (routerGrad ? dx2 * nk * h : 0) + (y2Grad ? dx2 * nk : 0);
     const int64_t savedAtPermute = walk.saved;
     // Each expert's SwiGLU on its slice, as the dense MLP: silu keeps gate's output, the product
     // silu(g) and up's output, down its input when it trains.
@@ -100,13 +111,13 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     }
     // cat(outputs) * pairWeights: keeps the concatenation ([n*k, h], compute dtype) when the
     // weights need a gradient, the weights ([n*k, 1], flat's dtype) when the outputs do.
-    const int64_t mulKept = (routerGrad ? c * nk * h : 0) + (expertsGrad ? dx2 * nk : 0);
+    const int64_t mulKept = inputScaled ? 0 : (routerGrad ? c * nk * h : 0) + (expertsGrad ? dx2 * nk : 0);
     walk.saved += mulKept;
     const int64_t savedAfterMul = walk.saved;
     // index_add's source gradient is grad.index_select(index).expand_as(source): autograd keeps the
     // weighted outputs themselves (seen by the peak recorder, LibTorch 1.13 and 2.11 alike).
-    const int64_t outputs = c * nk * h, weighted = dOut * nk * h;
-    const int64_t indexAddKept = expertsGrad ? weighted : 0;
+    const int64_t outputs = c * nk * h, weighted = inputScaled ? 0 : dOut * nk * h;
+    const int64_t indexAddKept = expertsGrad ? (inputScaled ? outputs : weighted) : 0;
     walk.saved += indexAddKept;
     // index_add into zeros_like(flat) keeps `token` and its source, both counted above. The shared expert: the dense MLP of width
     // shared_expert_intermediate_size; its gate's sigmoid keeps its output, and the product keeps
@@ -134,7 +145,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
                            (expertsGrad ? 0 : dx2 * nk) + (permutedKept ? 0 : pd * nk * h);
     out.forwardPeak = std::max({savedAtPermute + common + (mixedCasts ? dx2 * nk * h : 0), // the gather beside its cast
                                 savedAfterMul + common + outputs + (routerGrad ? 0 : outputs) + weighted, // the multiply (and the concatenation)
-                                savedAfterMul + common + outputs + weighted + 2 * dx2 * n * h,            // index_add: zeros and its result
+                                savedAfterMul + common + outputs + weighted + 2 * dOut * n * h,           // index_add: zeros and its result
                                 hasShared ? walk.saved - indexAddKept + common + outputs + weighted + 2 * dx2 * n * h + c * n * h : 0, // out + s
                                 // the load-balancing statistics: one_hot(chosen) in int64 and its fp32 copy
                                 walk.saved - indexAddKept + common + outputs + weighted + dx2 * n * h + 12 * nk * experts});
@@ -175,7 +186,8 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     }
     // index_add's backward gathers the weighted outputs' gradient ([n*k, h]); the multiply makes the
     // outputs' gradient and, for the weights, the full product before it is summed to [n*k, 1].
-    consider(grads + flatGrad - released + weighted + (expertsGrad ? weighted : 0) + (routerGrad ? weighted : 0));
+    if (!inputScaled)
+        consider(grads + flatGrad - released + weighted + (expertsGrad ? weighted : 0) + (routerGrad ? weighted : 0));
     released += mulKept + indexAddKept;
     int64_t catGrad = expertsGrad ? c * nk * h : 0;    // split into the experts' views
     const int64_t pairGrad = routerGrad ? dx2 * nk : 0;
@@ -206,6 +218,10 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
         consider(grads + flatGrad + pairGrad + 2 * pd * nk * h - released);
         if (mixedCasts)
             consider(grads + flatGrad + pairGrad + (pd + dx2) * nk * h - released);
+        // Llama 4's input multiply: the incoming gradient, the tokens' and, for the weights, the
+        // full product before it is summed to [n*k, 1].
+        if (inputScaled)
+            consider(grads + flatGrad + pairGrad + (routerGrad ? 3 : 2) * dx2 * nk * h - released);
         permutedGrad = dx2 * nk * h;
         // index_select's backward scatters it back into a zero [n, h].
         consider(grads + flatGrad + pairGrad + permutedGrad + dx2 * n * h - released);

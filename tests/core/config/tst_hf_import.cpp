@@ -301,7 +301,7 @@ private Q_SLOTS:
         QTest::newRow("llama3 high as string") << "" << "rope_scaling" << with("high_freq_factor", QStringLiteral("4")) << "rope_scaling.high_freq_factor: expected a positive number";
         QTest::newRow("llama3 original missing") << "" << "rope_scaling" << without("original_max_position_embeddings") << "rope_scaling.original_max_position_embeddings: required field is missing";
         QTest::newRow("llama3 original fractional") << "" << "rope_scaling" << with("original_max_position_embeddings", 8192.5) << "rope_scaling.original_max_position_embeddings: expected a positive integer";
-        QTest::newRow("llama3 high not above low") << "" << "rope_scaling" << with("high_freq_factor", 1.0) << "model.rope_scaling.high_freq_factor: must exceed model.rope_scaling.low_freq_factor";
+        QTest::newRow("llama3 high below low") << "" << "rope_scaling" << with("high_freq_factor", 0.5) << "model.rope_scaling.high_freq_factor: must not be below model.rope_scaling.low_freq_factor";
         QTest::newRow("linear factor below 1") << "" << "rope_scaling" << QJsonValue(QJsonObject {{"rope_type", "linear"}, {"factor", 0.5}}) << "model.rope_scaling.factor: must lie in [1, inf)";
     }
     void refusals()

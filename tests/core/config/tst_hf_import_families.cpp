@@ -10,6 +10,8 @@
 #include <QJsonObject>
 #include <QtTest>
 
+#include <set>
+
 class TestHfImportFamilies : public QObject {
     Q_OBJECT
 private Q_SLOTS:
@@ -135,6 +137,234 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(c.model.family), QStringLiteral("gemma3_text"));
         QCOMPARE(c.model.vocabSize, qint64(262208));
         QCOMPARE(c.model.traits.finalSoftcap, 0.0);
+    }
+    // Llama 4 Scout's published config: the text model of a llama4 config, with Transformers 5.17's
+    // own total and active counts of Llama4ForCausalLM, and the traits of its text model.
+    void llama4Scout()
+    {
+        QFile countsFile(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/published-counts.json"));
+        QVERIFY(countsFile.open(QIODevice::ReadOnly));
+        const QJsonObject counts = QJsonDocument::fromJson(countsFile.readAll()).object().value(QStringLiteral("meta-llama/Llama-4-Scout-17B-16E")).toObject();
+        const pb::RunConfig c = pb::importHfConfig(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/llama-4-scout-17b-16e"));
+        const pb::ModelShape &m = c.model;
+        QCOMPARE(QString::fromStdString(m.family), QStringLiteral("llama4_text"));
+        const pb::ParamCounts n = pb::countParameters(c);
+        QCOMPARE(n.total, counts.value(QStringLiteral("total_params")).toInteger());
+        QCOMPARE(n.active, counts.value(QStringLiteral("active_params")).toInteger());
+        QCOMPARE(m.layers, qint64(48));
+        QCOMPARE(m.intermediateSize, qint64(16384));
+        QVERIFY(!m.tieEmbeddings);
+        QCOMPARE(m.qkNorm, pb::QkNorm::L2);
+        QCOMPARE(m.traits.attentionChunk, qint64(8192));
+        QCOMPARE(m.traits.noRopeLayers.every, qint64(4));
+        QVERIFY(m.traits.usesChunks(0) && !m.traits.usesChunks(3));
+        QVERIFY(m.traits.ropeInterleaved && m.traits.ropeFp32);
+        QCOMPARE(m.traits.queryTemperatureBeta, 0.1); // attn_temperature_tuning: 4 is on
+        QCOMPARE(m.traits.queryTemperatureLength, qint64(8192));
+        QCOMPARE(m.traits.queryTemperatureOffset, qint64(1));
+        QVERIFY(m.traits.queryTemperatureNoRope && m.traits.queryTemperatureFp32);
+        QCOMPARE(m.ropeScaling.type, pb::RopeScalingType::Llama3);
+        QCOMPARE(m.ropeScaling.factor, 16.0);
+        QCOMPARE(m.ropeScaling.highFreqFactor, 1.0);
+        QCOMPARE(m.moe.experts, qint64(16));
+        QCOMPARE(m.moe.expertsPerToken, qint64(1));
+        QCOMPARE(m.moe.expertIntermediateSize, qint64(8192));
+        QCOMPARE(m.moe.sharedExpertIntermediateSize, qint64(8192));
+        QCOMPARE(m.moe.scoring, pb::RouterScoring::Sigmoid);
+        QVERIFY(m.moe.scaleExpertInput && m.moe.stackedExperts && !m.moe.normalizeTopK && !m.moe.interleavedGateUp);
+        QCOMPARE(m.moe.auxLossWeight, 0.0); // Llama4ForCausalLM adds no load-balancing loss
+        QVERIFY(m.moe.sparse(0) && m.moe.sparse(47));
+        bool router = false, stacked = false;
+        for (const auto &p : pb::parameterTable(c)) {
+            router = router || (p.name == "model.layers.0.feed_forward.router.weight" && p.shape == std::vector<int64_t> {16, 5120});
+            stacked = stacked || (p.name == "model.layers.47.feed_forward.experts.gate_up_proj" && p.shape == std::vector<int64_t> {16, 5120, 16384});
+        }
+        QVERIFY(router && stacked);
+        // The text config without its wrapper imports alike; the wrapper's tie reaches it.
+        QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/llama-4-scout-17b-16e/config.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject wrapper = QJsonDocument::fromJson(f.readAll()).object();
+        const QJsonObject text = wrapper.value(QStringLiteral("text_config")).toObject();
+        QCOMPARE(pb::countParameters(pb::hfRunConfig(text, "config.json")).total, n.total);
+        QJsonObject tied = wrapper;
+        tied.insert(QStringLiteral("tie_word_embeddings"), true);
+        QVERIFY(pb::hfModelShape(tied, "config.json").tieEmbeddings);
+    }
+    // Absent keys take Llama4TextConfig's defaults (Scout's sizes; every layer sparse, every 4th
+    // without rotary); the tiny parity fixture's moe_layers [1, 3] is a sparse step of 2.
+    void llama4Defaults()
+    {
+        const pb::ModelShape d = pb::hfModelShape(QJsonObject {{"model_type", "llama4_text"}}, "config.json");
+        QCOMPARE(d.hiddenSize, qint64(5120));
+        QCOMPARE(d.moe.experts, qint64(16));
+        QCOMPARE(d.traits.noRopeLayers.every, qint64(4));
+        QCOMPARE(d.traits.attentionChunk, qint64(8192));
+        QCOMPARE(d.ropeTheta, 500000.0);
+        QCOMPARE(d.maxPositions, qint64(131072));
+        QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/llama4_text/config.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const pb::ModelShape tiny = pb::hfModelShape(QJsonDocument::fromJson(f.readAll()).object(), "config.json");
+        QCOMPARE(tiny.moe.sparseStep, qint64(2));
+        QVERIFY(tiny.moe.denseLayers.empty() && !tiny.moe.sparse(0) && tiny.moe.sparse(1) && tiny.moe.sparse(3));
+        QCOMPARE(tiny.traits.attentionChunk, qint64(8));
+        // moe_layers that no period describes keep the others dense by index.
+        const pb::ModelShape listed = pb::hfModelShape(QJsonObject {{"model_type", "llama4_text"}, {"num_hidden_layers", 5}, {"moe_layers", QJsonArray {0, 3}}}, "config.json");
+        QVERIFY(listed.moe.sparse(0) && !listed.moe.sparse(1) && listed.moe.sparse(3) && !listed.moe.sparse(4));
+        // Temperature tuning off: no temperature; no q/k norm.
+        const pb::ModelShape off = pb::hfModelShape(QJsonObject {{"model_type", "llama4_text"}, {"attn_temperature_tuning", false}, {"use_qk_norm", false}}, "config.json");
+        QCOMPARE(off.traits.queryTemperatureBeta, 0.0);
+        QCOMPARE(off.qkNorm, pb::QkNorm::None);
+    }
+    void llama4BadInput_data()
+    {
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("no_rope_layers entry 2") << "no_rope_layers" << QJsonValue(QJsonArray {1, 1, 1, 2}) << "no_rope_layers[3]";
+        QTest::newRow("no_rope_layers too short") << "no_rope_layers" << QJsonValue(QJsonArray {1, 1}) << "no_rope_layers";
+        QTest::newRow("no_rope_layers not a list") << "no_rope_layers" << QJsonValue(4) << "no_rope_layers";
+        QTest::newRow("moe_layers out of range") << "moe_layers" << QJsonValue(QJsonArray {1, 4}) << "moe_layers[1]";
+        QTest::newRow("chunks off the rotary layers") << "layer_types" << QJsonValue(QJsonArray {"full_attention", "chunked_attention", "chunked_attention", "chunked_attention"}) << "layer_types";
+        QTest::newRow("unknown layer type") << "layer_types" << QJsonValue(QJsonArray {"sliding_attention", "chunked_attention", "chunked_attention", "full_attention"}) << "layer_types[0]";
+        QTest::newRow("null chunk size") << "attention_chunk_size" << QJsonValue(QJsonValue::Null) << "attention_chunk_size";
+        QTest::newRow("gelu experts") << "hidden_act" << QJsonValue(QStringLiteral("gelu")) << "hidden_act";
+        QTest::newRow("temperature tuning as text") << "attn_temperature_tuning" << QJsonValue(QStringLiteral("yes")) << "attn_temperature_tuning";
+        QTest::newRow("negative attn_scale") << "attn_scale" << QJsonValue(-0.1) << "attn_scale";
+        QTest::newRow("attention dropout") << "attention_dropout" << QJsonValue(0.1) << "attention_dropout";
+        QTest::newRow("zero experts") << "num_local_experts" << QJsonValue(0) << "num_local_experts";
+        QTest::newRow("fp8 checkpoint") << "quantization_config" << QJsonValue(QJsonObject {{"quant_method", "fbgemm_fp8"}}) << "quantization_config";
+    }
+    void llama4BadInput()
+    {
+        QFETCH(QString, key);
+        QFETCH(QJsonValue, value);
+        QFETCH(QString, field);
+        QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/llama4_text/config.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QJsonObject json = QJsonDocument::fromJson(f.readAll()).object();
+        json.insert(key, value);
+        QString message;
+        try {
+            pb::hfRunConfig(json, "config.json");
+        } catch (const std::exception &e) {
+            message = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(message.contains(QStringLiteral("config.json: ") + field + QStringLiteral(":")), qPrintable(message));
+    }
+    // gpt-oss-20b and -120b as published (MXFP4 experts, trained as bf16): Transformers 5.17's exact
+    // total and active counts, and every trait of the family.
+    void gptOss_data()
+    {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("repo");
+        QTest::addColumn<qint64>("layers");
+        QTest::addColumn<qint64>("experts");
+        QTest::newRow("gpt-oss-20b") << "gpt-oss-20b" << "openai/gpt-oss-20b" << qint64(24) << qint64(32);
+        QTest::newRow("gpt-oss-120b") << "gpt-oss-120b" << "openai/gpt-oss-120b" << qint64(36) << qint64(128);
+    }
+    void gptOss()
+    {
+        QFETCH(QString, folder);
+        QFETCH(QString, repo);
+        QFETCH(qint64, layers);
+        QFETCH(qint64, experts);
+        QFile countsFile(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/published-counts.json"));
+        QVERIFY(countsFile.open(QIODevice::ReadOnly));
+        const QJsonObject counts = QJsonDocument::fromJson(countsFile.readAll()).object().value(repo).toObject();
+        const pb::RunConfig c = pb::importHfConfig(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/") + folder);
+        const pb::ModelShape &m = c.model;
+        QCOMPARE(QString::fromStdString(m.family), QStringLiteral("gpt_oss"));
+        QCOMPARE(pb::countParameters(c).total, counts.value(QStringLiteral("total_params")).toInteger());
+        QCOMPARE(pb::countParameters(c).active, counts.value(QStringLiteral("active_params")).toInteger());
+        QCOMPARE(m.layers, layers);
+        QCOMPARE(m.moe.experts, experts);
+        QCOMPARE(m.moe.expertsPerToken, qint64(4));
+        QCOMPARE(m.moe.expertIntermediateSize, qint64(2880));
+        QVERIFY(m.moe.stackedExperts && m.moe.interleavedGateUp && m.moe.expertBias && m.moe.routerBias && m.moe.softmaxAfterTopK);
+        QVERIFY(!m.moe.normalizeTopK);
+        QCOMPARE(m.moe.swigluLimit, 7.0);
+        QCOMPARE(m.moe.swigluAlpha, 1.702);
+        QCOMPARE(m.moe.auxLossWeight, 0.9);
+        QVERIFY(m.traits.attentionSinks && m.attentionBias && m.traits.outputBias && m.traits.normScaleInFp32);
+        QCOMPARE(m.traits.slidingWindow, qint64(128));
+        QCOMPARE(m.traits.globalLayers.every, qint64(2)); // sliding on even layers, full on odd
+        QVERIFY(m.traits.usesSliding(0) && !m.traits.usesSliding(1));
+        QCOMPARE(m.ropeTheta, 150000.0);
+        QCOMPARE(m.ropeScaling.type, pb::RopeScalingType::Yarn);
+        QCOMPARE(m.ropeScaling.factor, 32.0);
+        QCOMPARE(m.ropeScaling.originalMaxPositions, qint64(4096));
+        QVERIFY(!m.ropeScaling.truncate);
+        QCOMPARE(m.effectiveHeadDim(), qint64(64));
+        QCOMPARE(m.kvHeads, qint64(8));
+        QVERIFY(!m.tieEmbeddings);
+        QCOMPARE(m.normEps, 1e-5);
+        QCOMPARE(QString::fromStdString(m.checkpointQuantization), QStringLiteral("mxfp4"));
+        // Named as the checkpoints name them.
+        std::set<std::string> names;
+        for (const auto &p : pb::parameterTable(c))
+            names.insert(p.name);
+        for (const char *name : {"model.layers.0.self_attn.sinks", "model.layers.0.mlp.router.bias", "model.layers.0.mlp.experts.gate_up_proj",
+                                 "model.layers.0.mlp.experts.gate_up_proj_bias", "model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.experts.down_proj_bias"})
+            QVERIFY2(names.count(name), name);
+    }
+    // GptOssConfig's defaults where the keys are absent (120b's shape, YaRN, alternating windows).
+    void gptOssDefaults()
+    {
+        const pb::ModelShape d = pb::hfModelShape(QJsonObject {{"model_type", "gpt_oss"}}, "config.json");
+        QCOMPARE(d.layers, qint64(36));
+        QCOMPARE(d.moe.experts, qint64(128));
+        QCOMPARE(d.moe.expertsPerToken, qint64(4));
+        QCOMPARE(d.moe.auxLossWeight, 0.001);
+        QCOMPARE(d.ropeScaling.type, pb::RopeScalingType::Yarn);
+        QCOMPARE(d.ropeScaling.factor, 32.0);
+        QCOMPARE(d.ropeScaling.originalMaxPositions, qint64(4096));
+        QVERIFY(!d.ropeScaling.truncate);
+        QCOMPARE(d.ropeTheta, 150000.0);
+        QCOMPARE(d.traits.slidingWindow, qint64(128));
+        QCOMPARE(d.traits.globalLayers.every, qint64(2));
+        QVERIFY(d.checkpointQuantization.empty());
+        // Every layer full: no window at all; swiglu_alpha read where given.
+        const pb::ModelShape full = pb::hfModelShape(QJsonObject {{"model_type", "gpt_oss"}, {"num_hidden_layers", 2}, {"layer_types", QJsonArray {"full_attention", "full_attention"}},
+                                                                  {"swiglu_alpha", 1.5}},
+                                                     "config.json");
+        QCOMPARE(full.traits.slidingWindow, qint64(0));
+        QCOMPARE(full.moe.swigluAlpha, 1.5);
+    }
+    void gptOssBadInput_data()
+    {
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("other quantisation") << "quantization_config" << QJsonValue(QJsonObject {{"quant_method", "fp8"}}) << "quantization_config.quant_method";
+        QTest::newRow("quantisation not an object") << "quantization_config" << QJsonValue(4) << "quantization_config.quant_method";
+        QTest::newRow("attention dropout") << "attention_dropout" << QJsonValue(0.1) << "attention_dropout";
+        QTest::newRow("experts_per_token contradicts") << "experts_per_token" << QJsonValue(3) << "experts_per_token";
+        QTest::newRow("num_experts contradicts") << "num_experts" << QJsonValue(8) << "num_experts";
+        QTest::newRow("zero experts") << "num_local_experts" << QJsonValue(0) << "num_local_experts";
+        QTest::newRow("more per token than experts") << "num_experts_per_tok" << QJsonValue(5) << "num_experts_per_tok";
+        QTest::newRow("unknown layer type") << "layer_types" << QJsonValue(QJsonArray {"chunked_attention", "full_attention", "sliding_attention", "full_attention"}) << "layer_types[0]";
+        QTest::newRow("layer types too short") << "layer_types" << QJsonValue(QJsonArray {"sliding_attention"}) << "layer_types";
+        QTest::newRow("negative swiglu_limit") << "swiglu_limit" << QJsonValue(-7) << "swiglu_limit";
+        QTest::newRow("swiglu_alpha as text") << "swiglu_alpha" << QJsonValue(QStringLiteral("1.7")) << "swiglu_alpha";
+        QTest::newRow("null window with sliding layers") << "sliding_window" << QJsonValue(QJsonValue::Null) << "sliding_window";
+        QTest::newRow("dynamic rope") << "rope_parameters" << QJsonValue(QJsonObject {{"rope_type", "dynamic"}, {"factor", 2.0}}) << "rope_parameters.rope_type";
+    }
+    void gptOssBadInput()
+    {
+        QFETCH(QString, key);
+        QFETCH(QJsonValue, value);
+        QFETCH(QString, field);
+        QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/gpt_oss/config.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QJsonObject json = QJsonDocument::fromJson(f.readAll()).object();
+        json.insert(key, value);
+        QString message;
+        try {
+            pb::hfRunConfig(json, "config.json");
+        } catch (const std::exception &e) {
+            message = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(message.contains(QStringLiteral("config.json: ") + field + QStringLiteral(":")), qPrintable(message));
     }
 };
 

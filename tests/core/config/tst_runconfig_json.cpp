@@ -233,6 +233,59 @@ private Q_SLOTS:
         QCOMPARE(set.model.traits.normPlacement, pb::NormPlacement::Post);
         QCOMPARE(set.model.traits.finalSoftcap, 30.0);
     }
+    // Llama 4's traits: chunked attention, the L2 q/k norm, its form of the query temperature, the
+    // router scaling the expert input; each round-trips and is written only when set, so Ministral 3's
+    // temperature (offset 0, every layer) writes what it wrote before.
+    void llama4TraitsRoundTrip()
+    {
+        const pb::RunConfig ministral = pb::presetConfig(QStringLiteral("ministral-3-8b"));
+        const QJsonObject ministralModel = pb::toJson(ministral).value(QStringLiteral("model")).toObject();
+        for (const char *key : {"query_temperature_offset", "query_temperature_no_rope", "query_temperature_fp32", "attention_chunk"})
+            QVERIFY2(!ministralModel.contains(QLatin1String(key)), key);
+        QFile presetFile(QStringLiteral(PB_SOURCE_DIR "/resources/presets/ministral-3-8b.json"));
+        QVERIFY(presetFile.open(QIODevice::ReadOnly));
+        QCOMPARE(ministralModel, QJsonDocument::fromJson(presetFile.readAll()).object().value(QStringLiteral("model")).toObject());
+
+        pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+        const std::string plainHash = pb::configHash(c);
+        pb::ModelTraits &t = c.model.traits;
+        t.attentionChunk = 16;
+        t.noRopeLayers.every = 2;
+        t.queryTemperatureBeta = 0.1;
+        t.queryTemperatureLength = 8;
+        t.queryTemperatureOffset = 1;
+        t.queryTemperatureNoRope = t.queryTemperatureFp32 = true;
+        c.model.qkNorm = pb::QkNorm::L2;
+        const QJsonObject model = pb::toJson(c).value(QStringLiteral("model")).toObject();
+        QCOMPARE(model.value(QStringLiteral("attention_chunk")).toInt(), 16);
+        QCOMPARE(model.value(QStringLiteral("qk_norm")).toString(), QStringLiteral("l2"));
+        QCOMPARE(model.value(QStringLiteral("query_temperature_offset")).toInt(), 1);
+        QVERIFY(model.value(QStringLiteral("query_temperature_no_rope")).toBool() && model.value(QStringLiteral("query_temperature_fp32")).toBool());
+        const pb::RunConfig back = pb::runConfigFromJson(pb::toJson(c));
+        QCOMPARE(pb::toJson(back), pb::toJson(c));
+        QCOMPARE(back.model.traits.attentionChunk, qint64(16));
+        QCOMPARE(back.model.qkNorm, pb::QkNorm::L2);
+        QVERIFY(back.model.traits.queryTemperatureNoRope && back.model.traits.queryTemperatureFp32);
+        QVERIFY(pb::configHash(back) != plainHash);
+        QVERIFY(pb::validateRunConfig(c).empty());
+        // The temperature reaches a NoPE layer's queries only from position length - offset on.
+        QVERIFY(!t.usesQueryTemperature(0, 100));          // a rotary layer
+        QVERIFY(t.usesQueryTemperature(1, 8) && !t.usesQueryTemperature(1, 7));
+        t.queryTemperatureOffset = 0;
+        t.queryTemperatureNoRope = false;
+        QVERIFY(t.usesQueryTemperature(0, 9) && !t.usesQueryTemperature(0, 8));
+
+        // The router's flag round-trips inside model.moe, written only when set.
+        pb::RunConfig moe = pb::presetConfig(QStringLiteral("tiny-moe"));
+        QVERIFY(!pb::toJson(moe).value(QStringLiteral("model")).toObject().value(QStringLiteral("moe")).toObject().contains(QStringLiteral("scale_expert_input")));
+        moe.model.moe.scaleExpertInput = true;
+        const auto issues = pb::validateRunConfig(moe); // on the softmax router
+        QVERIFY(!issues.empty());
+        QCOMPARE(QString::fromStdString(issues.front().field), QStringLiteral("model.moe.scale_expert_input"));
+        moe.model.moe.scoring = pb::RouterScoring::Sigmoid;
+        moe.model.moe.normalizeTopK = false;
+        QVERIFY(pb::runConfigFromJson(pb::toJson(moe)).model.moe.scaleExpertInput);
+    }
     void modelTraitsRefusals_data()
     {
         QTest::addColumn<QStringList>("sets");
@@ -240,6 +293,10 @@ private Q_SLOTS:
         QTest::newRow("window layers without a window") << QStringList {QStringLiteral("model.global_layers.every=2")} << "model.global_layers.every";
         QTest::newRow("layer out of range") << QStringList {QStringLiteral("model.no_rope_layers.layers=[7]")} << "model.no_rope_layers.layers";
         QTest::newRow("odd rotary") << QStringList {QStringLiteral("model.partial_rotary=0.1")} << "model.partial_rotary";
+        QTest::newRow("negative chunk") << QStringList {QStringLiteral("model.attention_chunk=-8")} << "model.attention_chunk";
+        QTest::newRow("chunks and a window") << QStringList {QStringLiteral("model.attention_chunk=8"), QStringLiteral("model.sliding_window=4")} << "model.attention_chunk";
+        QTest::newRow("temperature offset 2") << QStringList {QStringLiteral("model.query_temperature_offset=2")} << "model.query_temperature_offset";
+        QTest::newRow("unknown q/k norm") << QStringList {QStringLiteral("model.qk_norm=l3")} << "model.qk_norm";
         QTest::newRow("rotary above 1") << QStringList {QStringLiteral("model.partial_rotary=1.5")} << "model.partial_rotary";
         QTest::newRow("negative softcap") << QStringList {QStringLiteral("model.final_softcap=-1")} << "model.final_softcap";
         QTest::newRow("zero divisor") << QStringList {QStringLiteral("model.logits_divisor=0")} << "model.logits_divisor";

@@ -93,7 +93,7 @@ private Q_SLOTS:
         row("llama3 factor below 1", [=](auto &c) { llama3(c); c.model.ropeScaling.factor = 0.5; }, "model.rope_scaling.factor", "must lie in [1, inf), got 0.5");
         row("llama3 without low factor", [=](auto &c) { llama3(c); c.model.ropeScaling.lowFreqFactor = 0; }, "model.rope_scaling.low_freq_factor", "is required by type llama3");
         row("llama3 negative high factor", [=](auto &c) { llama3(c); c.model.ropeScaling.highFreqFactor = -4; }, "model.rope_scaling.high_freq_factor", "must lie in (0, inf)");
-        row("llama3 high not above low", [=](auto &c) { llama3(c); c.model.ropeScaling.highFreqFactor = 1; }, "model.rope_scaling.high_freq_factor", "must exceed model.rope_scaling.low_freq_factor (1 <= 1)");
+        row("llama3 high below low", [=](auto &c) { llama3(c); c.model.ropeScaling.highFreqFactor = 0.5; }, "model.rope_scaling.high_freq_factor", "must not be below model.rope_scaling.low_freq_factor (0.5 < 1)");
         row("llama3 without original context", [=](auto &c) { llama3(c); c.model.ropeScaling.originalMaxPositions = 0; }, "model.rope_scaling.original_max_positions", "is required by type llama3");
         row("llama3 negative original context", [=](auto &c) { llama3(c); c.model.ropeScaling.originalMaxPositions = -8192; }, "model.rope_scaling.original_max_positions", "must be a positive integer");
         row("linear without factor", [](auto &c) { c.model.ropeScaling.type = pb::RopeScalingType::Linear; }, "model.rope_scaling.factor", "is required by type linear");

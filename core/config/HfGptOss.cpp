@@ -91,7 +91,13 @@ ModelShape hfGptOssShape(const QJsonObject &given, const std::string &where)
         optionalInt(json, where, "num_experts", 0) != optionalInt(json, where, "num_local_experts", 0))
         throw InvalidInputError(hfField(where, "num_experts"), "is another name for num_local_experts and must equal it");
     e.experts = present(json, "num_local_experts") ? optionalInt(json, where, "num_local_experts", 128) : optionalInt(json, where, "num_experts", 128);
+    if (e.experts < 1)
+        throw InvalidInputError(hfField(where, present(json, "num_local_experts") ? "num_local_experts" : "num_experts"),
+                                "expected at least 1 expert, got " + std::to_string(e.experts));
     e.expertsPerToken = optionalInt(json, where, "num_experts_per_tok", 4);
+    if (e.expertsPerToken < 1 || e.expertsPerToken > e.experts)
+        throw InvalidInputError(hfField(where, "num_experts_per_tok"), "expected 1 to num_local_experts (" + std::to_string(e.experts) + "), got " +
+                                                                           std::to_string(e.expertsPerToken));
     // The published configs also carry experts_per_token (openai's own name), which Transformers
     // stores but never reads: it must at least not contradict the one it reads.
     if (present(json, "experts_per_token") && optionalInt(json, where, "experts_per_token", 0) != e.expertsPerToken)

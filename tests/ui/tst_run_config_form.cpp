@@ -233,6 +233,44 @@ private Q_SLOTS:
         // The dense families' traits come back unchanged, those the form does not show included.
         for (const char *preset : {"gemma-3-12b", "gemma-2-9b", "olmo-2-7b", "phi-4", "glm-4-9b", "smollm3-3b", "granite-3.3-8b", "ministral-3-8b"})
             QTest::newRow(preset) << presetConfig(QString::fromLatin1(preset));
+        // The sparse families' routing, stacked experts and latent attention likewise.
+        for (const char *preset : {"gpt-oss-20b", "moonlight-16b-a3b", "llama-4-scout-17b-16e", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b"})
+            QTest::newRow(preset) << presetConfig(QString::fromLatin1(preset));
+    }
+    // The experts' routing rows show for a model with experts, the latent rows for latent attention,
+    // the group for neither is hidden; an edit there writes its field.
+    void sparseGroupShowsWhereRelevant()
+    {
+        RunConfigForm form;
+        form.setExpanded(true);
+        form.resize(1100, 900);
+        form.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&form));
+        QWidget *scoring = form.fieldWidget(QStringLiteral("model.moe.scoring"));
+        QWidget *kvRank = form.fieldWidget(QStringLiteral("model.latent_attention.kv_lora_rank"));
+        QVERIFY(scoring && kvRank);
+        form.setConfig(presetConfig(QStringLiteral("tiny")));
+        QVERIFY2(!scoring->isVisible() && !kvRank->isVisible(), "a dense model shows no routing or latent rows");
+        form.setConfig(presetConfig(QStringLiteral("gpt-oss-20b")));
+        QVERIFY2(scoring->isVisible() && !kvRank->isVisible(), "gpt-oss: experts, no latent attention");
+        RunConfig moonlight = presetConfig(QStringLiteral("moonlight-16b-a3b"));
+        form.setConfig(moonlight);
+        QVERIFY2(scoring->isVisible() && kvRank->isVisible(), "Moonlight: experts and latent attention");
+        QCOMPARE(static_cast<QComboBox *>(scoring)->currentText(), QStringLiteral("sigmoid"));
+        setField(form, QStringLiteral("model.latent_attention.kv_lora_rank"), QStringLiteral("256"));
+        setField(form, QStringLiteral("model.moe.routed_scale"), QStringLiteral("2.5"));
+        const RunConfig edited = form.config();
+        QCOMPARE(edited.model.latent.kvLoraRank, int64_t(256));
+        QCOMPARE(edited.model.moe.routedScale, 2.5);
+        QCOMPARE(edited.model.latent.qkRopeHeadDim, moonlight.model.latent.qkRopeHeadDim);
+        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
+        if (!dir.isEmpty())
+            form.grab().save(dir + QStringLiteral("/run-config-form-moonlight.png"));
+        // Back to a dense model: the rows hide and its config keeps its hash.
+        const RunConfig tiny = presetConfig(QStringLiteral("tiny"));
+        form.setConfig(tiny);
+        QVERIFY(!kvRank->isVisible());
+        QCOMPARE(configHash(form.config()), configHash(tiny));
     }
     // The traits in words under "Architecture", updated as a trait is edited.
     void traitsSummary()

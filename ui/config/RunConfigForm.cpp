@@ -222,6 +222,33 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     af->addRow(tr("Residual scale"), addNumber(QStringLiteral("model.residual_scale"), QStringLiteral("1")));
     af->addRow(tr("Logits divisor"), addNumber(QStringLiteral("model.logits_divisor"), QStringLiteral("1")));
 
+    // Routing and latent attention (the sparse families): shown only for a model that has experts
+    // or latent attention, where the numbers mean something; the rest comes with the preset or import.
+    m_sparse = new QGroupBox(tr("Experts and latent attention"), m_more);
+    auto *ef = new QFormLayout(m_sparse);
+    auto *shared = addSpin(QStringLiteral("model.moe.shared_expert_intermediate_size"), 0);
+    shared->setSpecialValueText(tr("none"));
+    shared->setToolTip(tr("Width of the expert every token passes through besides the routed ones (DeepSeek-V3: n_shared_experts x moe_intermediate_size)"));
+    ef->addRow(tr("Shared expert width"), shared);
+    auto *scoring = addCombo(QStringLiteral("model.moe.scoring"), enumNames({RouterScoring::Softmax, RouterScoring::Sigmoid}));
+    scoring->setToolTip(tr("softmax: over all experts, then top-k; sigmoid: one score per expert, top-k from the best groups (DeepSeek-V3)"));
+    ef->addRow(tr("Router scores"), scoring);
+    auto *groups = addSpin(QStringLiteral("model.moe.groups"), 1);
+    groups->setToolTip(tr("The experts in this many equal groups (n_group); with sigmoid scores"));
+    ef->addRow(tr("Expert groups"), groups);
+    auto *groupsPerToken = addSpin(QStringLiteral("model.moe.groups_per_token"), 1);
+    groupsPerToken->setToolTip(tr("A token's experts come from its best this many groups (topk_group)"));
+    ef->addRow(tr("Groups per token"), groupsPerToken);
+    ef->addRow(tr("Routed scale"), addNumber(QStringLiteral("model.moe.routed_scale"), QStringLiteral("1")));
+    auto *qRank = addSpin(QStringLiteral("model.latent_attention.q_lora_rank"), 0);
+    qRank->setSpecialValueText(tr("none (q_proj)"));
+    ef->addRow(tr("Query latent rank"), qRank);
+    ef->addRow(tr("Key/value latent rank"), addSpin(QStringLiteral("model.latent_attention.kv_lora_rank"), 1));
+    ef->addRow(tr("Head dim without rotary"), addSpin(QStringLiteral("model.latent_attention.qk_nope_head_dim"), 0));
+    ef->addRow(tr("Rotary head dim"), addSpin(QStringLiteral("model.latent_attention.qk_rope_head_dim"), 0));
+    ef->addRow(tr("Value head dim"), addSpin(QStringLiteral("model.latent_attention.v_head_dim"), 0));
+    m_sparseForm = ef;
+
     auto *data = new QGroupBox(tr("Data"), m_more);
     auto *df = new QFormLayout(data);
     df->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
@@ -260,6 +287,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     auto *right = new QVBoxLayout;
     right->addWidget(data);
     right->addWidget(arch);
+    right->addWidget(m_sparse);
     right->addStretch(1);
     moreColumns->addLayout(left, 1);
     moreColumns->addLayout(right, 1);
@@ -390,6 +418,16 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("model.moe.experts", m.moe.experts);
     spin("model.moe.experts_per_token", m.moe.expertsPerToken);
     spin("model.moe.expert_intermediate_size", m.moe.expertIntermediateSize);
+    spin("model.moe.shared_expert_intermediate_size", m.moe.sharedExpertIntermediateSize);
+    combo("model.moe.scoring", toString(m.moe.scoring));
+    spin("model.moe.groups", m.moe.groups);
+    spin("model.moe.groups_per_token", m.moe.groupsPerToken);
+    static_cast<QLineEdit *>(m_fields.value(QStringLiteral("model.moe.routed_scale")))->setText(m.moe.routedScale == 1.0 ? QString() : formatNumber(m.moe.routedScale));
+    spin("model.latent_attention.q_lora_rank", m.latent.qLoraRank);
+    spin("model.latent_attention.kv_lora_rank", std::max<int64_t>(m.latent.kvLoraRank, 1));
+    spin("model.latent_attention.qk_nope_head_dim", m.latent.qkNopeHeadDim);
+    spin("model.latent_attention.qk_rope_head_dim", m.latent.qkRopeHeadDim);
+    spin("model.latent_attention.v_head_dim", m.latent.vHeadDim);
     m_tie->setChecked(m.tieEmbeddings);
     const ModelTraits &mt = m.traits;
     spin("model.sliding_window", mt.slidingWindow);
@@ -470,6 +508,28 @@ RunConfig RunConfigForm::config() const
     c.model.moe.experts = spin("model.moe.experts");
     c.model.moe.expertsPerToken = spin("model.moe.experts_per_token");
     c.model.moe.expertIntermediateSize = spin("model.moe.expert_intermediate_size");
+    // Routing and latent fields are read back only where the model has them (the group is hidden
+    // otherwise), so a dense config keeps its defaults and its hash.
+    if (c.model.moe.enabled()) {
+        c.model.moe.sharedExpertIntermediateSize = spin("model.moe.shared_expert_intermediate_size");
+        if (auto v = parseEnum<RouterScoring>(combo("model.moe.scoring")))
+            c.model.moe.scoring = *v;
+        c.model.moe.groups = spin("model.moe.groups");
+        c.model.moe.groupsPerToken = spin("model.moe.groups_per_token");
+        const QString scale = static_cast<QLineEdit *>(m_fields.value(QStringLiteral("model.moe.routed_scale")))->text();
+        if (scale.trimmed().isEmpty())
+            c.model.moe.routedScale = 1.0;
+        else if (const auto v = parseNumber(scale))
+            c.model.moe.routedScale = formatNumber(*v) == formatNumber(m_base.model.moe.routedScale) ? m_base.model.moe.routedScale : *v;
+    }
+    if (m_base.model.latent.enabled()) {
+        LatentAttention &l = c.model.latent;
+        l.qLoraRank = spin("model.latent_attention.q_lora_rank");
+        l.kvLoraRank = spin("model.latent_attention.kv_lora_rank");
+        l.qkNopeHeadDim = spin("model.latent_attention.qk_nope_head_dim");
+        l.qkRopeHeadDim = spin("model.latent_attention.qk_rope_head_dim");
+        l.vHeadDim = spin("model.latent_attention.v_head_dim");
+    }
     c.model.tieEmbeddings = m_tie->isChecked();
     ModelTraits &mt = c.model.traits;
     mt.slidingWindow = spin("model.sliding_window");
@@ -588,6 +648,18 @@ void RunConfigForm::onEdited()
     // Greyed without a window, unless set: a value the validator flags must stay editable.
     field("model.global_layers.every")->setEnabled(sliding || static_cast<QSpinBox *>(field("model.global_layers.every"))->value() > 0);
     field("model.local_rope_theta")->setEnabled(sliding || !static_cast<QLineEdit *>(field("model.local_rope_theta"))->text().trimmed().isEmpty());
+    // The experts' rows with experts, the latent rows with latent attention, the group with either.
+    const bool experts = static_cast<QSpinBox *>(field("model.moe.experts"))->value() > 0;
+    const bool latent = m_base.model.latent.enabled();
+    for (const char *name : {"model.moe.shared_expert_intermediate_size", "model.moe.scoring", "model.moe.groups", "model.moe.groups_per_token", "model.moe.routed_scale"})
+        m_sparseForm->setRowVisible(field(name), experts);
+    for (const char *name : {"model.latent_attention.q_lora_rank", "model.latent_attention.kv_lora_rank", "model.latent_attention.qk_nope_head_dim",
+                             "model.latent_attention.qk_rope_head_dim", "model.latent_attention.v_head_dim"})
+        m_sparseForm->setRowVisible(field(name), latent);
+    m_sparse->setVisible(experts || latent);
+    const bool sigmoid = combo("model.moe.scoring") == std::string(toString(RouterScoring::Sigmoid));
+    field("model.moe.groups")->setEnabled(sigmoid || static_cast<QSpinBox *>(field("model.moe.groups"))->value() > 1);
+    field("model.moe.groups_per_token")->setEnabled(sigmoid || static_cast<QSpinBox *>(field("model.moe.groups_per_token"))->value() > 1);
     QStringList traits;
     for (const auto &[label, value] : describeModelTraits(config().model))
         traits << QString::fromStdString(label + ": " + value);
@@ -612,7 +684,7 @@ void RunConfigForm::validate()
     number("job.dataset_tokens", false, "must be a number of tokens, like 2.5e8 (0 when the job counts tokens)");
     number("job.deadline_hours", true, "must be a number of hours, or empty for no deadline");
     for (const char *field : {"model.partial_rotary", "model.local_rope_theta", "model.attention_softcap", "model.final_softcap", "model.embedding_scale",
-                              "model.residual_scale", "model.logits_divisor"})
+                              "model.residual_scale", "model.logits_divisor", "model.moe.routed_scale"})
         number(field, true, "must be a number, or empty for the default");
     for (auto &issue : validateRunConfig(config()))
         m_issues.push_back(std::move(issue));

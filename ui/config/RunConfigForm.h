@@ -16,6 +16,8 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
@@ -71,6 +73,8 @@ private:
     QWidget *m_lengthsFileRow = nullptr;
     QToolButton *m_moreToggle = nullptr;
     QWidget *m_more = nullptr;
+    QGroupBox *m_sparse = nullptr;
+    QFormLayout *m_sparseForm = nullptr;
 };
 
 } // namespace pb::ui

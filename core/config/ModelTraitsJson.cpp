@@ -144,6 +144,7 @@ ModelTraits everyModelTraitSet()
     t.queryTemperatureNoRope = t.queryTemperatureFp32 = true;
     t.attentionChunk = 8192;
     t.outputBias = t.mlpBias = true;
+    t.attentionSinks = true;
     t.embeddingScale = t.residualScale = t.logitsDivisor = 2;
     t.embeddingScaleRounded = true;
     t.fusedQkv = t.fusedGateUp = true;

@@ -118,6 +118,15 @@ void applyOverride(QJsonObject &json, const QString &assignment)
         full.model.traits = everyModelTraitSet();
         full.model.qkNorm = QkNorm::Head;
         full.model.moe.experts = 1;
+        // The routing and expert variants, written only when set (gpt-oss's, DeepSeek-V3's, Llama 4's).
+        MoeConfig &variants = full.model.moe;
+        variants.routerBias = variants.softmaxAfterTopK = variants.stackedExperts = variants.interleavedGateUp = variants.expertBias = true;
+        variants.swigluLimit = variants.swigluAlpha = 1;
+        variants.scoring = RouterScoring::Sigmoid;
+        variants.groups = variants.groupsPerToken = 2;
+        variants.scoreCorrectionBias = variants.scaleExpertInput = true;
+        variants.routedScale = 2;
+        full.model.checkpointQuantization = "mxfp4";
         full.train.kernels = KernelPath::Fused;
         QJsonObject json = toJson(full);
         QJsonObject model = json.value(QStringLiteral("model")).toObject();

@@ -5,6 +5,8 @@
 #include "estimate/LatentAttentionWalk.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 
@@ -80,7 +82,21 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
                     proj.trainable = p.trainable;
             };
             // The router is "gate.weight" (Llama 4: "router.weight"): no gate_proj, and no expert's gate either.
-            if (rest == names.router + ".weight") {
+            if (p.stackedExperts) {
+                // experts.gate_up_proj[_bias], experts.down_proj[_bias]: one tensor for every expert.
+                const int role = rest.compare(0, 20, "experts.gate_up_proj") == 0 ? 0 : 2;
+                if (rest == "experts.gate_up_proj" || rest == "experts.down_proj")
+                    layer.stacked.proj[role].trainable = p.trainable;
+                layer.stacked.gradBytes[role] += bytes;
+                layer.stacked.copyBytes[role] += copy;
+                if (role == 2) {
+                    layer.downGradBytes += bytes;
+                    layer.downCopyBytes += copy;
+                }
+            } else if (rest == names.router + ".bias") {
+                layer.routerBiasTrains = p.trainable;
+                layer.routerGradBytes += bytes;
+            } else if (rest == names.router + ".weight") {
                 setFlags(layer.router);
                 layer.routerGradBytes += bytes;
                 layer.routerCopyBytes += copy;
@@ -146,6 +162,8 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
         }
         if (normRole >= 0)
             layer.normTrains[normRole] = p.trainable;
+        if (p.name.find("self_attn.sinks") != std::string::npos)
+            layer.sinksTrain = p.trainable;
         if (p.name.find("self_attn.q_norm.weight") != std::string::npos)
             layer.qNormTrains = p.trainable;
         if (p.name.find("self_attn.k_norm.weight") != std::string::npos)
@@ -232,7 +250,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t rotaryCasts = c != 4 && hasRope && !traits.ropeFp32 ? 2 * c * t * rotaryDim : 0;
         // Transformers' eager attention (model/Transformer.cpp's eagerAttention) where the fused kernel
         // cannot take the layer: soft-capped logits, or a window or scale without a fused kernel.
-        const bool eagerForm = usesEagerAttentionForm(traits.attentionSoftcap, fused, window, rescaled);
+        // gpt-oss's sinks: Transformers' eager composite without a fused kernel, else the kernel
+        // with one more key (model/SinkAttention.h), on every layer.
+        const bool eagerForm = traits.attentionSinks ? !fused : usesEagerAttentionForm(traits.attentionSoftcap, fused, window, rescaled);
         const bool layerFused = fused && !eagerForm;
         auto proj = [&](const char *name) {
             const auto it = layer.proj.find(name);
@@ -286,10 +306,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
         const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk && plainRotary;
         // Llama 4's L2 norm of q and k after the rotary (rotary layers): x.float() * rsqrt(mean(x^2) + eps)
-        // keeps its fp32 input (autocast's copy, or the fp32 rotary output itself) and the per-row
-        // rsqrt; its output, cast back, is what attention reads.
+        // keeps its fp32 input (autocast's copy, or the fp32 rotary output itself), the per-row
+        // rsqrt and, where mean keeps its input (LibTorch 1.13), the fp32 squares; its output, cast
+        // back, is what attention reads.
         if (m.qkNorm == QkNorm::L2 && hasRope && qkvGrad)
-            walk.saved += 4 * n * (qDim + kvDim) + 4 * b * t * (heads + m.kvHeads);
+            walk.saved += 4 * n * (qDim + kvDim) * (walk.meanKeepsInput ? 2 : 1) + 4 * b * t * (heads + m.kvHeads);
         const int64_t layerRotaryCasts = !hasRope || fusedRotary || traits.ropeFp32 ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
         // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
         // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
@@ -310,6 +331,13 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             if (layerFused) {
                 // SDPA keeps q, k, v as given (GQA heads shared through enable_gqa), its output
                 // (laid out [B, T, heads, hd], so o_proj's input is a view of it) and the fp32 log-sum-exp.
+                if (traits.attentionSinks) {
+                    // The sink key's form: q padded to D' (a multiple of 8 past hd + 2), k and v
+                    // expanded to every head with one key more, the padded output and the
+                    // log-sum-exp, and the [T, T + 1] mask (boolean, and the kernel's additive copy).
+                    const int64_t padded = (hd + 2 + 7) / 8 * 8;
+                    walk.saved += c * b * heads * (2 * t * padded + 2 * (t + 1) * padded) + 4 * b * heads * t + (1 + c) * t * (t + 1) + layerRotaryCasts;
+                } else
                 walk.saved += c * n * (qDim + 2 * kvKept) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts;
                 // A fused qkv_proj's v is a view of its whole output, so the kernel keeping v keeps
                 // the q and k columns' storage too (q and k are new tensors after the rotary).
@@ -326,7 +354,14 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                 // which the second bmm keeps too; masked_fill keeps the T x T mask.
                 // Transformers' eager form (softmax in fp32, rounded back) keeps the fp32
                 // probabilities and their cast, and a soft-cap's tanh keeps its output.
-                const int64_t probabilities = eagerForm && c != 4 ? scores * 4 / c + scores : scores;
+                // gpt-oss's composite: the softmax over [scores, sink] in the dtype the sinks promote
+                // the scores to (fp32 for trained sinks under autocast, else the compute dtype),
+                // its 16-bit cast for the product with v, and max's indices.
+                const int64_t sinkBytes = traits.attentionSinks ? (layer.sinksTrain ? trainableParamBytes(train.precision) : frozenParamBytes(train.precision)) : 0;
+                const int64_t sinkDtype = std::max(c, sinkBytes);
+                const int64_t probabilities = traits.attentionSinks ? sinkDtype * b * heads * t * (t + 1) + (sinkDtype != c ? scores : 0) + 8 * b * heads * t
+                                              : eagerForm && c != 4           ? scores * 4 / c + scores
+                                                                              : scores;
                 const int64_t capped = traits.attentionSoftcap > 0 ? scores : 0;
                 walk.saved += 3 * c * n * qDim + t * t + layerRotaryCasts + probabilities + capped;
                 atAttention = walk.saved;
@@ -461,6 +496,9 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
     }
+    if (std::getenv("PB_DEBUG_ACT")) // TEMP-D
+        for (size_t i = 0; i < out.savedPerBlock.size(); ++i)
+            std::fprintf(stderr, "TEMP-D block %zu saved %lld input %lld fwdAbove %lld\n", i, (long long)out.savedPerBlock[i], (long long)out.inputSavedPerBlock[i], (long long)out.forwardAbovePerBlock[i]);
     out.blockInputBytes = r * n * h;
     out.blockNoGradPeak = noGradPeak;
 

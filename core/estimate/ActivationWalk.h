@@ -53,6 +53,11 @@ struct LayerFlags {
     int64_t routerGradBytes = 0, routerCopyBytes = 0, sharedGateGradBytes = 0, sharedGateCopyBytes = 0;
     std::vector<ExpertFlags> experts;
     ExpertFlags shared;
+    // Stacked experts (model.moe.stacked_experts): proj[0] is experts.gate_up_proj, proj[2]
+    // experts.down_proj (proj[1] unused); gradBytes and copyBytes include their biases'.
+    ExpertFlags stacked;
+    bool routerBiasTrains = false;
+    bool sinksTrain = false;              // model.attention_sinks: self_attn.sinks
 };
 
 class BlockWalk {
@@ -154,6 +159,12 @@ struct SparseMlpBytes {
 
 // Per layer: which projections train or carry an adapter, from the engine's parameter table.
 std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrains, bool &finalNormTrains, bool &headTrains);
+
+// A sparse layer's MLP of stacked experts (model/StackedExperts.cpp); see StackedMlpActivations.cpp.
+SparseMlpBytes stackedSparseMlp(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx2, bool y2Grad, int64_t residual, int64_t hAlive);
+// Llama 4's (stacked experts whose input the router's sigmoid scales, and a shared expert); see
+// InputScaledMlpActivations.cpp.
+SparseMlpBytes inputScaledSparseMlp(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx2, bool y2Grad, int64_t residual, int64_t hAlive);
 
 // A sparse layer's MLP (model/SparseMoe.cpp) on `walk`; see SparseMlpActivations.cpp.
 SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx2, bool y2Grad, int64_t residual, int64_t hAlive);

@@ -13,6 +13,10 @@ namespace pb::activation {
 // does not keep it.
 SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx2, bool y2Grad, int64_t residual, int64_t hAlive)
 {
+    if (config.model.moe.stackedExperts && config.model.moe.scaleExpertInput)
+        return inputScaledSparseMlp(config, layer, walk, dx2, y2Grad, residual, hAlive);
+    if (config.model.moe.stackedExperts)
+        return stackedSparseMlp(config, layer, walk, dx2, y2Grad, residual, hAlive);
     const MoeConfig &moe = config.model.moe;
     const int64_t n = walk.n, c = walk.c, h = config.model.hiddenSize;
     const int64_t experts = std::max<int64_t>(moe.experts, 1), k = moe.expertsPerToken;
@@ -49,7 +53,12 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     // flat's own readers: the router, the shared expert's gate and up, its sigmoid gate. Under
     // autocast each keeps its own 16-bit cast; otherwise flat is kept once.
     BlockWalk routerReads(config, n, !walk.meanKeepsInput), sharedReads(config, n, !walk.meanKeepsInput);
-    std::vector<Projection> readers {layer.router};
+    // DeepSeek-V3's router reads flat cast to fp32 (a copy where flat is 16-bit), and its matmul
+    // keeps that copy's own autocast cast (without autocast, the fp32 copy) for the weight's gradient.
+    const bool ownRouterCopy = moe.scoring == RouterScoring::Sigmoid && !inputScaled && dx2 != 4;
+    std::vector<Projection> readers;
+    if (!ownRouterCopy)
+        readers.push_back(layer.router);
     std::vector<Projection> sharedReaders;
     if (hasShared) {
         sharedReaders = {sg, su};
@@ -66,6 +75,8 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
         walk.saved += routerReads.saved + sharedReads.saved;
     } else {
         walk.linears(h, dx2, readers);
+        if (ownRouterCopy && layer.router.trainable)
+            walk.saved += (walk.mixed ? c : 4) * n * h;
     }
     if (walk.mixed && !y2Grad)
         for (const auto &p : {sg, su})

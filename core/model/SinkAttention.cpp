@@ -22,15 +22,21 @@ torch::Tensor sinkEagerAttention(const torch::Tensor &q, const torch::Tensor &k,
 {
     const int64_t b = q.size(0), heads = q.size(1), t = q.size(2);
     const int64_t groups = heads / k.size(1);
-    auto scores = torch::matmul(q, compat::expandKvHeads(k, groups).transpose(-2, -1)) * scale;
-    // Transformers adds its fp32 mask (or the residual dtype's) and concatenates the sinks' column:
-    // both promote the scores; the sinks' dtype stands for both here (they train, or not, together
-    // with the embedding).
-    const auto type = c10::promoteTypes(scores.scalar_type(), sinks.scalar_type());
-    scores = scores.to(type).masked_fill(seenKeys(keyMask, t, q.device()).logical_not(), -std::numeric_limits<double>::infinity());
-    auto combined = torch::cat({scores, sinks.to(type).view({1, heads, 1, 1}).expand({b, heads, t, 1})}, -1);
-    combined = combined - std::get<0>(combined.max(-1, /*keepdim=*/true));
-    const auto probabilities = torch::softmax(combined, -1).narrow(-1, 0, t);
+    torch::Tensor probabilities;
+    {
+        // Transformers adds its fp32 mask (or the residual dtype's) and concatenates the sinks'
+        // column: both promote the scores; the sinks' dtype stands for both here (they train, or
+        // not, together with the embedding). Each score-sized intermediate is released as soon as
+        // the next exists: at most two of them (and the kept ones) are alive at a time.
+        auto scores = torch::matmul(q, compat::expandKvHeads(k, groups).transpose(-2, -1)) * scale;
+        const auto type = c10::promoteTypes(scores.scalar_type(), sinks.scalar_type());
+        scores = scores.to(type);
+        scores.masked_fill_(seenKeys(keyMask, t, q.device()).logical_not(), -std::numeric_limits<double>::infinity());
+        auto combined = torch::cat({scores, sinks.to(type).view({1, heads, 1, 1}).expand({b, heads, t, 1})}, -1);
+        scores = torch::Tensor();
+        combined = combined - std::get<0>(combined.max(-1, /*keepdim=*/true));
+        probabilities = torch::softmax(combined, -1).narrow(-1, 0, t);
+    }
     return torch::matmul(probabilities, compat::expandKvHeads(v, groups));
 }
 

@@ -73,6 +73,10 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
         if (!source.defined()) {
             if (name.find(".lora_") != std::string::npos)
                 continue; // adapters start from their own initialisation
+            // gpt-oss as published: experts in MXFP4 blocks and scales, which are not read here.
+            if (files.find(name + "_blocks"))
+                throw InvalidInputError(folder.toStdString(), "stores '" + name + "' as MXFP4 (" + name + "_blocks, _scales); training needs the experts in "
+                                                              "bf16: save a dequantised copy (Transformers: Mxfp4Config(dequantize=True)) and point weights_path at it");
             throw missing(name);
         }
         param.copy_(source);

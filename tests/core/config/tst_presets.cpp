@@ -62,8 +62,13 @@ private Q_SLOTS:
         QTest::newRow("mixtral-8x7b") << "mixtral-8x7b" << qint64(46702792704) << qint64(12879925248);
         QTest::newRow("qwen3-30b-a3b") << "qwen3-30b-a3b" << qint64(30532122624) << qint64(3353032704);
         QTest::newRow("olmoe-1b-7b") << "olmoe-1b-7b" << qint64(6919161856) << qint64(1282017280);
+        // Transformers 5.17's count of Moonlight-16B-A3B (tests/data/hf-parity/published-counts.json).
+        QTest::newRow("moonlight-16b-a3b") << "moonlight-16b-a3b" << qint64(15960108544) << qint64(2914774528);
         // Llama4ForCausalLM (the text model of Llama-4-Scout-17B-16E), as Transformers 5.17 counts it
         // (tests/data/hf-parity/published-counts.json).
+        // GptOssForCausalLM of openai/gpt-oss-20b as Transformers 5.17 counts it (experts as bf16
+        // tensors, not the checkpoint's MXFP4 blocks; tests/data/hf-parity/published-counts.json).
+        QTest::newRow("gpt-oss-20b") << "gpt-oss-20b" << qint64(20914757184) << qint64(4187440704);
         QTest::newRow("llama-4-scout-17b-16e") << "llama-4-scout-17b-16e" << qint64(107769861120) << qint64(17172894720);
     }
     void mixtureOfExpertsCounts()

@@ -9,6 +9,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QTemporaryDir>
+#include "config/HfImport.h"
 #include <QtTest>
 
 namespace {
@@ -285,6 +286,72 @@ private Q_SLOTS:
         moe.model.moe.scoring = pb::RouterScoring::Sigmoid;
         moe.model.moe.normalizeTopK = false;
         QVERIFY(pb::runConfigFromJson(pb::toJson(moe)).model.moe.scaleExpertInput);
+    }
+    // gpt-oss's fields: the preset is what `config import-hf` makes of the published config.json,
+    // each field round-trips, and none is written for a model without it (existing hashes stay).
+    void gptOssRoundTrip()
+    {
+        const pb::RunConfig preset = pb::presetConfig(QStringLiteral("gpt-oss-20b"));
+        QJsonObject presetModel = pb::toJson(preset).value(QStringLiteral("model")).toObject();
+        QFile presetFile(QStringLiteral(PB_SOURCE_DIR "/resources/presets/gpt-oss-20b.json"));
+        QVERIFY(presetFile.open(QIODevice::ReadOnly));
+        QCOMPARE(presetModel, QJsonDocument::fromJson(presetFile.readAll()).object().value(QStringLiteral("model")).toObject());
+        QJsonObject imported = pb::toJson(pb::importHfConfig(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/gpt-oss-20b"))).value(QStringLiteral("model")).toObject();
+        imported.remove(QStringLiteral("preset"));
+        presetModel.remove(QStringLiteral("preset"));
+        QCOMPARE(presetModel, imported);
+        QVERIFY(pb::validateRunConfig(preset).empty());
+
+        const QJsonObject moe = presetModel.value(QStringLiteral("moe")).toObject();
+        for (const char *key : {"router_bias", "softmax_after_top_k", "stacked_experts", "interleaved_gate_up", "expert_bias"})
+            QVERIFY2(moe.value(QLatin1String(key)).toBool(), key);
+        QCOMPARE(moe.value(QStringLiteral("swiglu_limit")).toDouble(), 7.0);
+        QVERIFY(!moe.contains(QStringLiteral("swiglu_alpha"))); // the default
+        QVERIFY(presetModel.value(QStringLiteral("attention_sinks")).toBool());
+        QCOMPARE(presetModel.value(QStringLiteral("checkpoint_quantization")).toString(), QStringLiteral("mxfp4"));
+
+        pb::RunConfig c = preset;
+        c.model.moe.swigluAlpha = 1.5;
+        c.model.moe.interleavedGateUp = false;
+        const pb::RunConfig back = pb::runConfigFromJson(pb::toJson(c));
+        QCOMPARE(pb::toJson(back), pb::toJson(c));
+        QCOMPARE(back.model.moe.swigluAlpha, 1.5);
+        QVERIFY(!back.model.moe.interleavedGateUp && back.model.moe.stackedExperts && back.model.traits.attentionSinks);
+        QVERIFY(pb::configHash(back) != pb::configHash(preset));
+
+        // Models without them write none of the keys.
+        for (const char *name : {"tiny-moe", "mixtral-8x7b", "tiny"}) {
+            const QJsonObject model = pb::toJson(pb::presetConfig(QLatin1String(name))).value(QStringLiteral("model")).toObject();
+            const QJsonObject plainMoe = model.value(QStringLiteral("moe")).toObject();
+            for (const char *key : {"router_bias", "softmax_after_top_k", "stacked_experts", "interleaved_gate_up", "expert_bias", "swiglu_limit", "swiglu_alpha"})
+                QVERIFY2(!plainMoe.contains(QLatin1String(key)), key);
+            QVERIFY(!model.contains(QStringLiteral("attention_sinks")) && !model.contains(QStringLiteral("checkpoint_quantization")));
+        }
+    }
+    void gptOssRefusals_data()
+    {
+        QTest::addColumn<QStringList>("sets");
+        QTest::addColumn<QString>("field");
+        QTest::newRow("LoRA on the stacked experts") << QStringList {QStringLiteral("train.mode=lora"), QStringLiteral("train.lora.targets=[q_proj,gate_proj]")} << "train.lora.targets";
+        QTest::newRow("unknown checkpoint quantisation") << QStringList {QStringLiteral("model.checkpoint_quantization=nf4")} << "model.checkpoint_quantization";
+        QTest::newRow("interleaved without stacking") << QStringList {QStringLiteral("model.moe.stacked_experts=false"), QStringLiteral("model.moe.expert_bias=false"),
+                                                                      QStringLiteral("model.moe.swiglu_limit=0"), QStringLiteral("model.checkpoint_quantization=")}
+                                                      << "model.moe.interleaved_gate_up";
+        QTest::newRow("negative swiglu limit") << QStringList {QStringLiteral("model.moe.swiglu_limit=-1")} << "model.moe.swiglu_limit";
+        QTest::newRow("zero swiglu alpha") << QStringList {QStringLiteral("model.moe.swiglu_alpha=0")} << "model.moe.swiglu_alpha";
+        QTest::newRow("softmax after top-k on sigmoid scores") << QStringList {QStringLiteral("model.moe.scoring=sigmoid")} << "model.moe.softmax_after_top_k";
+        QTest::newRow("sinks with a soft-cap") << QStringList {QStringLiteral("model.attention_softcap=30")} << "model.attention_sinks";
+        QTest::newRow("stacked GeGLU experts") << QStringList {QStringLiteral("model.activation=geglu")} << "model.activation";
+    }
+    void gptOssRefusals()
+    {
+        QFETCH(QStringList, sets);
+        QFETCH(QString, field);
+        const QString message = errorOf([&] { pb::loadRunConfig(QStringLiteral("preset:gpt-oss-20b"), sets); });
+        QVERIFY2(message.startsWith(field + QStringLiteral(": ")), qPrintable(message));
+        // all-linear is PEFT's nn.Linear set: the attention only, no refusal.
+        const pb::RunConfig lora = pb::loadRunConfig(QStringLiteral("preset:gpt-oss-20b"), {QStringLiteral("train.mode=lora"), QStringLiteral("train.lora.targets=all-linear")});
+        QVERIFY(pb::countParameters(lora).lora > 0);
     }
     void modelTraitsRefusals_data()
     {

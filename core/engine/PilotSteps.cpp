@@ -184,6 +184,14 @@ void StepRunner::setup()
             m_run.attentionPath = "eager (soft-capped scores)";
         else if (sliding > 0)
             m_run.attentionPath += "; window mask on " + std::to_string(sliding) + " of " + std::to_string(m_config.model.layers) + " layers";
+        // Llama 4's chunks: a mask only where the sequence spans more than one chunk.
+        const ModelTraits &traits = m_config.model.traits;
+        if (traits.attentionChunk > 0 && train.seqLen > traits.attentionChunk) {
+            int64_t chunked = 0;
+            for (int64_t i = 0; i < m_config.model.layers; ++i)
+                chunked += traits.usesChunks(i) ? 1 : 0;
+            m_run.attentionPath += "; chunk mask on " + std::to_string(chunked) + " of " + std::to_string(m_config.model.layers) + " layers";
+        }
     }
     m_run.kernelsPath = train.kernels == KernelPath::Eager ? "eager" : fusedKernelsOn(m_device) ? "fused (CUDA kernels)" : "fused (LibTorch ops)";
     m_run.numericalFormat = toString(train.precision);

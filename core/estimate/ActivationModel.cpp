@@ -5,8 +5,6 @@
 #include "estimate/LatentAttentionWalk.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <map>
 
@@ -253,6 +251,10 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // gpt-oss's sinks: Transformers' eager composite without a fused kernel, else the kernel
         // with one more key (model/SinkAttention.h), on every layer.
         const bool eagerForm = traits.attentionSinks ? !fused : usesEagerAttentionForm(traits.attentionSoftcap, fused, window, rescaled);
+        // The composite's [B, heads, T, T + 1] tensors, in the dtype the sinks promote the scores to
+        // (fp32 for trained sinks under autocast, else the compute dtype).
+        const int64_t sinkDtype = traits.attentionSinks ? std::max(c, layer.sinksTrain ? trainableParamBytes(train.precision) : frozenParamBytes(train.precision)) : 0;
+        const int64_t sinkScores = sinkDtype * b * heads * t * (t + 1);
         const bool layerFused = fused && !eagerForm;
         auto proj = [&](const char *name) {
             const auto it = layer.proj.find(name);
@@ -357,9 +359,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                 // gpt-oss's composite: the softmax over [scores, sink] in the dtype the sinks promote
                 // the scores to (fp32 for trained sinks under autocast, else the compute dtype),
                 // its 16-bit cast for the product with v, and max's indices.
-                const int64_t sinkBytes = traits.attentionSinks ? (layer.sinksTrain ? trainableParamBytes(train.precision) : frozenParamBytes(train.precision)) : 0;
-                const int64_t sinkDtype = std::max(c, sinkBytes);
-                const int64_t probabilities = traits.attentionSinks ? sinkDtype * b * heads * t * (t + 1) + (sinkDtype != c ? scores : 0) + 8 * b * heads * t
+                const int64_t probabilities = traits.attentionSinks ? sinkScores + (sinkDtype != c ? scores : 0) + 8 * b * heads * t
                                               : eagerForm && c != 4           ? scores * 4 / c + scores
                                                                               : scores;
                 const int64_t capped = traits.attentionSoftcap > 0 ? scores : 0;
@@ -368,6 +368,10 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                 // At the second bmm: the masked scores and the output beside the kept set, and
                 // q, k, v as the rotary left them (and an fp32 k expanded, cast for the bmm).
                 forwardAbove = walk.saved + scores + c * n * qDim + qkvAlive + y1Alive + (dkr != c && groups > 1 ? dkr * n * qDim : 0);
+                // The sinks' composite holds two [T, T + 1] tensors at a time (the concatenation and
+                // its shifted copy, then that and the softmax), none beside the product with v.
+                if (traits.attentionSinks)
+                    forwardAbove = std::max(walk.saved - probabilities + 2 * sinkScores + 8 * b * heads * t, walk.saved + c * n * qDim) + qkvAlive + y1Alive;
             }
         }
         walk.linears(latent ? mla.outputWidth : qDim, c, {o}, (latent ? mla.fusedKernel : layerFused) && qkvGrad);
@@ -477,6 +481,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t eagerGrads = 2 * (scores / c) * 4 - (c != 4 ? scores : 0);
         const int64_t attnGrads = latent       ? mla.softmaxGrads
                                   : layerFused ? 3 * c * n * qDim
+                                  : traits.attentionSinks ? 2 * sinkScores - (sinkDtype != c ? scores : 0) + c * n * qDim // softmax's gradient in and out
                                                : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * qDim;
         const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved;
         out.backwardAttentionExtraPerBlock.push_back(
@@ -489,26 +494,26 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t kernelCasts = layerFused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
         const int64_t attnNoGrad = latent ? mla.noGradLive
                                           : dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
-                                                (layerFused ? c * n * qDim + expandedAlive : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
+                                                (layerFused ? c * n * qDim + expandedAlive
+                                                 : traits.attentionSinks ? (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * sinkScores + 8 * b * heads * t + c * n * qDim + t * t
+                                                                         : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
         // (qlora: at down_proj, its input, the matrix and its output beside the residual and the norm output.)
         const int64_t mlpNoGrad = std::max(layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h,
                                            dequantMlp > 0 ? r * n * h + dx2 * n * h + downInput + dequantMlp + c * n * h : 0);
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
     }
-    if (std::getenv("PB_DEBUG_ACT")) // TEMP-D
-        for (size_t i = 0; i < out.savedPerBlock.size(); ++i)
-            std::fprintf(stderr, "TEMP-D block %zu saved %lld input %lld fwdAbove %lld\n", i, (long long)out.savedPerBlock[i], (long long)out.inputSavedPerBlock[i], (long long)out.forwardAbovePerBlock[i]);
     out.blockInputBytes = r * n * h;
     out.blockNoGradPeak = noGradPeak;
 
     // Final norm and lm_head.
-    int64_t headInputBytes = 0;
+    int64_t headInputBytes = 0, finalNormSaved = 0;
     bool headInputGrad = false;
     {
         BlockWalk walk(config, n, libTorch2);
         bool yGrad = false;
         const int64_t dx = walk.norm(h, r, gradFlows, finalNormTrains, paramBytes(finalNormTrains), yGrad);
+        finalNormSaved = walk.saved;
         headInputBytes = dx;
         headInputGrad = yGrad;
         Projection head;
@@ -531,12 +536,19 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         const int64_t chunk = linearCrossEntropyChunkTokens(n, vocab, perLogit);
         const int64_t gradInput = headInputGrad ? c * n * h : 0;
         const int64_t gradWeight = headTrains ? 4 * vocab * h : 0;
-        out.headSaved = 0;
+        // The head keeps no input; the final norm (fused) keeps its own input and per-row statistics,
+        // seen by the peak recorder on CPU at the chunk's forward (the last block's output).
+        out.headSaved = finalNormSaved;
         out.headOutputAlive = headInputBytes * n * h + (headInputBytes != c ? c * n * h : 0);
+        // A chunk's per-token loss terms (model/FusedOps.cpp's crossEntropyGradInPlace): without the
+        // kernel the valid mask, the clamped int64 targets, the target logits, the row sums, their
+        // log, the row losses and the fp32 mask (34 bytes a token, peak recorder on CPU); the
+        // kernel writes only the fp32 row losses beside the mask.
+        const int64_t tokenTerms = (fusedKernels ? 5 : 34) * chunk;
         // The weight gradient accumulates inside the GEMM, except for a 16-bit product into fp32
         // without the CUDA path (the product is made, then added).
         const bool productMade = headTrains && c != 4 && !fusedKernels;
-        out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight;
+        out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
         out.logitsSaved = gradInput + gradWeight;
         // Backward scales the kept gradients into new tensors while they are still held: the input's
         // in its dtype, the weight's in fp32 (then cast to a 16-bit weight's dtype).

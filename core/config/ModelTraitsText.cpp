@@ -64,7 +64,8 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
         const MoeConfig &e = m.moe;
         out.push_back({"routing", std::string("sigmoid scores") + (e.scoreCorrectionBias ? " + correction bias for the choice" : "") + ", top " +
                                       std::to_string(e.expertsPerToken) + (e.groups > 1 ? " within the best " + std::to_string(e.groupsPerToken) + " of " + std::to_string(e.groups) + " groups" : "") +
-                                      (e.normalizeTopK ? ", renormalised" : "") + (e.routedScale != 1.0 ? ", x" + number(e.routedScale) : "")});
+                                      (e.normalizeTopK ? ", renormalised" : "") + (e.routedScale != 1.0 ? ", x" + number(e.routedScale) : "") +
+                                      (e.scaleExpertInput ? ", the weight scales the expert's input" : "")});
     }
     if (m.moe.enabled() && (m.moe.softmaxAfterTopK || m.moe.routerBias))
         out.push_back({"routing", std::string("top ") + std::to_string(m.moe.expertsPerToken) + " of the logits" + (m.moe.routerBias ? " (router bias)" : "") +
@@ -106,7 +107,7 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
     if (t.attentionSoftcap > 0)
         attention += std::string(attention.empty() ? "" : ", ") + "logits soft-capped at " + number(t.attentionSoftcap);
     if (t.queryTemperatureBeta > 0)
-        attention += std::string(attention.empty() ? "" : ", ") + "query temperature 1 + " + number(t.queryTemperatureBeta) + " ln(1 + " +
+        attention += std::string(attention.empty() ? "" : ", ") + "query temperature 1 + " + number(t.queryTemperatureBeta) + " ln(1 + floor " +
                      (t.queryTemperatureOffset != 0 ? "(pos + " + std::to_string(t.queryTemperatureOffset) + ")" : std::string("pos")) + " / " +
                      std::to_string(t.queryTemperatureLength) + ")" + (t.queryTemperatureNoRope ? " on layers without rotary" : "") +
                      (t.queryTemperatureFp32 ? ", multiplied in fp32" : "");

@@ -225,10 +225,11 @@ private Q_SLOTS:
                                                                                                          << QStringLiteral("fused") << true;
         // Llama 4's text model: chunks of 8 over 256 positions (the mask), the L2 q/k norm, the NoPE
         // layer's temperature from position 7, sparse layers whose router scales the expert input.
-        for (const char *kernels : {"eager", "fused"})
-            for (const char *mode : {"full", "lora"})
-                QTest::newRow(qPrintable(QStringLiteral("llama4_text %1 %2").arg(QLatin1String(mode), QLatin1String(kernels))))
-                    << QStringLiteral("llama4_text") << QString::fromLatin1(mode) << QString::fromLatin1(kernels) << false;
+        for (const bool recompute : {false, true})
+            for (const char *kernels : {"eager", "fused"})
+                for (const char *mode : {"full", "lora"})
+                    QTest::newRow(qPrintable(QStringLiteral("llama4_text %1 %2%3").arg(QLatin1String(mode), QLatin1String(kernels), recompute ? QStringLiteral(" recompute") : QString())))
+                        << QStringLiteral("llama4_text") << QString::fromLatin1(mode) << QString::fromLatin1(kernels) << recompute;
         // DeepSeek-V3's latent attention and sigmoid group routing (tests/data/hf/deepseek-v3-tiny).
         for (const char *mode : {"full", "lora"})
             for (const char *kernels : {"eager", "fused"})

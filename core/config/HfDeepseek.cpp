@@ -85,6 +85,10 @@ void applyDeepseekV3(const QJsonObject &json, const std::string &where, const st
         throw InvalidInputError(hfField(where, "head_dim"), "must equal qk_rope_head_dim (" + std::to_string(l.qkRopeHeadDim) + ") for " + type + ", got " +
                                                                 std::to_string(requiredInt(json, where, "head_dim")));
     m.headDim = l.qkRopeHeadDim;
+    // Transformers writes qk_head_dim into the configs it saves; it must be the sum it stands for.
+    if (present(json, "qk_head_dim") && requiredInt(json, where, "qk_head_dim") != l.qkHeadDim())
+        throw InvalidInputError(hfField(where, "qk_head_dim"), "must equal qk_nope_head_dim + qk_rope_head_dim (" + std::to_string(l.qkHeadDim()) + "), got " +
+                                                                   std::to_string(requiredInt(json, where, "qk_head_dim")));
     if (m.kvHeads != m.attentionHeads)
         throw InvalidInputError(hfField(where, "num_key_value_heads"), "must equal num_attention_heads (" + std::to_string(m.attentionHeads) +
                                                                            ") for latent attention, got " + std::to_string(m.kvHeads));

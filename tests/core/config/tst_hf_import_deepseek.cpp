@@ -123,6 +123,27 @@ private Q_SLOTS:
                                  "model.layers.3.mlp.gate.weight", "model.layers.3.mlp.shared_experts.down_proj.weight", "model.layers.3.mlp.experts.255.up_proj.weight"})
             QVERIFY2(names.count(name), name);
     }
+    // Transformers 5.17's own counts of the published configs (tests/data/hf-parity/published-counts.json,
+    // counted on the device by tests/bench/hf_family_fixtures.py --counts): total and active.
+    void transformersCounts_data()
+    {
+        QTest::addColumn<QString>("folder");
+        QTest::addColumn<QString>("repo");
+        QTest::newRow("Moonlight-16B-A3B") << "moonlight-16b-a3b" << "moonshotai/Moonlight-16B-A3B-Instruct";
+        QTest::newRow("DeepSeek-R1") << "deepseek-r1" << "deepseek-ai/DeepSeek-R1";
+    }
+    void transformersCounts()
+    {
+        QFETCH(QString, folder);
+        QFETCH(QString, repo);
+        QFile countsFile(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/published-counts.json"));
+        QVERIFY(countsFile.open(QIODevice::ReadOnly));
+        const QJsonObject counts = QJsonDocument::fromJson(countsFile.readAll()).object().value(repo).toObject();
+        QVERIFY(!counts.isEmpty());
+        const pb::RunConfig c = pb::importHfConfig(hf(folder.toLatin1().constData()));
+        QCOMPARE(pb::countParameters(c).total, counts.value(QStringLiteral("total_params")).toInteger());
+        QCOMPARE(pb::countParameters(c).active, counts.value(QStringLiteral("active_params")).toInteger());
+    }
     void defaultsOfTheConfigClass()
     {
         // Only the sizes every import requires: the rest are DeepseekV3Config's defaults.
@@ -178,6 +199,7 @@ private Q_SLOTS:
         QTest::newRow("zero routed experts") << "n_routed_experts" << QJsonValue(0) << "n_routed_experts";
         QTest::newRow("experts alias disagreeing") << "num_local_experts" << QJsonValue(32) << "num_local_experts";
         QTest::newRow("expert MLP biases") << "mlp_bias" << QJsonValue(true) << "mlp_bias";
+        QTest::newRow("qk_head_dim other than the sum") << "qk_head_dim" << QJsonValue(128) << "qk_head_dim";
     }
     void badInputNamesTheField()
     {

@@ -77,6 +77,10 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
             torch::autograd::backward({out, block->moe->routerProbabilitySum}, {gradOutputs[0], gradOutputs[1]});
         else
             torch::autograd::backward({out}, {gradOutputs[0]});
+        // The rebuilt router statistics would keep their graph (and with it the block's tensors)
+        // until the next forward overwrites them.
+        if (block->moe)
+            block->moe->routerProbabilitySum = torch::Tensor();
         return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };

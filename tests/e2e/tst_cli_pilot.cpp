@@ -243,6 +243,11 @@ private Q_SLOTS:
             for (bool recompute : {false, true})
                 QTest::newRow(qPrintable(QStringLiteral("gpt_oss %1 eager%2").arg(QLatin1String(mode), recompute ? QStringLiteral(" recompute") : QString())))
                     << QStringLiteral("gpt_oss") << QString::fromLatin1(mode) << QStringLiteral("eager") << recompute;
+        // With the fused loss and recompute the peak is a rebuilt layer's sink softmax backward
+        // (full) or the chunked head (LoRA).
+        for (const char *mode : {"full", "lora"})
+            QTest::newRow(qPrintable(QStringLiteral("gpt_oss %1 fused recompute").arg(QLatin1String(mode)))) << QStringLiteral("gpt_oss") << QString::fromLatin1(mode)
+                                                                                                            << QStringLiteral("fused") << true;
     }
     void estimatorMatchesEachFamily()
     {

@@ -82,8 +82,13 @@ ModelShape hfLlama4TextShape(const QJsonObject &json, const std::string &where)
     if (m.layers > kMaxModelLayers) // before any per-layer list is built from it
         throw InvalidInputError(hfField(where, "num_hidden_layers"), "at most " + std::to_string(kMaxModelLayers) + " layers are supported, got " + std::to_string(m.layers));
     m.attentionHeads = optionalInt(json, where, "num_attention_heads", 40);
-    m.kvHeads = optionalInt(json, where, "num_key_value_heads", m.attentionHeads);
-    m.headDim = optionalInt(json, where, "head_dim", m.hiddenSize / m.attentionHeads);
+    // Llama4TextConfig's class defaults are 8 and 128; an explicit null falls back to the attention
+    // heads and hidden_size / heads (its __post_init__).
+    auto nullOr = [&](const char *key, int64_t classDefault, int64_t nullDefault) {
+        return json.contains(QLatin1String(key)) && json.value(QLatin1String(key)).isNull() ? nullDefault : optionalInt(json, where, key, classDefault);
+    };
+    m.kvHeads = nullOr("num_key_value_heads", 8, m.attentionHeads);
+    m.headDim = nullOr("head_dim", 128, m.hiddenSize / m.attentionHeads);
     // Dense layers are Llama4TextMLP of intermediate_size_mlp; experts and the shared expert are
     // intermediate_size wide.
     m.intermediateSize = optionalInt(json, where, "intermediate_size_mlp", 16384);

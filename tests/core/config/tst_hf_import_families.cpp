@@ -201,6 +201,14 @@ private Q_SLOTS:
         QCOMPARE(d.traits.attentionChunk, qint64(8192));
         QCOMPARE(d.ropeTheta, 500000.0);
         QCOMPARE(d.maxPositions, qint64(131072));
+        // head_dim and num_key_value_heads: absent, the class defaults (128, 8); null, __post_init__'s.
+        const pb::ModelShape small = pb::hfModelShape(QJsonObject {{"model_type", "llama4_text"}, {"hidden_size", 64}, {"num_attention_heads", 4}}, "config.json");
+        QCOMPARE(small.headDim, qint64(128));
+        QCOMPARE(small.kvHeads, qint64(8));
+        const pb::ModelShape nulls = pb::hfModelShape(QJsonObject {{"model_type", "llama4_text"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                                                                   {"head_dim", QJsonValue::Null}, {"num_key_value_heads", QJsonValue::Null}}, "config.json");
+        QCOMPARE(nulls.headDim, qint64(16));
+        QCOMPARE(nulls.kvHeads, qint64(4));
         QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/llama4_text/config.json"));
         QVERIFY(f.open(QIODevice::ReadOnly));
         const pb::ModelShape tiny = pb::hfModelShape(QJsonDocument::fromJson(f.readAll()).object(), "config.json");

@@ -161,7 +161,7 @@ void printHuman(CliContext &ctx, const RunConfig &c, const ParamCounts &p)
         line(label.c_str(), QString::fromStdString(value));
     line("weights", m.weightsPath.empty() ? QStringLiteral("random initialisation") : QString::fromStdString(m.weightsPath));
     if (!m.checkpointQuantization.empty())
-        line("checkpoint", QStringLiteral("%1 experts in the published files; trained and counted here as bf16 tensors (weights_path needs a bf16 copy: gate_up_proj/down_proj, not _blocks/_scales)")
+        line("checkpoint", QStringLiteral("%1 experts in the published files, dequantised as they load; trained and counted here as bf16 tensors")
                                .arg(QString::fromStdString(m.checkpointQuantization)));
     line("parameters", QStringLiteral("%1 total, %2 trainable (%3%)%4").arg(count(p.total), count(p.trainable)).arg(p.total > 0 ? 100.0 * p.trainable / p.total : 0.0, 0, 'f', 2)
                            .arg(p.active != p.total ? QStringLiteral(", %1 active per token").arg(count(p.active)) : QString()));

@@ -24,6 +24,19 @@ c10::optional<at::ScalarType> scalarType(const std::string &dtype)
     return {};
 }
 
+// MXFP4 (the published gpt-oss experts): each byte holds two 4-bit e2m1 codes, low nibble first;
+// each group of 32 values shares a power of two, its exponent + 127 in one byte. blocks
+// [rows, G, 16] and scales [rows, G] -> fp32 [rows, G * 32].
+torch::Tensor mxfp4Rows(const torch::Tensor &blocks, const torch::Tensor &scales)
+{
+    static const std::vector<float> kCodes {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    const auto table = torch::tensor(kCodes);
+    const auto bytes = blocks.to(torch::kLong);
+    const auto values = torch::stack({table.index({bytes.remainder(16)}), table.index({bytes.div(16, "floor")})}, -1).flatten(-2); // [rows, G, 32]
+    const auto powers = torch::pow(2.0, scales.to(torch::kFloat) - 127.0).unsqueeze(-1);
+    return (values * powers).flatten(-2);
+}
+
 std::string shapeText(const std::vector<int64_t> &shape)
 {
     std::string s = "[";
@@ -73,11 +86,28 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
         if (!source.defined()) {
             if (name.find(".lora_") != std::string::npos)
                 continue; // adapters start from their own initialisation
-            // gpt-oss as published: experts in MXFP4 blocks and scales, which are not read here.
-            if (files.find(name + "_blocks"))
-                throw InvalidInputError(folder.toStdString(), "stores '" + name + "' as MXFP4 (" + name + "_blocks, _scales); training needs the experts in "
-                                                              "bf16: save a dequantised copy (Transformers: Mxfp4Config(dequantize=True)) and point weights_path at it");
-            throw missing(name);
+            // gpt-oss as published: a stacked expert tensor [E, in, out] as MXFP4 blocks [E, out,
+            // in / 32, 16] and scales [E, out, in / 32], dequantised here expert by expert (as
+            // Transformers' dequantize, then transposed).
+            const SafetensorEntry *blocks = files.find(name + "_blocks"), *scales = files.find(name + "_scales");
+            if (!blocks || !scales)
+                throw missing(name);
+            const auto shape = param.sizes().vec();
+            const std::vector<int64_t> blockShape {shape.size() == 3 ? shape[0] : -1, shape.size() == 3 ? shape[2] : -1, shape.size() == 3 ? shape[1] / 32 : -1, 16};
+            const std::vector<int64_t> scaleShape(blockShape.begin(), blockShape.end() - 1);
+            if (blocks->dtype != "U8" || scales->dtype != "U8" || blocks->shape != blockShape || scales->shape != scaleShape || shape[1] % 32 != 0)
+                throw InvalidInputError(blocks->file.toStdString(), "MXFP4 tensors of '" + name + "' (" + blocks->dtype + " " + shapeText(blocks->shape) + ", " + scales->dtype + " " +
+                                                                        shapeText(scales->shape) + ") do not make its shape " + shapeText(shape) + " (expected U8 " +
+                                                                        shapeText(blockShape) + " and U8 " + shapeText(scaleShape) + ")");
+            const auto allBlocks = torch::from_blob(const_cast<uchar *>(files.data(*blocks)), blockShape, torch::kUInt8);
+            const auto allScales = torch::from_blob(const_cast<uchar *>(files.data(*scales)), scaleShape, torch::kUInt8);
+            for (int64_t e = 0; e < shape[0]; ++e)
+                param[e].copy_(mxfp4Rows(allBlocks[e], allScales[e]).t());
+            used.insert(blocks->name);
+            used.insert(scales->name);
+            report.loaded += 2;
+            report.bytes += (blocks->end - blocks->begin) + (scales->end - scales->begin);
+            continue;
         }
         param.copy_(source);
     }

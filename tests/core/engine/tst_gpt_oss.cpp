@@ -8,7 +8,13 @@
 #include "model/SinkAttention.h"
 #include "model/StackedExperts.h"
 #include "model/Transformer.h"
+#include "model/WeightLoader.h"
 
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <cmath>
@@ -102,6 +108,33 @@ RunConfig gptOssConfig()
     m.moe.swigluLimit = 0.7; // small, so the random activations reach the clamps
     c.train.precision = Precision::Fp32;
     return c;
+}
+
+// A .safetensors file of `tensors` (F32 or U8), written byte by byte as the format says.
+void writeSafetensors(const QString &file, const std::vector<std::pair<std::string, torch::Tensor>> &tensors)
+{
+    QJsonObject header;
+    QByteArray data;
+    for (const auto &[name, t] : tensors) {
+        const auto c = t.contiguous();
+        const qint64 begin = data.size();
+        data.append(reinterpret_cast<const char *>(c.data_ptr()), static_cast<qsizetype>(c.nbytes()));
+        QJsonArray shape;
+        for (auto d : c.sizes())
+            shape.append(static_cast<qint64>(d));
+        header.insert(QString::fromStdString(name), QJsonObject {{"dtype", c.scalar_type() == torch::kUInt8 ? "U8" : "F32"}, {"shape", shape},
+                                                                 {"data_offsets", QJsonArray {begin, static_cast<qint64>(data.size())}}});
+    }
+    QByteArray text = QJsonDocument(header).toJson(QJsonDocument::Compact);
+    while (text.size() % 8)
+        text.append(' ');
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    const quint64 length = static_cast<quint64>(text.size());
+    QByteArray prefix;
+    for (int i = 0; i < 8; ++i)
+        prefix.append(static_cast<char>((length >> (8 * i)) & 0xff));
+    f.write(prefix + text + data);
 }
 
 } // namespace
@@ -360,6 +393,73 @@ private Q_SLOTS:
         QVERIFY(grads[0].count("model.layers.0.mlp.router.bias"));
         for (const auto &[name, g] : grads[0])
             QVERIFY2(torch::allclose(g, grads[1][name], 1e-6, 1e-7), name.c_str());
+    }
+
+    // The published gpt-oss checkpoints hold the experts as MXFP4 blocks and scales: each loads
+    // dequantised (two e2m1 codes a byte, low nibble first, a power of two per 32 values) into the
+    // stacked [E, in, out] tensor; every other tensor loads by name.
+    void mxfp4ExpertsLoad()
+    {
+        RunConfig c = gptOssConfig();
+        c.model.moe.expertIntermediateSize = 32; // in-dimensions in groups of 32
+        DecoderModel source(c, ModelRuntime {false, false}, torch::kCPU);
+        source->initialise(3);
+        static const float codes[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+        std::vector<std::pair<std::string, torch::Tensor>> tensors;
+        std::map<std::string, torch::Tensor> expected;
+        torch::manual_seed(21);
+        for (const auto &item : source->named_parameters()) {
+            const std::string &name = item.key();
+            const bool stacked = name.size() > 13 && (name.compare(name.size() - 13, 13, ".gate_up_proj") == 0 || name.compare(name.size() - 10, 10, ".down_proj") == 0);
+            if (!stacked) {
+                tensors.emplace_back(name, item.value().detach().clone());
+                continue;
+            }
+            const int64_t e = item.value().size(0), in = item.value().size(1), out = item.value().size(2), groups = in / 32;
+            const auto low = torch::randint(0, 16, {e, out, groups, 16}, torch::kLong), high = torch::randint(0, 16, {e, out, groups, 16}, torch::kLong);
+            const auto scales = torch::randint(122, 132, {e, out, groups}, torch::kLong);
+            auto want = torch::empty({e, out, groups, 32});
+            auto wa = want.accessor<float, 4>();
+            auto la = low.accessor<int64_t, 4>(), ha = high.accessor<int64_t, 4>();
+            auto sa = scales.accessor<int64_t, 3>();
+            for (int64_t a = 0; a < e; ++a)
+                for (int64_t r = 0; r < out; ++r)
+                    for (int64_t g = 0; g < groups; ++g)
+                        for (int64_t j = 0; j < 16; ++j) {
+                            const float scale = std::ldexp(1.0f, static_cast<int>(sa[a][r][g]) - 127);
+                            wa[a][r][g][2 * j] = codes[la[a][r][g][j]] * scale;
+                            wa[a][r][g][2 * j + 1] = codes[ha[a][r][g][j]] * scale;
+                        }
+            expected[name] = want.reshape({e, out, in}).transpose(1, 2);
+            tensors.emplace_back(name + "_blocks", (low + 16 * high).to(torch::kUInt8));
+            tensors.emplace_back(name + "_scales", scales.to(torch::kUInt8));
+        }
+        QCOMPARE(int(expected.size()), 2 * int(c.model.layers));
+        QTemporaryDir dir;
+        writeSafetensors(dir.filePath(QStringLiteral("model.safetensors")), tensors);
+        DecoderModel model(c, ModelRuntime {false, false}, torch::kCPU);
+        const WeightLoadReport report = loadSafetensors(*model, dir.path());
+        QCOMPARE(report.ignored, int64_t(0));
+        for (const auto &item : model->named_parameters()) {
+            const auto it = expected.find(item.key());
+            if (it != expected.end())
+                QVERIFY2(torch::equal(item.value(), it->second), item.key().c_str());
+        }
+        QVERIFY(torch::equal(model->stack->embedTokens->weight, source->stack->embedTokens->weight));
+        // Blocks of another shape are refused by name.
+        for (auto &[name, t] : tensors)
+            if (name.size() > 7 && name.compare(name.size() - 7, 7, "_scales") == 0)
+                t = t.narrow(1, 0, 1).contiguous();
+        QTemporaryDir bad;
+        writeSafetensors(bad.filePath(QStringLiteral("model.safetensors")), tensors);
+        DecoderModel other(c, ModelRuntime {false, false}, torch::kCPU);
+        QString message;
+        try {
+            loadSafetensors(*other, bad.path());
+        } catch (const std::exception &e) {
+            message = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(message.contains(QStringLiteral("MXFP4 tensors of")), qPrintable(message));
     }
 };
 

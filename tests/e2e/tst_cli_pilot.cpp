@@ -230,12 +230,16 @@ private Q_SLOTS:
                 for (const char *mode : {"full", "lora"})
                     QTest::newRow(qPrintable(QStringLiteral("llama4_text %1 %2%3").arg(QLatin1String(mode), QLatin1String(kernels), recompute ? QStringLiteral(" recompute") : QString())))
                         << QStringLiteral("llama4_text") << QString::fromLatin1(mode) << QString::fromLatin1(kernels) << recompute;
-        // DeepSeek-V3's latent attention and sigmoid group routing (tests/data/hf/deepseek-v3-tiny).
-        for (const char *mode : {"full", "lora"})
-            for (const char *kernels : {"eager", "fused"})
-                for (bool recompute : {false, true})
-                    QTest::newRow(qPrintable(QStringLiteral("deepseek_v3 %1 %2%3").arg(QLatin1String(mode), QLatin1String(kernels), recompute ? QStringLiteral(" recompute") : QString())))
-                        << QStringLiteral("deepseek_v3") << QString::fromLatin1(mode) << QString::fromLatin1(kernels) << recompute;
+        // DeepSeek-V3's latent attention and sigmoid group routing: the parity fixture (query latent,
+        // YaRN's mscale, so Transformers' eager softmax form) and tests/data/hf/deepseek-v3-tiny
+        // (value heads narrower than the query's through the math path).
+        for (const char *family : {"deepseek_v3", "deepseek-v3-tiny"})
+            for (const char *mode : {"full", "lora"})
+                for (const char *kernels : {"eager", "fused"})
+                    for (bool recompute : {false, true})
+                        QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3%4").arg(QLatin1String(family), QLatin1String(mode), QLatin1String(kernels),
+                                                                                  recompute ? QStringLiteral(" recompute") : QString())))
+                            << QString::fromLatin1(family) << QString::fromLatin1(mode) << QString::fromLatin1(kernels) << recompute;
         // gpt-oss: attention sinks in Transformers' eager composite (no fused attention on this
         // CPU build), alternating windows of 8, stacked experts with biases and the clamped SwiGLU,
         // the router's bias; LoRA and QLoRA adapt the attention only (all-linear as PEFT's).
@@ -257,9 +261,9 @@ private Q_SLOTS:
         QFETCH(bool, recompute);
         const QString config = m_dir.filePath(family + mode + kernels + (recompute ? QStringLiteral("-recompute") : QString()) + QStringLiteral(".json"));
         const QString snapshot = config.chopped(5) + QStringLiteral("-snapshot.json");
-        // A family without a parity fixture yet imports its tiny config.json.
-        const QString source = family == QLatin1String("deepseek_v3") ? QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/deepseek-v3-tiny")
-                                                                        : QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/") + family;
+        // The parity fixture of the family, or a config-only one under tests/data/hf.
+        const QString source = family.contains(QLatin1Char('-')) ? QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/") + family
+                                                                 : QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/") + family;
         const auto imported = cli({QStringLiteral("config"), QStringLiteral("import-hf"), source,
                                    QStringLiteral("--set"), QStringLiteral("model.weights_path="), QStringLiteral("--set"), QStringLiteral("model.max_positions=512"),
                                    QStringLiteral("--set"), QStringLiteral("model.vocab_size=2048"), QStringLiteral("--set"), QStringLiteral("train.seq_len=256"),

@@ -2,6 +2,8 @@
 
 #include "engine/TorchCompat.h"
 
+#include <QString>
+
 namespace pb {
 
 namespace {
@@ -55,7 +57,9 @@ torch::Tensor StackedExpertsImpl::forward(const torch::Tensor &x, c10::ArrayRef<
     // The whole stack cast once (what autocast does expert by expert for the experts a batch hits).
     const auto xc = cast(x), gateUpW = cast(gateUp), downW = cast(down);
 
-    const auto grouped = compat::groupedMatmul(xc, gateUpW, counts);
+    // PILOTBENCH_EXPERTS=loop forces the portable loop, so a bench can state the grouped GEMM's gain.
+    static const bool loopOnly = qEnvironmentVariable("PILOTBENCH_EXPERTS") == QLatin1String("loop");
+    const auto grouped = loopOnly ? torch::Tensor() : compat::groupedMatmul(xc, gateUpW, counts);
     if (grouped.defined()) {
         auto h = grouped;
         torch::Tensor rowsOf;

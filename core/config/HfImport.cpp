@@ -93,7 +93,7 @@ void refuseExperts(const QJsonObject &json, const std::string &where, const std:
         if (v.isUndefined() || v.isNull() || (v.isDouble() && v.toDouble() == 0))
             continue;
         throw InvalidInputError(hfField(where, key), "got " + jsonTypeName(v) + ", but model_type '" + type +
-                                "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3, kimi_k2)");
+                                "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3, kimi_k2, glm4_moe, llama4, gpt_oss)");
     }
 }
 
@@ -214,7 +214,7 @@ const std::vector<std::string> &hfSupportedModelTypes()
             t.push_back(dense);
         // Multimodal configs whose text model is piloted (text_config; the vision tower is not),
         // then the mixtures of experts.
-        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v3", "kimi_k2", "llama4", "llama4_text", "gpt_oss"})
+        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v3", "kimi_k2", "glm4_moe", "llama4", "llama4_text", "gpt_oss"})
             t.emplace_back(type);
         return t;
     }();
@@ -278,9 +278,10 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     const bool moe = isMoeType(type);
     const bool traitFamily = std::find(hfDenseTraitTypes().begin(), hfDenseTraitTypes().end(), type) != hfDenseTraitTypes().end();
     const bool deepseek = isDeepseekV3Type(type); // its own keys: config/HfDeepseek.cpp
+    const bool glm4Moe = isGlm4MoeType(type);     // likewise
     if (moe)
         refuseUnmodelledMoeKeys(json, where, type);
-    else if (!deepseek)
+    else if (!deepseek && !glm4Moe)
         refuseExperts(json, where, type);
 
     ModelShape m;
@@ -314,6 +315,10 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     }
     if (deepseek) {
         applyDeepseekV3(json, where, type, m);
+        return m;
+    }
+    if (glm4Moe) {
+        applyGlm4Moe(json, where, m);
         return m;
     }
     if (type == "qwen2") {

@@ -3,12 +3,10 @@
 // prediction layer); DeepseekV3Config's defaults for absent keys; kimi_k2 needing every key; bad
 // input refused by the field; the run definition's latent attention and routing written only when
 // used, read back, and validated by name.
-#include "config/HfImport.h"
+#include "HfImportTestUtil.h"
 #include "config/ParameterTable.h"
 #include "config/Presets.h"
 #include "config/RunConfigJson.h"
-#include "config/RunConfigValidation.h"
-#include "util/Errors.h"
 
 #include <QFile>
 #include <QJsonDocument>
@@ -17,35 +15,10 @@
 
 #include <set>
 
-namespace {
-
-QString hf(const char *name) { return QStringLiteral(PB_TEST_DATA_DIR "/hf/") + QLatin1String(name); }
-
-QJsonObject fixture(const char *name)
-{
-    QFile f(hf(name) + QStringLiteral("/config.json"));
-    f.open(QIODevice::ReadOnly);
-    return QJsonDocument::fromJson(f.readAll()).object();
-}
-
-// The message of the error `json` is refused with; empty when it imports.
-QString refusal(const QJsonObject &json)
-{
-    try {
-        pb::hfRunConfig(json, "config.json");
-    } catch (const pb::InvalidInputError &e) {
-        return QString::fromUtf8(e.what());
-    }
-    return {};
-}
-
-QString invalid(const pb::RunConfig &c)
-{
-    const auto issues = pb::validateRunConfig(c);
-    return issues.empty() ? QString() : QString::fromStdString(issues.front().field + ": " + issues.front().message);
-}
-
-} // namespace
+using pbtest::fixture;
+using pbtest::hf;
+using pbtest::invalid;
+using pbtest::refusal;
 
 class TestHfImportDeepseek : public QObject {
     Q_OBJECT
@@ -136,9 +109,7 @@ private Q_SLOTS:
     {
         QFETCH(QString, folder);
         QFETCH(QString, repo);
-        QFile countsFile(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/published-counts.json"));
-        QVERIFY(countsFile.open(QIODevice::ReadOnly));
-        const QJsonObject counts = QJsonDocument::fromJson(countsFile.readAll()).object().value(repo).toObject();
+        const QJsonObject counts = pbtest::publishedCounts(repo);
         QVERIFY(!counts.isEmpty());
         const pb::RunConfig c = pb::importHfConfig(hf(folder.toLatin1().constData()));
         QCOMPARE(pb::countParameters(c).total, counts.value(QStringLiteral("total_params")).toInteger());

@@ -15,7 +15,7 @@ parameter (float32 gradient of the float64 loss). meta.json says what each fixtu
 Counts mode builds the published text models on the meta device from their config.json and writes
 DIR/counts.json {name: {model_type, total_params, active_params, config}} and DIR/configs/<short-name>/config.json.
 
-The sparse families (gpt_oss, deepseek_v3, deepseek_v3_no_q_lora, llama4_text) write the same folders, with the
+The sparse families (gpt_oss, deepseek_v3, deepseek_v3_no_q_lora, glm4_moe, llama4_text) write the same folders, with the
 weights and every grad.<name> under the names and layouts of the families' published safetensors (see to_hub),
 the loss including Transformers' load-balancing loss where the class adds one, and meta.json saying what was
 checked (reload of the written folder, our conversion against save_pretrained's); their configs for counts are
@@ -347,10 +347,11 @@ def make_fixture(model_type, cfg_dict, traits, out_root):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Sparse families (issue 29): gpt_oss, deepseek_v3 (with and without q_lora_rank), llama4_text.
+# Sparse families (issue 29): gpt_oss, deepseek_v3 (with and without q_lora_rank), glm4_moe, llama4_text.
 #
 # Their fixtures hold the weights under the names and layouts of the families' published safetensors, which
-# is not always Transformers' in-memory layout: Transformers 5 fuses DeepSeek-V3's per-expert Linear weights
+# is not always Transformers' in-memory layout: Transformers 5 fuses DeepSeek-V3's (and GLM-4.5's, whose
+# Glm4MoeMoE is DeepseekV3MoE) per-expert Linear weights
 # into one [E, 2I, H] gate_up_proj and one [E, H, I] down_proj per layer (conversion_mapping.py, reverted on
 # save), while gpt-oss and Llama 4 checkpoints already hold [E, H, 2I] / [E, I, H] stacks. to_hub() below
 # writes the hub form from whatever this Transformers holds (checked by shape), the gradients go through the
@@ -372,6 +373,12 @@ HUB_PATTERNS = {
                     r"model\.layers\.\d+\.mlp\.gate\.weight", r"model\.layers\.\d+\.mlp\.gate\.e_score_correction_bias",
                     r"model\.layers\.\d+\.mlp\.experts\.\d+\.(gate_proj|up_proj|down_proj)\.weight",
                     r"model\.layers\.\d+\.mlp\.shared_experts\.(gate_proj|up_proj|down_proj)\.weight"],
+    "glm4_moe": [r"model\.layers\.\d+\.self_attn\.(q|k|v)_proj\.(weight|bias)", r"model\.layers\.\d+\.self_attn\.o_proj\.weight",
+                 r"model\.layers\.\d+\.self_attn\.(q_norm|k_norm)\.weight",
+                 r"model\.layers\.\d+\.mlp\.(gate_proj|up_proj|down_proj)\.weight",
+                 r"model\.layers\.\d+\.mlp\.gate\.weight", r"model\.layers\.\d+\.mlp\.gate\.e_score_correction_bias",
+                 r"model\.layers\.\d+\.mlp\.experts\.\d+\.(gate_proj|up_proj|down_proj)\.weight",
+                 r"model\.layers\.\d+\.mlp\.shared_experts\.(gate_proj|up_proj|down_proj)\.weight"],
     "llama4_text": [r"model\.layers\.\d+\.self_attn\.(q|k|v|o)_proj\.weight",
                     r"model\.layers\.\d+\.feed_forward\.(gate_proj|up_proj|down_proj)\.weight",
                     r"model\.layers\.\d+\.feed_forward\.router\.weight",
@@ -405,6 +412,22 @@ def sparse_families():
                  "first_k_dense_replace 1 (layer 0 dense MLP, layers 1..3 MoE)", "untied", "no attention bias"]
     ds_fit = [dict(moe_intermediate_size=m, intermediate_size=i) for m, i in ((8, 48), (8, 32), (6, 32), (4, 32), (4, 24))]
     ds_noq = dict(ds, q_lora_rank=None)
+    # GLM-4.5's MoE is DeepSeek-V3's; its attention is grouped-query with partial rotary (GPT-NeoX's
+    # rotate_half on the first int(head_dim * 0.5) dims, not GLM-4's interleaved pairs), q/k/v biases and
+    # use_qk_norm's per-head RMSNorm before the rotary.
+    glm = common(tie_word_embeddings=False, attention_bias=True, use_qk_norm=True, partial_rotary_factor=0.5,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+                 n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, routed_scaling_factor=2.5,
+                 norm_topk_prob=True, n_shared_experts=1, first_k_dense_replace=1, hidden_act="silu")
+    glm_traits = ["grouped-query attention: 4 heads, 2 key/value heads, head_dim 8",
+                  "partial_rotary_factor 0.5: rotate_half (pairs (i, i+2)) on the first 4 dims of each head, "
+                  "the last 4 unturned (GPT-NeoX's apply_rotary_pos_emb, not GLM-4's interleaved pairs)",
+                  "use_qk_norm: per-head RMSNorm of q and k (weights noised) before the rotary",
+                  "attention_bias on q/k/v (noised), none on o_proj",
+                  "sigmoid router scores, e_score_correction_bias (a buffer, |N(0,0.2)|) added for the choice only",
+                  "group-limited top-k: 8 experts in n_group 4, topk_group 2 (group score = sum of its top 2), top-2",
+                  "norm_topk_prob true, routed_scaling_factor 2.5", "n_shared_experts 1 (shared_experts MLP)",
+                  "first_k_dense_replace 1 (layer 0 dense MLP, layers 1..3 MoE)", "untied"]
     ds_noq_traits = ["q_lora_rank null (plain q_proj [heads*(nope+rope), hidden])"] + ds_traits[1:]
     return {
         "gpt_oss": dict(
@@ -431,6 +454,7 @@ def sparse_families():
         "deepseek_v3": dict(model_type="deepseek_v3", config=ds, fit=ds_fit, correction_bias_std=0.2, traits=ds_traits),
         "deepseek_v3_no_q_lora": dict(model_type="deepseek_v3", config=ds_noq, fit=ds_fit, correction_bias_std=0.2,
                                       traits=ds_noq_traits),
+        "glm4_moe": dict(model_type="glm4_moe", config=glm, fit=ds_fit, correction_bias_std=0.2, traits=glm_traits),
         "llama4_text": dict(
             model_type="llama4_text",
             config=common(tie_word_embeddings=False, attention_bias=False, attention_chunk_size=8,
@@ -455,8 +479,12 @@ def sparse_families():
     }
 
 
+# The types whose published checkpoints hold one Linear per expert (experts.<e>.gate_proj/up_proj/down_proj).
+PER_EXPERT_HUB = ("deepseek_v3", "glm4_moe")
+
+
 def expert_shape(model_type, cfg):
-    if model_type == "deepseek_v3":
+    if model_type in PER_EXPERT_HUB:
         return cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
     return cfg.num_local_experts, cfg.hidden_size, cfg.intermediate_size
 
@@ -487,7 +515,7 @@ def to_hub(model_type, cfg, state):
             else:
                 raise ValueError(f"{name}: shape {shape(t)} is neither [E,I,H] nor [E,H,I] for E,H,I={E},{H},{I}")
             out[name], name_map[name] = v.contiguous(), [name]
-        elif model_type == "deepseek_v3" and name.endswith("mlp.experts.gate_up_proj"):
+        elif model_type in PER_EXPERT_HUB and name.endswith("mlp.experts.gate_up_proj"):
             # Concatenate(dim=1) of [gate_proj, up_proj] per expert in conversion_mapping: gate rows first.
             if shape(t) == (E, 2 * I, H):
                 w = t
@@ -495,7 +523,7 @@ def to_hub(model_type, cfg, state):
                 w = t.transpose(1, 2)
             else:
                 raise ValueError(f"{name}: shape {shape(t)} is neither [E,2I,H] nor [E,H,2I] for E,H,I={E},{H},{I}")
-            notes.add("deepseek_v3: fused experts.gate_up_proj split into experts.<e>.gate_proj.weight (rows :I) "
+            notes.add(f"{model_type}: fused experts.gate_up_proj split into experts.<e>.gate_proj.weight (rows :I) "
                       "and experts.<e>.up_proj.weight (rows I:)")
             prefix = name[: -len("gate_up_proj")]
             name_map[name] = []
@@ -504,14 +532,14 @@ def to_hub(model_type, cfg, state):
                     key = f"{prefix}{e}.{part}.weight"
                     out[key] = w[e, rows].contiguous()
                     name_map[name].append(key)
-        elif model_type == "deepseek_v3" and name.endswith("mlp.experts.down_proj"):
+        elif model_type in PER_EXPERT_HUB and name.endswith("mlp.experts.down_proj"):
             if shape(t) == (E, H, I):
                 w = t
             elif shape(t) == (E, I, H):
                 w = t.transpose(1, 2)
             else:
                 raise ValueError(f"{name}: shape {shape(t)} is neither [E,H,I] nor [E,I,H] for E,H,I={E},{H},{I}")
-            notes.add("deepseek_v3: fused experts.down_proj split into experts.<e>.down_proj.weight [H,I]")
+            notes.add(f"{model_type}: fused experts.down_proj split into experts.<e>.down_proj.weight [H,I]")
             prefix = name[: -len("down_proj")]
             name_map[name] = []
             for e in range(E):
@@ -719,7 +747,8 @@ def router_values(cfg):
             "swiglu_limit", "topk_method", "scoring_func", "sliding_window", "layer_types", "attention_chunk_size",
             "no_rope_layers", "use_qk_norm", "attn_temperature_tuning", "floor_scale", "attn_scale", "q_lora_rank",
             "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "rope_interleave",
-            "head_dim", "rope_parameters", "_experts_implementation", "_attn_implementation")
+            "head_dim", "rope_parameters", "partial_rotary_factor", "attention_bias", "num_nextn_predict_layers",
+            "_experts_implementation", "_attn_implementation")
     out = {}
     for k in keys:
         if hasattr(cfg, k):
@@ -836,7 +865,11 @@ def make_sparse_fixture(name, spec, out_root):
             if model_type == "llama4_text":
                 effects["attention_chunk_size_widened_to_64"] = effect_of(model_type, cfg_dict, model, {"attention_chunk_size": MAX_POS}, {}, ids)
                 effects["attn_temperature_tuning_off"] = effect_of(model_type, cfg_dict, model, {"attn_temperature_tuning": False}, {}, ids)
-            if model_type == "deepseek_v3":
+            if model_type == "glm4_moe":
+                full = {"partial_rotary_factor": 1.0,
+                        "rope_parameters": dict(cfg_dict["rope_parameters"], partial_rotary_factor=1.0)}
+                effects["partial_rotary_factor_1.0"] = effect_of(model_type, cfg_dict, model, full, {}, ids)
+            if model_type in PER_EXPERT_HUB:
                 effects["e_score_correction_bias_zeroed"] = effect_of(
                     model_type, cfg_dict, model, {}, {k: torch.zeros_like(v) for k, v in model.state_dict().items()
                                             if k.endswith("e_score_correction_bias")}, ids)
@@ -1001,6 +1034,11 @@ PUBLISHED_FILES = {
     "deepseek-r1": ("deepseek-ai/DeepSeek-R1",
                     "deepseek-ai/DeepSeek-R1 config.json as vendored in public parameter-counting code; the "
                     "DeepSeek-V3 architecture and dimensions (671B + the MTP layer Transformers does not build)"),
+    "glm-4.5-air": ("zai-org/GLM-4.5-Air",
+                    "zai-org/GLM-4.5-Air config.json (key order as published), from memory of the published file; every "
+                    "value agrees with Glm4MoeConfig of GLM-4.5-Air as printed (sorted keys) in a public ms-swift log. "
+                    "num_nextn_predict_layers 1: the hub's model.layers.46.* MTP layer; decoder_layers_built says "
+                    "whether this Transformers builds it"),
     "llama-4-scout-17b-16e": ("meta-llama/Llama-4-Scout-17B-16E",
                               "text_config of meta-llama/Llama-4-Scout-17B-16E as Transformers 4.51 prints Llama4Config "
                               "(public notes; moe_layers 0..47 written out, no_rope_layers as printed), with "
@@ -1033,7 +1071,12 @@ def count_one(model_type, d):
     active, containers = count_active(model, model.config)
     emb = model.get_input_embeddings().weight.numel()
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    # Multi-token-prediction layers (num_nextn_predict_layers) are counted only where this Transformers builds
+    # them: more decoder layers than num_hidden_layers says so.
+    layers = getattr(getattr(model, "model", None), "layers", None)
     return model, {"class": type(model).__name__, "total_params": total, "active_params": active,
+                   "num_hidden_layers": getattr(model.config, "num_hidden_layers", None),
+                   "decoder_layers_built": len(layers) if layers is not None else None,
                    "experts_containers": len(containers),
                    "expert_params_per_container": sorted({n for _, n in containers}),
                    "embedding_params": emb, "tied": bool(tied), "dropped_for_counting": dropped}

@@ -78,6 +78,8 @@ void writeModelTraits(const ModelTraits &t, QJsonObject &m)
         put("o_bias", true);
     if (t.attentionSinks)
         put("attention_sinks", true);
+    if (t.attentionOutputGate)
+        put("attention_output_gate", true);
     if (t.mlpBias)
         put("mlp_bias", true);
     if (t.embeddingScale != d.embeddingScale)
@@ -117,6 +119,7 @@ void readModelTraits(JsonReader &r, ModelTraits &t)
     r.read("attention_chunk", t.attentionChunk);
     r.read("o_bias", t.outputBias);
     r.read("attention_sinks", t.attentionSinks);
+    r.read("attention_output_gate", t.attentionOutputGate);
     r.read("mlp_bias", t.mlpBias);
     r.read("embedding_scale", t.embeddingScale);
     r.read("embedding_scale_rounded", t.embeddingScaleRounded);
@@ -145,6 +148,7 @@ ModelTraits everyModelTraitSet()
     t.attentionChunk = 8192;
     t.outputBias = t.mlpBias = true;
     t.attentionSinks = true;
+    t.attentionOutputGate = true;
     t.embeddingScale = t.residualScale = t.logitsDivisor = 2;
     t.embeddingScaleRounded = true;
     t.fusedQkv = t.fusedGateUp = true;

@@ -60,6 +60,15 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
                                         std::to_string(l.qkRopeHeadDim) + " rotary" + (l.ropeInterleave ? " (interleaved pairs)" : "") + ", v heads " +
                                         std::to_string(l.vHeadDim)});
     }
+    if (m.linear.enabled()) {
+        const LinearAttention &l = m.linear;
+        const int64_t linearLayers = m.layers - m.fullAttentionLayers();
+        out.push_back({"attention", "Gated DeltaNet (linear_attn) on " + std::to_string(linearLayers) + " of " + std::to_string(m.layers) + " layers: " +
+                                        std::to_string(l.keyHeads) + " key heads of " + std::to_string(l.keyHeadDim) + ", " + std::to_string(l.valueHeads) +
+                                        " value heads of " + std::to_string(l.valueHeadDim) + ", conv " + std::to_string(l.convKernel) + ", " +
+                                        (l.layout == LinearAttentionLayout::QkvzBa ? "in_proj_qkvz + in_proj_ba" : "in_proj_qkv/z/b/a") + "; full attention on " +
+                                        describeLayerSelection(l.fullLayers)});
+    }
     if (m.moe.enabled() && m.moe.scoring == RouterScoring::Sigmoid) {
         const MoeConfig &e = m.moe;
         out.push_back({"routing", std::string("sigmoid scores") + (e.scoreCorrectionBias ? " + correction bias for the choice" : "") + ", top " +
@@ -115,6 +124,8 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
         attention += std::string(attention.empty() ? "" : ", ") + "o_proj bias";
     if (t.attentionSinks)
         attention += std::string(attention.empty() ? "" : ", ") + "a learned sink logit per head";
+    if (t.attentionOutputGate)
+        attention += std::string(attention.empty() ? "" : ", ") + "output gated by sigmoid(gate) from q_proj";
     if (t.fusedQkv)
         attention += std::string(attention.empty() ? "" : ", ") + "fused qkv_proj";
     if (!attention.empty())

@@ -60,6 +60,10 @@ std::vector<ProjectionShape> denseProjections(const ModelShape &m)
     }
     if (!m.latent.enabled())
         p.push_back({"o_proj", qDim, h, t.outputBias, true});
+    if (t.attentionOutputGate) // each head's gate beside its query (Qwen3NextAttention's q_proj)
+        for (auto &proj : p)
+            if (proj.name == "q_proj")
+                proj.out *= 2;
     if (m.activation == ActivationKind::Gelu) {
         p.push_back({"up_proj", h, i, t.mlpBias, false});
     } else if (t.fusedGateUp) {
@@ -69,6 +73,26 @@ std::vector<ProjectionShape> denseProjections(const ModelShape &m)
         p.push_back({"up_proj", h, i, t.mlpBias, false});
     }
     p.push_back({"down_proj", i, h, t.mlpBias, false});
+    return p;
+}
+
+std::vector<ProjectionShape> linearAttentionProjections(const ModelShape &m)
+{
+    const LinearAttention &l = m.linear;
+    if (!l.enabled())
+        return {};
+    const int64_t h = m.hiddenSize;
+    std::vector<ProjectionShape> p;
+    if (l.layout == LinearAttentionLayout::QkvzBa) {
+        p.push_back({"in_proj_qkvz", h, 2 * l.keyDim() + 2 * l.valueDim(), false, true});
+        p.push_back({"in_proj_ba", h, 2 * l.valueHeads, false, true});
+    } else {
+        p.push_back({"in_proj_qkv", h, l.convChannels(), false, true});
+        p.push_back({"in_proj_z", h, l.valueDim(), false, true});
+        p.push_back({"in_proj_b", h, l.valueHeads, false, true});
+        p.push_back({"in_proj_a", h, l.valueHeads, false, true});
+    }
+    p.push_back({"out_proj", l.valueDim(), h, false, true});
     return p;
 }
 
@@ -138,18 +162,37 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
                 addNorm(prefix + name, i);
         };
         addNormIf(norms.beforeAttention);
+        if (m.linear.linear(i)) {
+            // GatedDeltaNetImpl's order: its own dt_bias and A_log, then conv1d, the input
+            // projections, norm, out_proj (Qwen3.5's four input projections after out_proj).
+            const LinearAttention &l = m.linear;
+            const std::string mixer = prefix + "linear_attn.";
+            add(mixer + "dt_bias", {l.valueHeads}, i, false);
+            add(mixer + "A_log", {l.valueHeads}, i, false);
+            add(mixer + "conv1d.weight", {l.convChannels(), 1, l.convKernel}, i, true);
+            const auto linearProjections = linearAttentionProjections(m);
+            const bool interleaved = l.layout == LinearAttentionLayout::QkvzBa;
+            for (const auto &p : linearProjections)
+                if (interleaved && p.name != "out_proj")
+                    addProjection(mixer, p.name, p.in, p.out, p.bias, i);
+            add(mixer + "norm.weight", {l.valueHeadDim}, i, false);
+            addProjection(mixer, "out_proj", l.valueDim(), h, false, i);
+            for (const auto &p : linearProjections)
+                if (!interleaved && p.name != "out_proj")
+                    addProjection(mixer, p.name, p.in, p.out, p.bias, i);
+        }
         // Before the projections, as named_parameters() lists a module's own parameters first.
-        if (m.traits.attentionSinks)
+        if (m.traits.attentionSinks && !m.linear.linear(i))
             add(prefix + "self_attn.sinks", {m.attentionHeads}, i, false);
         for (const auto &p : projections)
-            if (p.attention)
+            if (p.attention && !m.linear.linear(i))
                 addProjection(prefix + "self_attn.", p.name, p.in, p.out, p.bias, i);
         if (m.latent.enabled()) { // the latents' RMSNorms
             if (m.latent.qLoraRank > 0)
                 add(prefix + "self_attn.q_a_layernorm.weight", {m.latent.qLoraRank}, i, false);
             add(prefix + "self_attn.kv_a_layernorm.weight", {m.latent.kvLoraRank}, i, false);
         }
-        if (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full) { // Llama 4's L2 norm has no weight
+        if ((m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full) && !m.linear.linear(i)) { // Llama 4's L2 norm has no weight
             add(prefix + "self_attn.q_norm.weight", {m.qkNorm == QkNorm::Head ? hd : qDim}, i, false);
             add(prefix + "self_attn.k_norm.weight", {m.qkNorm == QkNorm::Head ? hd : kvDim}, i, false);
         }

@@ -50,6 +50,11 @@ struct ProjectionShape {
     bool attention = false;   // before o_proj's output joins the residual
 };
 std::vector<ProjectionShape> denseProjections(const ModelShape &model);
+// A Gated DeltaNet layer's projections (under linear_attn.), in the checkpoint's layout:
+// in_proj_qkvz and in_proj_ba (Qwen3-Next) or in_proj_qkv, in_proj_z, in_proj_b, in_proj_a (Qwen3.5),
+// then out_proj; all without bias. Empty when the model has no linear attention. LoRA targets name
+// them as they are named here (PEFT's all-linear takes all of them; conv1d is no Linear).
+std::vector<ProjectionShape> linearAttentionProjections(const ModelShape &model);
 // The norms of a decoder block by checkpoint name, empty where the placement has none: before
 // attention, on attention's output, before the MLP, on the MLP's output.
 struct BlockNormNames {

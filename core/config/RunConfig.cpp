@@ -39,6 +39,7 @@ constexpr std::array<std::pair<LengthDistribution, const char *>, 3> kLengths {{
 constexpr std::array<std::pair<JobUnit, const char *>, 2> kJobUnits {{{JobUnit::Tokens, "tokens"}, {JobUnit::Epochs, "epochs"}}};
 constexpr std::array<std::pair<KernelPath, const char *>, 2> kKernelPaths {{{KernelPath::Eager, "eager"}, {KernelPath::Fused, "fused"}}};
 constexpr std::array<std::pair<RouterScoring, const char *>, 2> kRouterScorings {{{RouterScoring::Softmax, "softmax"}, {RouterScoring::Sigmoid, "sigmoid"}}};
+constexpr std::array<std::pair<LinearAttentionLayout, const char *>, 2> kLinearLayouts {{{LinearAttentionLayout::QkvzBa, "qkvz_ba"}, {LinearAttentionLayout::QkvZBA, "qkv_z_b_a"}}};
 constexpr std::array<std::pair<QkNorm, const char *>, 4> kQkNorms {{{QkNorm::None, "none"}, {QkNorm::Head, "head"}, {QkNorm::Full, "full"}, {QkNorm::L2, "l2"}}};
 constexpr std::array<std::pair<RopeScalingType, const char *>, 5> kRopeScalings {{{RopeScalingType::None, "none"}, {RopeScalingType::Llama3, "llama3"}, {RopeScalingType::Linear, "linear"}, {RopeScalingType::Yarn, "yarn"}, {RopeScalingType::LongRope, "longrope"}}};
 constexpr std::array<std::pair<NormPlacement, const char *>, 3> kNormPlacements {{{NormPlacement::Pre, "pre"}, {NormPlacement::Post, "post"}, {NormPlacement::Sandwich, "sandwich"}}};
@@ -60,6 +61,7 @@ const char *toString(QkNorm v) { return nameOf(kQkNorms, v); }
 const char *toString(NormPlacement v) { return nameOf(kNormPlacements, v); }
 const char *toString(KernelPath v) { return nameOf(kKernelPaths, v); }
 const char *toString(RouterScoring v) { return nameOf(kRouterScorings, v); }
+const char *toString(LinearAttentionLayout v) { return nameOf(kLinearLayouts, v); }
 
 template <> std::optional<TrainMode> parseEnum(const std::string &n) { return lookup(kTrainModes, n); }
 template <> std::optional<OptimizerKind> parseEnum(const std::string &n) { return lookup(kOptimizers, n); }
@@ -76,6 +78,7 @@ template <> std::optional<QkNorm> parseEnum(const std::string &n) { return looku
 template <> std::optional<NormPlacement> parseEnum(const std::string &n) { return lookup(kNormPlacements, n); }
 template <> std::optional<KernelPath> parseEnum(const std::string &n) { return lookup(kKernelPaths, n); }
 template <> std::optional<RouterScoring> parseEnum(const std::string &n) { return lookup(kRouterScorings, n); }
+template <> std::optional<LinearAttentionLayout> parseEnum(const std::string &n) { return lookup(kLinearLayouts, n); }
 
 ParamCounts countParameters(const RunConfig &config)
 {

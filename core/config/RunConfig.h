@@ -124,6 +124,9 @@ struct ModelTraits {
     // gpt-oss's attention sinks: a learned logit per head (self_attn.sinks) joins each query's
     // softmax as one more key with no value, so a query may attend to nothing.
     bool attentionSinks = false;
+    // Qwen3-Next / Qwen3.5's gated attention: q_proj yields each head's query and then its gate
+    // ([query | gate] per head, twice the width); the attended output times sigmoid(gate) before o_proj.
+    bool attentionOutputGate = false;
     bool mlpBias = false;                    // biases on the MLP's projections
     // Scales.
     double embeddingScale = 1.0;             // Gemma: sqrt(hidden); Granite: embedding_multiplier
@@ -212,6 +215,31 @@ struct LatentAttention {
     int64_t qkHeadDim() const { return qkNopeHeadDim + qkRopeHeadDim; }
 };
 
+// How a Gated DeltaNet layer stores its input projections: Qwen3-Next's in_proj_qkvz and in_proj_ba,
+// grouped per key head; or Qwen3.5's in_proj_qkv, in_proj_z, in_proj_b and in_proj_a.
+enum class LinearAttentionLayout { QkvzBa, QkvZBA };
+
+// Qwen3-Next / Qwen3.5's hybrid: Gated DeltaNet linear attention (model/GatedDeltaNet.h, checkpoint
+// module linear_attn) in place of self-attention on every layer but the full-attention ones
+// (full_attention_interval: every 4th; or the full_attention entries of layer_types). A linear layer
+// keeps a recurrent state per value head instead of the keys and values of the sequence. keyHeads
+// == 0: the model has no linear attention.
+struct LinearAttention {
+    LayerSelection fullLayers;
+    int64_t keyHeads = 0;          // linear_num_key_heads
+    int64_t valueHeads = 0;        // linear_num_value_heads (a multiple of keyHeads)
+    int64_t keyHeadDim = 0;        // linear_key_head_dim
+    int64_t valueHeadDim = 0;      // linear_value_head_dim
+    int64_t convKernel = 4;        // linear_conv_kernel_dim: the causal depthwise conv's width
+    LinearAttentionLayout layout = LinearAttentionLayout::QkvzBa;
+
+    bool enabled() const { return keyHeads > 0; }
+    bool linear(int64_t layer) const { return enabled() && !fullLayers.contains(layer); }
+    int64_t keyDim() const { return keyHeads * keyHeadDim; }
+    int64_t valueDim() const { return valueHeads * valueHeadDim; }
+    int64_t convChannels() const { return 2 * keyDim() + valueDim(); }
+};
+
 struct ModelShape {
     std::string preset;              // preset name it came from, or "" / "custom" / "hf-import"
     std::string family = "llama";    // llama, mistral, qwen2, ...
@@ -235,6 +263,7 @@ struct ModelShape {
     ModelTraits traits;
     MoeConfig moe;
     LatentAttention latent;          // enabled: head_dim is the rotary part's (qk_rope_head_dim), as Transformers sets it
+    LinearAttention linear;          // enabled: the layers it does not keep full run Gated DeltaNet
     std::string weightsPath;         // local folder of *.safetensors; empty: random initialisation
     // How the source checkpoint stores some weights that train here in 16 bits (gpt-oss's "mxfp4"
     // experts); empty: as they train. Told, not modelled: memory counts the trained dtype.
@@ -252,6 +281,14 @@ struct ModelShape {
         int64_t n = 0;
         for (int64_t i = 0; i < layers; ++i)
             n += traits.usesSliding(i) ? 1 : 0;
+        return n;
+    }
+    // The layers with softmax attention over the sequence (all but the linear-attention ones).
+    int64_t fullAttentionLayers() const
+    {
+        int64_t n = 0;
+        for (int64_t i = 0; i < layers; ++i)
+            n += linear.linear(i) ? 0 : 1;
         return n;
     }
     // The rotated dimensions of a head: int(head_dim * partial_rotary_factor), as Transformers rounds.
@@ -372,6 +409,7 @@ const char *toString(QkNorm v);
 const char *toString(NormPlacement v);
 const char *toString(KernelPath v);
 const char *toString(RouterScoring v);
+const char *toString(LinearAttentionLayout v);
 template <typename E> std::optional<E> parseEnum(const std::string &name);
 
 // Whether attention runs a fused scaled_dot_product_attention kernel, given whether the build has

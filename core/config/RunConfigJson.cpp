@@ -113,6 +113,24 @@ void readModel(JsonReader r, ModelShape &m)
         if (latent.kvLoraRank < 1)
             throw InvalidInputError(l->fieldPath("kv_lora_rank"), "a model.latent_attention section needs kv_lora_rank >= 1 (leave the section out for ordinary attention)");
     }
+    if (auto l = r.object("linear_attention")) {
+        LinearAttention &linear = m.linear;
+        if (auto full = l->object("full_layers")) {
+            full->read("every", linear.fullLayers.every);
+            full->read("layers", linear.fullLayers.layers);
+            full->finish();
+        }
+        l->read("key_heads", linear.keyHeads);
+        l->read("value_heads", linear.valueHeads);
+        l->read("key_head_dim", linear.keyHeadDim);
+        l->read("value_head_dim", linear.valueHeadDim);
+        l->read("conv_kernel", linear.convKernel);
+        l->readEnum("layout", linear.layout);
+        l->finish();
+        // A section without key heads would otherwise run full attention on every layer without a word.
+        if (linear.keyHeads < 1)
+            throw InvalidInputError(l->fieldPath("key_heads"), "a model.linear_attention section needs key_heads >= 1 (leave the section out for full attention on every layer)");
+    }
     r.read("weights_path", m.weightsPath);
     r.read("checkpoint_quantization", m.checkpointQuantization);
     r.finish();
@@ -176,6 +194,25 @@ void writeLatentAttention(const LatentAttention &l, QJsonObject &model)
     model.insert(QStringLiteral("latent_attention"), QJsonObject {{"q_lora_rank", integer(l.qLoraRank)}, {"kv_lora_rank", integer(l.kvLoraRank)},
                                                                   {"qk_nope_head_dim", integer(l.qkNopeHeadDim)}, {"qk_rope_head_dim", integer(l.qkRopeHeadDim)},
                                                                   {"v_head_dim", integer(l.vHeadDim)}, {"rope_interleave", l.ropeInterleave}});
+}
+
+// Qwen3-Next / Qwen3.5's Gated DeltaNet layers, written only when the model has them.
+void writeLinearAttention(const LinearAttention &l, QJsonObject &model)
+{
+    if (!l.enabled())
+        return;
+    QJsonObject full;
+    if (l.fullLayers.every > 0)
+        full.insert(QStringLiteral("every"), integer(l.fullLayers.every));
+    if (!l.fullLayers.layers.empty()) {
+        QJsonArray layers;
+        for (int64_t layer : l.fullLayers.layers)
+            layers.append(integer(layer));
+        full.insert(QStringLiteral("layers"), layers);
+    }
+    model.insert(QStringLiteral("linear_attention"), QJsonObject {{"full_layers", full}, {"key_heads", integer(l.keyHeads)}, {"value_heads", integer(l.valueHeads)},
+                                                                  {"key_head_dim", integer(l.keyHeadDim)}, {"value_head_dim", integer(l.valueHeadDim)},
+                                                                  {"conv_kernel", integer(l.convKernel)}, {"layout", toString(l.layout)}});
 }
 
 // Written only when the model has one, so every config without it keeps the hash it had before
@@ -336,6 +373,7 @@ QJsonObject toJson(const RunConfig &c)
     writeModelTraits(m.traits, model);
     writeSparseParts(m, model);
     writeLatentAttention(m.latent, model);
+    writeLinearAttention(m.linear, model);
     if (!m.checkpointQuantization.empty()) // written only when set: other configs keep their hashes
         model.insert(QStringLiteral("checkpoint_quantization"), str(m.checkpointQuantization));
     const TrainConfig &t = c.train;

@@ -127,6 +127,8 @@ void applyOverride(QJsonObject &json, const QString &assignment)
         variants.scoreCorrectionBias = variants.scaleExpertInput = true;
         variants.routedScale = 2;
         full.model.checkpointQuantization = "mxfp4";
+        full.model.linear.keyHeads = 1; // Qwen3-Next / Qwen3.5's linear_attention section
+        full.model.linear.fullLayers = {4, {0}};
         full.train.kernels = KernelPath::Fused;
         QJsonObject json = toJson(full);
         QJsonObject model = json.value(QStringLiteral("model")).toObject();

@@ -22,6 +22,7 @@ const QStringList &keyOrder()
         "norm_placement norm_unit_offset norm_scale_fp32 qk_norm attention_scale attention_softcap final_softcap query_temperature_beta query_temperature_length o_bias mlp_bias "
         "embedding_scale embedding_scale_rounded residual_scale logits_divisor fused_qkv fused_gate_up moe "
         "latent_attention q_lora_rank kv_lora_rank qk_nope_head_dim qk_rope_head_dim v_head_dim rope_interleave "
+        "linear_attention full_layers key_heads value_heads key_head_dim value_head_dim conv_kernel layout "
         "norm_eps weights_path checkpoint_quantization "
         "mode lora rank alpha dropout targets trainable optimizer lr weight_decay beta1 beta2 eps momentum schedule kind "
         "warmup_steps total_steps min_lr_ratio precision seq_len micro_batch grad_accum recompute attention grad_clip loss_scale "

@@ -98,6 +98,14 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
         attention = add(attention, 2 * hd);
     else if (m.qkNorm == QkNorm::Full)
         attention = add(attention, add(mul(m.attentionHeads, hd), mul(m.kvHeads, hd)));
+    // A Gated DeltaNet layer in place of attention: dt_bias, A_log, the conv, the gated norm, its projections.
+    std::optional<int64_t> linear = mul(blockNorms * normSize, m.hiddenSize);
+    if (m.linear.enabled()) {
+        const LinearAttention &l = m.linear;
+        linear = add(linear, add(mul(2, l.valueHeads), add(mul(l.convChannels(), l.convKernel), l.valueHeadDim)));
+        for (const auto &p : linearAttentionProjections(m))
+            linear = projection(linear, p.in, p.out, p.bias, p.name);
+    }
     std::optional<int64_t> sparse = 0;
     if (m.moe.enabled()) {
         const MoeConfig &e = m.moe;
@@ -122,7 +130,7 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     }
     std::optional<int64_t> layers = 0;
     for (int64_t i = 0; i < std::min<int64_t>(m.layers, kMaxModelLayers); ++i)
-        layers = add(layers, add(attention, m.moe.sparse(i) ? sparse : dense));
+        layers = add(layers, add(m.linear.linear(i) ? linear : attention, m.moe.sparse(i) ? sparse : dense));
     const auto embedding = mul(m.vocabSize, m.hiddenSize);
     auto total = add(layers, add(embedding, mul(normSize, m.hiddenSize)));
     if (!m.tieEmbeddings)
@@ -344,6 +352,41 @@ void checkLatent(Checker &k, const ModelShape &m, bool &shapeOk)
                                         "attention_scale, attention_softcap, sliding_window or query temperature");
 }
 
+// Qwen3-Next / Qwen3.5's Gated DeltaNet layers: sizes positive and bounded, value heads a multiple
+// of key heads (q and k are repeated per value head), the full layers within the model.
+void checkLinear(Checker &k, const ModelShape &m, bool &shapeOk)
+{
+    const LinearAttention &l = m.linear;
+    if (!l.enabled()) {
+        k.require(l.valueHeads == 0 && l.keyHeadDim == 0 && l.valueHeadDim == 0 && l.fullLayers.empty(), "model.linear_attention.key_heads",
+                  "is 0 (no linear attention), so value_heads, the head dims and the full layers must be unset too");
+        return;
+    }
+    const struct { int64_t value; const char *field; } sizes[] {
+        {l.keyHeads, "model.linear_attention.key_heads"}, {l.valueHeads, "model.linear_attention.value_heads"},
+        {l.keyHeadDim, "model.linear_attention.key_head_dim"}, {l.valueHeadDim, "model.linear_attention.value_head_dim"},
+        {l.convKernel, "model.linear_attention.conv_kernel"}};
+    for (const auto &s : sizes) {
+        k.require(s.value > 0, s.field, "must be a positive integer, got " + std::to_string(s.value));
+        shapeOk &= s.value > 0;
+        if (s.value > (int64_t(1) << 16)) {
+            k.require(false, s.field, "at most " + std::to_string(int64_t(1) << 16) + " is supported, got " + std::to_string(s.value));
+            shapeOk = false;
+        }
+    }
+    if (l.keyHeads > 0 && l.valueHeads > 0 && l.valueHeads % l.keyHeads != 0) {
+        k.require(false, "model.linear_attention.value_heads", "must be a multiple of key_heads (" + std::to_string(l.valueHeads) + " is not divisible by " +
+                  std::to_string(l.keyHeads) + ")");
+        shapeOk = false;
+    }
+    k.nonNegative(l.fullLayers.every, "model.linear_attention.full_layers.every");
+    for (int64_t layer : l.fullLayers.layers)
+        k.require(layer >= 0 && layer < m.layers, "model.linear_attention.full_layers.layers", "expected layer indices from 0 to " + std::to_string(m.layers - 1) +
+                  ", got " + std::to_string(layer));
+    k.require(!m.latent.enabled() && m.traits.slidingWindow == 0 && m.traits.attentionChunk == 0 && !m.traits.attentionSinks, "model.linear_attention",
+              "does not combine with latent attention, sliding_window, attention_chunk or attention_sinks (no family has both)");
+}
+
 void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
 {
     const ModelShape &m = c.model;
@@ -396,6 +439,7 @@ void checkModel(Checker &k, const RunConfig &c, bool &shapeOk)
     k.range(m.normEps, 0, false, 1, false, "model.norm_eps");
     checkMoe(k, m, shapeOk);
     checkLatent(k, m, shapeOk);
+    checkLinear(k, m, shapeOk);
 }
 
 void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
@@ -410,6 +454,7 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
     if (isFp8(t.precision)) {
         k.require(t.mode != TrainMode::Qlora, "train.precision", "fp8 multiplies a 16-bit or fp32 weight in float8; a qlora base is NF4 (use bf16-mixed)");
         k.require(!c.model.moe.enabled(), "train.precision", "fp8 is built for dense models: a mixture's experts see token counts that float8 matmuls (multiples of 16) cannot take");
+        k.require(!c.model.linear.enabled(), "train.precision", "fp8 is not modelled for Gated DeltaNet layers (their conv and gated rule run in 16 or 32 bits): use bf16-mixed");
         // Modulo 16 first: the product itself may overflow on absurd input, which validation must survive.
         const auto tokens = mul(t.seqLen, t.microBatch);
         k.require(((t.seqLen % 16) * (t.microBatch % 16)) % 16 == 0, "train.seq_len",
@@ -429,7 +474,11 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
         k.range(t.lora.dropout, 0, true, 1, false, "train.lora.dropout");
         // The model's own projection names (Phi-3's qkv_proj and gate_up_proj where fused); a
         // sparse model's experts are still targeted as gate_proj, up_proj, down_proj.
-        const auto dense = denseProjections(c.model);
+        auto dense = denseProjections(c.model);
+        if (c.model.linear.enabled()) { // linear_attn's projections beside the full layers' (out_proj ...)
+            const auto linear = linearAttentionProjections(c.model);
+            dense.insert(dense.end(), linear.begin(), linear.end());
+        }
         std::vector<std::string> names;
         for (const auto &p : dense)
             names.push_back(p.name);

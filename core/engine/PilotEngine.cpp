@@ -29,7 +29,9 @@ double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t
     const double trained = static_cast<double>(counts.trainable);
     const double tokens = static_cast<double>(tokensPerStep);
     const auto &m = config.model;
-    const double attention = 12.0 * static_cast<double>(m.layers) * static_cast<double>(m.attentionHeads) * m.attentionFlopsHeadDim() * static_cast<double>(seqLen);
+    // Softmax attention's scores on the full-attention layers only; a Gated DeltaNet layer's state
+    // products are not counted (its projections are, through the parameters).
+    const double attention = 12.0 * static_cast<double>(m.fullAttentionLayers()) * static_cast<double>(m.attentionHeads) * m.attentionFlopsHeadDim() * static_cast<double>(seqLen);
     return (6.0 * trained + 4.0 * frozen + attention) * tokens;
 }
 

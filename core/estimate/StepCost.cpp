@@ -30,8 +30,8 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
     }
     // Keys each query is scored against, summed over layers: the sequence, or a sliding layer's window.
     double keys = 0;
-    for (int64_t layer = 0; layer < m.layers; ++layer)
-        keys += static_cast<double>(m.traits.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen);
+    for (int64_t layer = 0; layer < m.layers; ++layer) // a Gated DeltaNet layer scores no keys
+        keys += m.linear.linear(layer) ? 0.0 : static_cast<double>(m.traits.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen);
     const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) * keys *
                                     static_cast<double>(m.attentionHeads) * m.attentionFlopsHeadDim();
     forward += attentionForward;

@@ -37,20 +37,38 @@ GatedDeltaNetImpl::GatedDeltaNetImpl(const GatedDeltaNetOptions &o, const torch:
     // Transformers' order of registration (LibTorch lists dt_bias and A_log, the module's own, first).
     convWeight = weightOf("conv1d", {o.convChannels(), 1, o.convKernel}, options);
     if (o.layout == GatedDeltaNetLayout::InterleavedQkvzBa) {
-        inProjQkvz = weightOf("in_proj_qkvz", {2 * keyDim + 2 * valueDim, o.hidden}, options);
-        inProjBa = weightOf("in_proj_ba", {2 * o.valueHeads, o.hidden}, options);
+        projection("in_proj_qkvz", o.hidden, 2 * keyDim + 2 * valueDim, inProjQkvz, options);
+        projection("in_proj_ba", o.hidden, 2 * o.valueHeads, inProjBa, options);
     }
     dtBias = register_parameter("dt_bias", placeholder({o.valueHeads}, options));
     aLog = register_parameter("A_log", placeholder({o.valueHeads}, options));
     normWeight = weightOf("norm", {o.valueHeadDim}, options);
-    outProj = weightOf("out_proj", {o.hidden, valueDim}, options);
+    projection("out_proj", valueDim, o.hidden, outProj, options);
     if (o.layout == GatedDeltaNetLayout::SeparateQkvZBA) {
         // Qwen3_5GatedDeltaNet deletes the fused projections and adds these after the rest.
-        inProjQkv = weightOf("in_proj_qkv", {2 * keyDim + valueDim, o.hidden}, options);
-        inProjZ = weightOf("in_proj_z", {valueDim, o.hidden}, options);
-        inProjB = weightOf("in_proj_b", {o.valueHeads, o.hidden}, options);
-        inProjA = weightOf("in_proj_a", {o.valueHeads, o.hidden}, options);
+        projection("in_proj_qkv", o.hidden, 2 * keyDim + valueDim, inProjQkv, options);
+        projection("in_proj_z", o.hidden, valueDim, inProjZ, options);
+        projection("in_proj_b", o.hidden, o.valueHeads, inProjB, options);
+        projection("in_proj_a", o.hidden, o.valueHeads, inProjA, options);
     }
+    m_o.makeProjection = nullptr; // a builder's captures need not outlive the construction
+}
+
+void GatedDeltaNetImpl::projection(const std::string &name, int64_t in, int64_t out, torch::Tensor &weight, const torch::TensorOptions &options)
+{
+    if (!m_o.makeProjection) {
+        weight = weightOf(name, {out, in}, options);
+        return;
+    }
+    torch::nn::AnyModule module = m_o.makeProjection(name, in, out);
+    register_module(name, module.ptr());
+    m_projections.emplace(name, std::move(module));
+}
+
+torch::Tensor GatedDeltaNetImpl::project(const std::string &name, const torch::Tensor &weight, const torch::Tensor &x)
+{
+    const auto it = m_projections.find(name);
+    return it == m_projections.end() ? torch::nn::functional::linear(x, weight) : it->second.forward(x);
 }
 
 torch::Tensor GatedDeltaNetImpl::weightOf(const std::string &module, std::vector<int64_t> shape, const torch::TensorOptions &options)
@@ -62,7 +80,6 @@ torch::Tensor GatedDeltaNetImpl::weightOf(const std::string &module, std::vector
 torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor &x)
 {
     RECORD_USER_SCOPE("pb.linear_attention");
-    namespace F = torch::nn::functional;
     const int64_t b = x.size(0), t = x.size(1);
     const int64_t hk = m_o.keyHeads, hv = m_o.valueHeads, dk = m_o.keyHeadDim, dv = m_o.valueHeadDim;
     const int64_t perKey = hv / hk;
@@ -70,19 +87,19 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor &x)
     if (m_o.layout == GatedDeltaNetLayout::InterleavedQkvzBa) {
         // fix_query_key_value_ordering: per key head [q | k | its value heads' v | their z] and
         // [its b | its a]; v, z, b and a then flattened over (key head, value head of it).
-        const auto qkvz = F::linear(x, inProjQkvz).view({b, t, hk, 2 * dk + 2 * perKey * dv});
+        const auto qkvz = project("in_proj_qkvz", inProjQkvz, x).view({b, t, hk, 2 * dk + 2 * perKey * dv});
         const auto parts = qkvz.split_with_sizes({dk, dk, perKey * dv, perKey * dv}, -1);
-        const auto ba = F::linear(x, inProjBa).view({b, t, hk, 2 * perKey});
+        const auto ba = project("in_proj_ba", inProjBa, x).view({b, t, hk, 2 * perKey});
         const auto gates = ba.split_with_sizes({perKey, perKey}, -1);
         mixed = torch::cat({parts[0].reshape({b, t, -1}), parts[1].reshape({b, t, -1}), parts[2].reshape({b, t, -1})}, -1);
         z = parts[3].reshape({b, t, hv, dv});
         beta = gates[0].reshape({b, t, hv}).sigmoid();
         a = gates[1].reshape({b, t, hv});
     } else {
-        mixed = F::linear(x, inProjQkv);
-        z = F::linear(x, inProjZ).view({b, t, hv, dv});
-        beta = F::linear(x, inProjB).sigmoid();
-        a = F::linear(x, inProjA);
+        mixed = project("in_proj_qkv", inProjQkv, x);
+        z = project("in_proj_z", inProjZ, x).view({b, t, hv, dv});
+        beta = project("in_proj_b", inProjB, x).sigmoid();
+        a = project("in_proj_a", inProjA, x);
     }
     // The causal depthwise conv: padded by kernel - 1 on both sides, the first T outputs kept.
     const int64_t channels = m_o.convChannels();
@@ -100,7 +117,7 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor &x)
     }
     const auto attended = chunkGatedDeltaRule(q, k, v, g, beta, m_o.chunkSize, {}, false, /*l2NormQk=*/true).output;
     const auto normed = gatedRmsNorm(attended, z, normWeight, m_o.normEps);
-    return F::linear(normed.reshape({b, t, m_o.valueDim()}), outProj);
+    return project("out_proj", outProj, normed.reshape({b, t, m_o.valueDim()}));
 }
 
 } // namespace pb

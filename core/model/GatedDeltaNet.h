@@ -15,6 +15,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 
 namespace pb {
 
@@ -39,6 +42,10 @@ struct GatedDeltaNetOptions {
     double normEps = 1e-6;       // rms_norm_eps (the gated norm's)
     int64_t chunkSize = 64;      // torch_chunk_gated_delta_rule's default
     GatedDeltaNetLayout layout = GatedDeltaNetLayout::InterleavedQkvzBa;
+    // Builds the projection `name` (in -> out, no bias) as a module whose forward the layer calls:
+    // the decoder's LoraLinear, so adapters, NF4 and float8 reach these projections as any other.
+    // Unset: a plain weight (the tensors below).
+    std::function<torch::nn::AnyModule(const std::string &name, int64_t in, int64_t out)> makeProjection;
 
     int64_t keyDim() const { return keyHeads * keyHeadDim; }
     int64_t valueDim() const { return valueHeads * valueHeadDim; }
@@ -57,7 +64,8 @@ public:
     const GatedDeltaNetOptions &settings() const { return m_o; }
 
     // The parameters, by their checkpoint names. InterleavedQkvzBa: inProjQkvz, inProjBa;
-    // SeparateQkvZBA: inProjQkv, inProjZ, inProjB, inProjA; undefined otherwise.
+    // SeparateQkvZBA: inProjQkv, inProjZ, inProjB, inProjA; undefined otherwise, and undefined for
+    // every projection built by makeProjection.
     torch::Tensor convWeight;      // conv1d.weight [2 Hk Dk + Hv Dv, 1, convKernel]
     torch::Tensor inProjQkvz, inProjBa;
     torch::Tensor inProjQkv, inProjZ, inProjB, inProjA;
@@ -68,7 +76,11 @@ public:
 
 private:
     torch::Tensor weightOf(const std::string &module, std::vector<int64_t> shape, const torch::TensorOptions &options);
+    // A projection in -> out: a plain weight into `weight`, or makeProjection's module into m_projections.
+    void projection(const std::string &name, int64_t in, int64_t out, torch::Tensor &weight, const torch::TensorOptions &options);
+    torch::Tensor project(const std::string &name, const torch::Tensor &weight, const torch::Tensor &x);
     GatedDeltaNetOptions m_o;
+    std::map<std::string, torch::nn::AnyModule> m_projections;
 };
 TORCH_MODULE(GatedDeltaNet);
 

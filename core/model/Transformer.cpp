@@ -289,7 +289,7 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_softcap(config.model.traits.attentionSoftcap), m_temperatureBeta(config.model.traits.queryTemperatureBeta),
       m_temperatureLength(config.model.traits.queryTemperatureLength), m_temperatureOffset(config.model.traits.queryTemperatureOffset),
       m_temperatureNoRope(config.model.traits.queryTemperatureNoRope), m_temperatureFp32(config.model.traits.queryTemperatureFp32),
-      m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps)
+      m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate)
 {
     const auto &m = config.model;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
@@ -337,6 +337,13 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
     } else {
         qp = q->forward(x);
         kp = k->forward(x);
+    }
+    torch::Tensor gate;
+    if (m_outputGate) {
+        // Qwen3NextAttention: per head [query | gate], split before the q norm sees the query.
+        const auto both = qp.view({b, t, m_heads, 2 * m_headDim});
+        gate = both.narrow(-1, m_headDim, m_headDim).reshape({b, t, qDim});
+        qp = both.narrow(-1, 0, m_headDim).reshape({b, t, qDim});
     }
     if (m_qkNorm == QkNorm::Full) { // OLMoE, OLMo 2: over the whole projection
         qp = qNorm->forward(qp);
@@ -404,7 +411,10 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         attended = fusedMaskedAttention(qs, ks, vs, m_scale, in.windowMask);
     else
         attended = compat::groupedCausalAttention(qs, ks, vs, m_fused);
-    return o->forward(attended.transpose(1, 2).reshape({b, t, m_heads * m_headDim}));
+    auto merged = attended.transpose(1, 2).reshape({b, t, m_heads * m_headDim});
+    if (gate.defined())
+        merged = merged * torch::sigmoid(gate);
+    return o->forward(merged);
 }
 
 MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names,
@@ -465,7 +475,22 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
     };
     // Registered in the checkpoint's order of names within a layer.
     beforeAttention = norm(names.beforeAttention);
-    if (m.latent.enabled())
+    if (layer >= 0 && m.linear.linear(layer)) {
+        const LinearAttention &l = m.linear;
+        GatedDeltaNetOptions o;
+        o.hidden = m.hiddenSize;
+        o.keyHeads = l.keyHeads;
+        o.valueHeads = l.valueHeads;
+        o.keyHeadDim = l.keyHeadDim;
+        o.valueHeadDim = l.valueHeadDim;
+        o.convKernel = l.convKernel;
+        o.normEps = m.normEps;
+        o.layout = l.layout == LinearAttentionLayout::QkvzBa ? GatedDeltaNetLayout::InterleavedQkvzBa : GatedDeltaNetLayout::SeparateQkvZBA;
+        o.makeProjection = [&config, options](const std::string &name, int64_t in, int64_t out) {
+            return torch::nn::AnyModule(LoraLinear(in, out, false, config, name, options));
+        };
+        linearAttention = register_module("linear_attn", GatedDeltaNet(o, options));
+    } else if (m.latent.enabled())
         latentAttention = register_module("self_attn", makeLatentAttention(config, runtime, options));
     else
         attention = register_module("self_attn", SelfAttention(config, runtime, options));
@@ -486,7 +511,9 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInput
     RECORD_USER_SCOPE("pb.block"); // the residual adds
     auto scaled = [this](torch::Tensor t) { return m_residualScale == 1.0 ? t : t * m_residualScale; };
     const auto attentionInput = beforeAttention ? beforeAttention->forward(x) : x;
-    auto a = attention ? attention->forward(attentionInput, in) : latentAttention->forward(attentionInput, in);
+    auto a = linearAttention ? linearAttention->forward(attentionInput)
+             : attention     ? attention->forward(attentionInput, in)
+                             : latentAttention->forward(attentionInput, in);
     if (afterAttention)
         a = afterAttention->forward(a);
     auto h = x + scaled(a);
@@ -550,7 +577,12 @@ void DecoderModelImpl::initialise(uint64_t seed)
             const size_t n = std::strlen(tail);
             return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
         };
-        if (name.find("lora_B") != std::string::npos || endsWith(".bias") || endsWith("_bias")) // gpt-oss's experts.gate_up_proj_bias ...
+        const bool linearMixer = name.find(".linear_attn.") != std::string::npos;
+        if (linearMixer && endsWith(".A_log")) // Qwen3_5PreTrainedModel: log(uniform(0.01, 16)), kept from -inf
+            p.uniform_(0.01, 16.0).log_();
+        else if (linearMixer && (endsWith(".dt_bias") || endsWith(".norm.weight"))) // ones; the gated norm has no unit offset
+            p.fill_(1.0);
+        else if (name.find("lora_B") != std::string::npos || endsWith(".bias") || endsWith("_bias")) // gpt-oss's experts.gate_up_proj_bias ...
             p.zero_();
         else if (endsWith(".sinks")) // as GptOssPreTrainedModel
             p.normal_(0.0, 0.02);

@@ -6,6 +6,7 @@
 // safetensors and checkpoints load by name.
 #include "config/RunConfig.h"
 #include "model/Fp8Linear.h"
+#include "model/GatedDeltaNet.h"
 #include "model/Nf4.h"
 #include "model/StackedExperts.h"
 
@@ -121,6 +122,7 @@ private:
     bool m_temperatureNoRope, m_temperatureFp32;
     bool m_ropeFp32;
     double m_normEps;             // Llama 4's L2 q/k norm
+    bool m_outputGate;            // model.attention_output_gate: q_proj's second half per head gates the output
 };
 TORCH_MODULE(SelfAttention);
 
@@ -190,6 +192,7 @@ public:
     RmsNorm beforeAttention {nullptr}, afterAttention {nullptr}, beforeMlp {nullptr}, afterMlp {nullptr};
     SelfAttention attention {nullptr};
     std::shared_ptr<BlockAttention> latentAttention;  // in place of attention where the model has latent attention
+    GatedDeltaNet linearAttention {nullptr};          // in place of attention on a linear layer (model.linear_attention)
     Mlp mlp {nullptr};                 // a dense layer
     SparseMoe moe {nullptr};           // a sparse one
 

@@ -6,6 +6,7 @@
 #include "config/HfDenseFamilies.h"
 #include "config/HfGptOss.h"
 #include "config/HfLlama4.h"
+#include "config/HfQwenHybrid.h"
 #include "config/HfRope.h"
 #include "config/JsonReader.h"
 #include "config/RunConfigValidation.h"
@@ -93,7 +94,7 @@ void refuseExperts(const QJsonObject &json, const std::string &where, const std:
         if (v.isUndefined() || v.isNull() || (v.isDouble() && v.toDouble() == 0))
             continue;
         throw InvalidInputError(hfField(where, key), "got " + jsonTypeName(v) + ", but model_type '" + type +
-                                "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3, kimi_k2, glm4_moe, llama4, gpt_oss)");
+                                "' is a dense model without experts (mixture-of-experts types: mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3, kimi_k2, glm4_moe, llama4, gpt_oss, qwen3_next, qwen3_5_moe)");
     }
 }
 
@@ -214,7 +215,8 @@ const std::vector<std::string> &hfSupportedModelTypes()
             t.push_back(dense);
         // Multimodal configs whose text model is piloted (text_config; the vision tower is not),
         // then the mixtures of experts.
-        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v3", "kimi_k2", "glm4_moe", "llama4", "llama4_text", "gpt_oss"})
+        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v3", "kimi_k2", "glm4_moe", "llama4", "llama4_text", "gpt_oss",
+                                 "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
             t.emplace_back(type);
         return t;
     }();
@@ -238,7 +240,8 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
             list += (list.empty() ? "" : ", ") + t;
         throw InvalidInputError(hfField(where, "model_type"), "unsupported model type '" + type + "' (supported: " + list + ")");
     }
-    if (type == "gemma3" || type == "mistral3" || type == "llama4") {
+    const bool qwenMultimodal = type == "qwen3_5" || type == "qwen3_5_moe";
+    if (type == "gemma3" || type == "mistral3" || type == "llama4" || qwenMultimodal) {
         // The text model of a multimodal config; its vision tower and projector are not piloted.
         const QJsonValue text = json.value(QLatin1String("text_config"));
         if (!text.isObject())
@@ -246,7 +249,11 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
                                                                                        : "expected an object, got " + jsonTypeName(text));
         QJsonObject inner = text.toObject();
         if (!inner.contains(QLatin1String("model_type")))
-            inner.insert(QStringLiteral("model_type"), type == "gemma3" ? QStringLiteral("gemma3_text") : type == "llama4" ? QStringLiteral("llama4_text") : QStringLiteral("mistral"));
+            inner.insert(QStringLiteral("model_type"), type == "gemma3"        ? QStringLiteral("gemma3_text")
+                                                       : type == "llama4"      ? QStringLiteral("llama4_text")
+                                                       : type == "qwen3_5"     ? QStringLiteral("qwen3_5_text")
+                                                       : type == "qwen3_5_moe" ? QStringLiteral("qwen3_5_moe_text")
+                                                                               : QStringLiteral("mistral"));
         if (inner.value(QLatin1String("model_type")).toString() == QString::fromStdString(type))
             throw InvalidInputError(hfField(where, "text_config.model_type"), "names the multimodal type itself");
         // Keys the text config leaves to its parent (tied embeddings) are read from it; the sizes it
@@ -255,6 +262,11 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
         if (!inner.contains(QLatin1String("tie_word_embeddings")) && json.contains(QLatin1String("tie_word_embeddings")))
             inner.insert(QStringLiteral("tie_word_embeddings"), json.value(QLatin1String("tie_word_embeddings")));
         const QString innerType = inner.value(QLatin1String("model_type")).toString();
+        // Qwen3.5's text model is its own config class: a text_config of another type would be read
+        // with the wrong defaults and the wrong linear-attention layout.
+        if (qwenMultimodal && innerType.toStdString() != type + "_text")
+            throw InvalidInputError(hfField(where, "text_config.model_type"), "expected " + type + "_text (the text model of a " + type + " config), got '" +
+                                    innerType.toStdString() + "'");
         const QJsonObject defaults = innerType == QLatin1String("gemma3_text")
                                          ? QJsonObject {{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
                                                         {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256}, {"max_position_embeddings", 131072}}
@@ -275,6 +287,8 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
         return hfLlama4TextShape(json, where);
     if (type == "gpt_oss") // likewise: config/HfGptOss.cpp
         return hfGptOssShape(json, where);
+    if (isQwenHybridType(type)) // likewise: config/HfQwenHybrid.cpp
+        return hfQwenHybridShape(json, where);
     const bool moe = isMoeType(type);
     const bool traitFamily = std::find(hfDenseTraitTypes().begin(), hfDenseTraitTypes().end(), type) != hfDenseTraitTypes().end();
     const bool deepseek = isDeepseekV3Type(type); // its own keys: config/HfDeepseek.cpp

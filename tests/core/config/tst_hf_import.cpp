@@ -271,7 +271,7 @@ private Q_SLOTS:
         QTest::newRow("unsupported type") << "" << "model_type" << QJsonValue(QStringLiteral("gpt2")) << "unsupported model type 'gpt2'";
         QTest::newRow("gemma4 named") << "" << "model_type" << QJsonValue(QStringLiteral("gemma4_text")) << "'gemma4_text' is not modelled yet: its per-layer input embeddings";
         QTest::newRow("supported types listed") << "" << "model_type" << QJsonValue(QStringLiteral("glm4_moe_lite"))
-                                                << "(supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, olmo3, phi3, glm4, smollm3, granite, ministral3, gemma3, mistral3, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3, kimi_k2, glm4_moe, llama4, llama4_text, gpt_oss)";
+                                                << "(supported: llama, mistral, qwen2, qwen3, gemma2, gemma3_text, olmo2, olmo3, phi3, glm4, smollm3, granite, ministral3, gemma3, mistral3, mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3, kimi_k2, glm4_moe, llama4, llama4_text, gpt_oss, qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text)";
         QTest::newRow("dense type with num_local_experts") << "" << "num_local_experts" << QJsonValue(8)
                                                            << "num_local_experts: got the number 8, but model_type 'llama' is a dense model without experts";
         QTest::newRow("dense type with num_experts") << "" << "num_experts" << QJsonValue(4) << "num_experts: got the number 4, but model_type 'llama' is a dense model";

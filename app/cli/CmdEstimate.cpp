@@ -94,6 +94,10 @@ void printText(CliContext &ctx, const MemoryEstimate &e)
     else
         ctx.out << QStringLiteral("; not calibrated (no stored pilot residual matches)\n");
     ctx.out << QStringLiteral("  %1 TFLOP per step\n").arg(e.flopsPerStep / 1e12, 0, 'f', 2);
+    // A gap in the model is printed with the figure it makes wrong, not only in --json's assumptions.
+    for (const auto &a : e.assumptions)
+        if (a.rfind("NOT MODELLED", 0) == 0)
+            ctx.out << QStringLiteral("  %1\n").arg(QString::fromStdString(a));
 }
 
 int runEstimate(CliContext &ctx)

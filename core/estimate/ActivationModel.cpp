@@ -586,6 +586,10 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     if (anySparse)
         out.assumptions.push_back("mixture of experts: N*k routed token copies per sparse layer (N = micro_batch x seq_len tokens, k = experts_per_token), "
                                   "split evenly across the experts where a per-expert peak depends on it; expert parallelism not modelled");
+    if (m.linear.enabled() || m.traits.attentionOutputGate) // issue 30: said, not hidden
+        out.assumptions.push_back("NOT MODELLED: the Gated DeltaNet layers (model.linear_attention: the conv, the chunked rule's state and "
+                                  "intermediates) and the attention output gate are walked as plain attention layers; "
+                                  "this activation figure is not a prediction for this model");
     return out;
 }
 

@@ -15,7 +15,7 @@ parameter (float32 gradient of the float64 loss). meta.json says what each fixtu
 Counts mode builds the published text models on the meta device from their config.json and writes
 DIR/counts.json {name: {model_type, total_params, active_params, config}} and DIR/configs/<short-name>/config.json.
 
-The sparse families (gpt_oss, deepseek_v3, deepseek_v3_no_q_lora, glm4_moe, llama4_text) write the same folders, with the
+The sparse families (gpt_oss, deepseek_v3, deepseek_v3_no_q_lora, glm4_moe, llama4_text, qwen3_next) write the same folders, with the
 weights and every grad.<name> under the names and layouts of the families' published safetensors (see to_hub),
 the loss including Transformers' load-balancing loss where the class adds one, and meta.json saying what was
 checked (reload of the written folder, our conversion against save_pretrained's); their configs for counts are
@@ -125,6 +125,19 @@ def families():
                        ["YaRN factor 4, original 16, mscale = mscale_all_dim = 1 (attention factor 1)",
                         "llama_4_scaling_beta 0.1: q scaled by 1+0.1*ln(1+floor(pos/16)) (positions 16..23)",
                         "untied", "no attention bias (the family has none)"]),
+        # Qwen3.5's dense text model (issue 30): Qwen3_5ForCausalLM, the separate in_proj_qkv / _z / _b / _a.
+        "qwen3_5_text": (common(tie_word_embeddings=False, attention_bias=False, head_dim=16,
+                                layer_types=["linear_attention", "full_attention"] * 2, linear_num_key_heads=2,
+                                linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+                                linear_conv_kernel_dim=4, hidden_act="silu",
+                                rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                 "partial_rotary_factor": 0.25, "mrope_interleaved": True,
+                                                 "mrope_section": [1, 1, 0]}),
+                         ["Gated DeltaNet (in_proj_qkv [q|k|v], in_proj_z, in_proj_b, in_proj_a) on layers 0 and 2, "
+                          "gated attention on 1 and 3; 2 key / 4 value heads of 8, conv 4",
+                          "partial_rotary_factor 0.25 (4 of 16 dims); interleaved mrope with text-only positions "
+                          "(all three rows equal: plain rotary)",
+                          "Qwen3_5RMSNorm (1 + weight, fp32), per-head q/k norm, dense SwiGLU MLP", "untied"]),
     }
 
 
@@ -379,6 +392,13 @@ HUB_PATTERNS = {
                  r"model\.layers\.\d+\.mlp\.gate\.weight", r"model\.layers\.\d+\.mlp\.gate\.e_score_correction_bias",
                  r"model\.layers\.\d+\.mlp\.experts\.\d+\.(gate_proj|up_proj|down_proj)\.weight",
                  r"model\.layers\.\d+\.mlp\.shared_experts\.(gate_proj|up_proj|down_proj)\.weight"],
+    "qwen3_next": [r"model\.layers\.\d+\.linear_attn\.(in_proj_qkvz|in_proj_ba|out_proj|conv1d|norm)\.weight",
+                   r"model\.layers\.\d+\.linear_attn\.(dt_bias|A_log)",
+                   r"model\.layers\.\d+\.self_attn\.(q|k|v|o)_proj\.weight", r"model\.layers\.\d+\.self_attn\.(q_norm|k_norm)\.weight",
+                   r"model\.layers\.\d+\.mlp\.(gate_proj|up_proj|down_proj)\.weight", r"model\.layers\.\d+\.mlp\.gate\.weight",
+                   r"model\.layers\.\d+\.mlp\.experts\.\d+\.(gate_proj|up_proj|down_proj)\.weight",
+                   r"model\.layers\.\d+\.mlp\.shared_expert\.(gate_proj|up_proj|down_proj)\.weight",
+                   r"model\.layers\.\d+\.mlp\.shared_expert_gate\.weight"],
     "llama4_text": [r"model\.layers\.\d+\.self_attn\.(q|k|v|o)_proj\.weight",
                     r"model\.layers\.\d+\.feed_forward\.(gate_proj|up_proj|down_proj)\.weight",
                     r"model\.layers\.\d+\.feed_forward\.router\.weight",
@@ -429,6 +449,28 @@ def sparse_families():
                   "norm_topk_prob true, routed_scaling_factor 2.5", "n_shared_experts 1 (shared_experts MLP)",
                   "first_k_dense_replace 1 (layer 0 dense MLP, layers 1..3 MoE)", "untied"]
     ds_noq_traits = ["q_lora_rank null (plain q_proj [heads*(nope+rope), hidden])"] + ds_traits[1:]
+    # Qwen3-Next (issue 30): Gated DeltaNet on layers 0 and 2, gated full attention on 1 and 3; Qwen2-MoE's
+    # block with a gated shared expert on layers 1..3, layer 0 dense (mlp_only_layers). SEQ (24) stays within
+    # one chunk of 64 of the gated delta rule; chunk boundaries are CI's (tst_gated_delta_rule).
+    qn = common(tie_word_embeddings=False, attention_bias=False, head_dim=16, partial_rotary_factor=0.25,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+                layer_types=["linear_attention", "full_attention"] * 2, linear_num_key_heads=2,
+                linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8, linear_conv_kernel_dim=4,
+                num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[0],
+                shared_expert_intermediate_size=16, router_aux_loss_coef=0.1, output_router_logits=True,
+                hidden_act="silu")
+    qn_traits = ["layer_types linear/full alternating: Gated DeltaNet (linear_attn) on layers 0 and 2, gated "
+                 "attention (self_attn) on 1 and 3",
+                 "Gated DeltaNet: 2 key heads / 4 value heads of 8 (q and k repeat_interleave'd), conv width 4 + SiLU, "
+                 "in_proj_qkvz / in_proj_ba grouped per key head (fix_query_key_value_ordering), A_log and dt_bias "
+                 "(noised), gated RMSNorm norm(o) * silu(z) (weight noised), torch_chunk_gated_delta_rule (chunk 64, "
+                 "computed in float32 even in the float64 model) unless the fla fast path is installed (meta.json)",
+                 "gated attention: q_proj [heads*head_dim*2] per head [query | gate], output * sigmoid(gate) before o_proj",
+                 "partial_rotary_factor 0.25: rotate_half on the first 4 of 16 dims",
+                 "Qwen3NextRMSNorm (1 + weight, fp32) for the layer norms, the final norm and per-head q/k norm",
+                 "softmax top-2 of 8, norm_topk_prob true; shared expert (16) with sigmoid shared_expert_gate",
+                 "mlp_only_layers [0]: layer 0 dense MLP", "output_router_logits true: loss includes 0.1 x the "
+                 "load-balancing loss", "untied"]
     return {
         "gpt_oss": dict(
             model_type="gpt_oss",
@@ -455,6 +497,7 @@ def sparse_families():
         "deepseek_v3_no_q_lora": dict(model_type="deepseek_v3", config=ds_noq, fit=ds_fit, correction_bias_std=0.2,
                                       traits=ds_noq_traits),
         "glm4_moe": dict(model_type="glm4_moe", config=glm, fit=ds_fit, correction_bias_std=0.2, traits=glm_traits),
+        "qwen3_next": dict(model_type="qwen3_next", config=qn, fit=ds_fit, traits=qn_traits),
         "llama4_text": dict(
             model_type="llama4_text",
             config=common(tie_word_embeddings=False, attention_bias=False, attention_chunk_size=8,
@@ -480,12 +523,13 @@ def sparse_families():
 
 
 # The types whose published checkpoints hold one Linear per expert (experts.<e>.gate_proj/up_proj/down_proj).
-PER_EXPERT_HUB = ("deepseek_v3", "glm4_moe")
+PER_EXPERT_HUB = ("deepseek_v3", "glm4_moe", "qwen3_next")
 
 
 def expert_shape(model_type, cfg):
     if model_type in PER_EXPERT_HUB:
-        return cfg.n_routed_experts, cfg.hidden_size, cfg.moe_intermediate_size
+        experts = getattr(cfg, "n_routed_experts", None) or cfg.num_experts  # Qwen3-Next: num_experts
+        return experts, cfg.hidden_size, cfg.moe_intermediate_size
     return cfg.num_local_experts, cfg.hidden_size, cfg.intermediate_size
 
 
@@ -869,7 +913,7 @@ def make_sparse_fixture(name, spec, out_root):
                 full = {"partial_rotary_factor": 1.0,
                         "rope_parameters": dict(cfg_dict["rope_parameters"], partial_rotary_factor=1.0)}
                 effects["partial_rotary_factor_1.0"] = effect_of(model_type, cfg_dict, model, full, {}, ids)
-            if model_type in PER_EXPERT_HUB:
+            if model_type in ("deepseek_v3", "glm4_moe"):  # the routers with a correction bias
                 effects["e_score_correction_bias_zeroed"] = effect_of(
                     model_type, cfg_dict, model, {}, {k: torch.zeros_like(v) for k, v in model.state_dict().items()
                                             if k.endswith("e_score_correction_bias")}, ids)
@@ -1039,6 +1083,10 @@ PUBLISHED_FILES = {
                     "value agrees with Glm4MoeConfig of GLM-4.5-Air as printed (sorted keys) in a public ms-swift log. "
                     "num_nextn_predict_layers 1: the hub's model.layers.46.* MTP layer; decoder_layers_built says "
                     "whether this Transformers builds it"),
+    "qwen3-next-80b-a3b": ("Qwen/Qwen3-Next-80B-A3B-Instruct",
+                           "Qwen/Qwen3-Next-80B-A3B-Instruct config.json from memory of the published file (not fetched; "
+                           "key order sorted as the hub file has it): 48 layers, full_attention_interval 4, 512 experts "
+                           "top 10, linear heads 16/32 of 128; the counts say whether Transformers agrees with ours"),
     "llama-4-scout-17b-16e": ("meta-llama/Llama-4-Scout-17B-16E",
                               "text_config of meta-llama/Llama-4-Scout-17B-16E as Transformers 4.51 prints Llama4Config "
                               "(public notes; moe_layers 0..47 written out, no_rope_layers as printed), with "

@@ -32,6 +32,8 @@ def reduced_config(path, layers):
         if raw.get("model_type") == "llama4":
             raw["model_type"] = "llama4_text"
     raw["num_hidden_layers"] = layers
+    if "attn_temperature_tuning" in raw:  # the published Scout config says 4; Transformers 5.17 wants a bool
+        raw["attn_temperature_tuning"] = bool(raw["attn_temperature_tuning"])
     for key in ("layer_types", "no_rope_layers", "moe_layers", "quantization_config", "auto_map"):
         raw.pop(key, None)  # rebuilt by the config class for the reduced depth; experts in bf16
     return raw

@@ -32,9 +32,9 @@ for P in "${PRESETS[@]}"; do
   if [ $WHAT = parity ] || [ $WHAT = all ]; then
     for prec in fp32 bf16-mixed; do
       echo "== $P ($L layers) parity, $prec"
-      rm -rf $W/ck-*  # a checkpoint with its optimizer state is tens of GB: one at a time
+      rm -rf $W/ck-*  # one at a time; SGD without momentum keeps no optimizer state (Scout's was 48 GB)
       $CLI pilot --config $W/$P.json --set model.layers=${PARITY_LAYERS:-1} --device cuda:0 "${DATA[@]}" --set train.precision=$prec --set train.seq_len=512 --set train.micro_batch=1 \
-          --steps 2 --warmup 0 --set checkpoint.every_steps=1 --checkpoint-dir $W/ck-$P-$prec --db $W/h.db --jsonl 2>$W/$P.parity.err | tail -1 > $W/$P.parity.json
+          --set train.optimizer=sgd --set train.momentum=0 --steps 2 --warmup 0 --set checkpoint.every_steps=1 --checkpoint-dir $W/ck-$P-$prec --db $W/h.db --jsonl 2>$W/$P.parity.err | tail -1 > $W/$P.parity.json
       python3 -c "import json; d=json.load(open('$W/$P.parity.json')); print(json.dumps({'preset': '$P', 'precision': '$prec', 'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))" | tee -a $OUT/sparse_parity.jsonl
       $CLI config new --preset $P --set model.layers=${PARITY_LAYERS:-1} --set train.seq_len=512 --set train.micro_batch=1 --set train.precision=$prec --out $W/$P-parity.json >/dev/null
       python3 tests/bench/hf_sparse_reference.py --config $W/$P-parity.json --hf-config $HFC --weights $(ls -d $W/ck-$P-$prec/step-* | head -1) --tokens $W/same.bin --steps 0 2>$W/$P.hfw.err \

@@ -55,7 +55,7 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
         auto &layer = layers[static_cast<size_t>(p.layer)];
         // qlora's NF4 bases and fp8's bases (cast to float8 at each matmul, not cached by autocast):
         // the largest of the attention and of the MLP.
-        const bool attention = p.name.find(".self_attn.") != std::string::npos;
+        const bool attention = p.name.find(".self_attn.") != std::string::npos || p.name.find(".linear_attn.") != std::string::npos;
         const bool float8Base = isFp8(config.train.precision) && p.isMatrix && !p.isLora;
         if (p.nf4) {
             auto &largest = attention ? layer.nf4AttentionNumel : layer.nf4MlpNumel;
@@ -139,7 +139,9 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
         if (p.trainable) {
             // Made in the block's backward once the attention's part is reached: the MLP's, every norm
             // after attention's input, o_proj's; the MLP's output norm and down_proj's come first.
-            if (p.name.find("." + denseMlp) != std::string::npos || normRole > 0 || p.name.find(".o_proj.") != std::string::npos) {
+            // (Gated DeltaNet: out_proj and the gated norm's weight, as o_proj.)
+            if (p.name.find("." + denseMlp) != std::string::npos || normRole > 0 || p.name.find(".o_proj.") != std::string::npos ||
+                p.name.find(".linear_attn.out_proj.") != std::string::npos || p.name.find(".linear_attn.norm.") != std::string::npos) {
                 layer.afterAttentionGradBytes += bytes;
                 layer.afterAttentionCopyBytes += copy;
             }
@@ -158,6 +160,24 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
             else if (p.name.find(".weight") != std::string::npos)
                 proj.trainable = p.trainable;
         }
+        // Gated DeltaNet's projections (model/GatedDeltaNet.h), its conv, decay and gated norm.
+        static const char *const linearNames[] = {"in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"};
+        for (const char *name : linearNames) {
+            if (p.name.find(std::string(".linear_attn.") + name + ".") == std::string::npos)
+                continue;
+            auto &proj = layer.proj[name];
+            proj.float8Input = config.train.precision == Precision::Fp8Tensorwise;
+            if (p.isLora)
+                proj.lora = true;
+            else if (p.name.find(".weight") != std::string::npos)
+                proj.trainable = p.trainable;
+        }
+        if (p.name.find(".linear_attn.A_log") != std::string::npos)
+            layer.decayTrains = p.trainable;
+        if (p.name.find(".linear_attn.norm.weight") != std::string::npos)
+            layer.gatedNormTrains = p.trainable;
+        if (p.name.find(".linear_attn.conv1d.weight") != std::string::npos)
+            layer.convTrains = p.trainable;
         if (normRole >= 0)
             layer.normTrains[normRole] = p.trainable;
         if (p.name.find("self_attn.sinks") != std::string::npos)
@@ -203,6 +223,103 @@ int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t byt
     const int64_t chunk = budget / std::max<int64_t>(1, vocab * bytesPerLogit);
     return std::clamp<int64_t>(chunk, 1, std::max<int64_t>(tokens, 1));
 }
+
+namespace {
+
+// What a Gated DeltaNet layer (model/GatedDeltaNet.cpp, model/GatedDeltaRule.cpp) adds to its block.
+struct GatedDeltaNetBytes {
+    bool grad = false;         // its output needs a gradient
+    int64_t forwardAbove = 0;  // the forward's worst point: the block's kept set so far and what is alive
+    int64_t backwardAt = 0;    // the backward's worst point (the chunk loop's): what is still kept and the gradients made
+    int64_t noGradLive = 0;    // under no_grad, its worst live set (the block input's norm output included)
+};
+
+// The layer as LibTorch 1.13 / 2.x autograd sees it, op by op, for B x T tokens (`walk.n`), the
+// projections in the compute dtype `c` (autocast's), the rule in float32 on T padded to a multiple of
+// the chunk (64). Everything scales with T: the chunk's C x C tensors are per chunk, not T x T.
+GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx1, bool y1Grad, int64_t b, int64_t t,
+                                 int64_t &unkeptCopies)
+{
+    const LinearAttention &l = config.model.linear;
+    const int64_t n = walk.n, c = walk.c, f = 4;
+    const int64_t hk = l.keyHeads, hv = l.valueHeads, dk = l.keyHeadDim, dv = l.valueHeadDim, w = l.convKernel;
+    const int64_t keyDim = l.keyDim(), valueDim = l.valueDim(), channels = l.convChannels(), h = config.model.hiddenSize;
+    const int64_t perKey = hv / std::max<int64_t>(1, hk), kr = hv * dk;   // q and k repeated per value head
+    constexpr int64_t chunk = 64;
+    const int64_t tp = (t + chunk - 1) / chunk * chunk, np = b * tp, chunks = tp / chunk, bh = b * hv;
+    auto proj = [&](const char *name) {
+        const auto it = layer.proj.find(name);
+        return it == layer.proj.end() ? Projection {} : it->second;
+    };
+    const bool interleaved = l.layout == LinearAttentionLayout::QkvzBa;
+    const std::vector<Projection> readers = interleaved ? std::vector<Projection> {proj("in_proj_qkvz"), proj("in_proj_ba")}
+                                                        : std::vector<Projection> {proj("in_proj_qkv"), proj("in_proj_z"), proj("in_proj_b"), proj("in_proj_a")};
+    walk.linears(h, dx1, readers);
+    if (walk.mixed && !y1Grad)
+        for (const auto &p : readers)
+            unkeptCopies += p.lora ? 2 * walk.rank * h : 0;
+    GatedDeltaNetBytes out;
+    out.grad = y1Grad || std::any_of(readers.begin(), readers.end(), [](const Projection &p) { return p.needsGrad(); }) || layer.convTrains ||
+               layer.decayTrains;
+    const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
+    // The projections' outputs, alive through the layer (z is a view of in_proj_qkvz's output).
+    const int64_t projected = c * n * (interleaved ? 2 * keyDim + 2 * valueDim + 2 * hv : 2 * keyDim + 2 * valueDim + 2 * hv);
+    // Under no_grad: at the chunk rule's kCumDecay (the projections, the conv's input and SiLU's
+    // output, the repeated q and k, then the rule's fp32 q, k, v, beta, decays, kBeta, vBeta, the
+    // inverse and the value, the C x C scores of the chunk's keys).
+    out.noGradLive = dx1 * n * h + projected + c * n * channels + (perKey > 1 ? 2 * c * n * kr : 0) + 4 * n * hv +
+                     f * np * (3 * kr + 2 * valueDim + 2 * hv) + 3 * f * np * chunk * hv + c * np * valueDim + c * np * (kr + chunk * hv);
+    if (!out.grad) {
+        walk.linears(valueDim, c, {proj("out_proj")});
+        out.forwardAbove = walk.saved + out.noGradLive;
+        out.backwardAt = walk.saved;
+        return out;
+    }
+    // beta = sigmoid(b): its output. The causal conv keeps its input ([q | k | v], a new tensor) and
+    // SiLU its input: the conv's whole output over T + kernel - 1 positions.
+    walk.saved += c * n * hv + c * n * channels + c * b * channels * (t + w - 1);
+    // g = -exp(A_log) * softplus(a.float() + dt_bias): softplus keeps its fp32 input, the product
+    // its output where A_log trains.
+    walk.saved += 4 * n * hv + (layer.decayTrains ? 4 * n * hv : 0);
+    // L2 norm of q and k (x * rsqrt(sum(x^2))): x itself (the repeated copies, or views of SiLU's
+    // output keeping it whole) and the per-row rsqrt.
+    walk.saved += (perKey > 1 ? 2 * c * n * kr : c * n * channels) + 2 * c * n * hv;
+    // The rule in fp32 over the padded T: v and beta (kept by v * beta), k and beta (k * beta), the
+    // scaled q (per chunk q * exp(g)), kBeta (kBeta * exp(g)); exp(g) and the decays' exponential
+    // and its masked copy ([chunk, chunk] per chunk).
+    walk.saved += f * np * (valueDim + hv) + f * np * kr + f * np * kr + f * np * kr + f * np * hv + 2 * f * np * chunk * hv;
+    // Autocast's 16-bit copies for the matmuls: kBeta and k (their product with the decay keeps the
+    // 16-bit product too), the inverse (fp32, kept by itself) twice, vBeta, kBeta * exp(g); kCumDecay
+    // (16-bit) kept by the loop's matmuls where there is more than one chunk.
+    walk.saved += 2 * c * np * kr + c * np * chunk * hv + f * np * chunk * hv + 2 * c * np * chunk * hv + c * np * valueDim + c * np * kr +
+                  (chunks > 1 ? c * np * kr : 0);
+    const int64_t beforeLoop = walk.saved;
+    // Per chunk: 16-bit copies of q and k, their product (kept by the decay's product) and the masked
+    // scores' copy, two 16-bit copies of the state, the new values, exp(g); after the first chunk, q *
+    // exp(g)'s copy; for all but the last, the fp32 state, k * exp(gLast - g)'s copy and that exponential.
+    walk.saved += chunks * (2 * c * bh * chunk * dk + 2 * c * bh * chunk * chunk + 2 * c * bh * dk * dv + c * bh * chunk * dv + 4 * bh * chunk) +
+                  (chunks - 1) * (c * bh * chunk * dk + 4 * bh * dk * dv + c * bh * chunk * dk + 4 * bh * chunk);
+    // At the loop's end: the chunks' outputs, their stack, the value (16-bit) and the fp32 transients.
+    const int64_t atStack = walk.saved + 2 * c * np * valueDim + c * np * valueDim + projected + y1Alive;
+    // The gated RMSNorm over Dv (fp32): h = x.float() (kept by pow and the rsqrt product; pow's
+    // output too where mean keeps its input), rsqrt's output; weight * h' keeps h' cast back where the
+    // weight trains; the product (the weight's dtype) and silu(z.float())'s output kept by the gate's
+    // product, silu's fp32 input.
+    const int64_t dw = layer.gatedNormTrains ? trainableParamBytes(config.train.precision) : frozenParamBytes(config.train.precision);
+    walk.saved += 4 * n * valueDim + (walk.meanKeepsInput ? 4 * n * valueDim : 0) + 4 * n * hv + (layer.gatedNormTrains ? c * n * valueDim : 0) +
+                  std::max(c, dw) * n * valueDim + 4 * n * valueDim + 4 * n * valueDim;
+    const int64_t atNorm = walk.saved + c * n * valueDim + 3 * 4 * n * valueDim + projected + y1Alive;
+    walk.linears(valueDim, c, {proj("out_proj")});
+    out.forwardAbove = std::max(atStack, atNorm);
+    // Backward through the chunk loop: every select's gradient is the whole tensor's, accumulated:
+    // q's and k's (fp32), the value's and kCumDecay's (16-bit), the decays' and g's (fp32), and one
+    // more of the largest being added.
+    out.backwardAt = beforeLoop + 2 * f * np * kr + c * np * valueDim + c * np * kr + f * np * chunk * hv + f * np * hv +
+                     std::max(f * np * chunk * hv, f * np * kr);
+    return out;
+}
+
+} // namespace
 
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels)
 {
@@ -274,6 +391,10 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         if (!layer.normExists[0] && !(walk.mixed && r == 4) &&
             std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); }))
             walk.inputSaved += r * n * h;
+        // Gated DeltaNet (model.linear_attention) has a walk of its own (gatedDeltaNet above); the
+        // attention's below runs on no projection of this layer and is replaced by it.
+        const bool linearLayer = m.linear.linear(layerIndex);
+        const int64_t savedBeforeAttention = walk.saved;
         // DeepSeek-V3's latent attention has a walk of its own (estimate/LatentAttentionWalk.h).
         const bool latent = m.latent.enabled();
         LatentAttentionBytes mla;
@@ -374,8 +495,24 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                     forwardAbove = std::max(walk.saved - probabilities + 2 * sinkScores + 8 * b * heads * t, walk.saved + c * n * qDim) + qkvAlive + y1Alive;
             }
         }
-        walk.linears(latent ? mla.outputWidth : qDim, c, {o}, (latent ? mla.fusedKernel : layerFused) && qkvGrad);
+        if (traits.attentionOutputGate && !linearLayer && qkvGrad) {
+            // Qwen3NextAttention's output gate: q_proj's gate half copied out, sigmoid's output kept,
+            // and the attention's merged output kept by the gate's product, whose result o_proj keeps
+            // (a new tensor, never a view of the kernel's output).
+            // (The fused kernel's output, of which the merged tensor is a view, is already counted.)
+            walk.saved += c * n * qDim + ((latent ? mla.fusedKernel : layerFused) ? 0 : c * n * qDim);
+        }
+        walk.linears(latent ? mla.outputWidth : qDim, c, {o}, (latent ? mla.fusedKernel : layerFused) && qkvGrad && !traits.attentionOutputGate);
         bool attnGrad = qkvGrad || o.needsGrad();
+        GatedDeltaNetBytes gdn;
+        if (linearLayer) {
+            walk.saved = savedBeforeAttention;
+            gdn = gatedDeltaNet(config, layer, walk, dx1, y1Grad, b, t, out.unkeptAutocastCopies);
+            qkvGrad = gdn.grad;
+            attnGrad = gdn.grad || proj("out_proj").needsGrad();
+            forwardAbove = gdn.forwardAbove;
+            atAttention = gdn.backwardAt;
+        }
         if (layer.normExists[1]) { // a norm on attention's output (OLMo 2, Gemma, GLM-4)
             bool outGrad = false;
             walk.norm(h, c, attnGrad, layer.normTrains[1], paramBytes(layer.normTrains[1]), outGrad);
@@ -483,7 +620,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
                                   : layerFused ? 3 * c * n * qDim
                                   : traits.attentionSinks ? 2 * sinkScores - (sinkDtype != c ? scores : 0) + c * n * qDim // softmax's gradient in and out
                                                : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * qDim;
-        const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + attnGrads - walk.saved;
+        const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + (linearLayer ? 0 : attnGrads) - walk.saved;
         out.backwardAttentionExtraPerBlock.push_back(
             std::max({attentionExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra,
                       float8BackwardAttention > 0 ? atAttention + layer.afterAttentionGradBytes + float8BackwardAttention - walk.saved : attentionExtra}));
@@ -492,7 +629,7 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
         // MLP (residual, norm output, its intermediates and down's output). Under autocast the
         // fused kernel's 16-bit casts of an fp32 q and k are alive beside them.
         const int64_t kernelCasts = layerFused ? (dq != c ? c * n * qDim : 0) + (dkr != c ? c * n * kvKept : 0) : 0;
-        const int64_t attnNoGrad = latent ? mla.noGradLive
+        const int64_t attnNoGrad = linearLayer ? gdn.noGradLive : latent ? mla.noGradLive
                                           : dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
                                                 (layerFused ? c * n * qDim + expandedAlive
                                                  : traits.attentionSinks ? (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * sinkScores + 8 * b * heads * t + c * n * qDim + t * t
@@ -586,10 +723,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
     if (anySparse)
         out.assumptions.push_back("mixture of experts: N*k routed token copies per sparse layer (N = micro_batch x seq_len tokens, k = experts_per_token), "
                                   "split evenly across the experts where a per-expert peak depends on it; expert parallelism not modelled");
-    if (m.linear.enabled() || m.traits.attentionOutputGate) // issue 30: said, not hidden
-        out.assumptions.push_back("NOT MODELLED: the Gated DeltaNet layers (model.linear_attention: the conv, the chunked rule's state and "
-                                  "intermediates) and the attention output gate are walked as plain attention layers; "
-                                  "this activation figure is not a prediction for this model");
+    if (m.linear.enabled())
+        out.assumptions.push_back("linear attention: Gated DeltaNet layers walked op by op (projections, conv, L2 norm, the chunked rule in fp32 over "
+                                  "chunks of 64 with its C x C intermediates and per-chunk state, gated RMSNorm): linear in sequence length");
+    if (m.traits.attentionOutputGate)
+        out.assumptions.push_back("attention output gate: sigmoid(gate) and the gated product kept on the full-attention layers");
     return out;
 }
 

@@ -58,6 +58,8 @@ struct LayerFlags {
     ExpertFlags stacked;
     bool routerBiasTrains = false;
     bool sinksTrain = false;              // model.attention_sinks: self_attn.sinks
+    // Gated DeltaNet (model.linear_attention): A_log, the gated norm's weight, conv1d's weight train.
+    bool decayTrains = false, gatedNormTrains = false, convTrains = false;
 };
 
 class BlockWalk {

@@ -1,6 +1,7 @@
 // Hand-computed budgets for a toy shape, the sharding rules, the micro-batch search, the
 // checkpoint size of a planned job and the issue's Llama-3.1-8B checks. The numbers are worked out
 // in the comments, not taken from the code.
+#include "config/HfImport.h"
 #include "config/Presets.h"
 #include "estimate/ActivationModel.h"
 #include "estimate/CardCapacities.h"
@@ -11,6 +12,9 @@
 #include "util/Errors.h"
 #include "EstimatorTestConfigs.h"
 
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QtTest>
 
 #include <algorithm>
@@ -330,6 +334,57 @@ private Q_SLOTS:
         const MemoryEstimate e = estimateMemory(c, o);
         QCOMPARE(e.peakAllocatedBytes, peak);
         QCOMPARE(phaseOf(e, "forward").breakdown.tensors(), forward);
+    }
+
+    // Gated DeltaNet (issue 30): the linear layers' activations grow linearly in the sequence length
+    // (chunks of 64, no T x T term), the full-attention layer's do not (math path); the estimate
+    // states what it models and no NOT MODELLED line is left. tests/data/hf/qwen3-next-tiny: layers
+    // 0-2 linear, layer 3 gated full attention.
+    void gatedDeltaNetGrowsLinearly_data()
+    {
+        QTest::addColumn<int>("mode");
+        QTest::addColumn<bool>("fused");
+        for (const TrainMode mode : {TrainMode::Full, TrainMode::Lora})
+            for (const bool fused : {false, true})
+                QTest::newRow(qPrintable(QStringLiteral("%1 %2").arg(mode == TrainMode::Full ? "full" : "lora", fused ? "fused" : "eager")))
+                    << static_cast<int>(mode) << fused;
+    }
+    void gatedDeltaNetGrowsLinearly()
+    {
+        QFETCH(int, mode);
+        QFETCH(bool, fused);
+        QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/qwen3-next-tiny/config.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        RunConfig c = hfRunConfig(QJsonDocument::fromJson(f.readAll()).object(), "qwen3-next-tiny");
+        QVERIFY(c.model.linear.linear(0) && !c.model.linear.linear(3) && c.model.traits.attentionOutputGate);
+        c.model.maxPositions = 4096;
+        c.train.precision = Precision::Bf16Mixed;
+        c.train.microBatch = 2;
+        c.train.mode = static_cast<TrainMode>(mode);
+        c.train.lora.targets = {"all-linear"};
+        c.train.lora.rank = 8;
+        c.train.kernels = fused ? KernelPath::Fused : KernelPath::Eager;
+        auto at = [&](int64_t t) {
+            c.train.seqLen = t;
+            return activationBytes(c, false, false);
+        };
+        // Equal steps of T: T, 2T, 3T and 4T (multiples of the chunk) add equal bytes.
+        const ActivationBytes a = at(256), b = at(512), d = at(768), e = at(1024);
+        for (size_t layer = 0; layer < 3; ++layer) {
+            QCOMPARE(b.savedPerBlock[layer] - a.savedPerBlock[layer], d.savedPerBlock[layer] - b.savedPerBlock[layer]);
+            QCOMPARE(d.savedPerBlock[layer] - b.savedPerBlock[layer], e.savedPerBlock[layer] - d.savedPerBlock[layer]);
+            QCOMPARE(b.forwardAbovePerBlock[layer] - a.forwardAbovePerBlock[layer], d.forwardAbovePerBlock[layer] - b.forwardAbovePerBlock[layer]);
+            QCOMPARE(b.backwardAttentionExtraPerBlock[layer] - a.backwardAttentionExtraPerBlock[layer],
+                     d.backwardAttentionExtraPerBlock[layer] - b.backwardAttentionExtraPerBlock[layer]);
+            QVERIFY(b.savedPerBlock[layer] > a.savedPerBlock[layer]);
+        }
+        // The full layer keeps the B x heads x T x T probabilities: each step adds more.
+        QVERIFY(d.savedPerBlock[3] - b.savedPerBlock[3] > b.savedPerBlock[3] - a.savedPerBlock[3]);
+        // A padded tail costs what a whole chunk does: T = 257 .. 320 keep the same rule tensors.
+        QVERIFY(at(257).savedPerBlock[0] > a.savedPerBlock[0]);
+        for (const auto &line : b.assumptions)
+            QVERIFY2(line.find("NOT MODELLED") == std::string::npos, line.c_str());
+        QVERIFY(std::any_of(b.assumptions.begin(), b.assumptions.end(), [](const std::string &l) { return l.rfind("linear attention:", 0) == 0; }));
     }
 
     void recomputeForwardOnCpu()

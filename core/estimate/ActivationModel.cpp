@@ -597,7 +597,11 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
             layer.float8AttentionNumel > 0 ? (transposeBytes + castBytes) * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
-        out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak, dequantMlp > 0 ? walk.saved + dequantMlp : 0,
+        // A Gated DeltaNet block holds its norm output (where no projection keeps it as is) and the
+        // layer's output (out_proj's, 16-bit) until it returns: beside the sparse MLP's peak (seen by
+        // the peak recorder on CPU in a rebuilt block's forward under recompute).
+        const int64_t heldByBlock = linearLayer && layer.sparse ? (walk.mixed && dx1 == 4 ? 4 * n * h : 0) + c * n * h : 0;
+        out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak + heldByBlock, dequantMlp > 0 ? walk.saved + dequantMlp : 0,
                                                      float8Forward > 0 ? walk.saved + float8Forward : 0}) -
                                            walk.inputSaved);
         const int64_t mlpExtra = layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward;

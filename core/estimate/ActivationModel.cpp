@@ -150,28 +150,23 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
                 layer.downCopyBytes += copy;
             }
         }
-        for (const auto &name : projectionNames()) {
-            if (p.name.find("." + name + ".") == std::string::npos)
-                continue;
+        // A parameter of the projection `name`, found by the module path `prefix + name + "."`.
+        const auto markProjection = [&](const std::string &prefix, const std::string &name) {
+            if (p.name.find(prefix + name + ".") == std::string::npos)
+                return;
             auto &proj = layer.proj[name];
             proj.float8Input = config.train.precision == Precision::Fp8Tensorwise;
             if (p.isLora)
                 proj.lora = true;
             else if (p.name.find(".weight") != std::string::npos)
                 proj.trainable = p.trainable;
-        }
+        };
+        for (const auto &name : projectionNames())
+            markProjection(".", name);
         // Gated DeltaNet's projections (model/GatedDeltaNet.h), its conv, decay and gated norm.
         static const char *const linearNames[] = {"in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"};
-        for (const char *name : linearNames) {
-            if (p.name.find(std::string(".linear_attn.") + name + ".") == std::string::npos)
-                continue;
-            auto &proj = layer.proj[name];
-            proj.float8Input = config.train.precision == Precision::Fp8Tensorwise;
-            if (p.isLora)
-                proj.lora = true;
-            else if (p.name.find(".weight") != std::string::npos)
-                proj.trainable = p.trainable;
-        }
+        for (const char *name : linearNames)
+            markProjection(".linear_attn.", name);
         if (p.name.find(".linear_attn.A_log") != std::string::npos)
             layer.decayTrains = p.trainable;
         if (p.name.find(".linear_attn.norm.weight") != std::string::npos)

@@ -1087,6 +1087,11 @@ PUBLISHED_FILES = {
                            "Qwen/Qwen3-Next-80B-A3B-Instruct config.json from memory of the published file (not fetched; "
                            "key order sorted as the hub file has it): 48 layers, full_attention_interval 4, 512 experts "
                            "top 10, linear heads 16/32 of 128; the counts say whether Transformers agrees with ours"),
+    "qwen3.5-9b": ("Qwen/Qwen3.5-9B",
+                   "text_config of Qwen/Qwen3.5-9B (Qwen3_5ForConditionalGeneration), model-defining keys only, not fetched: "
+                   "Qwen3_5TextConfig's defaults (documented as the 9B's), 32 layers of 4096 with full attention every 4th, "
+                   "linear heads 16/32 of 128, vocab 248320, untied (8.95B as GGUF metadata of the model gives it), "
+                   "262144 positions, rope_theta 1e7 on 0.25 of head_dim 256; the vision_config is left out, not guessed"),
     "llama-4-scout-17b-16e": ("meta-llama/Llama-4-Scout-17B-16E",
                               "text_config of meta-llama/Llama-4-Scout-17B-16E as Transformers 4.51 prints Llama4Config "
                               "(public notes; moe_layers 0..47 written out, no_rope_layers as printed), with "

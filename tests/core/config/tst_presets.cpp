@@ -1,10 +1,12 @@
 // Every shipped preset loads, validates, and has the published parameter count exactly.
+#include "HfImportTestUtil.h"
 #include "config/ParameterTable.h"
 #include "config/Presets.h"
 #include "config/RunConfigJson.h"
 #include "config/RunConfigValidation.h"
 #include "util/Errors.h"
 
+#include <QJsonDocument>
 #include <QRegularExpression>
 #include <QtTest>
 
@@ -35,6 +37,9 @@ private Q_SLOTS:
         QTest::newRow("glm-4-9b") << "glm-4-9b" << qint64(9400279040) << false;
         QTest::newRow("granite-3.3-8b") << "granite-3.3-8b" << qint64(8170864640) << true;
         QTest::newRow("ministral-3-8b") << "ministral-3-8b" << qint64(8489553920) << false;
+        // Qwen3.5-9B's text model (tests/data/hf/qwen3.5-9b): our count of its shape; Transformers' own
+        // is not on record yet. 8.95B agrees with the untied text model's published size.
+        QTest::newRow("qwen3.5-9b") << "qwen3.5-9b" << qint64(8953803264) << false;
     }
     void publishedCounts()
     {
@@ -70,6 +75,53 @@ private Q_SLOTS:
         // tensors, not the checkpoint's MXFP4 blocks; tests/data/hf-parity/published-counts.json).
         QTest::newRow("gpt-oss-20b") << "gpt-oss-20b" << qint64(20914757184) << qint64(4187440704);
         QTest::newRow("llama-4-scout-17b-16e") << "llama-4-scout-17b-16e" << qint64(107769861120) << qint64(17172894720);
+        // Qwen3-Next-80B-A3B ("80B total, 3B activated"): 36 Gated DeltaNet and 12 gated full-attention
+        // layers, 512 experts top 10 plus a gated shared expert (tst_hf_import_qwen_hybrid counts it by
+        // hand from the shapes; Transformers' own count is not on record yet).
+        QTest::newRow("qwen3-next-80b-a3b") << "qwen3-next-80b-a3b" << qint64(79674391296) << qint64(3874929408);
+    }
+    // The hybrid presets are their committed config.json (tests/data/hf/<dir>) through
+    // `config import-hf`: the same model section (but the preset's name), so the same counts.
+    void hybridPresetsAreTheirImportedConfigs_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("hfDir");
+        QTest::addColumn<qint64>("total");
+        QTest::addColumn<qint64>("active");
+        QTest::addColumn<qint64>("linearLayers");
+        QTest::newRow("qwen3-next-80b-a3b") << "qwen3-next-80b-a3b" << "qwen3-next-80b-a3b" << qint64(79674391296) << qint64(3874929408) << qint64(36);
+        QTest::newRow("qwen3.5-9b") << "qwen3.5-9b" << "qwen3.5-9b" << qint64(8953803264) << qint64(8953803264) << qint64(24);
+    }
+    void hybridPresetsAreTheirImportedConfigs()
+    {
+        QFETCH(QString, name);
+        QFETCH(QString, hfDir);
+        QFETCH(qint64, total);
+        QFETCH(qint64, active);
+        QFETCH(qint64, linearLayers);
+        const QJsonObject file = pbtest::fixture(qPrintable(hfDir));
+        QVERIFY2(!file.isEmpty(), qPrintable(pbtest::hf(qPrintable(hfDir))));
+        const pb::RunConfig imported = pb::hfRunConfig(file, "config.json");
+        const pb::RunConfig preset = pb::presetConfig(name);
+        QJsonObject importedModel = pb::toJson(imported).value(QStringLiteral("model")).toObject();
+        QJsonObject presetModel = pb::toJson(preset).value(QStringLiteral("model")).toObject();
+        QCOMPARE(importedModel.take(QStringLiteral("preset")).toString(), QStringLiteral("hf-import"));
+        QCOMPARE(presetModel.take(QStringLiteral("preset")).toString(), name);
+        QVERIFY2(presetModel == importedModel,
+                 (QJsonDocument(presetModel).toJson(QJsonDocument::Compact) + "\n != \n" + QJsonDocument(importedModel).toJson(QJsonDocument::Compact)).constData());
+        QVERIFY(preset.model.linear.enabled());
+        QCOMPARE(preset.model.layers - preset.model.fullAttentionLayers(), linearLayers);
+        QVERIFY(preset.model.traits.attentionOutputGate);
+        const pb::ParamCounts fromPreset = pb::countParameters(preset);
+        const pb::ParamCounts fromFile = pb::countParameters(imported);
+        QCOMPARE(fromPreset.total, fromFile.total);
+        QCOMPARE(fromPreset.active, fromFile.active);
+        QCOMPARE(fromPreset.total, total);
+        QCOMPARE(fromPreset.active, active);
+        // LoRA on the attention of every layer: the full layers' q/k/v/o and linear_attn's projections.
+        const pb::RunConfig lora = pb::loadRunConfig(QStringLiteral("preset:") + name, {QStringLiteral("train.mode=lora")});
+        QVERIFY2(pb::validateRunConfig(lora).empty(), qPrintable(name));
+        QVERIFY(pb::countParameters(lora).lora > 0);
     }
     void mixtureOfExpertsCounts()
     {

@@ -6,7 +6,9 @@
 #  parity: our pilot trains 1 step on a token file whose samples are all one sequence and checkpoints;
 #          Transformers 5.17 loads that checkpoint (its own from_pretrained, hub names) and computes
 #          the loss on that sequence, beside our own loss of step 2 (same weights, same tokens); fp32
-#          and bf16-mixed.
+#          and bf16-mixed; full fine-tuning, then LoRA (r16 on the preset's attention targets) whose
+#          trained adapters PEFT takes over the base from the same checkpoint. Rows say mode=full|lora
+#          ($PARITY_MODES, default "full lora").
 #  speed:  ms/step and peak allocated, our eager and fused paths beside Transformers eager (same
 #          depth, bf16 autocast over fp32 masters, fused AdamW), full and LoRA; with
 #          PILOTBENCH_EXPERTS=loop our experts take the per-expert loop instead of the grouped GEMM.
@@ -30,17 +32,29 @@ for P in "${PRESETS[@]}"; do
   $CLI config new --preset $P --set model.layers=$L --set train.seq_len=$SEQ --set train.micro_batch=$MB --out $W/$P.json || continue
   HFC=tests/data/hf/$P/config.json
   if [ $WHAT = parity ] || [ $WHAT = all ]; then
-    for prec in fp32 bf16-mixed; do
-      echo "== $P ($L layers) parity, $prec"
-      rm -rf $W/ck-*  # one at a time; SGD without momentum keeps no optimizer state (Scout's was 48 GB)
-      $CLI pilot --config $W/$P.json --set model.layers=${PARITY_LAYERS:-1} --device cuda:0 "${DATA[@]}" --set train.precision=$prec --set train.seq_len=512 --set train.micro_batch=1 \
-          --set train.optimizer=sgd --set train.momentum=0 --steps 2 --warmup 0 --set checkpoint.every_steps=1 --checkpoint-dir $W/ck-$P-$prec --db $W/h.db --jsonl 2>$W/$P.parity.err | tail -1 > $W/$P.parity.json
-      python3 -c "import json; d=json.load(open('$W/$P.parity.json')); print(json.dumps({'preset': '$P', 'precision': '$prec', 'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))" | tee -a $OUT/sparse_parity.jsonl
-      $CLI config new --preset $P --set model.layers=${PARITY_LAYERS:-1} --set train.seq_len=512 --set train.micro_batch=1 --set train.precision=$prec --out $W/$P-parity.json >/dev/null
-      python3 tests/bench/hf_sparse_reference.py --config $W/$P-parity.json --hf-config $HFC --weights $(ls -d $W/ck-$P-$prec/step-* | head -1) --tokens $W/same.bin --steps 0 2>$W/$P.hfw.err \
-          | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(preset='$P', precision='$prec'); print(json.dumps(d))" | tee -a $OUT/sparse_parity.jsonl
-      [ ${PIPESTATUS[0]} = 0 ] || tail -5 $W/$P.hfw.err | tee -a $OUT/sparse.err
-      tail -2 $W/$P.parity.err | grep -i error | tee -a $OUT/sparse.err
+    for mode in ${PARITY_MODES:-full lora}; do
+      # LoRA: lora_B starts at zero, and the preset's schedule (warm-up from lr/100) would leave it
+      # near zero after one step, so the parity would only be the base's. A constant $LORA_LR from
+      # step 1 moves the adapters (1-layer Moonlight, seq 512, on the CPU in fp32: 1e-2 moved the loss
+      # by 0.0044, near bf16's noise; 1e-1 by 0.044, clipping at 1 as the run). Our step-1 loss is
+      # the base alone; the reference reports its loss_without_adapters beside it.
+      # Still SGD without momentum: no optimizer state to store.
+      extra=(); [ $mode = lora ] && extra=(--set train.mode=lora --set train.lora.rank=16 --set train.lr=${LORA_LR:-1e-1} --set train.schedule.kind=constant --set train.schedule.warmup_steps=0)
+      for prec in fp32 bf16-mixed; do
+        echo "== $P ($L layers) parity, $mode, $prec"
+        tag=$P-$mode-$prec
+        rm -rf $W/ck-*  # one at a time; SGD without momentum keeps no optimizer state (Scout's was 48 GB)
+        $CLI pilot --config $W/$P.json --set model.layers=${PARITY_LAYERS:-1} --device cuda:0 "${DATA[@]}" "${extra[@]}" --set train.precision=$prec --set train.seq_len=512 --set train.micro_batch=1 \
+            --set train.optimizer=sgd --set train.momentum=0 --steps 2 --warmup 0 --set checkpoint.every_steps=1 --checkpoint-dir $W/ck-$tag --db $W/h.db --jsonl 2>$W/$tag.parity.err | tail -1 > $W/$tag.parity.json
+        python3 -c "import json; d=json.load(open('$W/$tag.parity.json')); print(json.dumps({'preset': '$P', 'mode': '$mode', 'precision': '$prec', 'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))" | tee -a $OUT/sparse_parity.jsonl
+        # The reference reads the run config the step folder holds: the run as it ran (depth,
+        # precision, mode, LoRA rank/alpha/targets), nothing rebuilt beside it.
+        step=$(ls -d $W/ck-$tag/step-* | head -1)
+        python3 tests/bench/hf_sparse_reference.py --config $step/config.json --hf-config $HFC --weights $step --tokens $W/same.bin --steps 0 2>$W/$tag.hfw.err \
+            | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(preset='$P', mode='$mode', precision='$prec'); print(json.dumps(d))" | tee -a $OUT/sparse_parity.jsonl
+        [ ${PIPESTATUS[0]} = 0 ] || tail -5 $W/$tag.hfw.err | tee -a $OUT/sparse.err
+        tail -2 $W/$tag.parity.err | grep -i error | tee -a $OUT/sparse.err
+      done
     done
     rm -rf $W/ck-*
   fi

@@ -14,8 +14,17 @@ every position against the next token, plus the load-balancing loss times the ru
 aux_loss_weight where the family returns one. With --steps > 0 it times training steps (AdamW
 fused, clipping as the run), bf16 autocast over fp32 masters under bf16-mixed, pure bf16 under bf16;
 PEFT LoRA on the run's targets when train.mode is lora.
+
+With --weights and train.mode lora, our checkpoint's model files hold the frozen base and the trained
+adapters side by side (<module>.lora_A.weight [r, in], <module>.lora_B.weight [out, r]); the base is
+loaded by from_pretrained as above (the adapters are unexpected keys to it), wrapped by PEFT
+(get_peft_model, LoraConfig with the run's rank, alpha and targets; alpha/r scaling as ours, no
+rslora, dropout 0), and our adapters copied into PEFT's parameters
+(base_model.model.<module>.lora_A.default.weight); an adapter of either side without a counterpart
+ends the script non-zero, naming it. The line then also holds adapters_matched and the loss with the
+adapters disabled (our step 1 loss: lora_B starts at zero).
 """
-import argparse, glob, json, os, statistics, tempfile
+import argparse, glob, json, os, re, statistics, struct, sys, tempfile
 
 import numpy as np
 import torch
@@ -39,6 +48,74 @@ def reduced_config(path, layers):
     return raw
 
 
+# Our adapter tensors, as core/config/ParameterTable.cpp names them: the adapted module's name, then
+# lora_A.weight or lora_B.weight.
+ADAPTER = re.compile(r"^(.+)\.(lora_[AB])\.weight$")
+
+
+def checkpoint_names(folder):
+    """{tensor name: file} over the step folder's model files, read from each safetensors header
+    (8-byte little-endian length, then JSON) so no tensor is loaded to list them."""
+    names = {}
+    for path in sorted(glob.glob(os.path.join(folder, "model*.safetensors"))):
+        with open(path, "rb") as f:
+            header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        names.update((k, path) for k in header if k != "__metadata__")
+    return names
+
+
+def peft_name(ours):
+    """model.layers.0.self_attn.q_proj.lora_A.weight -> base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight:
+    PeftModel.base_model is the LoraModel, whose .model is the Transformers model (whose own names
+    ours are); the LoRA layer keeps one nn.Linear per adapter in lora_A/lora_B, "default" here."""
+    m = ADAPTER.match(ours)
+    return "base_model.model.%s.%s.default.weight" % m.groups() if m else None
+
+
+def match_adapters(ours, theirs):
+    """ours: our adapter names; theirs: PEFT's lora_A/lora_B parameter names. {ours: theirs}, or exit
+    non-zero naming every adapter of either side without a counterpart (a target PEFT matched on a
+    module we do not adapt, or the reverse, would make the losses differ for a reason that is not
+    numerics)."""
+    pairs = {o: peft_name(o) for o in ours}
+    missing = sorted(o for o, p in pairs.items() if p not in theirs)
+    extra = sorted(set(theirs) - set(pairs.values()))
+    if missing or extra:
+        lines = ["ours without a PEFT counterpart: %s (looked for %s)" % (o, pairs[o]) for o in missing]
+        lines += ["PEFT's without a counterpart of ours: %s" % t for t in extra]
+        lines.append("%d of our %d adapter tensors and %d of PEFT's %d unmatched" % (len(missing), len(pairs), len(extra), len(theirs)))
+        sys.exit("hf_sparse_reference.py: adapters differ\n  " + "\n  ".join(lines))  # last line last: the bench shows the tail
+    return pairs
+
+
+def with_adapters(model, weights, lora):
+    """PEFT's LoRA over the loaded base, holding our trained adapters; (model, adapters matched)."""
+    from peft import LoraConfig, get_peft_model
+    from safetensors import safe_open
+    targets = lora["targets"]
+    # Dropout 0: one deterministic forward. Our step 2 applies the run's train.lora.dropout (0 in the
+    # presets; the line reports it, since a non-zero one makes our loss a draw).
+    model = get_peft_model(model, LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=0.0,
+                                             target_modules="all-linear" if "all-linear" in targets else targets))
+    theirs = {n: p for n, p in model.named_parameters() if ".lora_A." in n or ".lora_B." in n}
+    names = checkpoint_names(weights)
+    pairs = match_adapters([n for n in names if ADAPTER.match(n)], theirs)
+    by_file = {}
+    for ours in pairs:
+        by_file.setdefault(names[ours], []).append(ours)
+    with torch.no_grad():
+        for path, group in by_file.items():
+            with safe_open(path, framework="pt") as f:
+                for ours in group:
+                    t, p = f.get_tensor(ours), theirs[pairs[ours]]
+                    if t.shape != p.shape:
+                        sys.exit("hf_sparse_reference.py: %s is %s, PEFT's %s is %s" % (ours, list(t.shape), pairs[ours], list(p.shape)))
+                    # Our tensor itself, dtype included (fp32 under fp32 and bf16-mixed): PEFT
+                    # casts the input to lora_A's dtype, so no rounding of ours comes in here.
+                    p.data = t.to(p.device)
+    return model, len(pairs)
+
+
 def build(raw, dtype, weights=None):
     from transformers import AutoConfig, AutoModelForCausalLM
     if weights:
@@ -51,7 +128,10 @@ def build(raw, dtype, weights=None):
         if os.path.exists(idx):
             os.symlink(os.path.abspath(idx), os.path.join(folder, "model.safetensors.index.json"))
         model, info = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager", output_loading_info=True)
-        return model, {k: list(v)[:8] for k, v in info.items() if v}
+        # A LoRA checkpoint's adapters are unexpected here by design (PEFT takes them after): left
+        # out, so what the report still lists is a real mismatch.
+        info = {k: [n for n in v if not (isinstance(n, str) and ADAPTER.match(n))] for k, v in info.items()}
+        return model, {k: v[:8] for k, v in info.items() if v}
     cfg = AutoConfig.for_model(**raw)
     cfg._attn_implementation = "eager"  # sinks / chunked masks / latent attention: the families' eager forms
     return AutoModelForCausalLM.from_config(cfg, dtype=dtype), {}
@@ -72,13 +152,23 @@ def main():
     torch.manual_seed(cfg.get("seed", 0))
     raw = reduced_config(args.hf_config, m["layers"])
     precision = t["precision"]
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    lora_at_weights = bool(args.weights) and t["mode"] == "lora"
+    # Our LoRA run holds its frozen base in bf16 under bf16-mixed (the checkpoint stores it so; the
+    # adapters stay fp32): the base loaded in bf16 too (from_pretrained keeps the rotary tables fp32,
+    # as ours), autocast over both. Full fine-tuning keeps fp32 masters.
+    dtype = torch.bfloat16 if precision == "bf16" or (lora_at_weights and precision == "bf16-mixed") else torch.float32
     model, info = build(raw, dtype, args.weights)
     if not args.weights and args.attn != "eager":
         model.config._attn_implementation = args.attn
+    matched = None
+    if lora_at_weights:
+        model, matched = with_adapters(model, args.weights, t["lora"])
     model = model.cuda().train()
     out = {"impl": "transformers %s %s" % (raw["model_type"], args.attn), "class": type(model).__name__, "precision": precision,
-           "params": sum(p.numel() for p in model.parameters())}
+           "mode": t["mode"], "params": sum(p.numel() for p in model.parameters())}
+    if matched is not None:
+        out.update(adapters_matched=matched, base_dtype=str(dtype).replace("torch.", ""),
+                   lora={k: t["lora"][k] for k in ("rank", "alpha", "dropout", "targets")})
     if info:
         out["loading"] = info
     b, s = t["micro_batch"], t["seq_len"]
@@ -104,8 +194,14 @@ def main():
         out["ce_at_weights"] = ce.item()
         out["aux_at_weights"] = aux.item() if aux is not None else 0.0
         out["loss_at_weights"] = ce.item() + aux_w * out["aux_at_weights"]
+        if matched is not None:
+            # The base alone, beside our step 1 loss (lora_B starts at zero): how far the adapters
+            # moved the loss, so an agreement of loss_at_weights is seen to be more than the base's.
+            with torch.no_grad(), model.disable_adapter():
+                ce, aux = loss_of(model)
+            out["loss_without_adapters"] = ce.item() + aux_w * (aux.item() if aux is not None else 0.0)
     if args.steps > 0:
-        if t["mode"] == "lora":
+        if t["mode"] == "lora" and matched is None:
             from peft import LoraConfig, get_peft_model
             lora = t["lora"]
             if precision == "bf16-mixed":

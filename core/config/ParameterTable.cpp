@@ -1,6 +1,7 @@
 #include "config/ParameterTable.h"
 
 #include <algorithm>
+#include <map>
 
 namespace pb {
 
@@ -225,10 +226,13 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
                 const size_t first = table.size();
                 addProjection(expert, n.gate, h, ei, false, i, "gate_proj");
                 addProjection(expert, n.up, h, ei, false, i, "up_proj");
+                const size_t down = table.size();
                 addProjection(expert, n.down, ei, h, false, i, "down_proj");
                 for (size_t k = first; k < table.size(); ++k) {
                     table[k].expert = static_cast<int>(e);
                     table[k].activeFraction = share;
+                    if (table[k].isMatrix && !table[k].isLora)
+                        table[k].pool = mlp + (k == down ? "experts.down_proj" : "experts.gate_up_proj");
                 }
             }
             if (m.moe.sharedExpertIntermediateSize > 0) {
@@ -261,6 +265,19 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
             break;
         }
     }
+    // A pool holds one dtype: an NF4 base is no tensor of its own, and a freeze pattern may train
+    // some of a pool's experts and not others. Such members keep allocations of their own.
+    std::map<std::string, bool> poolMixed;
+    std::map<std::string, bool> poolTrains;
+    for (const auto &p : table) {
+        if (p.pool.empty())
+            continue;
+        const auto [it, fresh] = poolTrains.emplace(p.pool, p.trainable);
+        poolMixed[p.pool] = poolMixed[p.pool] || p.nf4 || (!fresh && it->second != p.trainable);
+    }
+    for (auto &p : table)
+        if (!p.pool.empty() && poolMixed[p.pool])
+            p.pool.clear();
     return table;
 }
 

@@ -24,6 +24,11 @@ struct ParameterInfo {
     // Stacked experts' tensor (experts.gate_up_proj, ...): every routed expert along dimension 0.
     bool stackedExperts = false;
     bool routed() const { return expert >= 0 || stackedExperts; }
+    // Parameters with the same pool share one allocation, in table order: a sparse layer's
+    // per-expert gate and up weights ([E, 2I, H], gate's rows first) and its down weights
+    // ([E, H, I]), so the experts can run as one grouped GEMM and the caching allocator holds one
+    // block instead of one rounded block per expert matrix. Empty: an allocation of its own.
+    std::string pool;
     // The share of tokens this weight multiplies: expertsPerToken / experts for a routed expert's
     // weights, 1 for everything else (FLOPs use it; memory counts every weight).
     double activeFraction = 1.0;

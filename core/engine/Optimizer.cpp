@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <unordered_map>
 
 namespace pb {
 
@@ -65,9 +66,32 @@ protected:
     {
         auto &tensors = m_state[name];
         if (tensors.empty())
-            for (auto &p : m_params)
-                tensors.push_back(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+            tensors = zerosMirroring(m_params);
         return tensors;
+    }
+    // A zero state per parameter, shaped as it. Parameters that exactly fill one storage together
+    // (ParameterTable's pools: a layer's expert matrices) get their states as views of one
+    // allocation laid out the same, so the caching allocator holds one block, not one per expert.
+    static std::vector<torch::Tensor> zerosMirroring(const std::vector<torch::Tensor> &params)
+    {
+        std::unordered_map<const void *, int64_t> covered;
+        for (const auto &p : params)
+            covered[p.storage().unsafeGetStorageImpl()] += p.numel();
+        std::unordered_map<const void *, torch::Tensor> shared;
+        std::vector<torch::Tensor> out;
+        for (const auto &p : params) {
+            const void *key = p.storage().unsafeGetStorageImpl();
+            const int64_t storageNumel = static_cast<int64_t>(p.storage().nbytes()) / static_cast<int64_t>(p.element_size());
+            if (covered[key] == p.numel() || covered[key] != storageNumel) {
+                out.push_back(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                continue;
+            }
+            auto &base = shared[key];
+            if (!base.defined())
+                base = torch::zeros({storageNumel}, p.options());
+            out.push_back(base.as_strided(p.sizes(), p.strides(), p.storage_offset()));
+        }
+        return out;
     }
     virtual void onRestored() {}
 

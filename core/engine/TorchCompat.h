@@ -225,4 +225,36 @@ inline at::Tensor groupedMatmul(const at::Tensor &x, const at::Tensor &w, c10::A
     return {};
 }
 
+// Whether at::_grouped_mm exists in this LibTorch (whether the card runs it is known on the call).
+inline bool hasGroupedMatmul()
+{
+    return PB_TORCH_AT_LEAST(2, 8);
+}
+
+// Per expert, a_e^T b_e over its rows of a [n, O] and b [n, K]: [E, O, K] through one
+// at::_grouped_mm over the shared dimension, or undefined as groupedMatmul. An expert without rows
+// is left to the caller to zero.
+inline at::Tensor groupedMatmulWeights(const at::Tensor &a, const at::Tensor &b, c10::ArrayRef<int64_t> counts)
+{
+#if PB_TORCH_AT_LEAST(2, 8)
+    if (a.is_cuda() && a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16 && a.size(0) > 0) {
+        std::vector<int32_t> ends(counts.size());
+        int64_t sum = 0;
+        for (size_t e = 0; e < counts.size(); ++e)
+            ends[e] = static_cast<int32_t>(sum += counts[e]);
+        const auto offs = at::tensor(ends, at::TensorOptions().dtype(at::kInt)).to(a.device(), /*non_blocking=*/true);
+        try {
+            return at::_grouped_mm(a.t(), b, offs);
+        } catch (const c10::Error &) {
+            return {};
+        }
+    }
+#else
+    (void)a;
+    (void)b;
+    (void)counts;
+#endif
+    return {};
+}
+
 } // namespace pb::compat

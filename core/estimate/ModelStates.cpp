@@ -88,6 +88,7 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     ModelStateBytes out;
     std::map<int, int64_t> byBlock, paramsByBlock, gradientsByBlock, copiesByBlock;
     int64_t largestTrainableNumel = 0;
+    std::map<std::string, std::pair<int64_t, bool>> pools; // bytes, trainable: one block each
     for (const auto &p : parameterTable(config)) {
         out.totalParams += p.numel;
         const int64_t stored = p.nf4 ? nf4StorageBytes(p.numel) : p.numel * (p.trainable ? tw : fw);
@@ -103,6 +104,10 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
             for (const auto &part : nf4Tensors(p.name, p.numel))
                 out.frozenBlockRounding += cudaCachingBlockBytes(part.numel * part.elementBytes) - part.numel * part.elementBytes;
             out.largestNf4Numel = std::max(out.largestNf4Numel, p.numel);
+        } else if (!p.pool.empty()) {
+            auto &pool = pools[p.pool];
+            pool.first += stored;
+            pool.second = p.trainable;
         } else {
             (p.trainable ? out.trainableBlockRounding : out.frozenBlockRounding) += cudaCachingBlockBytes(stored) - stored;
         }
@@ -136,6 +141,8 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
                 out.headCopyBytes += 2 * p.numel;
         }
     }
+    for (const auto &[name, pool] : pools)
+        (pool.second ? out.trainableBlockRounding : out.frozenBlockRounding) += cudaCachingBlockBytes(pool.first) - pool.first;
     // DeepSeek-V3's router correction bias: an fp32 buffer per sparse layer, outside the parameters.
     const MoeConfig &moe = config.model.moe;
     if (moe.scoreCorrectionBias)

@@ -2,6 +2,7 @@
 #include "model/Transformer.h"
 
 #include "config/ParameterTable.h"
+#include "model/GroupedExperts.h"
 #include "engine/TorchCompat.h"
 
 namespace pb {
@@ -130,8 +131,11 @@ torch::Tensor SparseMoeImpl::forward(const torch::Tensor &x)
     std::vector<torch::Tensor> outputs;
     if (stacked)
         outputs.push_back(stacked->forward(permuted, expertCounts));
-    const auto slices = stacked ? std::vector<torch::Tensor>() : permuted.split_with_sizes(expertCounts, 0);
-    for (int64_t e = 0; e < (stacked ? 0 : m_moe.experts); ++e)
+    else if (auto grouped = groupedExperts(expertList, permuted, expertCounts); grouped.defined())
+        outputs.push_back(grouped);
+    const bool looped = outputs.empty();
+    const auto slices = looped ? permuted.split_with_sizes(expertCounts, 0) : std::vector<torch::Tensor>();
+    for (int64_t e = 0; e < (looped ? m_moe.experts : 0); ++e)
         if (count[e] > 0)
             outputs.push_back(expertList[static_cast<size_t>(e)]->forward(slices[static_cast<size_t>(e)]));
     torch::Tensor out;

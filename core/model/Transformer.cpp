@@ -547,19 +547,37 @@ DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &
     const auto precision = config.train.precision;
     const auto trainableType = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat;
     const auto frozenType = precision == Precision::Fp32 ? torch::kFloat : precision == Precision::Fp16Mixed ? torch::kHalf : torch::kBFloat16;
-    std::unordered_map<std::string, bool> trainable;
-    for (const auto &p : parameterTable(config))
-        trainable[p.name] = p.trainable;
+    struct Slot {
+        bool trainable = false;
+        std::string pool;
+        int64_t offset = 0;   // in the pool, in elements
+    };
+    std::unordered_map<std::string, Slot> slots;
+    std::unordered_map<std::string, int64_t> poolSizes;
+    for (const auto &p : parameterTable(config)) {
+        slots[p.name] = {p.trainable, p.pool, p.pool.empty() ? 0 : poolSizes[p.pool]};
+        if (!p.pool.empty())
+            poolSizes[p.pool] += p.numel;
+    }
+    std::unordered_map<std::string, torch::Tensor> pools;
     bool embeddingTrainable = true;
     for (auto &item : named_parameters()) {
-        const auto it = trainable.find(item.key());
-        TORCH_CHECK(it != trainable.end(), "parameter ", item.key(), " is missing from the parameter table");
-        const auto type = it->second ? trainableType : frozenType;
+        const auto it = slots.find(item.key());
+        TORCH_CHECK(it != slots.end(), "parameter ", item.key(), " is missing from the parameter table");
+        const Slot &slot = it->second;
+        const auto type = slot.trainable ? trainableType : frozenType;
         torch::NoGradGuard noGrad;
-        item.value().set_data(torch::empty(item.value().sizes(), item.value().options().dtype(type)));
-        item.value().set_requires_grad(it->second);
+        if (slot.pool.empty()) {
+            item.value().set_data(torch::empty(item.value().sizes(), item.value().options().dtype(type)));
+        } else { // one allocation for the pool, made when its first member is reached
+            auto &pool = pools[slot.pool];
+            if (!pool.defined())
+                pool = torch::empty({poolSizes[slot.pool]}, item.value().options().dtype(type));
+            item.value().set_data(pool.narrow(0, slot.offset, item.value().numel()).view(item.value().sizes()));
+        }
+        item.value().set_requires_grad(slot.trainable);
         if (item.key() == "model.embed_tokens.weight")
-            embeddingTrainable = it->second;
+            embeddingTrainable = slot.trainable;
     }
     // Recomputed blocks only get a backward node when their input requires grad; with a frozen
     // embedding (LoRA) it must be asked for, as PEFT's enable_input_require_grads does.

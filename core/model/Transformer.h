@@ -66,6 +66,8 @@ public:
     LoraLinearImpl(int64_t in, int64_t out, bool bias, const RunConfig &config, const std::string &role, const torch::TensorOptions &options);
     torch::Tensor forward(const torch::Tensor &x);
     bool nf4Base() const { return m_nf4; }
+    // A bias-free weight read by a plain matmul: no adapter, no NF4 base, no float8 matmul.
+    bool plainMatmul() const { return weight.defined() && !bias.defined() && !loraA && !m_nf4 && !m_fp8; }
     // Quantises `w` ([out, in], any floating dtype and device) into the NF4 base.
     void setBase(const torch::Tensor &w);
     torch::Tensor weight, bias;   // weight: undefined under qlora
@@ -145,6 +147,7 @@ public:
     torch::Tensor forward(const torch::Tensor &x);
     LoraLinear gate {nullptr}, up {nullptr}, down {nullptr};
     LoraLinear gateUp {nullptr};   // Phi-3's and GLM-4's gate_up_proj (gate's half first), in place of gate and up
+    ActivationKind activation() const { return m_activation; }
 
 private:
     bool m_fusedSwiglu;

@@ -17,7 +17,8 @@ class TestMoeEstimates final : public QObject {
 private Q_SLOTS:
     // CUDA's caching allocator: a fresh request of 10 MiB or more takes a segment rounded up to
     // 2 MiB and keeps a remainder of up to 1 MiB (an 11 MiB expert matrix holds 12 MiB, measured on
-    // an H200 at construction); smaller requests share split segments.
+    // an H200 at construction); smaller requests share split segments. Pooled experts hold one
+    // block per pool instead.
     void cachingAllocatorBlocks()
     {
         constexpr int64_t MiB = 1024 * 1024;
@@ -35,10 +36,19 @@ private Q_SLOTS:
         gpu.card = "h200-141gb";
         EstimateOptions cpu;
         cpu.device = DeviceKind::Cpu;
+        auto weights = [&](const RunConfig &config, const EstimateOptions &o) {
+            const auto &b = phaseOf(estimateMemory(config, o), "construction").breakdown;
+            return b.trainableWeights + b.frozenWeights;
+        };
+        // A layer's experts live in two pools, one block each ([E, 2I, H] and [E, H, I] fp32).
+        const int64_t gateUpPool = c.model.moe.experts * 2 * 1408 * 2048 * 4, downPool = c.model.moe.experts * 2048 * 1408 * 4;
+        QCOMPARE(weights(c, gpu) - weights(c, cpu),
+                 c.model.layers * (cudaCachingBlockBytes(gateUpPool) - gateUpPool + cudaCachingBlockBytes(downPool) - downPool));
+        // Out of their pools (a freeze pattern training one expert): each matrix holds its 12 MiB block.
+        c.train.mode = TrainMode::Freeze;
+        c.train.trainable = {"experts.1."};
         const int64_t matrices = 3 * c.model.moe.experts * c.model.layers;
-        QCOMPARE(phaseOf(estimateMemory(c, gpu), "construction").breakdown.trainableWeights
-                     - phaseOf(estimateMemory(c, cpu), "construction").breakdown.trainableWeights,
-                 matrices * MiB);
+        QCOMPARE(weights(c, gpu) - weights(c, cpu), matrices * MiB);
     }
 
     void moeSparseLayerAgainstDense()

@@ -65,8 +65,8 @@ for P in "${PRESETS[@]}"; do
         snap=$W/snap-$P-$mode-$K.json
         $CLI pilot --config $W/$P.json --device cuda:0 "${extra[@]}" --set train.kernels=$K --steps $STEPS --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$P-$K.err | tail -1 \
           | python3 tests/bench/pilot_row.py $snap "{\"config\": \"$P\", \"mode\": \"$mode\", \"impl\": \"pilotbench $K\"}" | tee -a $OUT/sparse_speed.jsonl || tail -3 $W/$P-$K.err
-        if [ $K = fused ] && [ $mode = full ]; then
-          PILOTBENCH_EXPERTS=loop $CLI pilot --config $W/$P.json --device cuda:0 --set train.kernels=$K --steps $STEPS --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$P-loop.err | tail -1 \
+        if [ $K = fused ]; then
+          PILOTBENCH_EXPERTS=loop $CLI pilot --config $W/$P.json --device cuda:0 "${extra[@]}" --set train.kernels=$K --steps $STEPS --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$P-loop.err | tail -1 \
             | python3 tests/bench/pilot_row.py $snap "{\"config\": \"$P\", \"mode\": \"$mode\", \"impl\": \"pilotbench $K experts-loop\"}" | tee -a $OUT/sparse_speed.jsonl || tail -3 $W/$P-loop.err
         fi
       done

@@ -92,10 +92,11 @@ public:
         ctx->saved_data["counts"] = c10::IValue(call.counts);
         ctx->saved_data["leaves"] = static_cast<int64_t>(leaves.size());
         ctx->saved_data["weight_type"] = static_cast<int64_t>(call.stacked.scalar_type());
-        if (weightsGrad) // for the weights' gradient
-            ctx->saved_data["x"] = x;
-        if (x.requires_grad()) // for x's: the 16-bit cast (autocast's per-expert casts, made once)
-            ctx->saved_data["w"] = w;
+        // x for the weights' gradient, the 16-bit cast (autocast's per-expert casts, made once) for
+        // x's. Saved variables, not saved_data: autograd frees those once this node's backward
+        // has run, saved_data only with the whole graph (measured: 3.4 GB more at the end of a
+        // 4-layer Moonlight backward on the H200).
+        ctx->save_for_backward({weightsGrad ? x : torch::Tensor(), x.requires_grad() ? w : torch::Tensor()});
         return groupedRows(x, w.transpose(1, 2), call.counts);
     }
 
@@ -103,8 +104,8 @@ public:
     {
         const auto counts = ctx->saved_data["counts"].toIntVector();
         const auto leaves = ctx->saved_data["leaves"].toInt();
-        const auto saved = [&](const char *key) { return ctx->saved_data.count(key) ? ctx->saved_data[key].toTensor() : torch::Tensor(); };
-        const auto x = saved("x"), w = saved("w");
+        const auto saved = ctx->get_saved_variables();
+        const auto &x = saved[0], &w = saved[1];
         const auto go = grads[0].contiguous();
         variable_list out(static_cast<size_t>(leaves) + 2);
         if (w.defined())

@@ -6,6 +6,7 @@
 #include "catalog/Catalog.h"
 #include "workflow/CatalogSource.h"
 #include "workflow/DecisionRun.h"
+#include "config/ModelTraitsText.h"
 #include "config/RunConfigJson.h"
 #include "util/Errors.h"
 
@@ -140,6 +141,8 @@ int runCompare(CliContext &ctx)
             json.insert(QStringLiteral("decision_run_id"), static_cast<double>(*decisionRun));
         printJson(ctx, json);
     } else {
+        // What is compared: the layers by attention kind, the experts, the parameters (active per token).
+        ctx.out << "Model: " << QString::fromStdString(describeModelSummary(config)) << "\n\n";
         printTable(ctx, comparison);
         if (decisionRun)
             ctx.out << "Decision recorded as run " << *decisionRun << " in " << database << '\n';

@@ -1,5 +1,6 @@
 #include "config/ModelTraitsText.h"
 
+#include <cstddef>
 #include <cstdio>
 
 namespace pb {
@@ -10,6 +11,15 @@ std::string number(double v)
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, "%g", v);
     return buffer;
+}
+
+// 79674391296 -> "79,674,391,296".
+std::string grouped(int64_t n)
+{
+    std::string digits = std::to_string(n < 0 ? -n : n);
+    for (auto i = static_cast<std::ptrdiff_t>(digits.size()) - 3; i > 0; i -= 3)
+        digits.insert(static_cast<size_t>(i), ",");
+    return (n < 0 ? "-" : "") + digits;
 }
 
 std::string ordinal(int64_t n)
@@ -34,6 +44,49 @@ std::string describeLayerSelection(const LayerSelection &s)
             out += (i ? ", " : "") + std::to_string(s.layers[i]);
     }
     return out.empty() ? "none" : out;
+}
+
+std::string describeLinearLayers(const ModelShape &m)
+{
+    if (!m.linear.enabled())
+        return {};
+    const int64_t full = m.fullAttentionLayers();
+    return std::to_string(m.layers - full) + " Gated DeltaNet layers of " + std::to_string(m.layers) +
+           (full > 0 ? " (full attention on " + describeLayerSelection(m.linear.fullLayers) + ")" : std::string(" (no full attention)"));
+}
+
+std::string describeModelSummary(const RunConfig &config)
+{
+    const ModelShape &m = config.model;
+    std::string layers;
+    if (m.linear.enabled()) {
+        layers = describeLinearLayers(m);
+    } else {
+        layers = std::to_string(m.layers) + " layers";
+        if (m.latent.enabled())
+            layers += " of multi-head latent attention";
+        else if (m.traits.slidingWindow > 0)
+            layers += ", " + std::to_string(m.slidingLayers()) + " with a sliding window of " + std::to_string(m.traits.slidingWindow);
+        else if (m.traits.attentionChunk > 0)
+            layers += ", chunked attention (" + std::to_string(m.traits.attentionChunk) + ") on those with rotary";
+    }
+    std::string text = m.family + ": " + layers;
+    if (m.moe.enabled()) {
+        const MoeConfig &e = m.moe;
+        int64_t sparse = 0;
+        for (int64_t i = 0; i < m.layers; ++i)
+            sparse += e.sparse(i) ? 1 : 0;
+        text += "; " + std::to_string(e.experts) + " experts, " + std::to_string(e.expertsPerToken) + " per token" +
+                (e.sharedExpertIntermediateSize > 0 ? ", and a shared expert" : "") +
+                (sparse < m.layers ? " (" + std::to_string(sparse) + " of " + std::to_string(m.layers) + " layers sparse)" : std::string());
+    }
+    const ParamCounts counts = countParameters(config);
+    text += "; " + grouped(counts.total) + " parameters";
+    if (m.moe.enabled())
+        text += ", " + grouped(counts.active) + " active per token";
+    if (counts.trainable < counts.total)
+        text += ", " + grouped(counts.trainable) + " trainable";
+    return text;
 }
 
 std::vector<std::pair<std::string, std::string>> describeModelTraits(const ModelShape &m)
@@ -63,7 +116,7 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
     if (m.linear.enabled()) {
         const LinearAttention &l = m.linear;
         const int64_t linearLayers = m.layers - m.fullAttentionLayers();
-        out.push_back({"attention", "Gated DeltaNet (linear_attn) on " + std::to_string(linearLayers) + " of " + std::to_string(m.layers) + " layers: " +
+        out.push_back({"attention", std::to_string(linearLayers) + " Gated DeltaNet (linear_attn) layers of " + std::to_string(m.layers) + ": " +
                                         std::to_string(l.keyHeads) + " key heads of " + std::to_string(l.keyHeadDim) + ", " + std::to_string(l.valueHeads) +
                                         " value heads of " + std::to_string(l.valueHeadDim) + ", conv " + std::to_string(l.convKernel) + ", " +
                                         (l.layout == LinearAttentionLayout::QkvzBa ? "in_proj_qkvz + in_proj_ba" : "in_proj_qkv/z/b/a") + "; full attention on " +

@@ -94,17 +94,23 @@ void paintDefinition(ReportCanvas &c, const ReportData &d)
     QString traits;
     for (const auto &[label, value] : describeModelTraits(m))
         traits += (traits.isEmpty() ? QString() : QStringLiteral("; ")) + QString::fromStdString(label + ": " + value);
+    // A mixture of experts: how many, how many a token passes through (the active count below).
+    const QString experts = m.moe.enabled() ? QStringLiteral("; %1 experts, %2 per token%3").arg(m.moe.experts).arg(m.moe.expertsPerToken)
+                                                  .arg(m.moe.sharedExpertIntermediateSize > 0 ? QStringLiteral(", and a shared expert") : QString())
+                                            : QString();
     c.keyValues({
         {QStringLiteral("Name"), qs(cfg.name)},
         {QStringLiteral("Model"), QStringLiteral("%1 (family %2, preset %3, revision %4)").arg(orDash(d.run.model), qs(m.family), orDash(qs(m.preset)), orDash(qs(m.revision)))},
         {QStringLiteral("Shape"), QStringLiteral("%1 layers, hidden %2, %3 heads / %4 KV heads, head dim %5, intermediate %6, vocabulary %7, max positions %8")
                                       .arg(m.layers).arg(m.hiddenSize).arg(m.attentionHeads).arg(m.kvHeads).arg(m.effectiveHeadDim())
-                                      .arg(m.intermediateSize).arg(m.vocabSize).arg(m.maxPositions)},
+                                      .arg(m.intermediateSize).arg(m.vocabSize).arg(m.maxPositions) + experts},
         {QStringLiteral("Architecture"), traits.isEmpty() ? QStringLiteral("Llama's (pre-norm, full attention and rotary, %1)").arg(QString::fromLatin1(toString(m.activation)))
                                                           : QString::fromLatin1(toString(m.activation)) + QStringLiteral("; ") + traits},
         {QStringLiteral("Parameters"), QStringLiteral("%1 total, %2 trainable (%3 exact total, %4 exact trainable)")
                                            .arg(formatCount(static_cast<double>(d.params.total)), formatCount(static_cast<double>(d.params.trainable)))
-                                           .arg(d.params.total).arg(d.params.trainable)},
+                                           .arg(d.params.total).arg(d.params.trainable) +
+                                           (m.moe.enabled() ? QStringLiteral("; %1 active per token (%2 exact)").arg(formatCount(static_cast<double>(d.params.active))).arg(d.params.active)
+                                                            : QString())},
         {QStringLiteral("Training"), QStringLiteral("mode %1, %2 lr %3, precision %4, attention %5, recompute %6")
                                          .arg(QString::fromLatin1(toString(t.mode)), QString::fromLatin1(toString(t.optimizer.kind))).arg(t.optimizer.lr)
                                          .arg(QString::fromLatin1(toString(t.precision)), QString::fromLatin1(toString(t.attention)), t.recompute ? QStringLiteral("on") : QStringLiteral("off"))},

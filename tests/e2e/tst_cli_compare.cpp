@@ -101,6 +101,36 @@ private Q_SLOTS:
         QVERIFY2(!r.out.contains(QStringLiteral("0.0 h")), "a job of seconds reads in its own unit"); // tiny: a rental window of milliseconds
     }
 
+    // The text output opens with the model compared: its layers by attention kind, its experts and
+    // its parameters (describeModelSummary, tst_model_traits_text); a hybrid names its Gated DeltaNet layers.
+    void textNamesTheModel_data()
+    {
+        QTest::addColumn<QStringList>("config");
+        QTest::addColumn<QString>("model");
+        QTest::newRow("tiny") << QStringList {QStringLiteral("preset:tiny")} << QStringLiteral("Model: llama: 2 layers; 125,248 parameters\n");
+        QTest::newRow("qwen3.5-9b") << QStringList {QStringLiteral("preset:qwen3.5-9b")}
+                                    << QStringLiteral("Model: qwen3_5_text: 24 Gated DeltaNet layers of 32 (full attention on every 4th layer); 8,953,803,264 parameters\n");
+        // Qwen3-Next-80B-A3B cut to 8 layers and 16 experts: the full one takes a minute to compare
+        // at 8 GPUs (tst_model_traits_text checks its line).
+        QTest::newRow("qwen3-next, 8 layers, 16 experts")
+            << QStringList {QStringLiteral("preset:qwen3-next-80b-a3b"), QStringLiteral("--set"), QStringLiteral("model.layers=8"), QStringLiteral("--set"),
+                            QStringLiteral("model.moe.experts=16")}
+            << QStringLiteral("Model: qwen3_next: 6 Gated DeltaNet layers of 8 (full attention on every 4th layer); 16 experts, 10 per token, and a shared expert; "
+                              "1,307,299,968 parameters, 1,156,305,024 active per token\n");
+        QTest::newRow("moonlight-16b-a3b") << QStringList {QStringLiteral("preset:moonlight-16b-a3b")}
+                                           << QStringLiteral("Model: deepseek_v3: 27 layers of multi-head latent attention; 64 experts, 6 per token, and a shared expert "
+                                                             "(26 of 27 layers sparse); 15,960,108,544 parameters, 2,914,774,528 active per token\n");
+    }
+    void textNamesTheModel()
+    {
+        QFETCH(QStringList, config);
+        QFETCH(QString, model);
+        const Result r = cli(QStringList {QStringLiteral("compare"), QStringLiteral("--config")} + config +
+                             QStringList {QStringLiteral("--gpus"), QStringLiteral("8"), QStringLiteral("--db"), m_dir.filePath(QStringLiteral("absent.sqlite"))});
+        QVERIFY2(r.code == 0 || r.code == 3, qPrintable(r.err));
+        QVERIFY2(r.out.startsWith(model), qPrintable(r.out.left(400)));
+    }
+
     void nothingFitsExitsThree()
     {
         // Full fine-tuning of a 70B model needs about a terabyte of model states: no single card holds it.

@@ -72,6 +72,30 @@ private Q_SLOTS:
         QVERIFY(text.out.contains(hash));
     }
 
+    // The definition section describes the model: a hybrid's Gated DeltaNet layers of all its layers
+    // (Architecture), its experts (Shape) and its active parameters per token (Parameters). The run
+    // is the decision `compare --record` keeps; Qwen3-Next-80B-A3B cut to 8 layers and 16 experts
+    // (the full one's comparison at every card count takes minutes).
+    void definesAHybridModel()
+    {
+        const QString database = m_dir.filePath(QStringLiteral("hybrid.sqlite"));
+        const Result decided = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:qwen3-next-80b-a3b"), QStringLiteral("--set"),
+                                    QStringLiteral("model.layers=8"), QStringLiteral("--set"), QStringLiteral("model.moe.experts=16"), QStringLiteral("--gpus"),
+                                    QStringLiteral("8"), QStringLiteral("--db"), database, QStringLiteral("--record"), QStringLiteral("--json")});
+        QVERIFY2(decided.code == 0, qPrintable(decided.err));
+        const int runId = QJsonDocument::fromJson(decided.out.toUtf8()).object().value(QStringLiteral("decision_run_id")).toInt();
+        QVERIFY(runId > 0);
+        const QString pdf = m_dir.filePath(QStringLiteral("hybrid.pdf"));
+        const Result r = cli({QStringLiteral("report"), QStringLiteral("--run"), QString::number(runId), QStringLiteral("--db"), database, QStringLiteral("--out"), pdf});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const Result text = run(QStringLiteral("pdftotext"), {pdf, QStringLiteral("-")}, false);
+        QCOMPARE(text.code, 0);
+        const QString flat = text.out.simplified();
+        for (const char *expected : {"6 Gated DeltaNet (linear_attn) layers of 8", "full attention on every 4th layer", "16 experts, 10 per token, and a shared expert",
+                                     "1307299968 exact total", "1156305024 exact", "output gated by sigmoid(gate)"})
+            QVERIFY2(flat.contains(QLatin1String(expected)), qPrintable(QLatin1String(expected) + QStringLiteral(" missing from: ") + flat.left(3000)));
+    }
+
     void badInput_data()
     {
         QTest::addColumn<QStringList>("args");

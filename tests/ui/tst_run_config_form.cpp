@@ -2,14 +2,18 @@
 // its own field (checked through the JSON names, so a widget wired to the wrong member shows), a
 // config loaded into the form comes back unchanged, and a bad value turns the field's own widget
 // red and unfolds the panel it sits in.
+#include "config/HfImport.h"
 #include "config/Presets.h"
 #include "config/RunConfigForm.h"
 #include "config/RunConfigJson.h"
 
 #include <QAbstractButton>
+#include <QJsonArray>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFile>
+#include <QGroupBox>
 #include <QJsonDocument>
 #include <QLabel>
 #include <QLineEdit>
@@ -150,6 +154,24 @@ RunConfig noDeadlineHugeJob()
     return c;
 }
 
+// tests/data/hf/<dir>/config.json through `config import-hf`.
+RunConfig imported(const char *dir)
+{
+    QFile f(QStringLiteral(PB_TEST_DATA_DIR "/hf/") + QLatin1String(dir) + QStringLiteral("/config.json"));
+    if (!f.open(QIODevice::ReadOnly))
+        qFatal("cannot read tests/data/hf/%s/config.json", dir);
+    return hfRunConfig(QJsonDocument::fromJson(f.readAll()).object(), "config.json");
+}
+
+// Qwen3.5-9B with full attention on listed layers (layer_types that follow no interval) and LoRA.
+RunConfig listedFullLayers()
+{
+    RunConfig c = presetConfig(QStringLiteral("qwen3.5-9b"));
+    c.model.linear.fullLayers = LayerSelection {0, {3, 15, 31}};
+    c.train.mode = TrainMode::Lora;
+    return c;
+}
+
 } // namespace
 
 class TestRunConfigForm final : public QObject {
@@ -236,6 +258,116 @@ private Q_SLOTS:
         // The sparse families' routing, stacked experts and latent attention likewise.
         for (const char *preset : {"gpt-oss-20b", "moonlight-16b-a3b", "llama-4-scout-17b-16e", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b"})
             QTest::newRow(preset) << presetConfig(QString::fromLatin1(preset));
+        // The hybrids' linear attention and output gate: the presets, Qwen3-Next-80B-A3B's config.json
+        // as imported, and full layers given as a list.
+        for (const char *preset : {"qwen3-next-80b-a3b", "qwen3.5-9b"})
+            QTest::newRow(preset) << presetConfig(QString::fromLatin1(preset));
+        QTest::newRow("qwen3-next-80b-a3b imported") << imported("qwen3-next-80b-a3b");
+        QTest::newRow("qwen3.5-9b full layers listed, lora") << listedFullLayers();
+    }
+    // A hybrid's group shows for a model with Gated DeltaNet layers only; each of its fields writes
+    // its own config path and no other; the summary follows the edits.
+    void linearGroupEditWritesItsField_data()
+    {
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QJsonValue>("expected");
+        QTest::newRow("full every") << QStringLiteral("model.linear_attention.full_layers.every") << QStringLiteral("2") << QJsonValue(2.0);
+        QTest::newRow("full layers") << QStringLiteral("model.linear_attention.full_layers.layers") << QStringLiteral("0, 5 9") << QJsonValue(QJsonArray {0, 5, 9});
+        QTest::newRow("key heads") << QStringLiteral("model.linear_attention.key_heads") << QStringLiteral("8") << QJsonValue(8.0);
+        QTest::newRow("value heads") << QStringLiteral("model.linear_attention.value_heads") << QStringLiteral("64") << QJsonValue(64.0);
+        QTest::newRow("key head dim") << QStringLiteral("model.linear_attention.key_head_dim") << QStringLiteral("64") << QJsonValue(64.0);
+        QTest::newRow("value head dim") << QStringLiteral("model.linear_attention.value_head_dim") << QStringLiteral("256") << QJsonValue(256.0);
+        QTest::newRow("conv kernel") << QStringLiteral("model.linear_attention.conv_kernel") << QStringLiteral("3") << QJsonValue(3.0);
+        QTest::newRow("layout") << QStringLiteral("model.linear_attention.layout") << QStringLiteral("qkv_z_b_a") << QJsonValue(QStringLiteral("qkv_z_b_a"));
+        QTest::newRow("output gate") << QStringLiteral("model.attention_output_gate") << QStringLiteral("false") << QJsonValue(QJsonValue::Undefined);
+    }
+    void linearGroupEditWritesItsField()
+    {
+        QFETCH(QString, field);
+        QFETCH(QString, value);
+        QFETCH(QJsonValue, expected);
+        RunConfigForm form;
+        form.setConfig(imported("qwen3-next-80b-a3b"));
+        QVERIFY(form.fieldWidget(field));
+        QCOMPARE(form.fieldWidget(field)->objectName(), field);
+        QVERIFY2(form.fieldWidget(field)->toolTip().contains(QLatin1String("Config path: ") + field), qPrintable(form.fieldWidget(field)->toolTip()));
+        const QJsonObject before = toJson(form.config());
+        QVERIFY2(jsonAt(before, field) != expected, "the row must change the field");
+        QSignalSpy changed(&form, &RunConfigForm::changed);
+        setField(form, field, value);
+        if (QTest::currentTestFailed())
+            return;
+        QVERIFY(changed.count() > 0);
+        const QJsonObject after = toJson(form.config());
+        QVERIFY2(jsonAt(after, field) == expected, compact(after).constData());
+        // The widget writes its own field and no other (a trait at its default is not written).
+        QJsonObject wanted = withJsonAt(before, field.split(QLatin1Char('.')), expected);
+        if (expected.isUndefined()) {
+            QJsonObject model = wanted.value(QStringLiteral("model")).toObject();
+            model.remove(field.section(QLatin1Char('.'), 1));
+            wanted.insert(QStringLiteral("model"), model);
+        }
+        QVERIFY2(after == wanted, (compact(after) + "\n != \n" + compact(wanted)).constData());
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+    }
+    void linearGroupShowsWhereRelevant()
+    {
+        RunConfigForm form;
+        form.setExpanded(true);
+        form.resize(1100, 1000);
+        form.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&form));
+        auto *group = form.findChild<QGroupBox *>(QStringLiteral("linearAttentionGroup"));
+        QVERIFY(group);
+        QWidget *keyHeads = form.fieldWidget(QStringLiteral("model.linear_attention.key_heads"));
+        QVERIFY(keyHeads);
+        for (const char *preset : {"tiny", "moonlight-16b-a3b", "qwen3-30b-a3b", "gemma-3-12b"}) {
+            form.setConfig(presetConfig(QString::fromLatin1(preset)));
+            QVERIFY2(!group->isVisible(), preset);
+        }
+        const RunConfig next = imported("qwen3-next-80b-a3b");
+        form.setConfig(next);
+        QVERIFY(group->isVisible() && keyHeads->isVisible());
+        auto *summary = form.findChild<QLabel *>(QStringLiteral("linearAttentionSummary"));
+        QVERIFY(summary);
+        QCOMPARE(summary->text(), QStringLiteral("36 Gated DeltaNet layers of 48 (full attention on every 4th layer)"));
+        auto *traits = form.findChild<QLabel *>(QStringLiteral("traitsSummary"));
+        QVERIFY2(traits->text().contains(QLatin1String("36 Gated DeltaNet (linear_attn) layers of 48")), qPrintable(traits->text()));
+        QCOMPARE(static_cast<QSpinBox *>(keyHeads)->value(), 16);
+        QCOMPARE(static_cast<QComboBox *>(form.fieldWidget(QStringLiteral("model.linear_attention.layout")))->currentText(), QStringLiteral("qkvz_ba"));
+        QVERIFY(static_cast<QCheckBox *>(form.fieldWidget(QStringLiteral("model.attention_output_gate")))->isChecked());
+        // An edit lands in the config and the summaries follow it.
+        setField(form, QStringLiteral("model.linear_attention.full_layers.every"), QStringLiteral("2"));
+        QCOMPARE(form.config().model.linear.fullLayers.every, int64_t(2));
+        QCOMPARE(form.config().model.fullAttentionLayers(), int64_t(24));
+        QCOMPARE(summary->text(), QStringLiteral("24 Gated DeltaNet layers of 48 (full attention on every 2nd layer)"));
+        QVERIFY2(traits->text().contains(QLatin1String("24 Gated DeltaNet (linear_attn) layers of 48")), qPrintable(traits->text()));
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        // What the validator refuses is marked on its own field: value heads not a multiple of the key heads.
+        setField(form, QStringLiteral("model.linear_attention.value_heads"), QStringLiteral("24"));
+        QVERIFY(!form.isValid());
+        QCOMPARE(flaggedWidgets(form), QStringList {QStringLiteral("model.linear_attention.value_heads")});
+        setField(form, QStringLiteral("model.linear_attention.value_heads"), QStringLiteral("32"));
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        // A list that does not read: the field is red, the config keeps the last list that did.
+        setField(form, QStringLiteral("model.linear_attention.full_layers.layers"), QStringLiteral("3, seven"));
+        QCOMPARE(flaggedWidgets(form), QStringList {QStringLiteral("model.linear_attention.full_layers.layers")});
+        QVERIFY(form.config().model.linear.fullLayers.layers.empty());
+        setField(form, QStringLiteral("model.linear_attention.full_layers.layers"), QStringLiteral("3"));
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        QCOMPARE(form.config().model.linear.fullLayers.layers, std::vector<int64_t> {3});
+        setField(form, QStringLiteral("model.linear_attention.full_layers.layers"), QString());
+        setField(form, QStringLiteral("model.linear_attention.full_layers.every"), QStringLiteral("4"));
+        QCOMPARE(configHash(form.config()), configHash(next));
+        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
+        if (!dir.isEmpty())
+            form.grab().save(dir + QStringLiteral("/run-config-form-qwen3-next.png"));
+        // Back to a model without it: hidden, and its config keeps its hash.
+        const RunConfig moonlight = presetConfig(QStringLiteral("moonlight-16b-a3b"));
+        form.setConfig(moonlight);
+        QVERIFY(!group->isVisible());
+        QCOMPARE(configHash(form.config()), configHash(moonlight));
     }
     // The experts' routing rows show for a model with experts, the latent rows for latent attention,
     // the group for neither is hidden; an edit there writes its field.

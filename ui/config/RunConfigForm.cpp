@@ -1,5 +1,6 @@
 #include "config/RunConfigForm.h"
 
+#include "config/LinearAttentionGroup.h"
 #include "config/ModelTraitsText.h"
 
 #include <QCheckBox>
@@ -248,6 +249,11 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     ef->addRow(tr("Rotary head dim"), addSpin(QStringLiteral("model.latent_attention.qk_rope_head_dim"), 0));
     ef->addRow(tr("Value head dim"), addSpin(QStringLiteral("model.latent_attention.v_head_dim"), 0));
     m_sparseForm = ef;
+    // A hybrid's Gated DeltaNet layers and gated full attention (Qwen3-Next, Qwen3.5), shown for such a model only.
+    m_linear = new LinearAttentionGroup(m_more);
+    for (auto it = m_linear->fields().cbegin(); it != m_linear->fields().cend(); ++it)
+        m_fields.insert(it.key(), it.value());
+    connect(m_linear, &LinearAttentionGroup::edited, this, &RunConfigForm::onEdited);
 
     auto *data = new QGroupBox(tr("Data"), m_more);
     auto *df = new QFormLayout(data);
@@ -288,6 +294,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     right->addWidget(data);
     right->addWidget(arch);
     right->addWidget(m_sparse);
+    right->addWidget(m_linear);
     right->addStretch(1);
     moreColumns->addLayout(left, 1);
     moreColumns->addLayout(right, 1);
@@ -428,6 +435,7 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("model.latent_attention.qk_nope_head_dim", m.latent.qkNopeHeadDim);
     spin("model.latent_attention.qk_rope_head_dim", m.latent.qkRopeHeadDim);
     spin("model.latent_attention.v_head_dim", m.latent.vHeadDim);
+    m_linear->setModel(m);
     m_tie->setChecked(m.tieEmbeddings);
     const ModelTraits &mt = m.traits;
     spin("model.sliding_window", mt.slidingWindow);
@@ -530,6 +538,7 @@ RunConfig RunConfigForm::config() const
         l.qkRopeHeadDim = spin("model.latent_attention.qk_rope_head_dim");
         l.vHeadDim = spin("model.latent_attention.v_head_dim");
     }
+    m_linear->writeTo(c.model);
     c.model.tieEmbeddings = m_tie->isChecked();
     ModelTraits &mt = c.model.traits;
     mt.slidingWindow = spin("model.sliding_window");
@@ -660,8 +669,10 @@ void RunConfigForm::onEdited()
     const bool sigmoid = combo("model.moe.scoring") == std::string(toString(RouterScoring::Sigmoid));
     field("model.moe.groups")->setEnabled(sigmoid || static_cast<QSpinBox *>(field("model.moe.groups"))->value() > 1);
     field("model.moe.groups_per_token")->setEnabled(sigmoid || static_cast<QSpinBox *>(field("model.moe.groups_per_token"))->value() > 1);
+    const RunConfig current = config();
+    m_linear->showSummary(current.model);
     QStringList traits;
-    for (const auto &[label, value] : describeModelTraits(config().model))
+    for (const auto &[label, value] : describeModelTraits(current.model))
         traits << QString::fromStdString(label + ": " + value);
     m_traitsSummary->setText(traits.isEmpty() ? tr("Llama's (pre-norm, full attention and rotary)") : traits.join(QLatin1Char('\n')));
     validate();
@@ -686,6 +697,8 @@ void RunConfigForm::validate()
     for (const char *field : {"model.partial_rotary", "model.local_rope_theta", "model.attention_softcap", "model.final_softcap", "model.embedding_scale",
                               "model.residual_scale", "model.logits_divisor", "model.moe.routed_scale"})
         number(field, true, "must be a number, or empty for the default");
+    for (auto &issue : m_linear->parseIssues())
+        m_issues.push_back(std::move(issue));
     for (auto &issue : validateRunConfig(config()))
         m_issues.push_back(std::move(issue));
 

@@ -25,6 +25,8 @@ class QToolButton;
 
 namespace pb::ui {
 
+class LinearAttentionGroup;
+
 class RunConfigForm final : public QWidget {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(RunConfigForm)
@@ -75,6 +77,7 @@ private:
     QWidget *m_more = nullptr;
     QGroupBox *m_sparse = nullptr;
     QFormLayout *m_sparseForm = nullptr;
+    LinearAttentionGroup *m_linear = nullptr;
 };
 
 } // namespace pb::ui

@@ -24,9 +24,11 @@ namespace pb {
 
 double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t seqLen)
 {
-    const auto counts = countParameters(config);
-    const double frozen = static_cast<double>(counts.total - counts.trainable);
-    const double trained = static_cast<double>(counts.trainable);
+    // 6N (4N for a frozen weight), N the weights a token meets: a routed expert's weights count
+    // by the share of tokens routed to it (model FLOPs as the MoE literature states MFU).
+    double frozen = 0, trained = 0;
+    for (const auto &p : parameterTable(config))
+        (p.trainable ? trained : frozen) += static_cast<double>(p.numel) * p.activeFraction;
     const double tokens = static_cast<double>(tokensPerStep);
     const auto &m = config.model;
     // Softmax attention's scores on the full-attention layers only; a Gated DeltaNet layer's state

@@ -172,6 +172,18 @@ private Q_SLOTS:
         const double tokens = 8.0 * 2048;
         const double expected = (6.0 * 1235814400.0 + 12.0 * 16 * 2048 * 2048) * tokens;
         QCOMPARE(modelFlopsPerStep(c, 8 * 2048, 2048), expected);
+
+        // A mixture of experts counts the weights a token meets: the active parameters (qwen3-30b-a3b:
+        // 3,340,000,000 and some, where all 30.5B would put MFU past 100% on a fast card), 6 each
+        // trained, 4 each frozen under LoRA.
+        RunConfig moe = presetConfig(QStringLiteral("qwen3-30b-a3b"));
+        const auto counts = countParameters(moe);
+        QVERIFY(counts.active < counts.total / 5);
+        const double attention = 12.0 * static_cast<double>(moe.model.layers * moe.model.attentionHeads) * moe.model.attentionFlopsHeadDim() * 2048;
+        QCOMPARE(modelFlopsPerStep(moe, 2048, 2048), (6.0 * static_cast<double>(counts.active) + attention) * 2048);
+        moe.train.mode = TrainMode::Lora;
+        const auto lora = countParameters(moe);
+        QCOMPARE(modelFlopsPerStep(moe, 2048, 2048), (6.0 * static_cast<double>(lora.trainable) + 4.0 * static_cast<double>(lora.active - lora.trainable) + attention) * 2048);
     }
 };
 

@@ -241,6 +241,12 @@ private Q_SLOTS:
                         QTest::newRow(qPrintable(QStringLiteral("%1 %2 %3%4").arg(QLatin1String(family), QLatin1String(mode), QLatin1String(kernels),
                                                                                   recompute ? QStringLiteral(" recompute") : QString())))
                             << QString::fromLatin1(family) << QString::fromLatin1(mode) << QString::fromLatin1(kernels) << recompute << 256;
+        // The same with its experts in the grouped autograd path (PILOTBENCH_EXPERTS=grouped: one
+        // matmul per expert on this CPU, the grouped GEMM's saved tensors and gradients on a card).
+        for (const char *kernels : {"eager", "fused"})
+            for (bool recompute : {false, true})
+                QTest::newRow(qPrintable(QStringLiteral("deepseek_v3 full %1%2 grouped").arg(QLatin1String(kernels), recompute ? QStringLiteral(" recompute") : QString())))
+                    << QStringLiteral("deepseek_v3") << QStringLiteral("full") << QString::fromLatin1(kernels) << recompute << 256;
         // gpt-oss: attention sinks in Transformers' eager composite (no fused attention on this
         // CPU build), alternating windows of 8, stacked experts with biases and the clamped SwiGLU,
         // the router's bias; LoRA and QLoRA adapt the attention only (all-linear as PEFT's).
@@ -288,8 +294,12 @@ private Q_SLOTS:
                                    QStringLiteral("--set"), QStringLiteral("train.kernels=") + kernels, QStringLiteral("--set"),
                                    QStringLiteral("train.recompute=") + (recompute ? QStringLiteral("true") : QStringLiteral("false")), QStringLiteral("--out"), config});
         QVERIFY2(imported.exitCode == 0, imported.err.constData());
+        const bool grouped = QLatin1String(QTest::currentDataTag()).endsWith(QLatin1String(" grouped"));
+        if (grouped)
+            qputenv("PILOTBENCH_EXPERTS", "grouped");
         const auto r = cli({QStringLiteral("pilot"), QStringLiteral("--config"), config, QStringLiteral("--steps"), QStringLiteral("2"), QStringLiteral("--warmup"),
                             QStringLiteral("1"), QStringLiteral("--db"), db(), QStringLiteral("--jsonl"), QStringLiteral("--memory-snapshot"), snapshot});
+        qunsetenv("PILOTBENCH_EXPERTS");
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const QList<QByteArray> lines = r.out.trimmed().split('\n');
         const QJsonObject summary = QJsonDocument::fromJson(lines.last()).object();

@@ -8,6 +8,7 @@
 #             (fp32, vocabulary 32000) and pure bf16; the full shared row again with
 #             PILOTBENCH_EXPERTS=loop. Each row: step time and the estimate against the training
 #             steps' and the whole run's peak (pilot_row.py).
+#             $ROWS picks rows by name.
 #  moonlight: moonlight-16b-a3b at 4 layers, seq 2048 x 2, full and LoRA r16 (attention): our eager
 #             and fused paths grouped and looped, beside Transformers eager (h200_sparse.sh speed).
 . tests/bench/h200_build.sh
@@ -22,14 +23,18 @@ if [ $WHAT = qmoe ] || [ $WHAT = all ]; then
   SHARED_OFF=(--set model.moe.shared_expert_intermediate_size=0 --set model.moe.shared_expert_gate=false)
   r() { local name=$1; shift; $CLI pilot "${QMOE[@]}" "$@" --device cuda:0 --steps ${STEPS:-2} --warmup 2 --db $W/h.db --jsonl --memory-snapshot $W/$name.json 2>$W/$name.err | tail -1 \
         | python3 tests/bench/pilot_row.py $W/$name.json "{\"row\": \"$name\", \"experts\": \"${PILOTBENCH_EXPERTS:-default}\"}" | tee -a $OUT/pooled_qmoe.jsonl || tail -3 $W/$name.err; }
-  r full-shared "${SHARED_ON[@]}"
-  r full-noshared "${SHARED_OFF[@]}"
-  r lora-shared "${SHARED_ON[@]}" --set train.mode=lora --set train.lora.targets=all-linear
-  r lora-noshared "${SHARED_OFF[@]}" --set train.mode=lora --set train.lora.targets=all-linear
-  r full-shared-vocab32k "${SHARED_ON[@]}" --set model.vocab_size=32000
-  r full-shared-bf16 "${SHARED_ON[@]}" --set train.precision=bf16
-  r full-shared-fp32 "${SHARED_ON[@]}" --set train.precision=fp32
-  PILOTBENCH_EXPERTS=loop r full-shared-loop "${SHARED_ON[@]}"
+  for row in ${ROWS:-full-shared full-noshared lora-shared lora-noshared full-shared-vocab32k full-shared-bf16 full-shared-fp32 full-shared-loop}; do
+    case $row in
+      full-shared) r $row "${SHARED_ON[@]}" ;;
+      full-noshared) r $row "${SHARED_OFF[@]}" ;;
+      lora-shared) r $row "${SHARED_ON[@]}" --set train.mode=lora --set train.lora.targets=all-linear ;;
+      lora-noshared) r $row "${SHARED_OFF[@]}" --set train.mode=lora --set train.lora.targets=all-linear ;;
+      full-shared-vocab32k) r $row "${SHARED_ON[@]}" --set model.vocab_size=32000 ;;
+      full-shared-bf16) r $row "${SHARED_ON[@]}" --set train.precision=bf16 ;;
+      full-shared-fp32) r $row "${SHARED_ON[@]}" --set train.precision=fp32 ;;
+      full-shared-loop) PILOTBENCH_EXPERTS=loop r $row "${SHARED_ON[@]}" ;;
+    esac
+  done
 fi
 if [ $WHAT = moonlight ] || [ $WHAT = all ]; then
   STEPS=${STEPS:-4} MODES=${MODES:-full lora} bash tests/bench/h200_sparse.sh speed moonlight-16b-a3b

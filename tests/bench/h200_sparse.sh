@@ -8,7 +8,7 @@
 #          the loss on that sequence, beside our own loss of step 2 (same weights, same tokens); fp32
 #          and bf16-mixed; full fine-tuning, then LoRA (r16 on the preset's attention targets) whose
 #          trained adapters PEFT takes over the base from the same checkpoint. Rows say mode=full|lora
-#          ($PARITY_MODES, default "full lora").
+#          ($PARITY_MODES, default "full lora"; $PARITY_PRECISIONS, default "fp32 bf16-mixed").
 #  speed:  ms/step and peak allocated, our eager and fused paths beside Transformers eager (same
 #          depth, bf16 autocast over fp32 masters, fused AdamW), full and LoRA; with
 #          PILOTBENCH_EXPERTS=loop our experts take the per-expert loop instead of the grouped GEMM.
@@ -40,7 +40,7 @@ for P in "${PRESETS[@]}"; do
       # the base alone; the reference reports its loss_without_adapters beside it.
       # Still SGD without momentum: no optimizer state to store.
       extra=(); [ $mode = lora ] && extra=(--set train.mode=lora --set train.lora.rank=16 --set train.lr=${LORA_LR:-1e-1} --set train.schedule.kind=constant --set train.schedule.warmup_steps=0)
-      for prec in fp32 bf16-mixed; do
+      for prec in ${PARITY_PRECISIONS:-fp32 bf16-mixed}; do
         echo "== $P ($L layers) parity, $mode, $prec"
         tag=$P-$mode-$prec
         rm -rf $W/ck-*  # one at a time; SGD without momentum keeps no optimizer state (Scout's was 48 GB)

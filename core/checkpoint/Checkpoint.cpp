@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <functional>
 #include <set>
 
 #include <fcntl.h>
@@ -399,6 +400,9 @@ public:
     void expect(const std::string &name, torch::Tensor into) { m_expected[name] = std::move(into); }
     // Tensors are made as the file describes them (optimizer, RNG): on `device`.
     void acceptAny(const torch::Device &device) { m_anyDevice = device; m_acceptAny = true; }
+    // Tensors made as the file describes them go where `target` says when it gives a tensor of
+    // that dtype and shape (the optimizer's pooled states).
+    void targets(std::function<torch::Tensor(const std::string &, c10::IntArrayRef, at::ScalarType)> target) { m_target = std::move(target); }
 
     TensorSink sinkFor(const SafetensorEntry &entry)
     {
@@ -418,7 +422,10 @@ public:
                 if (!m_arrived.insert(entry.name).second)
                     throw InvalidInputError(entry.file.toStdString(), "tensor '" + entry.name + "' is stored twice");
             } else if (m_acceptAny) {
-                into = torch::empty(entry.shape, torch::TensorOptions().dtype(*type).device(m_anyDevice));
+                if (m_target)
+                    into = m_target(entry.name, entry.shape, *type);
+                if (!into.defined() || into.device() != m_anyDevice)
+                    into = torch::empty(entry.shape, torch::TensorOptions().dtype(*type).device(m_anyDevice));
                 if (!m_made.emplace(entry.name, into).second)
                     throw InvalidInputError(entry.file.toStdString(), "tensor '" + entry.name + "' is stored twice");
             } else {
@@ -450,6 +457,7 @@ private:
     torch::Device m_anyDevice {torch::kCPU};
     std::map<std::string, torch::Tensor> m_expected, m_made;
     std::set<std::string> m_arrived;
+    std::function<torch::Tensor(const std::string &, c10::IntArrayRef, at::ScalarType)> m_target;
     std::mutex m_mutex;
 };
 
@@ -492,6 +500,10 @@ void restoreCheckpoint(TrainingSession &session, const std::string &path, const 
         for (const auto &[name, tensor] : modelTensors(session, view))
             model.expect(name, tensor);
         optimizer.acceptAny(session.device);
+        if (session.optimizer && skip != "optimizer")
+            optimizer.targets([opt = session.optimizer.get()](const std::string &name, c10::IntArrayRef shape, at::ScalarType type) {
+                return opt->restoreTarget(name, shape, type);
+            });
         rng.acceptAny(torch::kCPU);
         std::vector<SafetensorsReadJob> jobs;
         const std::pair<CheckpointPart, SinkMap *> parts[] = {{CheckpointPart::Model, &model}, {CheckpointPart::Optimizer, &optimizer}, {CheckpointPart::Rng, &rng}};

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 
 namespace pb {
 
@@ -24,17 +25,32 @@ std::vector<torch::Tensor> DataParallelHooks::optimizerParameters(std::vector<to
             makeBuckets();
         return trainable;
     }
-    // Largest first to the least-loaded rank: every rank computes the same assignment.
-    std::vector<size_t> order(trainable.size());
-    for (size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return trainable[a].numel() > trainable[b].numel(); });
+    // Largest first to the least-loaded rank: every rank computes the same assignment. Parameters
+    // sharing one storage (a layer's pooled experts, whose gradients are views of one allocation
+    // too) go to one owner together, or every rank would keep the whole pool's gradient alive.
+    std::vector<std::vector<size_t>> groups;
+    std::vector<int64_t> groupNumel;
+    std::map<const void *, size_t> groupOf;
+    for (size_t i = 0; i < trainable.size(); ++i) {
+        const auto [it, fresh] = groupOf.emplace(trainable[i].storage().unsafeGetStorageImpl(), groups.size());
+        if (fresh) {
+            groups.emplace_back();
+            groupNumel.push_back(0);
+        }
+        groups[it->second].push_back(i);
+        groupNumel[it->second] += trainable[i].numel();
+    }
+    std::vector<size_t> order(groups.size());
+    for (size_t g = 0; g < order.size(); ++g)
+        order[g] = g;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groupNumel[a] > groupNumel[b]; });
     std::vector<int64_t> load(static_cast<size_t>(m_rendezvous.worldSize), 0);
     m_owner.assign(trainable.size(), 0);
-    for (size_t i : order) {
+    for (size_t g : order) {
         const auto least = std::min_element(load.begin(), load.end()) - load.begin();
-        m_owner[i] = static_cast<int>(least);
-        load[static_cast<size_t>(least)] += trainable[i].numel();
+        for (size_t i : groups[g])
+            m_owner[i] = static_cast<int>(least);
+        load[static_cast<size_t>(least)] += groupNumel[g];
     }
     std::vector<torch::Tensor> owned;
     for (size_t i = 0; i < trainable.size(); ++i) {

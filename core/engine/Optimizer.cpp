@@ -58,7 +58,30 @@ public:
                 tensors.push_back(it->second.to(m_params[i].device(), m_params[i].scalar_type())); // the caller's freshly read tensor: no second copy
             }
         }
+        m_restoreTargets.clear(); // what was not filled is dropped; what was is held by m_state
         onRestored();
+    }
+
+    torch::Tensor restoreTarget(const std::string &name, c10::IntArrayRef shape, at::ScalarType type) override
+    {
+        const auto dot = name.rfind('.');
+        if (dot == std::string::npos || std::find(m_slots.begin(), m_slots.end(), name.substr(0, dot)) == m_slots.end())
+            return {};
+        size_t index = 0;
+        try {
+            index = std::stoul(name.substr(dot + 1));
+        } catch (const std::exception &) {
+            return {};
+        }
+        if (index >= m_params.size())
+            return {};
+        auto &targets = m_restoreTargets[name.substr(0, dot)];
+        if (targets.empty())
+            targets = zerosMirroring(m_params, /*zero=*/false);
+        const auto &t = targets[index];
+        if (t.sizes() != shape || t.scalar_type() != type)
+            return {};
+        return t;
     }
 
 protected:
@@ -72,8 +95,11 @@ protected:
     // A zero state per parameter, shaped as it. Parameters that exactly fill one storage together
     // (ParameterTable's pools: a layer's expert matrices) get their states as views of one
     // allocation laid out the same, so the caching allocator holds one block, not one per expert.
-    static std::vector<torch::Tensor> zerosMirroring(const std::vector<torch::Tensor> &params)
+    static std::vector<torch::Tensor> zerosMirroring(const std::vector<torch::Tensor> &params, bool zero = true)
     {
+        auto make = [zero](c10::IntArrayRef shape, const torch::Tensor &like) {
+            return zero ? torch::zeros(shape, like.options()) : torch::empty(shape, like.options());
+        };
         std::unordered_map<const void *, int64_t> covered;
         for (const auto &p : params)
             covered[p.storage().unsafeGetStorageImpl()] += p.numel();
@@ -83,12 +109,12 @@ protected:
             const void *key = p.storage().unsafeGetStorageImpl();
             const int64_t storageNumel = static_cast<int64_t>(p.storage().nbytes()) / static_cast<int64_t>(p.element_size());
             if (covered[key] == p.numel() || covered[key] != storageNumel) {
-                out.push_back(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                out.push_back(make(p.sizes(), p));
                 continue;
             }
             auto &base = shared[key];
             if (!base.defined())
-                base = torch::zeros({storageNumel}, p.options());
+                base = make({storageNumel}, p);
             out.push_back(base.as_strided(p.sizes(), p.strides(), p.storage_offset()));
         }
         return out;
@@ -98,6 +124,7 @@ protected:
     OptimizerConfig m_config;
     std::vector<std::string> m_slots;
     std::map<std::string, std::vector<torch::Tensor>> m_state;
+    std::map<std::string, std::vector<torch::Tensor>> m_restoreTargets;
     int64_t m_step = 0;
 };
 

@@ -26,6 +26,16 @@ public:
     // keep, a missing one it needs, and a shape that differs (c10::Error).
     virtual std::map<std::string, torch::Tensor> state() = 0;
     virtual void restoreState(const std::map<std::string, torch::Tensor> &state) = 0;
+    // Where a checkpoint reader should put the state tensor `name` before restoreState() takes it:
+    // a view laid out as its parameter's storage (pooled experts' states share one allocation, as
+    // in a fresh run), or undefined for a tensor of its own.
+    virtual torch::Tensor restoreTarget(const std::string &name, c10::IntArrayRef shape, at::ScalarType type)
+    {
+        (void)name;
+        (void)shape;
+        (void)type;
+        return {};
+    }
     virtual std::string path() const = 0;     // "fused", "per-tensor", "torch::optim" (reported)
     std::vector<torch::Tensor> &parameters() { return m_params; }
 

@@ -102,6 +102,9 @@ public:
 
     static variable_list backward(AutogradContext *ctx, variable_list grads)
     {
+        // The saved weights are detached views of the pool: a graph of this backward would miss
+        // the terms through them, so it is refused rather than silently wrong.
+        TORCH_CHECK(!torch::GradMode::is_enabled(), "grouped experts: no double backward (set PILOTBENCH_EXPERTS=loop)");
         const auto counts = ctx->saved_data["counts"].toIntVector();
         const auto leaves = ctx->saved_data["leaves"].toInt();
         const auto saved = ctx->get_saved_variables();

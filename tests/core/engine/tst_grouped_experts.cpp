@@ -179,6 +179,28 @@ private Q_SLOTS:
             QVERIFY(s.is_alias_of(gateUpStates.front()));
         QCOMPARE(static_cast<int64_t>(gateUpStates.front().storage().nbytes()),
                  4 * c.model.moe.experts * 2 * c.model.moe.expertIntermediateSize * c.model.hiddenSize);
+
+        // A restore reads each state into the target the optimizer gives: the pools come back.
+        auto restored = makeOptimizer(c.train.optimizer, model->trainableParameters());
+        std::map<std::string, torch::Tensor> read;
+        for (const auto &[name, tensor] : state) {
+            auto into = restored->restoreTarget(name, tensor.sizes(), tensor.scalar_type());
+            QCOMPARE(into.defined(), name != "step");
+            read[name] = into.defined() ? into.copy_(tensor) : tensor.clone();
+        }
+        restored->restoreState(read);
+        const auto back = restored->state();
+        for (const auto &[name, tensor] : state)
+            QVERIFY2(torch::equal(back.at(name), tensor), name.c_str());
+        std::vector<torch::Tensor> restoredGateUp;
+        for (size_t i = 0; i < params.size(); ++i)
+            for (const auto &e : experts)
+                if (params[i].is_same(e->gate->weight) || params[i].is_same(e->up->weight))
+                    restoredGateUp.push_back(back.at("exp_avg." + std::to_string(i)));
+        for (const auto &s : restoredGateUp)
+            QVERIFY(s.is_alias_of(restoredGateUp.front()));
+        QVERIFY(!restored->restoreTarget("exp_avg.0", {1, 2, 3}, torch::kFloat).defined()); // another shape: a tensor of its own
+        QVERIFY(!restored->restoreTarget("exp_avg.999999", {1}, torch::kFloat).defined());
     }
 
     // A model whose expert weights no longer sit in their pool runs the loop, with the same result.

@@ -160,12 +160,13 @@ int runEstimate(CliContext &ctx)
         parser.isSet(QStringLiteral("no-calibration")) ? std::vector<CalibrationResidual> {} : storedResiduals(databaseFrom(parser));
     QJsonArray entries;
     bool anyFits = false;
+    const ConfigEstimator estimator(config); // reads the parameter table once for every card
     for (const auto &card : cards) {
         EstimateOptions o = options;
         o.card = card;
         // A local device is matched by the estimator (backend, device name, LibTorch version).
         o.calibration = card.empty() ? residuals : residualsForCard(residuals, cardCapacity(card));
-        MemoryEstimate e = estimateMemory(config, o);
+        MemoryEstimate e = estimator.estimate(o);
         if (card.empty())
             e.card = parser.value(QStringLiteral("device")).toStdString();
         anyFits = anyFits || e.fits;

@@ -25,7 +25,8 @@ int expertRole(const ExpertNames &names, const std::string &proj)
 } // namespace
 
 // Per layer: which projections train or carry an adapter, from the engine's parameter table.
-std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrains, bool &finalNormTrains, bool &headTrains)
+std::vector<LayerFlags> layerFlags(const RunConfig &config, const std::vector<ParameterInfo> &table, bool &embeddingTrains, bool &finalNormTrains,
+                                   bool &headTrains)
 {
     const ModelShape &m = config.model;
     std::vector<LayerFlags> layers(static_cast<size_t>(std::max<int64_t>(m.layers, 0)));
@@ -42,7 +43,7 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
         for (int role = 0; role < 4; ++role)
             layer.normExists[role] = !normRoles[role]->empty();
     embeddingTrains = finalNormTrains = headTrains = false;
-    for (const auto &p : parameterTable(config)) {
+    for (const auto &p : table) {
         if (p.layer < 0) {
             if (p.name == "model.embed_tokens.weight")
                 embeddingTrains = p.trainable;
@@ -187,6 +188,13 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrain
     return layers;
 }
 
+ModelFlags modelFlags(const RunConfig &config, const std::vector<ParameterInfo> &table)
+{
+    ModelFlags flags;
+    flags.layers = layerFlags(config, table, flags.embeddingTrains, flags.finalNormTrains, flags.headTrains);
+    return flags;
+}
+
 } // namespace pb::activation
 
 namespace pb {
@@ -318,6 +326,11 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
 
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels)
 {
+    return activationBytes(config, modelFlags(config, parameterTable(config)), fusedAttentionAvailable, libTorch2, fusedKernels);
+}
+
+ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels)
+{
     const ModelShape &m = config.model;
     const TrainConfig &train = config.train;
     const int64_t b = train.microBatch, t = train.seqLen, n = b * t;
@@ -332,8 +345,8 @@ ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvai
 
     ActivationBytes out;
     out.fusedAttention = fused;
-    bool embeddingTrains = false, finalNormTrains = false, headTrains = false;
-    const auto layers = layerFlags(config, embeddingTrains, finalNormTrains, headTrains);
+    const bool embeddingTrains = flags.embeddingTrains, finalNormTrains = flags.finalNormTrains, headTrains = flags.headTrains;
+    const std::vector<LayerFlags> &layers = flags.layers;
     // PEFT's enable_input_require_grads: recomputed blocks over a frozen embedding ask for grad.
     bool gradFlows = embeddingTrains || (train.recompute && !embeddingTrains);
     // The residual stream keeps the embedding's dtype: adding a 16-bit block output to an fp32

@@ -15,6 +15,10 @@
 
 namespace pb {
 
+namespace activation {
+struct ModelFlags;   // estimate/ActivationWalk.h
+}
+
 struct ActivationBytes {
     std::vector<int64_t> savedPerBlock;  // kept for backward by each block (full, no recompute)
     std::vector<int64_t> inputSavedPerBlock; // part of savedPerBlock that is the block input itself
@@ -49,6 +53,11 @@ struct ActivationBytes {
 // `fusedKernels`: train.kernels = fused runs the CUDA kernels (a CUDA build on a CUDA device),
 // not their LibTorch composite stand-ins.
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels = false);
+// The same from flags already read from the config's parameter table (activation::modelFlags), for
+// a caller that walks many micro-batches of one config: `flags` must be modelFlags(config, ...) of
+// this config up to its micro-batch and sequence length.
+ActivationBytes activationBytes(const RunConfig &config, const activation::ModelFlags &flags, bool fusedAttentionAvailable, bool libTorch2,
+                                bool fusedKernels = false);
 
 // qlora: the transient of one NF4 base of `numel` weights dequantised to the compute dtype (element
 // size `c`) for a matmul: the matrix, and without the CUDA kernel the composite path's scratch.

@@ -159,8 +159,19 @@ struct SparseMlpBytes {
     bool trains = false;              // a weight of the MLP trains or carries an adapter
 };
 
-// Per layer: which projections train or carry an adapter, from the engine's parameter table.
-std::vector<LayerFlags> layerFlags(const RunConfig &config, bool &embeddingTrains, bool &finalNormTrains, bool &headTrains);
+// Per layer: which projections train or carry an adapter, from the engine's parameter table
+// (`table`: parameterTable(config), built by the caller).
+std::vector<LayerFlags> layerFlags(const RunConfig &config, const std::vector<ParameterInfo> &table, bool &embeddingTrains, bool &finalNormTrains,
+                                   bool &headTrains);
+
+// What the activation walk reads from the parameter table: the same for every micro-batch,
+// sequence length, card and strategy of one config (it depends on the model, the training mode and
+// the precision), so an estimator that walks many micro-batches reads the table once.
+struct ModelFlags {
+    std::vector<LayerFlags> layers;
+    bool embeddingTrains = false, finalNormTrains = false, headTrains = false;
+};
+ModelFlags modelFlags(const RunConfig &config, const std::vector<ParameterInfo> &table);
 
 // A sparse layer's MLP of stacked experts (model/StackedExperts.cpp); see StackedMlpActivations.cpp.
 SparseMlpBytes stackedSparseMlp(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx2, bool y2Grad, int64_t residual, int64_t hAlive);

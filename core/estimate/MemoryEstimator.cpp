@@ -1,6 +1,7 @@
 #include "estimate/MemoryEstimator.h"
 
 #include "estimate/ActivationModel.h"
+#include "estimate/ActivationWalk.h"
 #include "estimate/Calibration.h"
 #include "estimate/CardCapacities.h"
 #include "estimate/FrameworkOverhead.h"
@@ -10,10 +11,33 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace pb {
 
+struct ConfigEstimator::Memo {
+    // What an estimate reads from the config's parameter table: the same for any options and
+    // micro-batch (none of it reads the micro-batch or the sequence length).
+    struct TableFacts {
+        ModelStateBytes states;
+        std::vector<ParameterInfo> table;   // parameterTable(config), for the step's FLOPs
+        activation::ModelFlags flags;       // the activation walk's flags from it
+    };
+
+    std::mutex mutex;
+    std::shared_ptr<const TableFacts> facts;
+    // Activation walks by (micro-batch, fused attention, LibTorch 2, fused kernels): all a walk of
+    // this config reads besides the parameter table's flags.
+    std::map<std::tuple<int64_t, bool, bool, bool>, std::shared_ptr<const ActivationBytes>> activations;
+    // Step costs of the config's own micro-batch by the activation bytes saved per micro-batch.
+    std::map<int64_t, StepCost> stepCosts;
+};
+
 namespace {
+
+using TableFacts = ConfigEstimator::Memo::TableFacts;
 
 constexpr int64_t kMaxMicroBatch = 1 << 20;
 // CPUGeneratorImpl::get_state() in LibTorch: THGeneratorStateNew (mt19937's 624 64-bit words,
@@ -57,10 +81,37 @@ bool fusedAttentionFor(const RunConfig &config, const EstimateOptions &options)
     return usesFusedAttention(config, libTorch2(options), options.device == DeviceKind::Cuda);
 }
 
-// The activations as the options' device runs them (a CUDA build runs the fused kernels).
-ActivationBytes activationBytesFor(const RunConfig &config, const EstimateOptions &options)
+// The parameter table's figures for `config`, read on the first call. Throws what
+// modelStateBytes() and parameterTable() throw, and reads the table again on the next call then.
+const TableFacts &tableFactsOf(ConfigEstimator::Memo &memo, const RunConfig &config)
 {
-    return activationBytes(config, fusedAttentionFor(config, options), libTorch2(options), options.device == DeviceKind::Cuda);
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    if (!memo.facts) {
+        auto facts = std::make_shared<TableFacts>();
+        facts->states = modelStateBytes(config);
+        facts->table = parameterTable(config);
+        facts->flags = activation::modelFlags(config, facts->table);
+        memo.facts = std::move(facts);
+    }
+    return *memo.facts;
+}
+
+// The activations as the options' device runs them (a CUDA build runs the fused kernels), for
+// `config` (the estimator's, at some micro-batch), walked once per micro-batch and device path.
+std::shared_ptr<const ActivationBytes> activationBytesFor(ConfigEstimator::Memo &memo, const RunConfig &config, const EstimateOptions &options,
+                                                          const TableFacts &facts)
+{
+    const bool fused = fusedAttentionFor(config, options), v2 = libTorch2(options), cuda = options.device == DeviceKind::Cuda;
+    const auto key = std::make_tuple(config.train.microBatch, fused, v2, cuda);
+    {
+        std::lock_guard<std::mutex> lock(memo.mutex);
+        const auto it = memo.activations.find(key);
+        if (it != memo.activations.end())
+            return it->second;
+    }
+    auto act = std::make_shared<const ActivationBytes>(activationBytes(config, facts.flags, fused, v2, cuda));
+    std::lock_guard<std::mutex> lock(memo.mutex);
+    return memo.activations.emplace(key, std::move(act)).first->second;
 }
 
 struct Phases {
@@ -72,12 +123,12 @@ struct Phases {
     }
 };
 
-// The three phase peaks for one micro-batch size, tensors only (workspace/framework added later).
-Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::vector<std::string> *assumptions)
+// The three phase peaks for one micro-batch size, tensors only (workspace/framework added later),
+// from the config's model states and its activations at that micro-batch on the options' device.
+Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::vector<std::string> *assumptions, const ModelStateBytes &ms,
+                  const ActivationBytes &act)
 {
     const auto &train = config.train;
-    const ModelStateBytes ms = modelStateBytes(config);
-    const ActivationBytes act = activationBytesFor(config, options);
     const Sharding sh = shardingFor(options.strategy, options.gpus);
     const int64_t layers = static_cast<int64_t>(act.savedPerBlock.size());
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
@@ -321,14 +372,30 @@ std::optional<ParallelStrategy> parseStrategy(const std::string &name)
 
 int64_t estimatePeakAllocatedBytes(const RunConfig &config, const EstimateOptions &options, int64_t microBatch)
 {
-    RunConfig sized = config;
-    sized.train.microBatch = microBatch;
-    validateOptions(sized, options);
-    return phasePeaks(sized, options, nullptr).peakTensors();
+    return ConfigEstimator(config).peakAllocatedBytes(options, microBatch);
 }
 
 MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &options)
 {
+    return ConfigEstimator(config).estimate(options);
+}
+
+ConfigEstimator::ConfigEstimator(RunConfig config) : m_config(std::move(config)), m_memo(std::make_unique<Memo>()) {}
+
+ConfigEstimator::~ConfigEstimator() = default;
+
+int64_t ConfigEstimator::peakAllocatedBytes(const EstimateOptions &options, int64_t microBatch) const
+{
+    RunConfig sized = m_config;
+    sized.train.microBatch = microBatch;
+    validateOptions(sized, options);
+    const TableFacts &facts = tableFactsOf(*m_memo, sized);
+    return phasePeaks(sized, options, nullptr, facts.states, *activationBytesFor(*m_memo, sized, options, facts)).peakTensors();
+}
+
+MemoryEstimate ConfigEstimator::estimate(const EstimateOptions &options) const
+{
+    const RunConfig &config = m_config;
     validateOptions(config, options);
     const std::string backend = backendOf(options);
     const auto matching = matchingResiduals(options.calibration, backend, options.deviceName, options.torchVersion);
@@ -341,7 +408,9 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
     e.card = options.card.empty() ? (options.device == DeviceKind::Cpu ? "cpu" : "cuda") : options.card;
     e.gpus = options.gpus;
     e.strategy = options.strategy;
-    const Phases p = phasePeaks(config, options, &e.assumptions);
+    const TableFacts &facts = tableFactsOf(*m_memo, config);
+    const auto act = activationBytesFor(*m_memo, config, options, facts);
+    const Phases p = phasePeaks(config, options, &e.assumptions, facts.states, *act);
     e.phases = {{"construction", withOverheads(p.construction, fw)}, {"forward", withOverheads(p.forward, fw)},
                 {"backward", withOverheads(p.backward, fw)}, {"optimizer", withOverheads(p.optimizer, fw)}};
     if (p.validates)
@@ -374,7 +443,7 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
         e.usableBytes = static_cast<int64_t>(std::floor(static_cast<double>(e.capacityBytes) * (1.0 - options.headroomFraction)));
         const double ratio = e.calibrationRatio;
         auto totalFor = [&](int64_t micro) {
-            const int64_t tensors = static_cast<int64_t>(std::llround(ratio * static_cast<double>(estimatePeakAllocatedBytes(config, options, micro))));
+            const int64_t tensors = static_cast<int64_t>(std::llround(ratio * static_cast<double>(peakAllocatedBytes(options, micro))));
             return tensors + fw.blasWorkspaceBytes + static_cast<int64_t>(std::llround(fw.fragmentationFraction * static_cast<double>(tensors))) + fw.contextBytes;
         };
         e.fits = (e.calibratedTotalBytes ? *e.calibratedTotalBytes : e.totalBytes) <= e.usableBytes;
@@ -401,12 +470,22 @@ MemoryEstimate estimateMemory(const RunConfig &config, const EstimateOptions &op
         e.maxMicroBatch = -1;
     }
 
-    const StepCost cost = stepCost(config, [&] {
-        int64_t saved = 0;
-        for (auto s : activationBytesFor(config, options).savedPerBlock)
-            saved += s;
-        return saved;
-    }());
+    int64_t saved = 0;
+    for (auto s : act->savedPerBlock)
+        saved += s;
+    StepCost cost;
+    {
+        std::unique_lock<std::mutex> lock(m_memo->mutex);
+        const auto it = m_memo->stepCosts.find(saved);
+        if (it != m_memo->stepCosts.end()) {
+            cost = it->second;
+        } else {
+            lock.unlock();
+            cost = stepCost(config, saved, facts.table);
+            lock.lock();
+            m_memo->stepCosts.emplace(saved, cost);
+        }
+    }
     e.flopsPerStep = cost.modelFlops;
     e.hardwareFlopsPerStep = cost.hardwareFlops;
     e.bytesMovedPerStep = cost.bytesMoved;

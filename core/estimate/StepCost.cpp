@@ -9,6 +9,11 @@ namespace pb {
 
 StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
 {
+    return stepCost(config, savedActivationBytes, parameterTable(config));
+}
+
+StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes, const std::vector<ParameterInfo> &table)
+{
     const auto &m = config.model;
     const auto &train = config.train;
     const double n = static_cast<double>(train.microBatch * train.seqLen);
@@ -16,7 +21,7 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes)
     double forward = 0, backward = 0;
     double computeWeightBytes = 0, trainable = 0;
     const double c = train.precision == Precision::Fp32 ? 4 : 2;
-    for (const auto &p : parameterTable(config)) {
+    for (const auto &p : table) {
         const double numel = static_cast<double>(p.numel);
         computeWeightBytes += numel * (p.isMatrix ? c : 4);
         if (p.trainable)

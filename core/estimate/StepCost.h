@@ -12,7 +12,11 @@
 // Recomputation re-runs each block's forward once more in backward: hardware FLOPs, not model FLOPs.
 #include "config/RunConfig.h"
 
+#include <vector>
+
 namespace pb {
+
+struct ParameterInfo;   // config/ParameterTable.h
 
 struct StepCost {
     double modelFlops = 0;       // PaLM convention, all micro-batches of one step
@@ -23,5 +27,7 @@ struct StepCost {
 
 // `savedActivationBytes`: activations written in forward and read in backward per micro-batch.
 StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes);
+// The same over `table`, parameterTable(config) already built (a caller costing many steps of one config).
+StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes, const std::vector<ParameterInfo> &table);
 
 } // namespace pb

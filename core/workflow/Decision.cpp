@@ -140,13 +140,14 @@ ComparisonRow chooseStrategy(Candidate &&candidate, int gpus)
     return row;
 }
 
-} // namespace
-
-double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &config, const CardSpec &card, double efficiency)
+// exposedCommMs with the config's parameter counts from `counts()`, asked only where there is
+// communication (compare counts a large mixture of experts' parameters once, not per row).
+template <typename Counts>
+double exposedCommMsOf(ParallelStrategy strategy, int gpus, const RunConfig &config, const CardSpec &card, double efficiency, Counts &&counts)
 {
     if (gpus <= 1 || card.interconnectGBps <= 0 || efficiency <= 0)
         return 0.0;
-    const ParamCounts params = countParameters(config);
+    const ParamCounts &params = counts();
     const double share = static_cast<double>(gpus - 1) / gpus;
     const double trainableBytes = static_cast<double>(params.trainable) * static_cast<double>(trainableParamBytes(config.train.precision));
     // FSDP with mixed precision gathers 16-bit copies; without autocast it gathers what it stores.
@@ -166,6 +167,13 @@ double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &confi
         break;
     }
     return bytes / (card.interconnectGBps * 1e9 * efficiency) * 1000.0;
+}
+
+} // namespace
+
+double exposedCommMs(ParallelStrategy strategy, int gpus, const RunConfig &config, const CardSpec &card, double efficiency)
+{
+    return exposedCommMsOf(strategy, gpus, config, card, efficiency, [&] { return countParameters(config); });
 }
 
 std::optional<RunRecord> newestMatchingPilot(const HistoryStore &store, const std::string &configHash)
@@ -370,6 +378,16 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
     }
     const double tokensPerStep = pilot ? pilot->tokensPerStep : configTokensPerStep;
 
+    // Every card, count and strategy below estimates this one config: its parameter table is read
+    // once (by the estimator on its first estimate, and here for the communication's counts).
+    const ConfigEstimator estimator(config);
+    std::optional<ParamCounts> paramCounts;
+    const auto countedParams = [&]() -> const ParamCounts & {
+        if (!paramCounts)
+            paramCounts = countParameters(config);
+        return *paramCounts;
+    };
+
     std::vector<ConfigurationCost> costs;
     for (const auto &card : catalog.cards) {
         if (request.stack && card.stack != *request.stack)
@@ -380,7 +398,7 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         base.card = estimatorId;
         base.localCapacityBytes = estimatorId.empty() ? card.memoryBytes : 0;
         base.headroomFraction = request.headroomFraction;
-        const MemoryEstimate single = estimateMemory(config, base);
+        const MemoryEstimate single = estimator.estimate(base);
         if (pilot && measured.bytesPerStep <= 0)
             measured.bytesPerStep = single.bytesMovedPerStep;
 
@@ -394,7 +412,7 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
             EstimateOptions o = base;
             o.gpus = gpus;
             o.strategy = strategy;
-            const MemoryEstimate est = gpus == 1 ? single : estimateMemory(config, o);
+            const MemoryEstimate est = gpus == 1 ? single : estimator.estimate(o);
             row.fits = est.fits;
             row.peakBytes = est.calibratedTotalBytes.value_or(est.totalBytes);
             row.usableBytes = est.usableBytes;
@@ -422,8 +440,8 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
                         measuredWith = it->second;
                 }
                 const double eff = request.interconnectEfficiency;
-                row.commMsPerStep = exposedCommMs(strategy, gpus, config, card, eff);
-                const double extra = row.commMsPerStep - exposedCommMs(measuredWith, gpus, config, card, eff);
+                row.commMsPerStep = exposedCommMsOf(strategy, gpus, config, card, eff, countedParams);
+                const double extra = row.commMsPerStep - exposedCommMsOf(measuredWith, gpus, config, card, eff, countedParams);
                 if (std::abs(extra) > 1e-9) {
                     const double before = f.stepTimeMs;
                     f.stepTimeMs = std::max(f.stepTimeMs + extra, f.stepTimeMs * 0.5);

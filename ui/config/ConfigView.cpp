@@ -297,6 +297,7 @@ void ConfigView::recompute()
     }
     const RunConfig c = config();
     std::vector<CardBudget> budgets;
+    const ConfigEstimator estimator(c); // reads the parameter table once for every card and the CPU line
     const auto &cards = cardCapacities();
     for (size_t i = 0; i < cards.size(); ++i) {
         const CardCapacity &card = cards[i];
@@ -308,7 +309,7 @@ void ConfigView::recompute()
             options.card = card.id;
             if (i < m_cardResiduals.size()) // none before a history is set
                 options.calibration = m_cardResiduals[i];
-            b.estimate = estimateMemory(c, options);
+            b.estimate = estimator.estimate(options);
         } catch (const std::exception &e) {
             b.error = QString::fromUtf8(e.what());
         }
@@ -325,7 +326,7 @@ void ConfigView::recompute()
     try {
         EstimateOptions cpu;
         cpu.device = DeviceKind::Cpu;
-        const MemoryEstimate e = estimateMemory(c, cpu);
+        const MemoryEstimate e = estimator.estimate(cpu);
         text += tr(" CPU pilot tensor peak: %1 (%2 phase).").arg(formatBytes(e.peakAllocatedBytes, 1), QString::fromStdString(e.peakPhase));
     } catch (const std::exception &) {
         // The CPU line is a convenience; the per-card rows above already show any refusal.

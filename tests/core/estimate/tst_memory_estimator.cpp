@@ -7,6 +7,7 @@
 #include "estimate/CardCapacities.h"
 #include "estimate/CheckpointBytes.h"
 #include "estimate/MemoryEstimator.h"
+#include "estimate/MemoryBreakdownJson.h"
 #include "estimate/ModelStates.h"
 #include "estimate/ReferenceEstimators.h"
 #include "util/Errors.h"
@@ -470,6 +471,72 @@ private Q_SLOTS:
         above.train.microBatch = e.maxMicroBatch + 1;
         QVERIFY(estimateMemory(at, o).fits);
         QVERIFY(!estimateMemory(above, o).fits);
+    }
+
+    // One ConfigEstimator serving many cards, counts, strategies, devices and micro-batches (as
+    // compare and the report use it, reading the parameter table once and each activation walk
+    // once) gives each estimate exactly what a fresh estimateMemory() gives, in any order.
+    void sharedEstimatorMatchesOneShot_data()
+    {
+        QTest::addColumn<QString>("preset");
+        QTest::addColumn<int>("mode");
+        QTest::addColumn<bool>("recompute");
+        QTest::newRow("tiny-moe full") << QStringLiteral("tiny-moe") << int(TrainMode::Full) << false;
+        QTest::newRow("tiny-moe lora recompute") << QStringLiteral("tiny-moe") << int(TrainMode::Lora) << true;
+        QTest::newRow("qwen3-next 8 layers 16 experts") << QStringLiteral("qwen3-next-80b-a3b") << int(TrainMode::Full) << false;
+        QTest::newRow("qwen3-next 8 layers 16 experts qlora") << QStringLiteral("qwen3-next-80b-a3b") << int(TrainMode::Qlora) << false;
+        QTest::newRow("llama-4-scout") << QStringLiteral("llama-4-scout-17b-16e") << int(TrainMode::Full) << true;
+        QTest::newRow("llama-3.2-1b") << QStringLiteral("llama-3.2-1b") << int(TrainMode::Full) << false;
+    }
+    void sharedEstimatorMatchesOneShot()
+    {
+        QFETCH(QString, preset);
+        QFETCH(int, mode);
+        QFETCH(bool, recompute);
+        RunConfig c = presetConfig(preset);
+        c.train.mode = static_cast<TrainMode>(mode);
+        c.train.recompute = recompute;
+        c.model.layers = std::min<int64_t>(c.model.layers, 8); // full-attention, no-rope and dense layers still among them
+        if (c.model.moe.experts > 16)
+            c.model.moe.experts = 16;
+        std::vector<EstimateOptions> all;
+        for (const auto &card : cardCapacities()) {
+            EstimateOptions o;
+            o.card = card.id;
+            all.push_back(o);
+            for (auto s : {ParallelStrategy::Ddp, ParallelStrategy::Zero1, ParallelStrategy::Zero2, ParallelStrategy::Fsdp}) {
+                o.gpus = 8;
+                o.strategy = s;
+                all.push_back(o);
+            }
+        }
+        EstimateOptions cpu;
+        cpu.device = DeviceKind::Cpu;
+        all.push_back(cpu);
+        EstimateOptions math; // a CUDA device without SDPA: another activation walk
+        math.card = "h100-sxm-80gb";
+        math.fusedAttentionAvailable = false;
+        all.push_back(math);
+        const ConfigEstimator shared(c);
+        for (auto it = all.rbegin(); it != all.rend(); ++it) {
+            const MemoryEstimate a = shared.estimate(*it), b = estimateMemory(c, *it);
+            const std::string label = it->card + " x" + std::to_string(it->gpus) + " " + toString(it->strategy);
+            const char *where = label.c_str();
+            QVERIFY2(a.peakAllocatedBytes == b.peakAllocatedBytes && a.totalBytes == b.totalBytes && a.fits == b.fits, where);
+            QVERIFY2(a.maxMicroBatch == b.maxMicroBatch && a.usableBytes == b.usableBytes && a.peakPhase == b.peakPhase, where);
+            QVERIFY2(a.flopsPerStep == b.flopsPerStep && a.hardwareFlopsPerStep == b.hardwareFlopsPerStep && a.bytesMovedPerStep == b.bytesMovedPerStep, where);
+            QVERIFY2(a.assumptions == b.assumptions, where);
+            QCOMPARE(a.phases.size(), b.phases.size());
+            for (size_t i = 0; i < a.phases.size(); ++i)
+                QVERIFY2(a.phases[i].phase == b.phases[i].phase && toJson(a.phases[i].breakdown) == toJson(b.phases[i].breakdown), where);
+            for (int64_t micro : {1, 3, 64})
+                QVERIFY2(shared.peakAllocatedBytes(*it, micro) == estimatePeakAllocatedBytes(c, *it, micro), where);
+        }
+        // A refused estimate leaves the estimator as it was.
+        EstimateOptions unknown;
+        unknown.card = "b200";
+        QVERIFY_THROWS_EXCEPTION(InvalidInputError, shared.estimate(unknown));
+        QCOMPARE(shared.estimate(all.front()).totalBytes, estimateMemory(c, all.front()).totalBytes);
     }
 
     void llama8bFullDoesNotFitOneCardButFitsFsdp8()

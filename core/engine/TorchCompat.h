@@ -199,30 +199,42 @@ inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &
 }
 
 
-// Every expert's matmul in one kernel: x [N, K] (rows grouped by expert, counts on the host),
-// w [E, K, M] -> [N, M]. LibTorch 2.8 has at::_grouped_mm for bf16 on CUDA (sm_90 and newer);
-// elsewhere, or where it refuses the inputs, an undefined tensor tells the caller to loop.
-inline at::Tensor groupedMatmul(const at::Tensor &x, const at::Tensor &w, c10::ArrayRef<int64_t> counts)
+namespace detail {
+
+// at::_grouped_mm(a, b, offs) with offs the running ends of `counts` (int32 on the device), for
+// bf16 CUDA inputs with rows; undefined where LibTorch or the card refuses them.
+inline at::Tensor groupedMm(const at::Tensor &a, const at::Tensor &b, c10::ArrayRef<int64_t> counts, int64_t rows)
 {
 #if PB_TORCH_AT_LEAST(2, 8)
-    if (x.is_cuda() && x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kBFloat16 && x.size(0) > 0) {
+    if (a.is_cuda() && a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16 && rows > 0) {
         std::vector<int32_t> ends(counts.size());
         int64_t sum = 0;
         for (size_t e = 0; e < counts.size(); ++e)
             ends[e] = static_cast<int32_t>(sum += counts[e]);
-        const auto offs = at::tensor(ends, at::TensorOptions().dtype(at::kInt)).to(x.device(), /*non_blocking=*/true);
+        const auto offs = at::tensor(ends, at::TensorOptions().dtype(at::kInt)).to(a.device(), /*non_blocking=*/true);
         try {
-            return at::_grouped_mm(x, w, offs);
+            return at::_grouped_mm(a, b, offs);
         } catch (const c10::Error &) {
             return {};
         }
     }
 #else
-    (void)x;
-    (void)w;
+    (void)a;
+    (void)b;
     (void)counts;
+    (void)rows;
 #endif
     return {};
+}
+
+} // namespace detail
+
+// Every expert's matmul in one kernel: x [N, K] (rows grouped by expert, counts on the host),
+// w [E, K, M] -> [N, M]. LibTorch 2.8 has at::_grouped_mm for bf16 on CUDA (sm_90 and newer);
+// elsewhere, or where it refuses the inputs, an undefined tensor tells the caller to loop.
+inline at::Tensor groupedMatmul(const at::Tensor &x, const at::Tensor &w, c10::ArrayRef<int64_t> counts)
+{
+    return detail::groupedMm(x, w, counts, x.size(0));
 }
 
 // Whether at::_grouped_mm exists in this LibTorch (whether the card runs it is known on the call).
@@ -236,25 +248,7 @@ inline bool hasGroupedMatmul()
 // is left to the caller to zero.
 inline at::Tensor groupedMatmulWeights(const at::Tensor &a, const at::Tensor &b, c10::ArrayRef<int64_t> counts)
 {
-#if PB_TORCH_AT_LEAST(2, 8)
-    if (a.is_cuda() && a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16 && a.size(0) > 0) {
-        std::vector<int32_t> ends(counts.size());
-        int64_t sum = 0;
-        for (size_t e = 0; e < counts.size(); ++e)
-            ends[e] = static_cast<int32_t>(sum += counts[e]);
-        const auto offs = at::tensor(ends, at::TensorOptions().dtype(at::kInt)).to(a.device(), /*non_blocking=*/true);
-        try {
-            return at::_grouped_mm(a.t(), b, offs);
-        } catch (const c10::Error &) {
-            return {};
-        }
-    }
-#else
-    (void)a;
-    (void)b;
-    (void)counts;
-#endif
-    return {};
+    return detail::groupedMm(a.t(), b, counts, a.size(0));
 }
 
 } // namespace pb::compat

@@ -1,4 +1,5 @@
 #include "config/LinearAttentionGroup.h"
+#include "config/FieldSpinBox.h"
 
 #include "config/ModelTraitsText.h"
 
@@ -115,12 +116,7 @@ LinearAttentionGroup::LinearAttentionGroup(QWidget *parent) : QGroupBox(tr("Line
 
 QSpinBox *LinearAttentionGroup::addSpin(const QString &field, int minimum, const QString &label, const QString &help)
 {
-    auto *spin = new QSpinBox(this);
-    spin->setObjectName(field);
-    spin->setRange(minimum, INT_MAX);
-    spin->setGroupSeparatorShown(true);
-    spin->setMinimumWidth(90);
-    spin->setMaximumWidth(170);
+    auto *spin = newFieldSpinBox(this, field, minimum);
     spin->setToolTip(help);
     m_fields.insert(field, spin);
     connect(spin, &QSpinBox::valueChanged, this, &LinearAttentionGroup::edited);

@@ -1,4 +1,5 @@
 #include "config/RunConfigForm.h"
+#include "config/FieldSpinBox.h"
 
 #include "config/LinearAttentionGroup.h"
 #include "config/ModelTraitsText.h"
@@ -321,13 +322,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
 
 QSpinBox *RunConfigForm::addSpin(const QString &field, int minimum)
 {
-    auto *spin = new QSpinBox(this);
-    spin->setObjectName(field);
-    spin->setRange(minimum, INT_MAX);
-    spin->setGroupSeparatorShown(true);
-    // The INT_MAX range would otherwise size every box for ten digits.
-    spin->setMinimumWidth(90);
-    spin->setMaximumWidth(170);
+    auto *spin = newFieldSpinBox(this, field, minimum);
     m_fields.insert(field, spin);
     connect(spin, &QSpinBox::valueChanged, this, &RunConfigForm::onEdited);
     return spin;

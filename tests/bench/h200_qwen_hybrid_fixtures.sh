@@ -6,6 +6,6 @@
 # (Transformers warns when it falls back to the torch implementation).
 OUT=${OUT:-/tmp/pb-out}; G=$(mktemp -d)
 { python3 -c 'import importlib.util as u; print({m: bool(u.find_spec(m)) for m in ("fla", "causal_conv1d")})'
-  python3 tests/bench/hf_family_fixtures.py --counts --only qwen3-next-80b-a3b --out $G
+  python3 tests/bench/hf_family_fixtures.py --counts --only qwen3-next-80b-a3b,qwen3.5-9b --out $G
   python3 tests/bench/hf_family_fixtures.py --only qwen3_next,qwen3_5_text --out $G; } > $OUT/qwen_hybrid.log 2>&1
 tar czf $OUT/qwen_hybrid.tgz -C $G .

@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--lora-base", choices=["auto", "fp32"], default="auto")
     ap.add_argument("--peft-no-input-cast", action="store_true")
+    ap.add_argument("--trace", help="after the timed steps, a torch.profiler Chrome trace of two more steps to this file")
     ap.add_argument("--hf-config", help="build the family's own model from this Hugging Face config.json (any model_type) "
                                         "with the run config's layer count, instead of a Llama of the run's shape")
     args = ap.parse_args()
@@ -98,6 +99,10 @@ def main():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             return fwd(input_ids=ids, labels=ids).loss
     times, loss = timed_steps(model, opt, step, t["grad_clip"], args.steps, args.warmup)
+    if args.trace:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as prof:
+            timed_steps(model, opt, step, t["grad_clip"], 2, 0)
+        prof.export_chrome_trace(args.trace)
     mean = statistics.mean(times)
     tokens = b * s
     flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hf.head_dim * s) * tokens

@@ -140,16 +140,23 @@ private Q_SLOTS:
         QCOMPARE(counts.active, qint64(3874929408)); // "3B activated" (3.25B without the embeddings)
     }
 
-    // Transformers' own counts of the file (tests/data/hf-parity/published-counts.json, written on
-    // the device by `tests/bench/hf_family_fixtures.py --counts --only qwen3-next-80b-a3b`).
+    // Transformers' own counts of each file (tests/data/hf-parity/published-counts.json, written on
+    // the device by `tests/bench/hf_family_fixtures.py --counts --only qwen3-next-80b-a3b,qwen3.5-9b`).
+    void transformersCounts_data()
+    {
+        QTest::addColumn<QString>("hubId");
+        QTest::addColumn<QString>("folder");
+        QTest::newRow("qwen3-next-80b-a3b") << QStringLiteral("Qwen/Qwen3-Next-80B-A3B-Instruct") << QStringLiteral("qwen3-next-80b-a3b");
+        QTest::newRow("qwen3.5-9b") << QStringLiteral("Qwen/Qwen3.5-9B") << QStringLiteral("qwen3.5-9b");
+    }
     void transformersCounts()
     {
-        const QJsonObject counts = pbtest::publishedCounts(QStringLiteral("Qwen/Qwen3-Next-80B-A3B-Instruct"));
-        if (counts.isEmpty())
-            QSKIP("no Transformers count of Qwen/Qwen3-Next-80B-A3B-Instruct in tests/data/hf-parity/published-counts.json yet: run "
-                  "`python3 tests/bench/hf_family_fixtures.py --counts --only qwen3-next-80b-a3b --out DIR` on the device and add DIR/counts.json's entry");
+        QFETCH(QString, hubId);
+        QFETCH(QString, folder);
+        const QJsonObject counts = pbtest::publishedCounts(hubId);
+        QVERIFY2(!counts.isEmpty(), qPrintable(QStringLiteral("no Transformers count of %1 in tests/data/hf-parity/published-counts.json").arg(hubId)));
         QVERIFY2(!counts.contains(QStringLiteral("error")), qPrintable(counts.value(QStringLiteral("error")).toString()));
-        const pb::RunConfig c = pb::importHfConfig(hf("qwen3-next-80b-a3b"));
+        const pb::RunConfig c = pb::importHfConfig(hf(qPrintable(folder)));
         QCOMPARE(pb::countParameters(c).total, counts.value(QStringLiteral("total_params")).toInteger());
         QCOMPARE(pb::countParameters(c).active, counts.value(QStringLiteral("active_params")).toInteger());
     }

@@ -358,8 +358,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     const int64_t rotaryDim = m.rotaryDim();
     const bool plainRotary = rotaryDim == hd && !traits.ropeInterleaved;   // the fused rotary's form
     const bool rescaled = !usesDefaultAttentionScale(m);
-    // The dense MLP's form: the fused SwiGLU kernel only for separate gate and up projections.
-    const bool fusedSwiglu = train.kernels == KernelPath::Fused && m.activation == ActivationKind::SwiGlu && !traits.fusedGateUp;
+    // The dense MLP's form: the fused gated activation (SwiGLU, GeGLU) only for separate gate and up projections.
+    const bool fusedSwiglu = train.kernels == KernelPath::Fused && m.activation != ActivationKind::Gelu && !traits.fusedGateUp;
     int64_t noGradPeak = 0;
     bool anySparse = false;
     int64_t layerIndex = -1;
@@ -424,7 +424,6 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         if (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full) {
             const bool perHead = m.qkNorm == QkNorm::Head;
             BlockWalk qWalk(config, perHead ? n * heads : n, libTorch2), kWalk(config, perHead ? n * m.kvHeads : n, libTorch2);
-            qWalk.kernelsFused = kWalk.kernelsFused = false;
             bool qOut = false, kOut = false;
             dq = qWalk.norm(perHead ? hd : qDim, c, y1Grad || q.needsGrad(), layer.qNormTrains, paramBytes(layer.qNormTrains), qOut);
             dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
@@ -561,7 +560,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             const auto down = proj("down_proj");
             walk.linears(h, dx2, traits.fusedGateUp ? std::vector<Projection> {fusedGateUp} : std::vector<Projection> {gate, up});
             const bool gGrad = y2Grad || gate.needsGrad(), uGrad = y2Grad || up.needsGrad();
-            if (fusedSwiglu) // the fused SwiGLU keeps gate's and up's outputs
+            if (fusedSwiglu) // the fused gated activation keeps gate's and up's outputs
                 walk.saved += gGrad || uGrad ? 2 * c * n * inter : 0;
             else
                 walk.saved += (gGrad ? c * n * inter : 0)  // silu keeps gate's output
@@ -706,8 +705,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         out.logitsBackwardPeak = out.logitsSaved + (headInputGrad ? headInputBytes * n * h : 0) + gradWeightScaled;
         out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +
                                   (fusedKernels ? ", CUDA kernel" : ", LibTorch ops") + "); the full logits are never made");
-        out.assumptions.push_back("norms: fused RMSNorm (train.kernels = fused) keeping its input and per-row statistics, output in the compute dtype");
-        out.assumptions.push_back("MLP and rotary: fused SwiGLU keeping gate's and up's outputs (silu recomputed in backward); fused rotary on q and k "
+        out.assumptions.push_back("norms: fused RMSNorm (train.kernels = fused: block, final and q/k norms, in the model's form) keeping its input and "
+                                  "per-row statistics, output in the compute dtype");
+        out.assumptions.push_back("MLP and rotary: fused gated activation (SwiGLU or GeGLU) keeping gate's and up's outputs (the activation "
+                                  "recomputed in backward); fused rotary on q and k "
                                   "(no 16-bit copies of the tables); MoE experts stay eager");
     } else {
         // Loss: logits (compute dtype), their fp32 copy, log-softmax output (fp32, kept). In

@@ -79,11 +79,22 @@ public:
     int64_t norm(int64_t width, int64_t dx, bool inGrad, bool weightTrains, int64_t dw, bool &outGrad, bool isBlockInput = false)
     {
         outGrad = inGrad || weightTrains;
+        if (kernelsFused) {
+            // model/FusedOps.h's fusedRmsNorm (every form: Llama's, Gemma's, OLMo 2's) keeps x
+            // itself and its per-row rstd, and returns autocast's dtype under autocast (one
+            // 16-bit tensor the projections share).
+            if (outGrad) {
+                saved += dx * n * width + 4 * n;
+                if (isBlockInput)
+                    inputSaved += dx * n * width;
+            }
+            return mixed ? c : std::max(dx, dw);
+        }
         if (normScaleInFp32) {
             // Gemma's and OLMo 2's RMSNorm: h = x.float(); h' = h * rsqrt(mean(h^2) + eps); the fp32
             // product h' * (1 + weight | weight) rounded to x's dtype once. pow and the rsqrt
             // product keep h (x itself when fp32) and rsqrt's output; the weight's product keeps
-            // h' for the weight's gradient. Never the fused kernel.
+            // h' for the weight's gradient.
             if (inGrad) {
                 saved += 4 * n * width + (meanKeepsInput ? 4 * n * width : 0) + 4 * n;
                 if (isBlockInput)
@@ -93,16 +104,6 @@ public:
                 saved += 4 * n * width;
             (void)dw;
             return dx;
-        }
-        if (kernelsFused) {
-            // model/FusedOps.h's fusedRmsNorm keeps x itself and its per-row rstd, and returns
-            // autocast's dtype under autocast (one 16-bit tensor the projections share).
-            if (outGrad) {
-                saved += dx * n * width + 4 * n;
-                if (isBlockInput)
-                    inputSaved += dx * n * width;
-            }
-            return mixed ? c : std::max(dx, dw);
         }
         if (inGrad) {
             // pow and the multiply by rsqrt keep h: x itself when x is fp32 (the block input,
@@ -143,8 +144,8 @@ public:
     const bool mixed;
     const int64_t c, rank;
     const bool meanKeepsInput;
-    bool kernelsFused;   // train.kernels = fused: fused block and final norms (q/k norms stay eager) and dense SwiGLU
-    bool normScaleInFp32; // model.norm_scale_fp32 / norm_unit_offset: Gemma's and OLMo 2's RMSNorm, always eager
+    bool kernelsFused;   // train.kernels = fused: fused block, final and q/k norms and the dense gated activation
+    bool normScaleInFp32; // model.norm_scale_fp32 / norm_unit_offset: Gemma's and OLMo 2's RMSNorm (eager form)
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace pb::kernels {
 namespace {
@@ -88,8 +89,24 @@ __global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vo
     }
 }
 
+// The weight as the form multiplies by it: w, or 1 + w (rounded to W's dtype unless the product
+// is taken in fp32, as eager's `1.0 + weight` or `1.0 + weight.float()`).
+template <typename W> __device__ __forceinline__ float scaleOf(const W *w, int64_t j, RmsNormForm form)
+{
+    const float v = toFloat(w[j]);
+    if (!form.unitOffset)
+        return v;
+    return form.scaleInFp32 ? 1.f + v : toFloat(fromFloat<W>(1.f + v));
+}
+
+// The normalised value the weight multiplies: rounded to x's dtype (Llama's h.to(input dtype)) or not.
+template <typename X> __device__ __forceinline__ float scaledInput(float xn, RmsNormForm form)
+{
+    return form.scaleInFp32 ? xn : toFloat(fromFloat<X>(xn));
+}
+
 template <typename X, typename W, typename Y>
-__global__ void rmsNormForwardKernel(const X *x, const W *w, Y *y, float *rstd, int64_t cols, float eps)
+__global__ void rmsNormForwardKernel(const X *x, const W *w, Y *y, float *rstd, int64_t cols, float eps, RmsNormForm form)
 {
     __shared__ float shared[kThreads / 32];
     const X *xr = x + blockIdx.x * cols;
@@ -102,15 +119,47 @@ __global__ void rmsNormForwardKernel(const X *x, const W *w, Y *y, float *rstd, 
     const float r = rsqrtf(blockSum(sq, shared) / static_cast<float>(cols) + eps);
     if (threadIdx.x == 0)
         rstd[blockIdx.x] = r;
-    for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
-        const float xn = toFloat(fromFloat<X>(toFloat(xr[j]) * r)); // rounded to x's dtype, as h.to(input dtype)
-        yr[j] = fromFloat<Y>(toFloat(w[j]) * xn);
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads)
+        yr[j] = fromFloat<Y>(scaleOf(w, j, form) * scaledInput<X>(toFloat(xr[j]) * r, form));
+}
+
+__device__ __forceinline__ float warpSum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Rows of at most kWarpRowCols columns (per-head q/k norms: 64 to 256): one warp per row, so a
+// block of 256 threads is not spent on 128 values.
+constexpr int64_t kWarpRowCols = 1024;
+constexpr int kWarps = kThreads / 32;
+
+template <typename X, typename W, typename Y>
+__global__ void rmsNormForwardWarpKernel(const X *x, const W *w, Y *y, float *rstd, int64_t rows, int64_t cols, float eps, RmsNormForm form)
+{
+    const int lane = threadIdx.x % 32;
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+    if (row >= rows)
+        return;
+    const X *xr = x + row * cols;
+    Y *yr = y + row * cols;
+    float sq = 0.f;
+    for (int64_t j = lane; j < cols; j += 32) {
+        const float v = toFloat(xr[j]);
+        sq += v * v;
     }
+    const float r = rsqrtf(warpSum(sq) / static_cast<float>(cols) + eps);
+    if (lane == 0)
+        rstd[row] = r;
+    for (int64_t j = lane; j < cols; j += 32)
+        yr[j] = fromFloat<Y>(scaleOf(w, j, form) * scaledInput<X>(toFloat(xr[j]) * r, form));
 }
 
 // Blocks stride over rows; each keeps its dw partial sums in shared memory (cols floats).
 template <typename DY, typename X, typename W>
-__global__ void rmsNormBackwardKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial, int64_t rows, int64_t cols)
+__global__ void rmsNormBackwardKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial, int64_t rows, int64_t cols,
+                                      RmsNormForm form)
 {
     extern __shared__ float dwShared[];
     __shared__ float shared[kThreads / 32];
@@ -124,19 +173,58 @@ __global__ void rmsNormBackwardKernel(const DY *dy, const X *x, const W *w, cons
         for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
             const float xn = toFloat(xr[j]) * r;
             const float gy = toFloat(g[j]);
-            dot += gy * toFloat(w[j]) * xn;
-            dwShared[j] += gy * toFloat(fromFloat<X>(xn));
+            dot += gy * scaleOf(w, j, form) * xn;
+            dwShared[j] += gy * scaledInput<X>(xn, form);
         }
         const float mean = blockSum(dot, shared) / static_cast<float>(cols);
         X *dxr = dx + row * cols;
         for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
             const float xn = toFloat(xr[j]) * r;
-            dxr[j] = fromFloat<X>(r * (toFloat(g[j]) * toFloat(w[j]) - xn * mean));
+            dxr[j] = fromFloat<X>(r * (toFloat(g[j]) * scaleOf(w, j, form) - xn * mean));
         }
     }
     __syncthreads();
     for (int64_t j = threadIdx.x; j < cols; j += kThreads)
         dwPartial[blockIdx.x * cols + j] = dwShared[j];
+}
+
+// The warp-per-row backward: each warp keeps its own dw sums in shared memory (kWarps x cols
+// floats; a lane only touches its own columns), summed over the block's warps at the end.
+template <typename DY, typename X, typename W>
+__global__ void rmsNormBackwardWarpKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial, int64_t rows,
+                                          int64_t cols, RmsNormForm form)
+{
+    extern __shared__ float dwShared[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float *mine = dwShared + warp * cols;
+    for (int64_t j = lane; j < cols; j += 32)
+        mine[j] = 0.f;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarps;
+    for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp; row < rows; row += stride) {
+        const DY *g = dy + row * cols;
+        const X *xr = x + row * cols;
+        const float r = rstd[row];
+        float dot = 0.f;
+        for (int64_t j = lane; j < cols; j += 32) {
+            const float xn = toFloat(xr[j]) * r;
+            const float gy = toFloat(g[j]);
+            dot += gy * scaleOf(w, j, form) * xn;
+            mine[j] += gy * scaledInput<X>(xn, form);
+        }
+        const float mean = warpSum(dot) / static_cast<float>(cols);
+        X *dxr = dx + row * cols;
+        for (int64_t j = lane; j < cols; j += 32) {
+            const float xn = toFloat(xr[j]) * r;
+            dxr[j] = fromFloat<X>(r * (toFloat(g[j]) * scaleOf(w, j, form) - xn * mean));
+        }
+    }
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < cols; j += kThreads) {
+        float sum = 0.f;
+        for (int k = 0; k < kWarps; ++k)
+            sum += dwShared[k * cols + j];
+        dwPartial[blockIdx.x * cols + j] = sum;
+    }
 }
 
 // V elements of T in one 16-byte load or store where the pointers allow it (V = 1 otherwise).
@@ -157,7 +245,33 @@ template <int V, typename F> __device__ void forEachPack(int64_t n, F &&f)
         f.template operator()<1>(i);
 }
 
-template <typename T> struct SwigluForward {
+// The gate's activation and its derivative in fp32, as PyTorch's CUDA silu, gelu and their
+// backwards write them.
+template <GateActivation A> __device__ __forceinline__ float activation(float x)
+{
+    if constexpr (A == GateActivation::Silu)
+        return x / (1.f + expf(-x));
+    else if constexpr (A == GateActivation::GeluTanh)
+        return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    else
+        return 0.5f * x * (1.f + erff(x * 0.7071067811865476f));
+}
+
+template <GateActivation A> __device__ __forceinline__ float activationGrad(float x)
+{
+    if constexpr (A == GateActivation::Silu) {
+        const float sig = 1.f / (1.f + expf(-x));
+        return sig * (1.f + x * (1.f - sig));
+    } else if constexpr (A == GateActivation::GeluTanh) {
+        constexpr float kBeta = 0.7978845608028654f, kKappa = 0.044715f;
+        const float t = tanhf(kBeta * (x + kKappa * x * x * x));
+        return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kBeta * (1.f + 3.f * kKappa * x * x);
+    } else {
+        return 0.5f * (1.f + erff(x * 0.7071067811865476f)) + x * expf(-0.5f * x * x) * 0.3989422804014327f;
+    }
+}
+
+template <typename T, GateActivation A> struct GatedForward {
     const T *g, *u;
     T *out;
     template <int W> __device__ void operator()(int64_t i) const
@@ -167,15 +281,14 @@ template <typename T> struct SwigluForward {
         Pack<T, W> o;
 #pragma unroll
         for (int k = 0; k < W; ++k) {
-            const float x = toFloat(gp.v[k]);
-            const float s = toFloat(fromFloat<T>(x / (1.f + expf(-x)))); // torch.silu's output, rounded
+            const float s = toFloat(fromFloat<T>(activation<A>(toFloat(gp.v[k])))); // the activation's output, rounded
             o.v[k] = fromFloat<T>(s * toFloat(up.v[k]));
         }
         *reinterpret_cast<Pack<T, W> *>(out + i) = o;
     }
 };
 
-template <typename T> struct SwigluBackward {
+template <typename T, GateActivation A> struct GatedBackward {
     const T *dOut, *g, *u;
     T *dg, *du;
     template <int W> __device__ void operator()(int64_t i) const
@@ -187,12 +300,9 @@ template <typename T> struct SwigluBackward {
 #pragma unroll
         for (int k = 0; k < W; ++k) {
             const float x = toFloat(gp.v[k]), d = toFloat(dp.v[k]);
-            const float e = expf(-x); // one exp for both sigmoid(x) and silu(x), each as PyTorch writes it
-            const float sig = 1.f / (1.f + e);
-            const float s = toFloat(fromFloat<T>(x / (1.f + e)));
-            dup.v[k] = fromFloat<T>(d * s);
+            dup.v[k] = fromFloat<T>(d * toFloat(fromFloat<T>(activation<A>(x))));
             const float ds = toFloat(fromFloat<T>(d * toFloat(up.v[k])));
-            dgp.v[k] = fromFloat<T>(ds * sig * (1.f + x * (1.f - sig)));
+            dgp.v[k] = fromFloat<T>(ds * activationGrad<A>(x));
         }
         *reinterpret_cast<Pack<T, W> *>(dg + i) = dgp;
         *reinterpret_cast<Pack<T, W> *>(du + i) = dup;
@@ -273,7 +383,7 @@ void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, i
 }
 
 void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,
-                    float eps, void *stream)
+                    float eps, RmsNormForm form, void *stream)
 {
     if (rows == 0)
         return;
@@ -281,8 +391,13 @@ void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void
         using X = decltype(xt);
         using W = decltype(wt);
         using Y = decltype(yt);
-        rmsNormForwardKernel<X, W, Y><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-            static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, cols, eps);
+        const auto s = static_cast<cudaStream_t>(stream);
+        if (cols <= kWarpRowCols)
+            rmsNormForwardWarpKernel<X, W, Y><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(
+                static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps, form);
+        else
+            rmsNormForwardKernel<X, W, Y><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(static_cast<const X *>(x), static_cast<const W *>(w),
+                                                                                            static_cast<Y *>(y), rstd, cols, eps, form);
     });
     check(cudaGetLastError(), "RMSNorm forward kernel");
 }
@@ -296,46 +411,62 @@ int64_t rmsNormPartials(int64_t rows)
 }
 
 void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
-                     float *dwPartial, int64_t partials, int64_t rows, int64_t cols, void *stream)
+                     float *dwPartial, int64_t partials, int64_t rows, int64_t cols, RmsNormForm form, void *stream)
 {
     if (rows == 0)
         return;
-    const size_t sharedBytes = static_cast<size_t>(cols) * sizeof(float);
+    const bool warpRows = cols <= kWarpRowCols;
+    const size_t sharedBytes = static_cast<size_t>(cols) * sizeof(float) * (warpRows ? kWarps : 1);
     dispatch(dyType, xType, wType, [&](auto dyt, auto xt, auto wt) {
         using DY = decltype(dyt);
         using X = decltype(xt);
         using W = decltype(wt);
-        auto kernel = rmsNormBackwardKernel<DY, X, W>;
+        auto kernel = warpRows ? rmsNormBackwardWarpKernel<DY, X, W> : rmsNormBackwardKernel<DY, X, W>;
         if (sharedBytes > 48 * 1024)
             check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)), "shared memory");
         kernel<<<static_cast<unsigned>(partials), kThreads, sharedBytes, static_cast<cudaStream_t>(stream)>>>(
-            static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols);
+            static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols, form);
     });
     check(cudaGetLastError(), "RMSNorm backward kernel");
 }
 
-void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, void *stream)
+// Calls f with the activation as a compile-time constant.
+template <typename F> void dispatch(GateActivation a, F &&f)
 {
-    if (n == 0)
-        return;
-    dispatch(type, [&](auto t) {
-        using T = decltype(t);
-        launchPacked<T>(n, {g, u, out}, stream, SwigluForward<T> {static_cast<const T *>(g), static_cast<const T *>(u), static_cast<T *>(out)});
-    });
-    check(cudaGetLastError(), "SwiGLU forward kernel");
+    switch (a) {
+    case GateActivation::Silu: f(std::integral_constant<GateActivation, GateActivation::Silu> {}); break;
+    case GateActivation::GeluTanh: f(std::integral_constant<GateActivation, GateActivation::GeluTanh> {}); break;
+    case GateActivation::GeluErf: f(std::integral_constant<GateActivation, GateActivation::GeluErf> {}); break;
+    }
 }
 
-void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, void *stream)
+void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, GateActivation act, void *stream)
 {
     if (n == 0)
         return;
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        launchPacked<T>(n, {dOut, g, u, dg, du}, stream,
-                        SwigluBackward<T> {static_cast<const T *>(dOut), static_cast<const T *>(g), static_cast<const T *>(u),
-                                           static_cast<T *>(dg), static_cast<T *>(du)});
+        dispatch(act, [&](auto a) {
+            launchPacked<T>(n, {g, u, out}, stream,
+                            GatedForward<T, decltype(a)::value> {static_cast<const T *>(g), static_cast<const T *>(u), static_cast<T *>(out)});
+        });
     });
-    check(cudaGetLastError(), "SwiGLU backward kernel");
+    check(cudaGetLastError(), "gated activation forward kernel");
+}
+
+void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, GateActivation act, void *stream)
+{
+    if (n == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        dispatch(act, [&](auto a) {
+            launchPacked<T>(n, {dOut, g, u, dg, du}, stream,
+                            GatedBackward<T, decltype(a)::value> {static_cast<const T *>(dOut), static_cast<const T *>(g), static_cast<const T *>(u),
+                                                                  static_cast<T *>(dg), static_cast<T *>(du)});
+        });
+    });
+    check(cudaGetLastError(), "gated activation backward kernel");
 }
 
 void rotary(const void *x, void *y, Dtype type, const float *cos, const float *sin, int64_t rows, int64_t heads, int64_t headDim,

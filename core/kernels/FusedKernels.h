@@ -15,24 +15,37 @@ enum class Dtype { Float32, BFloat16, Float16 };
 void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
                              float scale, float *rowLoss, void *stream);
 
-// RMSNorm as LlamaRMSNorm: xf = float(x); xn = xf * rsqrt(mean(xf^2) + eps); y = w * cast_x(xn)
-// computed in fp32 from the x-dtype-rounded xn and the weight, rounded once to y's dtype. x
-// [rows, cols]; w [cols]; rstd [rows] (fp32) kept for the backward.
+// The RMSNorm's form: LlamaRMSNorm scales the x-dtype-rounded normalised input by the weight;
+// Gemma's and OLMo 2's (scaleInFp32) scale the fp32 one; Gemma's by (1 + weight) (unitOffset, the
+// sum rounded to the weight's dtype as eager's `1.0 + weight`).
+struct RmsNormForm {
+    bool unitOffset = false;
+    bool scaleInFp32 = false;
+};
+
+// RMSNorm: xf = float(x); xn = xf * rsqrt(mean(xf^2) + eps); y = w' * cast_x(xn) (Llama) or
+// w' * xn (scaleInFp32), w' = w or 1 + w, computed in fp32 and rounded once to y's dtype. x
+// [rows, cols]; w [cols]; rstd [rows] (fp32) kept for the backward. Rows of at most 1024 columns
+// (per-head q/k norms) take one warp each, longer ones a block.
 void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,
-                    float eps, void *stream);
+                    float eps, RmsNormForm form, void *stream);
 
 // Its backward: dx (x's dtype) and per-block partial sums of dw [partials, cols] (fp32; the
 // caller sums the rows), partials from rmsNormPartials(rows), one block each.
 void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
-                     float *dwPartial, int64_t partials, int64_t rows, int64_t cols, void *stream);
+                     float *dwPartial, int64_t partials, int64_t rows, int64_t cols, RmsNormForm form, void *stream);
 int64_t rmsNormPartials(int64_t rows);
 
-// SwiGLU as LlamaMLP's silu(g) * u on n elements of `type`: silu computed in fp32 and rounded to
-// `type` (torch.silu's output), then the product rounded once.
-void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, void *stream);
-// Its backward, rounding where eager's mul and silu backward round: ds = dOut * u; du = dOut *
-// silu(g) (recomputed, never kept); dg = ds * silu'(g).
-void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, void *stream);
+// The gated MLP's activation: SiLU (SwiGLU, LlamaMLP), tanh-approximated GELU (GeGLU, Gemma's
+// gelu_pytorch_tanh) or the exact erf GELU.
+enum class GateActivation { Silu, GeluTanh, GeluErf };
+
+// act(g) * u on n elements of `type`: the activation computed in fp32 and rounded to `type` (the
+// eager op's output), then the product rounded once.
+void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, GateActivation act, void *stream);
+// Its backward, rounding where eager's mul and activation backward round: ds = dOut * u; du = dOut *
+// act(g) (recomputed, never kept); dg = ds * act'(g).
+void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, GateActivation act, void *stream);
 
 // The rotary embedding of x [rows, heads, headDim] (`type`; row r is position r % seqLen) by the
 // fp32 tables cos, sin [seqLen, headDim]: y = x * cos + rotate_half(x) * sin in fp32, rounded once.

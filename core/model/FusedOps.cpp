@@ -32,11 +32,28 @@ bool sameKernelType(const torch::Tensor &a, const torch::Tensor &b)
 }
 #endif
 
+constexpr int64_t kUnitOffset = 1, kScaleInFp32 = 2;
+
+// The weight as the norm multiplies by it: Gemma's 1 + weight, in fp32 where the product is
+// (`1.0 + weight.float()`), else in the weight's dtype (`1.0 + weight`).
+torch::Tensor scaleOf(const torch::Tensor &weight, int64_t form)
+{
+    if (!(form & kUnitOffset))
+        return weight;
+    return (form & kScaleInFp32) ? weight.to(torch::kFloat) + 1.0 : weight + 1.0;
+}
+
+#ifdef PB_WITH_CUDA_KERNELS
+kernels::RmsNormForm kernelForm(int64_t form) { return {(form & kUnitOffset) != 0, (form & kScaleInFp32) != 0}; }
+#endif
+
 struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+    // `form`: bit 0 the unit offset (1 + weight), bit 1 the weight's product in fp32 (Gemma, OLMo 2).
     static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &weight, double eps,
-                                 int64_t outType)
+                                 int64_t outType, int64_t form)
     {
         const auto out = static_cast<at::ScalarType>(outType);
+        ctx->saved_data["form"] = form;
         const auto cols = x.size(-1);
         const auto x2 = x.contiguous().view({-1, cols});
         torch::Tensor y, rstd;
@@ -46,13 +63,14 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
             y = torch::empty(x2.sizes(), x2.options().dtype(out));
             rstd = torch::empty({x2.size(0)}, x2.options().dtype(torch::kFloat));
             kernels::rmsNormForward(x2.data_ptr(), kernelType(x2.scalar_type()), w.data_ptr(), kernelType(w.scalar_type()), y.data_ptr(),
-                                    kernelType(out), rstd.data_ptr<float>(), x2.size(0), cols, static_cast<float>(eps), currentStream(x2));
+                                    kernelType(out), rstd.data_ptr<float>(), x2.size(0), cols, static_cast<float>(eps), kernelForm(form), currentStream(x2));
         }
 #endif
         if (!y.defined()) {
             const auto xf = x2.to(torch::kFloat);
             rstd = torch::rsqrt(xf.pow(2).mean(-1) + eps);
-            y = (weight * (xf * rstd.unsqueeze(1)).to(x2.scalar_type())).to(out);
+            const auto xn = xf * rstd.unsqueeze(1);
+            y = (form & kScaleInFp32) ? (xn * scaleOf(weight, form).to(torch::kFloat)).to(out) : (scaleOf(weight, form) * xn.to(x2.scalar_type())).to(out);
         }
         ctx->save_for_backward({x2, weight, rstd});
         auto shape = x.sizes().vec();
@@ -63,6 +81,7 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     {
         const auto saved = ctx->get_saved_variables();
         const auto &x2 = saved[0], &weight = saved[1], &rstd = saved[2];
+        const int64_t form = ctx->saved_data["form"].toInt();
         const auto cols = x2.size(1);
         const auto shape = gradOutputs[0].sizes().vec();
         const auto dy = gradOutputs[0].contiguous().view({-1, cols});
@@ -74,19 +93,19 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
             const auto partials = torch::empty({kernels::rmsNormPartials(x2.size(0)), cols}, x2.options().dtype(torch::kFloat));
             kernels::rmsNormBackward(dy.data_ptr(), kernelType(dy.scalar_type()), x2.data_ptr(), kernelType(x2.scalar_type()), w.data_ptr(),
                                      kernelType(w.scalar_type()), rstd.data_ptr<float>(), dx.data_ptr(), partials.data_ptr<float>(),
-                                     partials.size(0), x2.size(0), cols, currentStream(x2));
+                                     partials.size(0), x2.size(0), cols, kernelForm(form), currentStream(x2));
             dw = partials.sum(0).to(weight.scalar_type());
         }
 #endif
         if (!dx.defined()) {
             const auto xn = x2.to(torch::kFloat) * rstd.unsqueeze(1);
             const auto g = dy.to(torch::kFloat);
-            dw = (g * xn.to(x2.scalar_type()).to(torch::kFloat)).sum(0).to(weight.scalar_type());
-            const auto gw = g * weight.to(torch::kFloat);
+            dw = (g * ((form & kScaleInFp32) ? xn : xn.to(x2.scalar_type()).to(torch::kFloat))).sum(0).to(weight.scalar_type());
+            const auto gw = g * scaleOf(weight, form).to(torch::kFloat);
             const auto mean = (gw * xn).mean(-1, /*keepdim=*/true);
             dx = (rstd.unsqueeze(1) * (gw - xn * mean)).to(x2.scalar_type());
         }
-        return {dx.view(shape), weight.requires_grad() ? dw : torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        return {dx.view(shape), weight.requires_grad() ? dw : torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };
 
@@ -96,19 +115,39 @@ torch::Tensor timesInPlace(torch::Tensor a, const torch::Tensor &b)
     return a.scalar_type() == at::promote_types(a.scalar_type(), b.scalar_type()) ? a.mul_(b) : a * b;
 }
 
-struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
-    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &gate, const torch::Tensor &up)
+// The activation of a gated MLP as eager computes it: silu, or gelu ("tanh" or exact).
+torch::Tensor activate(const torch::Tensor &gate, GateActivation act)
+{
+    return act == GateActivation::Silu ? torch::silu(gate) : torch::gelu(gate, act == GateActivation::GeluTanh ? "tanh" : "none");
+}
+
+torch::Tensor activationBackward(const torch::Tensor &grad, const torch::Tensor &gate, GateActivation act)
+{
+    return act == GateActivation::Silu ? torch::silu_backward(grad, gate) : torch::gelu_backward(grad, gate, act == GateActivation::GeluTanh ? "tanh" : "none");
+}
+
+#ifdef PB_WITH_CUDA_KERNELS
+kernels::GateActivation kernelActivation(GateActivation act)
+{
+    return act == GateActivation::Silu ? kernels::GateActivation::Silu : act == GateActivation::GeluTanh ? kernels::GateActivation::GeluTanh : kernels::GateActivation::GeluErf;
+}
+#endif
+
+struct GatedActivationFunction : public torch::autograd::Function<GatedActivationFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &gate, const torch::Tensor &up, int64_t activation)
     {
         ctx->save_for_backward({gate, up});
+        ctx->saved_data["activation"] = activation;
+        const auto act = static_cast<GateActivation>(activation);
 #ifdef PB_WITH_CUDA_KERNELS
         if (sameKernelType(gate, up)) {
             const auto g = gate.contiguous(), u = up.contiguous();
             auto out = torch::empty_like(g);
-            kernels::swigluForward(g.data_ptr(), u.data_ptr(), out.data_ptr(), kernelType(g.scalar_type()), g.numel(), currentStream(g));
+            kernels::swigluForward(g.data_ptr(), u.data_ptr(), out.data_ptr(), kernelType(g.scalar_type()), g.numel(), kernelActivation(act), currentStream(g));
             return out;
         }
 #endif
-        return timesInPlace(torch::silu(gate), up);
+        return timesInPlace(activate(gate, act), up);
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
@@ -116,19 +155,20 @@ struct SwigluFunction : public torch::autograd::Function<SwigluFunction> {
         const auto saved = ctx->get_saved_variables();
         const auto &gate = saved[0], &up = saved[1];
         const auto &dOut = gradOutputs[0];
+        const auto act = static_cast<GateActivation>(ctx->saved_data["activation"].toInt());
 #ifdef PB_WITH_CUDA_KERNELS
         if (sameKernelType(gate, up) && dOut.scalar_type() == gate.scalar_type()) {
             const auto g = gate.contiguous(), u = up.contiguous(), d = dOut.contiguous();
             auto dg = torch::empty_like(g), du = torch::empty_like(u);
             kernels::swigluBackward(d.data_ptr(), g.data_ptr(), u.data_ptr(), dg.data_ptr(), du.data_ptr(), kernelType(g.scalar_type()), g.numel(),
-                                    currentStream(g));
-            return {dg, du};
+                                    kernelActivation(act), currentStream(g));
+            return {dg, du, torch::Tensor()};
         }
 #endif
-        // Eager's roundings, one intermediate alive at a time: silu's gradient from dOut * up,
-        // then up's from dOut * silu(gate) in silu's own buffer.
-        const auto dg = torch::silu_backward((dOut * up).to(gate.scalar_type()), gate);
-        return {dg, timesInPlace(torch::silu(gate), dOut).to(up.scalar_type())};
+        // Eager's roundings, one intermediate alive at a time: the activation's gradient from
+        // dOut * up, then up's from dOut * act(gate) in the activation's own buffer.
+        const auto dg = activationBackward((dOut * up).to(gate.scalar_type()), gate, act);
+        return {dg, timesInPlace(activate(gate, act), dOut).to(up.scalar_type()), torch::Tensor()};
     }
 };
 
@@ -223,9 +263,10 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
     return rowLoss;
 }
 
-torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps)
+torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps, bool unitOffset, bool scaleInFp32)
 {
-    return RmsNormFunction::apply(x, weight, eps, static_cast<int64_t>(eagerComputeType(x, weight)));
+    return RmsNormFunction::apply(x, weight, eps, static_cast<int64_t>(eagerComputeType(x, weight)),
+                                  (unitOffset ? kUnitOffset : 0) | (scaleInFp32 ? kScaleInFp32 : 0));
 }
 
 torch::Tensor rotateHalf(const torch::Tensor &x)
@@ -234,7 +275,12 @@ torch::Tensor rotateHalf(const torch::Tensor &x)
     return torch::cat({-x.slice(-1, half), x.slice(-1, 0, half)}, -1);
 }
 
-torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up) { return SwigluFunction::apply(gate, up); }
+torch::Tensor fusedGatedActivation(const torch::Tensor &gate, const torch::Tensor &up, GateActivation activation)
+{
+    return GatedActivationFunction::apply(gate, up, static_cast<int64_t>(activation));
+}
+
+torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up) { return fusedGatedActivation(gate, up, GateActivation::Silu); }
 
 torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {

@@ -21,13 +21,20 @@ at::ScalarType eagerComputeType(const torch::Tensor &input, const torch::Tensor 
 bool fusedKernelsOn(const torch::Device &device);
 
 // RMSNorm as LlamaRMSNorm (fp32 statistics; the normalised input rounded to x's dtype, then
-// times the weight), returned in `outType` in one rounding: autocast's dtype where autocast is on,
-// so the projections after it share one 16-bit input instead of casting it each. Its autograd
-// keeps x, the weight and the per-row rstd only.
-torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps);
+// times the weight), returned in one rounding in autocast's dtype where autocast is on (so the
+// projections after it share one 16-bit input instead of casting it each), else in the promotion
+// of x's and the weight's. `unitOffset`: Gemma's 1 + weight; `scaleInFp32`: Gemma's and OLMo 2's
+// product of the fp32 normalised input and the weight. Its autograd keeps x, the weight and the
+// per-row rstd only.
+torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps, bool unitOffset = false, bool scaleInFp32 = false);
 
-// LlamaMLP's silu(gate) * up, rounded as eager's two ops round it; its autograd keeps gate and up
-// only (eager keeps silu(gate) too) and recomputes silu in the backward.
+// The activation of a gated MLP: SiLU (SwiGLU), tanh-approximated or exact GELU (GeGLU).
+enum class GateActivation { Silu, GeluTanh, GeluErf };
+
+// act(gate) * up, rounded as eager's two ops round it; its autograd keeps gate and up only (eager
+// keeps act(gate) too) and recomputes the activation in the backward.
+torch::Tensor fusedGatedActivation(const torch::Tensor &gate, const torch::Tensor &up, GateActivation activation);
+// LlamaMLP's silu(gate) * up.
 torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up);
 
 // q or k [batch, seq, heads, headDim] times the rotary tables cos, sin [seq, headDim] (fp32), as

@@ -215,7 +215,7 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
 RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused, const ModelTraits &traits)
     : m_eps(eps), m_unitOffset(traits.normUnitOffset), m_scaleInFp32(traits.normScaleInFp32)
 {
-    m_fused = fused && !m_unitOffset && !m_scaleInFp32;
+    m_fused = fused;
     weight = register_parameter("weight", emptyParam({dim}, options));
 }
 
@@ -223,7 +223,7 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
 {
     RECORD_USER_SCOPE("pb.norm");
     if (m_fused)
-        return fusedRmsNorm(x, weight, m_eps);
+        return fusedRmsNorm(x, weight, m_eps, m_unitOffset, m_scaleInFp32);
     // As LlamaRMSNorm: normalise in fp32, return to the input dtype, then scale. Gemma and OLMo 2
     // scale the fp32 value (Gemma by 1 + weight) and round once at the end.
     const auto inputType = x.scalar_type();
@@ -307,8 +307,9 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
         sinks = register_parameter("sinks", emptyParam({m_heads}, options));
     if (m_qkNorm == QkNorm::Head || m_qkNorm == QkNorm::Full) {
         const bool perHead = m_qkNorm == QkNorm::Head;
-        qNorm = register_module("q_norm", RmsNorm(perHead ? m_headDim : qDim, m.normEps, options, false, m.traits));
-        kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options, false, m.traits));
+        const bool fusedNorm = config.train.kernels == KernelPath::Fused;
+        qNorm = register_module("q_norm", RmsNorm(perHead ? m_headDim : qDim, m.normEps, options, fusedNorm, m.traits));
+        kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options, fusedNorm, m.traits));
     }
 }
 
@@ -419,7 +420,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
 
 MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names,
                  bool fusedSwiglu)
-    : m_fusedSwiglu(fusedSwiglu && config.model.activation == ActivationKind::SwiGlu && !config.model.traits.fusedGateUp),
+    : m_fusedGate(fusedSwiglu && !config.model.traits.fusedGateUp),
       m_activation(config.model.activation)
 {
     const auto &m = config.model;
@@ -456,12 +457,12 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
         u = up->forward(x);
     }
     switch (m_activation) {
-    case ActivationKind::GeGlu: return down->forward(torch::gelu(g, "tanh") * u);
-    case ActivationKind::GeGluErf: return down->forward(torch::gelu(g) * u);
+    case ActivationKind::GeGlu: return down->forward(m_fusedGate ? fusedGatedActivation(g, u, GateActivation::GeluTanh) : torch::gelu(g, "tanh") * u);
+    case ActivationKind::GeGluErf: return down->forward(m_fusedGate ? fusedGatedActivation(g, u, GateActivation::GeluErf) : torch::gelu(g) * u);
     default: break;
     }
     // SwiGLU as LlamaMLP: down(silu(gate(x)) * up(x)).
-    return down->forward(m_fusedSwiglu ? fusedSwiglu(g, u) : torch::silu(g) * u);
+    return down->forward(m_fusedGate ? fusedSwiglu(g, u) : torch::silu(g) * u);
 }
 
 DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)

@@ -86,9 +86,8 @@ TORCH_MODULE(LoraLinear);
 
 class RmsNormImpl : public torch::nn::Module {
 public:
-    // `fused`: model/FusedOps.h's fusedRmsNorm (train.kernels = fused on the block and final norms),
-    // used where the model's RMSNorm is Llama's; `traits` give Gemma's (1 + weight) and the fp32
-    // scaling of Gemma and OLMo 2.
+    // `fused`: model/FusedOps.h's fusedRmsNorm (train.kernels = fused: block, final and q/k norms);
+    // `traits` give Gemma's (1 + weight) and the fp32 scaling of Gemma and OLMo 2, on either path.
     RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused = false, const ModelTraits &traits = {});
     torch::Tensor forward(const torch::Tensor &x);
     torch::Tensor weight;
@@ -140,8 +139,9 @@ class MlpImpl : public torch::nn::Module {
 public:
     // The dense MLP of `config` (intermediate_size, gate_proj/up_proj/down_proj), or one of
     // `intermediate` width whose projections are named `names` (an expert; LoRA targets still say
-    // gate_proj, up_proj, down_proj). `fusedSwiglu`: model/FusedOps.h's (the dense MLP under
-    // train.kernels = fused; experts stay eager).
+    // gate_proj, up_proj, down_proj). `fusedSwiglu`: model/FusedOps.h's fused gated activation
+    // (SwiGLU or GeGLU; the dense MLP under train.kernels = fused with separate gate and up
+    // projections; experts stay eager).
     MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate = 0,
             const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"}, bool fusedSwiglu = false);
     torch::Tensor forward(const torch::Tensor &x);
@@ -150,7 +150,7 @@ public:
     ActivationKind activation() const { return m_activation; }
 
 private:
-    bool m_fusedSwiglu;
+    bool m_fusedGate;
     ActivationKind m_activation;
 };
 TORCH_MODULE(Mlp);

@@ -1,4 +1,4 @@
-// The fused ops (model/FusedOps.h: cross-entropy gradient in place, RMSNorm, SwiGLU, rotary)
+// The fused ops (model/FusedOps.h: cross-entropy gradient in place, RMSNorm in Llama's, Gemma's and OLMo 2's forms, SwiGLU and GeGLU, rotary)
 // against the eager ops they replace, on the CPU's composite ops and, where there is a GPU, the
 // CUDA kernels: odd sizes, unaligned storage (the kernels' one-element path), fp32 and bf16; and a bf16-autocast model whose fused path gives the
 // eager path's loss and gradients within bf16's rounding.
@@ -126,6 +126,112 @@ private Q_SLOTS:
         const double tol = low ? 2e-2 : 1e-4;
         QVERIFY(torch::allclose(x.grad().to(torch::kFloat), refDx.to(torch::kFloat), tol, tol));
         QVERIFY(torch::allclose(w.grad().to(torch::kFloat), refDw.to(torch::kFloat), tol, low ? 5e-2 : 1e-4));
+    }
+
+    // Gemma's and OLMo 2's forms of the fused RMSNorm against their composites (model/Transformer.cpp's
+    // eager RmsNorm): (1 + weight) and the fp32 product, on per-head rows (128 columns: one warp a
+    // row on CUDA) and on hidden-width rows (a block a row), fp32 and bf16 input.
+    void fusedRmsNormFormsMatchComposite_data()
+    {
+        QTest::addColumn<bool>("unitOffset");
+        QTest::addColumn<bool>("scaleInFp32");
+        QTest::addColumn<bool>("bf16Input");
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s gemma fp32 128", qPrintable(device)) << true << true << false << 128 << device;
+            QTest::addRow("%s gemma bf16 128", qPrintable(device)) << true << true << true << 128 << device;
+            QTest::addRow("%s gemma bf16 2304", qPrintable(device)) << true << true << true << 2304 << device;
+            QTest::addRow("%s olmo2 fp32 67", qPrintable(device)) << false << true << false << 67 << device;
+            QTest::addRow("%s olmo2 bf16 1100", qPrintable(device)) << false << true << true << 1100 << device;
+            QTest::addRow("%s unit offset only bf16 96", qPrintable(device)) << true << false << true << 96 << device;
+            QTest::addRow("%s llama bf16 128", qPrintable(device)) << false << false << true << 128 << device;
+        }
+    }
+    void fusedRmsNormFormsMatchComposite()
+    {
+        QFETCH(bool, unitOffset);
+        QFETCH(bool, scaleInFp32);
+        QFETCH(bool, bf16Input);
+        QFETCH(int, cols);
+        QFETCH(QString, device);
+        torch::manual_seed(cols);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16Input ? torch::kBFloat16 : torch::kFloat;
+        const auto x = (torch::randn({4, 9, cols}) * 2).to(dev, type).requires_grad_(true);
+        // Gemma's weights sit near 0 (the scale is 1 + w), the others near 1.
+        const auto w = ((torch::rand({cols}) - 0.5) * 0.4 + (unitOffset ? 0.0 : 1.0)).to(dev, type).requires_grad_(true);
+        const auto dy = torch::randn({4, 9, cols}).to(dev, type);
+        const double eps = 1e-6;
+        const auto h = x.to(torch::kFloat);
+        const auto xn = h * torch::rsqrt(h.pow(2).mean(-1, true) + eps);
+        const auto ref = scaleInFp32 ? (xn * (unitOffset ? 1.0 + w.to(torch::kFloat) : w.to(torch::kFloat))).to(type)
+                                     : (unitOffset ? 1.0 + w : w) * xn.to(type);
+        ref.backward(dy.to(ref.scalar_type()));
+        const auto refDx = x.grad().clone(), refDw = w.grad().clone();
+        x.grad().zero_();
+        w.grad().zero_();
+        const auto y = fusedRmsNorm(x, w, eps, unitOffset, scaleInFp32);
+        QCOMPARE(y.scalar_type(), type);
+        const double fwd = bf16Input ? 8e-3 : 1e-5, tol = bf16Input ? 2e-2 : 1e-4;
+        QVERIFY2(relativeError(y, ref) < fwd, qPrintable(QStringLiteral("output off by %1").arg(relativeError(y, ref))));
+        y.backward(dy);
+        QVERIFY2(relativeError(x.grad(), refDx) < tol, qPrintable(QStringLiteral("dx off by %1").arg(relativeError(x.grad(), refDx))));
+        QVERIFY2(relativeError(w.grad(), refDw) < tol, qPrintable(QStringLiteral("dw off by %1").arg(relativeError(w.grad(), refDw))));
+        // The form matters: Llama's form differs from Gemma's on the same tensors.
+        if (unitOffset) {
+            torch::NoGradGuard noGrad;
+            QVERIFY(relativeError(fusedRmsNorm(x, w, eps), ref) > 0.1);
+        }
+    }
+
+    // The GeGLU forms of the fused gated activation (Gemma's gelu_pytorch_tanh, the exact erf GELU)
+    // against eager's gelu(gate) * up and its backward.
+    void gegluMatchesEager_data()
+    {
+        QTest::addColumn<bool>("tanh");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("offset");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s tanh fp32", qPrintable(device)) << true << false << 0 << device;
+            QTest::addRow("%s tanh bf16", qPrintable(device)) << true << true << 0 << device;
+            QTest::addRow("%s tanh bf16 unaligned", qPrintable(device)) << true << true << 1 << device;
+            QTest::addRow("%s erf fp32", qPrintable(device)) << false << false << 0 << device;
+            QTest::addRow("%s erf bf16", qPrintable(device)) << false << true << 0 << device;
+        }
+    }
+    void gegluMatchesEager()
+    {
+        QFETCH(bool, tanh);
+        QFETCH(bool, bf16);
+        QFETCH(int, offset);
+        QFETCH(QString, device);
+        const int n = 4100;
+        torch::manual_seed(n + offset);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const auto g0 = (torch::randn({n + offset}) * 3).to(dev, type), u0 = torch::randn({n + offset}).to(dev, type);
+        const auto dy = torch::randn({n}).to(dev, type);
+        auto g = g0.slice(0, offset).detach().requires_grad_(true), u = u0.slice(0, offset).detach().requires_grad_(true);
+        const auto ref = torch::gelu(g, tanh ? "tanh" : "none") * u;
+        ref.backward(dy);
+        const auto refDg = g.grad().clone(), refDu = u.grad().clone();
+        g.grad().zero_();
+        u.grad().zero_();
+        const auto out = fusedGatedActivation(g, u, tanh ? GateActivation::GeluTanh : GateActivation::GeluErf);
+        QCOMPARE(out.scalar_type(), type);
+        out.backward(dy);
+        const double fwd = bf16 ? 8e-3 : 1e-6, bwd = bf16 ? 1.6e-2 : 1e-5;
+        QVERIFY2(relativeError(out, ref) < fwd, qPrintable(QStringLiteral("output off by %1").arg(relativeError(out, ref))));
+        QVERIFY2(relativeError(u.grad(), refDu) < fwd, qPrintable(QStringLiteral("du off by %1").arg(relativeError(u.grad(), refDu))));
+        QVERIFY2(relativeError(g.grad(), refDg) < bwd, qPrintable(QStringLiteral("dg off by %1").arg(relativeError(g.grad(), refDg))));
+        // The other GELU differs by up to about 5e-4 of a unit: in fp32 the check tells them apart
+        // (in bf16 the difference is below the rounding).
+        if (!bf16) {
+            torch::NoGradGuard noGrad;
+            QVERIFY(relativeError(fusedGatedActivation(g, u, tanh ? GateActivation::GeluErf : GateActivation::GeluTanh), ref) > 1e-5);
+        }
     }
 
     void swigluMatchesEager_data()

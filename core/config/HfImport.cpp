@@ -230,9 +230,10 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
         throw InvalidInputError(hfField(where, "model_type"), typeValue.isUndefined() ? "required field is missing" : "expected a string, got " + jsonTypeName(typeValue));
     const std::string type = typeValue.toString().toStdString();
     if (type == "gemma4" || type == "gemma4_text")
-        throw InvalidInputError(hfField(where, "model_type"), "'" + type + "' is not modelled yet: its per-layer input embeddings, key/value sharing across layers, "
-                                "full-attention layers with their own head_dim and proportional rotary, and unscaled RMSNorm have no trait here "
-                                "(Gemma 2 and Gemma 3 are: gemma2, gemma3_text, gemma3)");
+        throw InvalidInputError(hfField(where, "model_type"), "'" + type + "' is not modelled yet: its per-layer input embeddings (E2B, E4B), "
+                                "key/value states shared by the last layers, full-attention layers with their own head_dim, key/value heads and "
+                                "proportional rotary, keys serving as values (attention_k_eq_v), the weightless value norm, the layer scalar, and "
+                                "the 26B-A4B's experts beside its dense MLP have no trait here (Gemma 2 and Gemma 3 are: gemma2, gemma3_text, gemma3)");
     const auto &types = hfSupportedModelTypes();
     if (std::find(types.begin(), types.end(), type) == types.end()) {
         std::string list;

@@ -1,10 +1,18 @@
 #!/usr/bin/env python3
 """The Transformers peer of a PilotBench run of a sparse family (issue 29: gpt_oss, deepseek_v3,
-llama4): the family's own Transformers 5.17 model built from the published config.json at the run's
-depth. Prints one JSON line.
+llama4; issue 30: qwen3_next): the family's own Transformers 5.17 model built from the published
+config.json at the run's depth, with the run's expert count, top-k and (for a model with linear
+attention) its layer pattern where they differ from the published ones. Prints one JSON line.
 
     python3 tests/bench/hf_sparse_reference.py --config run.json --hf-config tests/data/hf/X/config.json \
-        [--weights STEP_FOLDER --tokens same.bin] [--steps N --warmup W] [--precision fp32|bf16-mixed|bf16]
+        [--weights STEP_FOLDER --tokens same.bin] [--steps N --warmup W] [--seq-lens 2048,8192,32768]
+
+The precision is the run's train.precision. With --seq-lens (no --weights) the one model and
+optimizer are timed at each listed sequence length in turn (ascending, as given), one JSON line each
+with its seq_len; an error at one length (out of memory, say) is that line's "error" and the next
+length still runs. For a model with Gated DeltaNet layers (qwen3_next) the line names which
+implementation Transformers ran (linear_attention_path: the fla / causal-conv1d fast path or its torch
+fallback), and "impl" ends with it.
 
 With --weights, the model is loaded by Transformers' own from_pretrained from a folder holding the
 reduced config.json and our checkpoint's model files (Hugging Face names), so its own conversion of
@@ -24,7 +32,7 @@ rslora, dropout 0), and our adapters copied into PEFT's parameters
 ends the script non-zero, naming it. The line then also holds adapters_matched and the loss with the
 adapters disabled (our step 1 loss: lora_B starts at zero).
 """
-import argparse, glob, json, os, re, statistics, struct, sys, tempfile
+import argparse, gc, glob, importlib.util, json, os, re, statistics, struct, sys, tempfile
 
 import numpy as np
 import torch
@@ -32,7 +40,9 @@ import torch
 from hf_reference import timed_steps
 
 
-def reduced_config(path, layers):
+def reduced_config(path, layers, model=None):
+    """The published config.json at the run's depth; with the run config's model block, its expert
+    count, top-k and linear-attention layer pattern too (apply_run_shape)."""
     raw = json.load(open(path))
     if "text_config" in raw:  # llama4: the text model only
         text = dict(raw["text_config"])
@@ -45,7 +55,60 @@ def reduced_config(path, layers):
         raw["attn_temperature_tuning"] = bool(raw["attn_temperature_tuning"])
     for key in ("layer_types", "no_rope_layers", "moe_layers", "quantization_config", "auto_map"):
         raw.pop(key, None)  # rebuilt by the config class for the reduced depth; experts in bf16
+    if model:
+        apply_run_shape(raw, model)
     return raw
+
+
+# Where each family's config.json holds its routed-expert count.
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+def apply_run_shape(raw, model):
+    """What a reduced run changes besides the depth, written only where it differs from the published
+    config (so gpt_oss, deepseek_v3 and llama4 at their published expert counts are built as before):
+    - the routed experts (model.moe.experts) and top-k (model.moe.experts_per_token);
+    - for a model with linear attention (model.linear_attention), layer_types spelled out from our
+      full_layers (every N: layer i is full where (i + 1) % N == 0, as Qwen3NextConfig builds it
+      from full_attention_interval; plus any listed layers), so Transformers cannot build another
+      pattern at the reduced depth; full_attention_interval is then dropped (layer_types rules);
+    - mlp_only_layers (qwen3_next's dense layers) from model.moe.dense_layers, within the depth."""
+    layers = raw["num_hidden_layers"]
+    moe = model.get("moe") or {}
+    experts, top_k = moe.get("experts"), moe.get("experts_per_token")
+    for key in EXPERT_KEYS:
+        if experts and key in raw and raw[key] != experts:
+            raw[key] = experts
+    if top_k and "num_experts_per_tok" in raw and raw["num_experts_per_tok"] != top_k:
+        raw["num_experts_per_tok"] = top_k
+    linear = model.get("linear_attention")
+    if linear:
+        full = linear.get("full_layers") or {}
+        every, listed = int(full.get("every") or 0), set(full.get("layers") or [])
+        raw["layer_types"] = ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed else "linear_attention"
+                              for i in range(layers)]
+        raw.pop("full_attention_interval", None)
+    if isinstance(raw.get("mlp_only_layers"), list):
+        raw["mlp_only_layers"] = [i for i in moe.get("dense_layers", raw["mlp_only_layers"]) if i < layers]
+
+
+def linear_attention_path(model):
+    """Which Gated DeltaNet implementation Transformers' model holds, or None without one: each
+    linear_attn module keeps the chunked rule it will call (fla's chunk_gated_delta_rule, or
+    torch_chunk_gated_delta_rule when fla is missing) and causal_conv1d_fn (None: nn.Conv1d + SiLU)."""
+    for module in model.modules():
+        rule = getattr(module, "chunk_gated_delta_rule", None)
+        if rule is None:
+            continue
+        name = "%s.%s" % (getattr(rule, "__module__", None) or "?", getattr(rule, "__name__", type(rule).__name__))
+        conv = getattr(module, "causal_conv1d_fn", None)
+        torch_rule = "torch_chunk_gated_delta_rule" in name
+        norm = getattr(module, "norm", None)
+        return {"path": "torch fallback" if torch_rule and conv is None else ("fla + causal-conv1d" if not torch_rule and conv is not None else "mixed"),
+                "chunk_gated_delta_rule": name, "causal_conv1d": "causal_conv1d_fn" if conv is not None else "torch conv1d",
+                "norm": type(norm).__name__ if norm is not None else None,
+                "installed": {m: importlib.util.find_spec(m) is not None for m in ("fla", "causal_conv1d")}}
+    return None
 
 
 # Our adapter tensors, as core/config/ParameterTable.cpp names them: the adapted module's name, then
@@ -116,7 +179,7 @@ def with_adapters(model, weights, lora):
     return model, len(pairs)
 
 
-def build(raw, dtype, weights=None):
+def build(raw, dtype, weights=None, attn="eager"):
     from transformers import AutoConfig, AutoModelForCausalLM
     if weights:
         folder = tempfile.mkdtemp(prefix="hfsparse-")
@@ -133,7 +196,10 @@ def build(raw, dtype, weights=None):
         info = {k: [n for n in v if not (isinstance(n, str) and ADAPTER.match(n))] for k, v in info.items()}
         return model, {k: v[:8] for k, v in info.items() if v}
     cfg = AutoConfig.for_model(**raw)
-    cfg._attn_implementation = "eager"  # sinks / chunked masks / latent attention: the families' eager forms
+    # Eager by default: sinks / chunked masks / latent attention are the families' eager forms; --attn
+    # sdpa for a family that has it (qwen3_next's gated attention), set before the model is built as
+    # hf_reference.py does (and again on the built model's config below, as before).
+    cfg._attn_implementation = attn
     return AutoModelForCausalLM.from_config(cfg, dtype=dtype), {}
 
 
@@ -146,20 +212,24 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--attn", default="eager", help="attn_implementation for timing (eager or sdpa where the family has it)")
+    ap.add_argument("--seq-lens", help="time these sequence lengths (comma-separated) instead of the run's, one line each")
     args = ap.parse_args()
+    if args.seq_lens and args.weights:
+        ap.error("--seq-lens times random tokens; the loss at --weights is at the run's seq_len")
     cfg = json.load(open(args.config))
     m, t = cfg["model"], cfg["train"]
     torch.manual_seed(cfg.get("seed", 0))
-    raw = reduced_config(args.hf_config, m["layers"])
+    raw = reduced_config(args.hf_config, m["layers"], m)
     precision = t["precision"]
     lora_at_weights = bool(args.weights) and t["mode"] == "lora"
     # Our LoRA run holds its frozen base in bf16 under bf16-mixed (the checkpoint stores it so; the
     # adapters stay fp32): the base loaded in bf16 too (from_pretrained keeps the rotary tables fp32,
     # as ours), autocast over both. Full fine-tuning keeps fp32 masters.
     dtype = torch.bfloat16 if precision == "bf16" or (lora_at_weights and precision == "bf16-mixed") else torch.float32
-    model, info = build(raw, dtype, args.weights)
+    model, info = build(raw, dtype, args.weights, args.attn)
     if not args.weights and args.attn != "eager":
         model.config._attn_implementation = args.attn
+    linear = linear_attention_path(model)  # before PEFT wraps it
     matched = None
     if lora_at_weights:
         model, matched = with_adapters(model, args.weights, t["lora"])
@@ -169,15 +239,24 @@ def main():
     if matched is not None:
         out.update(adapters_matched=matched, base_dtype=str(dtype).replace("torch.", ""),
                    lora={k: t["lora"][k] for k in ("rank", "alpha", "dropout", "targets")})
+    if linear:
+        out["impl"] += ", gated delta rule: " + linear["path"]
+        out["linear_attention_path"] = linear
+        out["layer_types"] = raw.get("layer_types")
+    experts_impl = getattr(getattr(model, "config", None), "_experts_implementation", None)
+    if experts_impl is not None:
+        out["experts_implementation"] = str(experts_impl)
     if info:
         out["loading"] = info
     b, s = t["micro_batch"], t["seq_len"]
-    if args.tokens:
-        seq = torch.from_numpy(np.fromfile(args.tokens, dtype=np.uint16)[: s + 1].astype(np.int64)).cuda()
-        ids, labels = seq[:-1].expand(b, s).contiguous(), seq[1:].expand(b, s).contiguous()
-    else:
+
+    def batch(s):
+        if args.tokens:
+            seq = torch.from_numpy(np.fromfile(args.tokens, dtype=np.uint16)[: s + 1].astype(np.int64)).cuda()
+            return seq[:-1].expand(b, s).contiguous(), seq[1:].expand(b, s).contiguous()
         ids = torch.randint(0, m["vocab_size"], (b, s + 1), device="cuda")
-        ids, labels = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+        return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    ids, labels = batch(s)
     aux_w = (m.get("moe") or {}).get("aux_loss_weight", 0.0)
     autocast = precision in ("bf16-mixed",)
 
@@ -213,10 +292,32 @@ def main():
         def step():
             ce, aux = loss_of(model)
             return ce + aux_w * aux if aux is not None else ce
-        times, loss = timed_steps(model, opt, step, t["grad_clip"], args.steps, args.warmup)
-        mean = statistics.mean(times)
-        out.update({"torch": torch.__version__, "step_ms": mean, "p50_ms": statistics.median(times), "tokens_per_s": b * s / (mean / 1000),
-                    "peak_allocated_bytes": torch.cuda.max_memory_allocated(), "loss": loss.item()})
+
+        def timed(s):
+            times, loss = timed_steps(model, opt, step, t["grad_clip"], args.steps, args.warmup)
+            mean = statistics.mean(times)
+            return {"torch": torch.__version__, "step_ms": mean, "p50_ms": statistics.median(times), "tokens_per_s": b * s / (mean / 1000),
+                    "peak_allocated_bytes": torch.cuda.max_memory_allocated(), "loss": loss.item()}
+        if not args.seq_lens:
+            out.update(timed(s))
+        else:
+            # One model and optimizer for every length: the optimizer's states exist before each
+            # length's first step, as from a fresh process's second step on; the peak counter starts
+            # anew with each length's warm-up (timed_steps), and the cache is emptied between them.
+            for s in (int(x) for x in args.seq_lens.split(",") if x.strip()):
+                row, error = dict(out, seq_len=s), None
+                try:
+                    ids, labels = batch(s)
+                    row.update(timed(s))
+                except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
+                    error = "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or [""])[0][:400])
+                    row.update(error=error, peak_allocated_bytes=torch.cuda.max_memory_allocated())
+                ids = labels = None
+                opt.zero_grad(set_to_none=True)
+                gc.collect()
+                torch.cuda.empty_cache()
+                print(json.dumps(row), flush=True)
+            return
     print(json.dumps(out))
 
 

@@ -10,6 +10,7 @@
 #include <QJsonArray>
 
 #include <cmath>
+#include <cstring>
 
 namespace pb {
 namespace {
@@ -74,8 +75,10 @@ void refuseUnmodelled(const QJsonObject &json, const std::string &where, const s
         throw InvalidInputError(hfField(where, "hidden_act"), "expected silu (the MLPs are SwiGLU and the Gated DeltaNet conv is SiLU), got " + jsonTypeName(act));
     if (!moe) {
         // Qwen3_5TextConfig deletes every MoE attribute: a dense Qwen3.5 with experts is another model.
+        // An empty mlp_only_layers (as one public converter writes) says nothing: every layer is dense.
         for (const char *key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers"})
-            if (present(json, key))
+            if (present(json, key) && !(std::strcmp(key, "mlp_only_layers") == 0 && json.value(QLatin1String(key)).toArray().isEmpty() &&
+                                        json.value(QLatin1String(key)).isArray()))
                 throw InvalidInputError(hfField(where, key), "is a mixture-of-experts setting, but " + type + " is dense (Qwen3_5TextConfig has no experts; qwen3_5_moe does)");
     } else if (type == "qwen3_5_moe_text") {
         // Qwen3_5MoeTextConfig removes these: every layer is sparse, the top-k always renormalised.

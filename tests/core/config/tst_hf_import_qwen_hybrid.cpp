@@ -215,6 +215,10 @@ private Q_SLOTS:
         QVERIFY(!dense.model.moe.enabled());
         QCOMPARE(dense.model.intermediateSize, qint64(48));
         QCOMPARE(dense.model.linear.layout, pb::LinearAttentionLayout::QkvZBA);
+        // An empty mlp_only_layers (one public converter writes it) is the same dense model; a listed layer is refused below.
+        const pb::RunConfig emptyList = pb::hfRunConfig(multimodal("qwen3_5", with(textOf(tinyNext(), "qwen3_5_text"), "mlp_only_layers", QJsonArray {})), "config.json");
+        QVERIFY(!emptyList.model.moe.enabled());
+        QCOMPARE(pb::countParameters(emptyList).total, pb::countParameters(dense).total);
         std::map<std::string, std::vector<int64_t>> shapes;
         for (const auto &p : pb::parameterTable(dense))
             shapes[p.name] = p.shape;
@@ -257,6 +261,7 @@ private Q_SLOTS:
         QTest::newRow("layer types short") << with(tinyNext(), "layer_types", QJsonArray {"full_attention"}) << "layer_types";
         QTest::newRow("mlp_only_layers") << with(tinyNext(), "mlp_only_layers", QJsonArray {4}) << "mlp_only_layers[0]";
         QTest::newRow("dense qwen3_5 with experts") << multimodal("qwen3_5", with(textOf(tinyNext(), "qwen3_5_text"), "num_experts", 8)) << "num_experts";
+        QTest::newRow("dense qwen3_5 with a dense-only layer") << multimodal("qwen3_5", with(textOf(tinyNext(), "qwen3_5_text"), "mlp_only_layers", QJsonArray {1})) << "mlp_only_layers";
         QJsonObject moeText = textOf(tinyNext(), "qwen3_5_moe_text");
         moeText.remove(QStringLiteral("intermediate_size"));
         QTest::newRow("qwen3_5_moe norm_topk_prob") << multimodal("qwen3_5_moe", with(moeText, "norm_topk_prob", false)) << "norm_topk_prob";

@@ -1,0 +1,318 @@
+// DecoderStack and DecoderModel, declared in Transformer.h: the embedding, the blocks (recomputed
+// in backward where the run asks), the final norm and the head with its loss; the parameters'
+// storage in the dtypes and pools the parameter table gives them.
+#include "model/Transformer.h"
+
+#include "config/ParameterTable.h"
+#include "model/LinearCrossEntropy.h"
+#include "engine/TorchCompat.h"
+
+#include <cstring>
+#include <unordered_map>
+
+namespace pb {
+namespace {
+
+
+// The block inputs as BlockRecompute carries them: an empty tensor stands for an absent one (no
+// rotary on a NoPE layer, no window on a full one).
+LayerInputs layerInputs(const torch::Tensor &cos, const torch::Tensor &sin, const torch::Tensor &windowMask)
+{
+    auto given = [](const torch::Tensor &t) { return t.numel() > 0 ? t : torch::Tensor(); };
+    return {given(cos), given(sin), given(windowMask)};
+}
+
+// Re-runs a decoder block during backward instead of keeping its activations (what PyTorch's
+// reentrant torch.utils.checkpoint does; the C++ frontend has no such utility). Autocast is
+// thread-local and backward may run on another thread, so its state is saved and re-entered,
+// and the RNG state is restored so dropout draws the same masks.
+struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
+    // Outputs: the block's, and (a sparse block) its router probability sum, which the auxiliary
+    // loss differentiates; a dense block gives an empty tensor there.
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor windowMask,
+                                                  int64_t blockAddress)
+    {
+        auto *block = reinterpret_cast<DecoderBlockImpl *>(blockAddress);
+        const auto deviceType = x.device().type();
+        ctx->saved_data["block"] = blockAddress;
+        ctx->saved_data["autocast"] = compat::autocastEnabled(deviceType);
+        ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(compat::autocastDtype(deviceType));
+        ctx->saved_data["rng"] = at::globalContext().defaultGenerator(x.device()).get_state();
+        ctx->save_for_backward({x, cos, sin, windowMask});
+        torch::NoGradGuard noGrad;
+        auto out = block->forward(x, layerInputs(cos, sin, windowMask));
+        return {out, block->moe ? block->moe->routerProbabilitySum : torch::zeros({0}, x.options().dtype(torch::kFloat))};
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        auto *block = reinterpret_cast<DecoderBlockImpl *>(ctx->saved_data["block"].toInt());
+        const auto saved = ctx->get_saved_variables();
+        const auto deviceType = saved[0].device().type();
+        const bool autocast = ctx->saved_data["autocast"].toBool();
+        const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt());
+        const bool previousAutocast = compat::autocastEnabled(deviceType);
+        const auto previousDtype = compat::autocastDtype(deviceType);
+        auto generator = at::globalContext().defaultGenerator(saved[0].device());
+        const auto rngNow = generator.get_state();
+        generator.set_state(ctx->saved_data["rng"].toTensor());
+
+        torch::Tensor x = saved[0].detach().requires_grad_(true);
+        torch::Tensor out;
+        {
+            torch::AutoGradMode enableGrad(true);
+            compat::setAutocast(deviceType, autocast, dtype);
+            out = block->forward(x, layerInputs(saved[1], saved[2], saved[3]));
+            compat::setAutocast(deviceType, previousAutocast, previousDtype);
+        }
+        generator.set_state(rngNow);
+        if (block->moe && gradOutputs.size() > 1 && gradOutputs[1].defined() && block->moe->routerProbabilitySum.requires_grad())
+            torch::autograd::backward({out, block->moe->routerProbabilitySum}, {gradOutputs[0], gradOutputs[1]});
+        else
+            torch::autograd::backward({out}, {gradOutputs[0]});
+        // The rebuilt router statistics would keep their graph (and with it the block's tensors)
+        // until the next forward overwrites them.
+        if (block->moe)
+            block->moe->routerProbabilitySum = torch::Tensor();
+        return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+};
+
+} // namespace
+
+DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
+{
+    const auto &m = config.model;
+    embedTokens = register_module("embed_tokens", WeightHolder(emptyParam({m.vocabSize, m.hiddenSize}, options)));
+    layers = register_module("layers", torch::nn::ModuleList());
+    for (int64_t i = 0; i < m.layers; ++i) {
+        blocks.emplace_back(config, runtime, options, i);
+        layers->push_back(blocks.back());
+    }
+    norm = register_module("norm", RmsNorm(m.hiddenSize, m.normEps, options, config.train.kernels == KernelPath::Fused, m.traits));
+}
+
+DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::Device &device)
+    : m_runtime(runtime), m_shape(config.model), m_moe(config.model.moe), m_kernels(config.train.kernels)
+{
+    const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    stack = register_module("model", DecoderStack(config, runtime, options));
+    if (!config.model.tieEmbeddings)
+        lmHead = register_module("lm_head", WeightHolder(emptyParam({config.model.vocabSize, config.model.hiddenSize}, options)));
+
+    const auto precision = config.train.precision;
+    const auto trainableType = precision == Precision::Bf16 ? torch::kBFloat16 : torch::kFloat;
+    const auto frozenType = precision == Precision::Fp32 ? torch::kFloat : precision == Precision::Fp16Mixed ? torch::kHalf : torch::kBFloat16;
+    struct Slot {
+        bool trainable = false;
+        std::string pool;
+        int64_t offset = 0;   // in the pool, in elements
+    };
+    std::unordered_map<std::string, Slot> slots;
+    std::unordered_map<std::string, int64_t> poolSizes;
+    for (const auto &p : parameterTable(config)) {
+        slots[p.name] = {p.trainable, p.pool, p.pool.empty() ? 0 : poolSizes[p.pool]};
+        if (!p.pool.empty())
+            poolSizes[p.pool] += p.numel;
+    }
+    std::unordered_map<std::string, torch::Tensor> pools;
+    bool embeddingTrainable = true;
+    for (auto &item : named_parameters()) {
+        const auto it = slots.find(item.key());
+        TORCH_CHECK(it != slots.end(), "parameter ", item.key(), " is missing from the parameter table");
+        const Slot &slot = it->second;
+        const auto type = slot.trainable ? trainableType : frozenType;
+        torch::NoGradGuard noGrad;
+        if (slot.pool.empty()) {
+            item.value().set_data(torch::empty(item.value().sizes(), item.value().options().dtype(type)));
+        } else { // one allocation for the pool, made when its first member is reached
+            auto &pool = pools[slot.pool];
+            if (!pool.defined())
+                pool = torch::empty({poolSizes[slot.pool]}, item.value().options().dtype(type));
+            item.value().set_data(pool.narrow(0, slot.offset, item.value().numel()).view(item.value().sizes()));
+        }
+        item.value().set_requires_grad(slot.trainable);
+        if (item.key() == "model.embed_tokens.weight")
+            embeddingTrainable = slot.trainable;
+    }
+    // Recomputed blocks only get a backward node when their input requires grad; with a frozen
+    // embedding (LoRA) it must be asked for, as PEFT's enable_input_require_grads does.
+    m_inputNeedsGrad = runtime.recompute && !embeddingTrainable;
+}
+
+void DecoderModelImpl::initialise(uint64_t seed)
+{
+    torch::NoGradGuard noGrad;
+    torch::manual_seed(seed);
+    for (auto &item : named_parameters()) {
+        const auto &name = item.key();
+        auto &p = item.value();
+        auto endsWith = [&name](const char *tail) {
+            const size_t n = std::strlen(tail);
+            return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
+        };
+        const bool linearMixer = name.find(".linear_attn.") != std::string::npos;
+        if (linearMixer && endsWith(".A_log")) // Qwen3_5PreTrainedModel: log(uniform(0.01, 16)), kept from -inf
+            p.uniform_(0.01, 16.0).log_();
+        else if (linearMixer && (endsWith(".dt_bias") || endsWith(".norm.weight"))) // ones; the gated norm has no unit offset
+            p.fill_(1.0);
+        else if (name.find("lora_B") != std::string::npos || endsWith(".bias") || endsWith("_bias")) // gpt-oss's experts.gate_up_proj_bias ...
+            p.zero_();
+        else if (endsWith(".sinks")) // as GptOssPreTrainedModel
+            p.normal_(0.0, 0.02);
+        else if (p.dim() == 1)
+            p.fill_(m_shape.traits.normUnitOffset ? 0.0 : 1.0); // Gemma's norms scale by 1 + weight
+        else if (name.find("lora_A") != std::string::npos)
+            torch::nn::init::kaiming_uniform_(p, std::sqrt(5.0));
+        else
+            p.normal_(0.0, 0.02);
+    }
+    // A QLoRA base is drawn as the 16-bit matrix it stands for, one at a time, then quantised.
+    for (const auto &module : modules(/*include_self=*/false))
+        if (auto *linear = dynamic_cast<LoraLinearImpl *>(module.get()); linear && linear->nf4Base())
+            linear->setBase(torch::empty(linear->base.shape, linear->base.packed.options().dtype(torch::kBFloat16)).normal_(0.0, 0.02));
+}
+
+std::vector<torch::Tensor> DecoderModelImpl::trainableParameters()
+{
+    std::vector<torch::Tensor> out;
+    for (auto &p : parameters())
+        if (p.requires_grad())
+            out.push_back(p);
+    return out;
+}
+
+void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, torch::Tensor &cos,
+                                    torch::Tensor &sin) const
+{
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    double attentionFactor = 1.0;
+    const auto invFreq = rotaryInverseFrequencies(m_shape.rotaryDim(), theta, scaling, device, seqLen, &attentionFactor);
+    auto freqs = torch::outer(torch::arange(seqLen, f32), invFreq);
+    // GLM pairs neighbouring dimensions: each frequency twice in a row instead of the two halves.
+    auto emb = m_shape.traits.ropeInterleaved ? freqs.repeat_interleave(2, -1) : torch::cat({freqs, freqs}, -1);
+    cos = emb.cos();
+    sin = emb.sin();
+    if (attentionFactor != 1.0) {
+        cos = cos * attentionFactor;
+        sin = sin * attentionFactor;
+    }
+}
+
+torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
+{
+    if (m_blockHooks)
+        m_blockHooks->beforeModel();
+    const ModelTraits &traits = m_shape.traits;
+    const int64_t t = inputs.size(1);
+    torch::Tensor h, chunkMask;
+    LayerInputs global, local;
+    {
+        RECORD_USER_SCOPE("pb.embedding");
+        h = torch::embedding(stack->embedTokens->weight, inputs);
+        if (traits.embeddingScale != 1.0) // Gemma rounds sqrt(hidden) to the embedding's dtype first
+            h = traits.embeddingScaleRounded ? h * torch::scalar_tensor(traits.embeddingScale, h.options()) : h * traits.embeddingScale;
+        if (m_inputNeedsGrad)
+            h.requires_grad_(true);
+        rotaryTables(t, inputs.device(), m_shape.ropeTheta, m_shape.ropeScaling, global.cos, global.sin);
+        if (traits.attentionChunk > 0 && t > traits.attentionChunk) {
+            // One mask for every chunked layer: key j is seen from query i when j <= i in i's chunk.
+            // Within one chunk it is the causal mask, which the unmasked kernels apply themselves.
+            const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
+            const auto chunk = pos.div(traits.attentionChunk, "floor");
+            chunkMask = pos.unsqueeze(1).ge(pos.unsqueeze(0)).logical_and(chunk.unsqueeze(1).eq(chunk.unsqueeze(0)));
+        }
+        if (traits.slidingWindow > 0) {
+            // One mask for every sliding layer: key j is seen from query i when i - W < j <= i.
+            const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
+            const auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);
+            local.windowMask = distance.ge(0).logical_and(distance.lt(traits.slidingWindow));
+            if (traits.localRopeTheta > 0)
+                rotaryTables(t, inputs.device(), traits.localRopeTheta, RopeScaling {}, local.cos, local.sin);
+            else
+                local.cos = global.cos, local.sin = global.sin;
+        }
+    }
+    // Transformers' load_balancing_loss_func over all sparse layers' tokens at once: the share of
+    // choices each expert got (per top-k place) times its mean routing probability, summed, times
+    // the number of experts.
+    torch::Tensor probabilitySum, choices;
+    int64_t routedTokens = 0;
+    for (size_t i = 0; i < stack->blocks.size(); ++i) {
+        auto &block = stack->blocks[i];
+        if (m_blockHooks)
+            m_blockHooks->beforeBlock(i, h);
+        const int64_t layer = static_cast<int64_t>(i);
+        LayerInputs in = traits.usesSliding(layer) ? local : global;
+        if (!traits.usesRope(layer))
+            in.cos = in.sin = torch::Tensor();
+        if (traits.usesChunks(layer))
+            in.windowMask = chunkMask;
+        torch::Tensor layerProbabilities;
+        if (m_runtime.recompute && is_training()) {
+            // A custom autograd function takes defined tensors only: an absent input travels empty.
+            const auto none = torch::empty({0}, h.options().dtype(torch::kFloat));
+            auto present = [&none](const torch::Tensor &t) { return t.defined() ? t : none; };
+            auto outputs = BlockRecompute::apply(h, present(in.cos), present(in.sin), present(in.windowMask), reinterpret_cast<int64_t>(block.get()));
+            h = outputs[0];
+            layerProbabilities = outputs[1];
+        } else {
+            h = block->forward(h, in);
+            if (block->moe)
+                layerProbabilities = block->moe->routerProbabilitySum;
+        }
+        if (block->moe) {
+            probabilitySum = probabilitySum.defined() ? probabilitySum + layerProbabilities : layerProbabilities;
+            choices = choices.defined() ? choices + block->moe->expertChoices : block->moe->expertChoices;
+            routedTokens += block->moe->tokens;
+        }
+        if (m_blockHooks)
+            m_blockHooks->afterBlock(i, h);
+    }
+    m_auxLoss = torch::Tensor();
+    if (probabilitySum.defined() && routedTokens > 0) {
+        const double n = static_cast<double>(routedTokens);
+        m_auxLoss = ((choices / n) * (probabilitySum / n).unsqueeze(0)).sum() * static_cast<double>(m_moe.experts);
+    }
+    return stack->norm->forward(h);
+}
+
+torch::Tensor DecoderModelImpl::headLogits(const torch::Tensor &h)
+{
+    const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
+    const ModelTraits &traits = m_shape.traits;
+    auto logits = torch::nn::functional::linear(h, headWeight);
+    // Granite divides the logits; Gemma 2 soft-caps them (divide, tanh, multiply).
+    if (traits.logitsDivisor != 1.0)
+        logits = logits / traits.logitsDivisor;
+    if (traits.finalSoftcap > 0)
+        logits = torch::tanh(logits / traits.finalSoftcap) * traits.finalSoftcap;
+    return logits;
+}
+
+torch::Tensor DecoderModelImpl::logits(const torch::Tensor &inputs)
+{
+    return headLogits(hidden(inputs));
+}
+
+torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::Tensor &targets)
+{
+    auto h = hidden(inputs);
+    RECORD_USER_SCOPE("pb.head"); // the language-model head and the loss (the peak recorder's logits)
+    const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
+    torch::Tensor loss;
+    const ModelTraits &traits = m_shape.traits;
+    if (m_kernels == KernelPath::Fused) {
+        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}), 0, LogitsTransform {traits.logitsDivisor, traits.finalSoftcap});
+    } else {
+        const auto logits = headLogits(h);
+        // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.
+        loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat).reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                                    torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+    }
+    if (m_auxLoss.defined() && m_moe.auxLossWeight > 0)
+        loss = loss + m_moe.auxLossWeight * m_auxLoss;
+    return loss;
+}
+
+} // namespace pb

@@ -10,7 +10,7 @@
 #include <QJsonArray>
 
 #include <cmath>
-#include <cstring>
+#include <string_view>
 
 namespace pb {
 namespace {
@@ -76,9 +76,10 @@ void refuseUnmodelled(const QJsonObject &json, const std::string &where, const s
     if (!moe) {
         // Qwen3_5TextConfig deletes every MoE attribute: a dense Qwen3.5 with experts is another model.
         // An empty mlp_only_layers (as one public converter writes) says nothing: every layer is dense.
+        const QJsonValue denseOnly = json.value(QLatin1String("mlp_only_layers"));
+        const bool emptyDenseOnly = denseOnly.isArray() && denseOnly.toArray().isEmpty();
         for (const char *key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers"})
-            if (present(json, key) && !(std::strcmp(key, "mlp_only_layers") == 0 && json.value(QLatin1String(key)).toArray().isEmpty() &&
-                                        json.value(QLatin1String(key)).isArray()))
+            if (present(json, key) && !(emptyDenseOnly && std::string_view(key) == "mlp_only_layers"))
                 throw InvalidInputError(hfField(where, key), "is a mixture-of-experts setting, but " + type + " is dense (Qwen3_5TextConfig has no experts; qwen3_5_moe does)");
     } else if (type == "qwen3_5_moe_text") {
         // Qwen3_5MoeTextConfig removes these: every layer is sparse, the top-k always renormalised.

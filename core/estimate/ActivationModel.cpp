@@ -359,7 +359,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     const bool plainRotary = rotaryDim == hd && !traits.ropeInterleaved;   // the fused rotary's form
     const bool rescaled = !usesDefaultAttentionScale(m);
     // The dense MLP's form: the fused gated activation (SwiGLU, GeGLU) only for separate gate and up projections.
-    const bool fusedSwiglu = train.kernels == KernelPath::Fused && m.activation != ActivationKind::Gelu && !traits.fusedGateUp;
+    const bool fusedGate = train.kernels == KernelPath::Fused && m.activation != ActivationKind::Gelu && !traits.fusedGateUp;
     int64_t noGradPeak = 0;
     bool anySparse = false;
     int64_t layerIndex = -1;
@@ -560,7 +560,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             const auto down = proj("down_proj");
             walk.linears(h, dx2, traits.fusedGateUp ? std::vector<Projection> {fusedGateUp} : std::vector<Projection> {gate, up});
             const bool gGrad = y2Grad || gate.needsGrad(), uGrad = y2Grad || up.needsGrad();
-            if (fusedSwiglu) // the fused gated activation keeps gate's and up's outputs
+            if (fusedGate) // the fused gated activation keeps gate's and up's outputs
                 walk.saved += gGrad || uGrad ? 2 * c * n * inter : 0;
             else
                 walk.saved += (gGrad ? c * n * inter : 0)  // silu keeps gate's output
@@ -574,7 +574,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             if (traits.fusedGateUp && (gGrad || uGrad))
                 mlpBackward += c * n * inter;
             // Under no_grad: gate's and up's outputs and the product (eager: silu(g) beside them).
-            mlpLive = (fusedSwiglu ? 3 : 4) * c * n * inter;
+            mlpLive = (fusedGate ? 3 : 4) * c * n * inter;
         }
         if (layer.normExists[3]) { // a norm on the MLP's output
             bool outGrad = false;

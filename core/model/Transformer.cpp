@@ -268,8 +268,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
 }
 
 MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names,
-                 bool fusedSwiglu)
-    : m_fusedGate(fusedSwiglu && !config.model.traits.fusedGateUp),
+                 bool fusedGate)
+    : m_fusedGate(fusedGate && !config.model.traits.fusedGateUp),
       m_activation(config.model.activation)
 {
     const auto &m = config.model;

@@ -139,11 +139,11 @@ class MlpImpl : public torch::nn::Module {
 public:
     // The dense MLP of `config` (intermediate_size, gate_proj/up_proj/down_proj), or one of
     // `intermediate` width whose projections are named `names` (an expert; LoRA targets still say
-    // gate_proj, up_proj, down_proj). `fusedSwiglu`: model/FusedOps.h's fused gated activation
+    // gate_proj, up_proj, down_proj). `fusedGate`: model/FusedOps.h's fused gated activation
     // (SwiGLU or GeGLU; the dense MLP under train.kernels = fused with separate gate and up
     // projections; experts stay eager).
     MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate = 0,
-            const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"}, bool fusedSwiglu = false);
+            const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"}, bool fusedGate = false);
     torch::Tensor forward(const torch::Tensor &x);
     LoraLinear gate {nullptr}, up {nullptr}, down {nullptr};
     LoraLinear gateUp {nullptr};   // Phi-3's and GLM-4's gate_up_proj (gate's half first), in place of gate and up

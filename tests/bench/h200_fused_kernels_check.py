@@ -17,6 +17,7 @@ import torch
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=tempfile.mkdtemp())
 args = ap.parse_args()
+os.makedirs(args.out, exist_ok=True)
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 lib = os.path.join(args.out, "libfused_kernels_check.so")
 nvcc = os.environ.get("CUDACXX", "/usr/local/cuda/bin/nvcc")

@@ -80,7 +80,7 @@ int runRestoreCheckCommand(CliContext &ctx)
         {QStringLiteral("uninterrupted-run"), QStringLiteral("Your own job instead: a watched run that ran uninterrupted..."), QStringLiteral("id")},
         {QStringLiteral("resumed-run"), QStringLiteral("...and a watched run of it that resumed from its own checkpoint; their losses are compared."), QStringLiteral("id")},
         {QStringLiteral("loss-tolerance"), QStringLiteral("With the watched runs: the largest |loss difference| that passes (default 0: bitwise)."), QStringLiteral("x"), QStringLiteral("0")},
-        {QStringLiteral("reference-runs"), QStringLiteral("More uninterrupted runs that measure the kernels' run-to-run variation (default 1)."), QStringLiteral("n")},
+        {QStringLiteral("reference-runs"), QStringLiteral("At most this many more uninterrupted runs, which measure the kernels' run-to-run variation (default 2; the first that reproduces the run bit for bit ends them)."), QStringLiteral("n")},
         {QStringLiteral("reference-run"), QStringLiteral("With the watched runs: another uninterrupted watched run of the job (repeatable), the kernels' run-to-run variation."),
          QStringLiteral("id")},
         {QStringLiteral("envelope-margin"), QStringLiteral("Where the kernels vary run to run: the continuation passes within this many times their variation (default 4)."),
@@ -150,7 +150,7 @@ int runRestoreCheckCommand(CliContext &ctx)
             ctx.out << (i ? ", " : "") << QString::fromStdString(result.checked[i]);
         ctx.out << "\nmax |loss difference|: " << result.maxAbsLossDiff;
         if (result.kind == "envelope")
-            ctx.out << " (the kernels vary run to run: " << result.referenceRuns << " uninterrupted run(s) beside the first differed by up to "
+            ctx.out << " (the kernels vary run to run: the widest pair of " << result.referenceRuns + 1 << " uninterrupted runs differed by up to "
                     << result.referenceMaxAbsLossDiff << " in loss and " << result.referenceParameterDistance << " in parameters; the continuation's parameter distance "
                     << result.parameterDistance << ", allowed " << result.envelopeMargin << "x)";
         else

@@ -31,9 +31,12 @@ struct RestoreCheckOptions {
     QString checkpointDir;              // where run B writes (a fresh folder is made inside)
     QString cliPath;                    // the pilotbench-cli that restores in a fresh process
     std::string dropState;              // proof tests: the fresh process leaves this piece unrestored
-    int referenceRuns = 1;              // uninterrupted runs beside A: the kernels' run-to-run variation
-    // A resumed run and a reference are two draws of the same variation; one pair's spread can be a
-    // few times another's, a restore that lost state moves a run by orders of magnitude more.
+    // At most this many uninterrupted runs beside A, the kernels' run-to-run variation; the first
+    // that reproduces A bit for bit ends them (deterministic kernels). Two give three pairs: on the
+    // H200 one pair's loss spread alone was a third of the resumed run's in two of four proofs.
+    int referenceRuns = 2;
+    // A resumed run and a pair of uninterrupted runs are draws of the same variation; one pair's
+    // spread can be a few times another's, a restore that lost state moves a run by orders of magnitude more.
     double envelopeMargin = 4;
     int testJitterUlps = 0;             // proof tests: every run moves by up to N ulps per step (PilotOptions)
     int testResumeJitterUlps = -1;      // proof tests: the fresh process's own (-1: testJitterUlps)
@@ -47,9 +50,9 @@ struct RestoreCheckResult {
     // "bitwise": the reference runs reproduced A bit for bit, so the continuation had to;
     // "envelope": they did not, and the continuation is judged inside their variation.
     std::string kind = "bitwise";
-    int referenceRuns = 0;
-    double referenceMaxAbsLossDiff = 0;         // the largest |loss difference| of a reference from A
-    double referenceParameterDistance = 0;      // the largest ||ref - A|| / ||A|| over the trainable parameters
+    int referenceRuns = 0;                      // the references that ran
+    double referenceMaxAbsLossDiff = 0;         // the largest |loss difference| of any pair of A and the references
+    double referenceParameterDistance = 0;      // the largest relative distance ||x - y|| / ||x|| of such a pair (trainable parameters)
     double parameterDistance = -1;              // the continuation's ||resumed - A|| / ||A|| (-1: not measured)
     double envelopeMargin = 4;
     std::vector<std::string> checked;           // pieces of state compared

@@ -119,7 +119,9 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
         finite = finite && std::isfinite(s.loss) && std::isfinite(it->second);
         w.maxAbsLossDiff = std::max(w.maxAbsLossDiff, std::abs(s.loss - it->second));
     }
-    // Each reference over the same steps: how far two uninterrupted runs of the job drift apart.
+    // Each reference over the same steps: how far two uninterrupted runs of the job drift apart,
+    // every pair of them (A and the references), as the restore proof's envelope.
+    std::vector<std::map<int64_t, double>> referenceLosses;
     for (int64_t id : referenceRunIds) {
         const RunRecord r = watchedRun(store, id, "--reference-run");
         sameConfig(r, "--reference-run");
@@ -132,7 +134,10 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
                 throw InvalidInputError("--reference-run", "run " + std::to_string(id) + " reported no finite loss for step " + std::to_string(step)
                                                                + ", which the resumed run is compared on");
             w.referenceMaxAbsLossDiff = std::max(w.referenceMaxAbsLossDiff, std::abs(it->second - lossA.at(step)));
+            for (const auto &other : referenceLosses)
+                w.referenceMaxAbsLossDiff = std::max(w.referenceMaxAbsLossDiff, std::abs(it->second - other.at(step)));
         }
+        referenceLosses.push_back(std::move(lossR));
     }
     // With references the job says its kernels may vary: a reported loss is a float32 that moves in
     // whole units of its last place, so that unit is the least variation the references can show.
@@ -154,7 +159,7 @@ WatchedRestore compareWatchedRestore(const HistoryStore &store, int64_t uninterr
                     + " steps from step " + std::to_string(w.firstResumedStep) + ", max |loss difference| " + figure(w.maxAbsLossDiff);
         if (w.kind == "envelope")
             w.message += std::string(w.pass ? " (within" : " (outside") + " the kernels' run-to-run variation: " + std::to_string(referenceRunIds.size())
-                         + " reference run(s) differ from the uninterrupted one by up to " + figure(w.referenceMaxAbsLossDiff) + ", allowed "
+                         + " reference run(s) and the uninterrupted one differ by up to " + figure(w.referenceMaxAbsLossDiff) + ", allowed "
                          + figure(envelope) + ")";
         else
             w.message += " (tolerance " + figure(tolerance) + ")";

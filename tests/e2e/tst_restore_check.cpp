@@ -117,6 +117,8 @@ private Q_SLOTS:
         QCOMPARE(s.value(QStringLiteral("bitwise")).toBool(), false);
         QVERIFY(s.value(QStringLiteral("reference_parameter_distance")).toDouble() > 0);
         QVERIFY(s.value(QStringLiteral("parameter_distance")).toDouble() > 0);
+        // The first reference differed, so a second ran: three pairs of uninterrupted runs.
+        QCOMPARE(s.value(QStringLiteral("reference_runs")).toInt(), 2);
         const QString message = s.value(QStringLiteral("message")).toString();
         if (pass) {
             QVERIFY2(message.startsWith(QStringLiteral("restored exactly; continuation within the kernels' run-to-run variation")), qPrintable(message));

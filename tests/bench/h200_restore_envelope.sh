@@ -4,17 +4,17 @@
 # the shared-expert MoE rows (a Qwen2-MoE-architecture config: 60 experts, top-4, shared expert with
 # its gate, 6 layers, seq 2048, micro-batch 4) with and without the shared expert, full and LoRA,
 # with their --memory-snapshot files. From the repository root with .cuda-deps staged:
-#   bash tests/bench/h200_restore_envelope.sh [llama] [moe] [qmoe]   (all three when none is named)
+#   [RUNS=2] bash tests/bench/h200_restore_envelope.sh [llama] [moe] [qmoe]   (all three when none is named)
 . tests/bench/h200_build.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 W=/tmp/env; rm -rf $W; mkdir -p $W
 PARTS=" ${*:-llama moe qmoe} "
-[[ $PARTS = *" llama "* ]] && for i in 1 2; do
+[[ $PARTS = *" llama "* ]] && for i in $(seq ${RUNS:-2}); do
   echo "== restore-check llama-3.2-1b (default config), run $i"
   $CLI restore-check --config preset:llama-3.2-1b --steps-before 1 --steps-after 1 --device cuda:0 --checkpoint-dir $W/ck --db $W/h.db --jsonl 2>$W/err.txt | tail -1 | tee $OUT/restore_llama_$i.json | cut -c1-600
   tail -2 $W/err.txt
 done
-[[ $PARTS = *" moe "* ]] && for i in 1 2; do
+[[ $PARTS = *" moe "* ]] && for i in $(seq ${RUNS:-2}); do
   echo "== restore-check olmoe-1b-7b (2 layers), run $i"
   $CLI restore-check --config preset:olmoe-1b-7b --set model.layers=2 --steps-before 2 --steps-after 2 --device cuda:0 --checkpoint-dir $W/ck --db $W/h.db --jsonl 2>$W/err.txt | tail -1 | tee $OUT/restore_moe_$i.json | cut -c1-600
   tail -2 $W/err.txt

@@ -19,12 +19,13 @@ WHAT=${1:-all}; shift || true
 PRESETS=("$@"); [ ${#PRESETS[@]} = 0 ] && PRESETS=(gpt-oss-20b moonlight-16b-a3b llama-4-scout-17b-16e)
 declare -A LAYERS=([gpt-oss-20b]=4 [moonlight-16b-a3b]=4 [llama-4-scout-17b-16e]=2)
 SEQ=${SEQ:-2048}; MB=${MB:-2}; STEPS=${STEPS:-5}
-W=/tmp/sparse; mkdir -p $W
-python3 - <<'PY'
+W=${W:-/tmp/sparse}; mkdir -p $W  # one per concurrent run of this script
+W=$W python3 - <<'PY'
 import numpy as np
 rng = np.random.default_rng(7)
 seq = rng.integers(0, 32000, size=513, dtype=np.uint16)  # one parity sample: seq 512 + 1  # below every vocabulary here
-np.tile(seq, 256).tofile("/tmp/sparse/same.bin")
+import os
+np.tile(seq, 256).tofile(os.environ.get("W", "/tmp/sparse") + "/same.bin")
 PY
 DATA=(--set data.kind=tokens --set data.path=$W/same.bin --set data.token_dtype=uint16)
 for P in "${PRESETS[@]}"; do

@@ -37,10 +37,14 @@ int runPilot(CliContext &ctx)
         checkOutputPath(snapshotPath, databasePaths(database) << ProtectedPath {parser.value(QStringLiteral("config")), QStringLiteral("the config")}, "--memory-snapshot");
     const bool jsonl = parser.isSet(QStringLiteral("jsonl"));
     // A run that cannot fit allocates until the device (or the host, on CPU) refuses: say so first.
-    if (const PilotMemoryCheck memory = checkPilotMemory(config, options); memory.exceeds())
+    const PilotMemoryCheck memory = checkPilotMemory(config, options);
+    if (memory.exceeds()) {
         ctx.err << "warning: the estimated peak of this run is " << formatBytes(*memory.estimateBytes) << " but " << QString::fromStdString(options.device) << " has "
                 << formatBytes(memory.capacityBytes) << (memory.fromMemoryLimit ? " (--memory-limit)" : options.device == "cpu" ? " available" : "")
                 << ": it will most likely run out of memory\n";
+        ctx.err.flush(); // said now, not when a model of many GiB has been built
+    }
+    keepToHostMemory(options, memory);
 
     installInterruptHandler();
     options.cancel = &interruptFlag();

@@ -26,4 +26,10 @@ PilotMemoryCheck checkPilotMemory(const RunConfig &config, const PilotOptions &o
     return check;
 }
 
+void keepToHostMemory(PilotOptions &options, const PilotMemoryCheck &check)
+{
+    if (options.device == "cpu" && options.memoryLimitBytes <= 0 && check.capacityBytes > 0)
+        options.memoryLimitBytes = check.capacityBytes / 4 * 3;
+}
+
 } // namespace pb

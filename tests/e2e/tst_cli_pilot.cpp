@@ -14,7 +14,7 @@ namespace {
 
 using Result = pbtest::CliBytes;
 
-Result cli(const QStringList &args) { return pbtest::runCliBytes(args); }
+Result cli(const QStringList &args, const QProcessEnvironment &environment = {}) { return pbtest::runCliBytes(args, 300000, environment); }
 
 QList<QJsonObject> events(const QByteArray &out)
 {
@@ -171,6 +171,25 @@ private Q_SLOTS:
                  QStringLiteral("--db"), db()});
         QCOMPARE(r.exitCode, 0);
         QVERIFY2(!r.err.contains("warning: the estimated peak"), r.err.constData());
+    }
+
+    // Without --memory-limit a CPU pilot keeps to 75% of the host's available memory (a small host
+    // stood in by PILOTBENCH_TEST_MEM_AVAILABLE): an oversized run ends as does-not-fit, recorded,
+    // instead of paging the machine; with the host's real memory the same run fits.
+    void cpuPilotKeepsToTheHostsMemory()
+    {
+        QProcessEnvironment small = QProcessEnvironment::systemEnvironment();
+        small.insert(QStringLiteral("PILOTBENCH_TEST_MEM_AVAILABLE"), QStringLiteral("2000000"));
+        const QStringList args {QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--steps"), QStringLiteral("2"),
+                                QStringLiteral("--jsonl"), QStringLiteral("--db"), db()};
+        auto r = cli(args, small);
+        QCOMPARE(r.exitCode, 3);
+        const QJsonObject summary = events(r.out).last();
+        QCOMPARE(summary.value(QStringLiteral("verdict")).toString(), QStringLiteral("does-not-fit"));
+        QVERIFY2(summary.value(QStringLiteral("message")).toString().contains(QStringLiteral("under a limit of 1500000 bytes")), r.out.constData());
+        QVERIFY2(r.err.contains("warning: the estimated peak of this run is") && r.err.contains("available: it will most likely run out of memory"), r.err.constData());
+        r = cli(args);
+        QCOMPARE(r.exitCode, 0);
     }
 
     void memorySnapshotSetsMeasuredBesideEstimated()

@@ -261,12 +261,15 @@ bool DashboardView::startPilot()
         const QLocale locale;
         const QString where = options.device == "cpu" ? tr("this computer has %1 of memory available").arg(locale.formattedDataSize(memory.capacityBytes))
                                                       : tr("%1 has %2").arg(QString::fromStdString(options.device), locale.formattedDataSize(memory.capacityBytes));
-        const QString why = tr("The estimated peak of this run is %1, but %2. The pilot will most likely run out of memory; on the CPU the "
-                               "system may slow to a crawl or stop other programs first.\n\nStart it anyway?")
-                                .arg(locale.formattedDataSize(*memory.estimateBytes), where);
+        const QString ends = options.device == "cpu" && options.memoryLimitBytes <= 0
+                                 ? tr(" It stops as does-not-fit once its tensors reach 75% of that memory, before the computer would start to page.")
+                                 : QString();
+        const QString why = tr("The estimated peak of this run is %1, but %2. The pilot will most likely run out of memory.%3\n\nStart it anyway?")
+                                .arg(locale.formattedDataSize(*memory.estimateBytes), where, ends);
         if (!(m_confirmOversized ? m_confirmOversized(why) : QMessageBox::question(this, tr("Start a pilot that does not fit?"), why) == QMessageBox::Yes))
             return false;
     }
+    keepToHostMemory(options, memory);
     m_charts->clear();
     m_chartsLabel->setText(tr("Charts: the pilot of %1 now running").arg(QString::fromStdString(m_config.name.empty() ? m_config.model.preset : m_config.name)));
     m_charts->setEstimateBytes(memory.estimateBytes); // no estimate line for a shape the estimator refuses

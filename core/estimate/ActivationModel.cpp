@@ -2,6 +2,7 @@
 
 #include "config/Nf4Format.h"
 #include "estimate/ActivationWalk.h"
+#include "estimate/GatedDeltaNetWalk.h"
 #include "estimate/LatentAttentionWalk.h"
 
 #include <algorithm>
@@ -226,103 +227,6 @@ int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t byt
     const int64_t chunk = budget / std::max<int64_t>(1, vocab * bytesPerLogit);
     return std::clamp<int64_t>(chunk, 1, std::max<int64_t>(tokens, 1));
 }
-
-namespace {
-
-// What a Gated DeltaNet layer (model/GatedDeltaNet.cpp, model/GatedDeltaRule.cpp) adds to its block.
-struct GatedDeltaNetBytes {
-    bool grad = false;         // its output needs a gradient
-    int64_t forwardAbove = 0;  // the forward's worst point: the block's kept set so far and what is alive
-    int64_t backwardAt = 0;    // the backward's worst point (the chunk loop's): what is still kept and the gradients made
-    int64_t noGradLive = 0;    // under no_grad, its worst live set (the block input's norm output included)
-};
-
-// The layer as LibTorch 1.13 / 2.x autograd sees it, op by op, for B x T tokens (`walk.n`), the
-// projections in the compute dtype `c` (autocast's), the rule in float32 on T padded to a multiple of
-// the chunk (64). Everything scales with T: the chunk's C x C tensors are per chunk, not T x T.
-GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx1, bool y1Grad, int64_t b, int64_t t,
-                                 int64_t &unkeptCopies)
-{
-    const LinearAttention &l = config.model.linear;
-    const int64_t n = walk.n, c = walk.c, f = 4;
-    const int64_t hk = l.keyHeads, hv = l.valueHeads, dk = l.keyHeadDim, dv = l.valueHeadDim, w = l.convKernel;
-    const int64_t keyDim = l.keyDim(), valueDim = l.valueDim(), channels = l.convChannels(), h = config.model.hiddenSize;
-    const int64_t perKey = hv / std::max<int64_t>(1, hk), kr = hv * dk;   // q and k repeated per value head
-    constexpr int64_t chunk = 64;
-    const int64_t tp = (t + chunk - 1) / chunk * chunk, np = b * tp, chunks = tp / chunk, bh = b * hv;
-    auto proj = [&](const char *name) {
-        const auto it = layer.proj.find(name);
-        return it == layer.proj.end() ? Projection {} : it->second;
-    };
-    const bool interleaved = l.layout == LinearAttentionLayout::QkvzBa;
-    const std::vector<Projection> readers = interleaved ? std::vector<Projection> {proj("in_proj_qkvz"), proj("in_proj_ba")}
-                                                        : std::vector<Projection> {proj("in_proj_qkv"), proj("in_proj_z"), proj("in_proj_b"), proj("in_proj_a")};
-    walk.linears(h, dx1, readers);
-    if (walk.mixed && !y1Grad)
-        for (const auto &p : readers)
-            unkeptCopies += p.lora ? 2 * walk.rank * h : 0;
-    GatedDeltaNetBytes out;
-    out.grad = y1Grad || std::any_of(readers.begin(), readers.end(), [](const Projection &p) { return p.needsGrad(); }) || layer.convTrains ||
-               layer.decayTrains;
-    const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
-    // The projections' outputs, alive through the layer (z is a view of in_proj_qkvz's output).
-    const int64_t projected = c * n * (interleaved ? 2 * keyDim + 2 * valueDim + 2 * hv : 2 * keyDim + 2 * valueDim + 2 * hv);
-    // Under no_grad: at the chunk rule's kCumDecay (the projections, the conv's input and SiLU's
-    // output, the repeated q and k, then the rule's fp32 q, k, v, beta, decays, kBeta, vBeta, the
-    // inverse and the value, the C x C scores of the chunk's keys).
-    out.noGradLive = dx1 * n * h + projected + c * n * channels + (perKey > 1 ? 2 * c * n * kr : 0) + 4 * n * hv +
-                     f * np * (3 * kr + 2 * valueDim + 2 * hv) + 3 * f * np * chunk * hv + c * np * valueDim + c * np * (kr + chunk * hv);
-    if (!out.grad) {
-        walk.linears(valueDim, c, {proj("out_proj")});
-        out.forwardAbove = walk.saved + out.noGradLive;
-        out.backwardAt = walk.saved;
-        return out;
-    }
-    // beta = sigmoid(b): its output. The causal conv keeps its input ([q | k | v], a new tensor) and
-    // SiLU its input: the conv's whole output over T + kernel - 1 positions.
-    walk.saved += c * n * hv + c * n * channels + c * b * channels * (t + w - 1);
-    // g = -exp(A_log) * softplus(a.float() + dt_bias): softplus keeps its fp32 input, the product
-    // its output where A_log trains.
-    walk.saved += 4 * n * hv + (layer.decayTrains ? 4 * n * hv : 0);
-    // L2 norm of q and k (x * rsqrt(sum(x^2))): x itself (the repeated copies, or views of SiLU's
-    // output keeping it whole) and the per-row rsqrt.
-    walk.saved += (perKey > 1 ? 2 * c * n * kr : c * n * channels) + 2 * c * n * hv;
-    // The rule in fp32 over the padded T: v and beta (kept by v * beta), k and beta (k * beta), the
-    // scaled q (per chunk q * exp(g)), kBeta (kBeta * exp(g)); exp(g) and the decays' exponential
-    // and its masked copy ([chunk, chunk] per chunk).
-    walk.saved += f * np * (valueDim + hv) + f * np * kr + f * np * kr + f * np * kr + f * np * hv + 2 * f * np * chunk * hv;
-    // Autocast's 16-bit copies for the matmuls: kBeta and k (their product with the decay keeps the
-    // 16-bit product too), the inverse (fp32, kept by itself) twice, vBeta, kBeta * exp(g); kCumDecay
-    // (16-bit) kept by the loop's matmuls where there is more than one chunk.
-    walk.saved += 2 * c * np * kr + c * np * chunk * hv + f * np * chunk * hv + 2 * c * np * chunk * hv + c * np * valueDim + c * np * kr +
-                  (chunks > 1 ? c * np * kr : 0);
-    const int64_t beforeLoop = walk.saved;
-    // Per chunk: 16-bit copies of q and k, their product (kept by the decay's product) and the masked
-    // scores' copy, two 16-bit copies of the state, the new values, exp(g); after the first chunk, q *
-    // exp(g)'s copy; for all but the last, the fp32 state, k * exp(gLast - g)'s copy and that exponential.
-    walk.saved += chunks * (2 * c * bh * chunk * dk + 2 * c * bh * chunk * chunk + 2 * c * bh * dk * dv + c * bh * chunk * dv + 4 * bh * chunk) +
-                  (chunks - 1) * (c * bh * chunk * dk + 4 * bh * dk * dv + c * bh * chunk * dk + 4 * bh * chunk);
-    // At the loop's end: the chunks' outputs, their stack, the value (16-bit) and the fp32 transients.
-    const int64_t atStack = walk.saved + 2 * c * np * valueDim + c * np * valueDim + projected + y1Alive;
-    // The gated RMSNorm over Dv (fp32): h = x.float() (kept by pow and the rsqrt product; pow's
-    // output too where mean keeps its input), rsqrt's output; weight * h' keeps h' cast back where the
-    // weight trains; the product (the weight's dtype) and silu(z.float())'s output kept by the gate's
-    // product, silu's fp32 input.
-    const int64_t dw = layer.gatedNormTrains ? trainableParamBytes(config.train.precision) : frozenParamBytes(config.train.precision);
-    walk.saved += 4 * n * valueDim + (walk.meanKeepsInput ? 4 * n * valueDim : 0) + 4 * n * hv + (layer.gatedNormTrains ? c * n * valueDim : 0) +
-                  std::max(c, dw) * n * valueDim + 4 * n * valueDim + 4 * n * valueDim;
-    const int64_t atNorm = walk.saved + c * n * valueDim + 3 * 4 * n * valueDim + projected + y1Alive;
-    walk.linears(valueDim, c, {proj("out_proj")});
-    out.forwardAbove = std::max(atStack, atNorm);
-    // Backward through the chunk loop: every select's gradient is the whole tensor's, accumulated:
-    // q's and k's (fp32), the value's and kCumDecay's (16-bit), the decays' and g's (fp32), and one
-    // more of the largest being added.
-    out.backwardAt = beforeLoop + 2 * f * np * kr + c * np * valueDim + c * np * kr + f * np * chunk * hv + f * np * hv +
-                     std::max(f * np * chunk * hv, f * np * kr);
-    return out;
-}
-
-} // namespace
 
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels)
 {

@@ -11,17 +11,12 @@ namespace {
 struct UnitLowerInverseFunction : public torch::autograd::Function<UnitLowerInverseFunction> {
     static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &a)
     {
-        const int64_t c = a.size(-1);
-        // Transformers' loop: attn[..., i, :i] = row + (row.unsqueeze(-1) * sub).sum(-2), the rows
-        // above i already updated; then the identity added.
-        auto x = a.tril(-1).clone();
-        for (int64_t i = 1; i < c; ++i) {
-            auto target = x.select(-2, i).narrow(-1, 0, i);
-            const auto row = target.clone();
-            const auto sub = x.narrow(-2, 0, i).narrow(-1, 0, i);
-            target.copy_(row + (row.unsqueeze(-1) * sub).sum(-2));
-        }
-        x = x + torch::eye(c, x.options());
+        // One batched unit-triangular solve (I - A) X = I, where Transformers' loop updates one row
+        // at a time: that is C (64) launches of five kernels per layer, and the card's qwen3-next
+        // step was bound by launches (10,819 kernels for 59 ms of kernel time in a 205 ms step).
+        // The same inverse, rounded differently: float64 tests see no difference, fp32 ~1e-7.
+        const auto eye = torch::eye(a.size(-1), a.options());
+        const auto x = torch::linalg_solve_triangular(-a.tril(-1), eye.expand(a.sizes()), /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
         ctx->save_for_backward({x});
         return x;
     }
@@ -116,17 +111,23 @@ GatedDeltaRuleResult chunkGatedDeltaRule(const torch::Tensor &qIn, const torch::
     const auto value = torch::matmul(inverse, vBetaC);
     const auto kCumDecay = torch::matmul(inverse, kBetaC * g.exp().unsqueeze(-1));
 
+    // Everything that does not read the state, for all chunks at once; the loop keeps only what
+    // carries the state from one chunk to the next. Each batched tensor is unbound once: a select
+    // per chunk would give each chunk's gradient the whole tensor's size in the backward.
+    const auto intraAll = (torch::matmul(q, k.transpose(-1, -2)) * decay).masked_fill(strictlyUpper, 0);
+    const auto gLast = g.narrow(-1, chunkSize - 1, 1);   // [B, H, N, 1]
+    const auto qDecayed = q * g.exp().unsqueeze(-1);
+    const auto kToEnd = (k * (gLast - g).exp().unsqueeze(-1)).transpose(-1, -2);
+    const auto endDecay = gLast.exp().unsqueeze(-1);     // [B, H, N, 1, 1]
+    const auto intra = intraAll.unbind(2), qd = qDecayed.unbind(2), kEnd = kToEnd.unbind(2), values = value.unbind(2),
+               kCum = kCumDecay.unbind(2), ends = endDecay.unbind(2);
     auto state = initialState.defined() ? initialState.to(v.options()) : torch::zeros({b, heads, dk, dv}, v.options());
     std::vector<torch::Tensor> outputs;
     outputs.reserve(static_cast<size_t>(chunks));
-    for (int64_t i = 0; i < chunks; ++i) {
-        const auto qi = q.select(2, i), ki = k.select(2, i), vi = value.select(2, i), gi = g.select(2, i);
-        const auto intra = (torch::matmul(qi, ki.transpose(-1, -2)) * decay.select(2, i)).masked_fill(strictlyUpper, 0);
-        const auto vNew = vi - torch::matmul(kCumDecay.select(2, i), state);
-        const auto inter = torch::matmul(qi * gi.exp().unsqueeze(-1), state);
-        outputs.push_back(inter + torch::matmul(intra, vNew));
-        const auto gLast = gi.narrow(-1, chunkSize - 1, 1);   // [B, H, 1]
-        state = state * gLast.exp().unsqueeze(-1) + torch::matmul((ki * (gLast - gi).exp().unsqueeze(-1)).transpose(-1, -2), vNew);
+    for (size_t i = 0; i < static_cast<size_t>(chunks); ++i) {
+        const auto vNew = values[i] - torch::matmul(kCum[i], state);
+        outputs.push_back(torch::matmul(qd[i], state) + torch::matmul(intra[i], vNew));
+        state = state * ends[i] + torch::matmul(kEnd[i], vNew);
     }
     auto out = torch::stack(outputs, 2).reshape({b, heads, chunks * chunkSize, dv}).narrow(2, 0, t);
     GatedDeltaRuleResult result;

@@ -30,9 +30,10 @@ torch::Tensor gatedDeltaL2Norm(const torch::Tensor &x, double eps = 1e-6);
 
 // torch_chunk_gated_delta_rule: the sequence padded with zeros to a multiple of `chunkSize`; per
 // chunk, the decays as a cumulative sum of g, the chunk's keys made mutually consistent through
-// (I + strictly-lower(beta k k^T decay))^-1 (computed by Transformers' row recurrence; its backward
-// is the inverse's derivative), then the chunks in order with the state carried from one to the
-// next. `l2NormQk`: use_qk_l2norm_in_kernel (the layer passes true).
+// (I + strictly-lower(beta k k^T decay))^-1 (Transformers' row recurrence, here one triangular
+// solve; its backward is the inverse's derivative), then the chunks in order with the state carried
+// from one to the next, the terms that do not read the state computed for all chunks before the
+// loop. `l2NormQk`: use_qk_l2norm_in_kernel (the layer passes true).
 GatedDeltaRuleResult chunkGatedDeltaRule(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, const torch::Tensor &g,
                                          const torch::Tensor &beta, int64_t chunkSize = 64, const torch::Tensor &initialState = {},
                                          bool outputFinalState = false, bool l2NormQk = false);
@@ -43,9 +44,9 @@ GatedDeltaRuleResult recurrentGatedDeltaRule(const torch::Tensor &q, const torch
                                              bool l2NormQk = false);
 
 // (I - a)^-1 for `a` [..., C, C] strictly lower triangular (its diagonal and upper part are not
-// read), by the row recurrence of torch_chunk_gated_delta_rule: row i += row i . rows < i. The
-// backward is the inverse's, X^T dX X^T on the strictly lower part, so autograd keeps one C x C
-// matrix per chunk rather than the recurrence's C^3 / 3 intermediates. Exposed for its test.
+// read): what torch_chunk_gated_delta_rule's row recurrence computes, by one batched triangular
+// solve. The backward is the inverse's, X^T dX X^T on the strictly lower part, so autograd keeps
+// one C x C matrix per chunk. Exposed for its test.
 torch::Tensor unitLowerInverse(const torch::Tensor &a);
 
 } // namespace pb

@@ -47,12 +47,12 @@ for P in "${PRESETS[@]}"; do
         rm -rf $W/ck-*  # one at a time; SGD without momentum keeps no optimizer state (Scout's was 48 GB)
         $CLI pilot --config $W/$P.json --set model.layers=${PARITY_LAYERS:-1} --device cuda:0 "${DATA[@]}" "${extra[@]}" --set train.precision=$prec --set train.seq_len=512 --set train.micro_batch=1 \
             --set train.optimizer=sgd --set train.momentum=0 --steps 2 --warmup 0 --set checkpoint.every_steps=1 --checkpoint-dir $W/ck-$tag --db $W/h.db --jsonl 2>$W/$tag.parity.err | tail -1 > $W/$tag.parity.json
-        python3 -c "import json; d=json.load(open('$W/$tag.parity.json')); print(json.dumps({'preset': '$P', 'mode': '$mode', 'precision': '$prec', 'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))" | tee -a $OUT/sparse_parity.jsonl
+        python3 -c "import json; d=json.load(open('$W/$tag.parity.json')); print(json.dumps({'preset': '$P', 'mode': '$mode', 'precision': '$prec', 'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))" | tee -a ${PARITY_OUT:-$OUT/sparse_parity.jsonl}
         # The reference reads the run config the step folder holds: the run as it ran (depth,
         # precision, mode, LoRA rank/alpha/targets), nothing rebuilt beside it.
         step=$(ls -d $W/ck-$tag/step-* | head -1)
         python3 tests/bench/hf_sparse_reference.py --config $step/config.json --hf-config $HFC --weights $step --tokens $W/same.bin --steps 0 2>$W/$tag.hfw.err \
-            | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(preset='$P', mode='$mode', precision='$prec'); print(json.dumps(d))" | tee -a $OUT/sparse_parity.jsonl
+            | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(preset='$P', mode='$mode', precision='$prec'); print(json.dumps(d))" | tee -a ${PARITY_OUT:-$OUT/sparse_parity.jsonl}
         [ ${PIPESTATUS[0]} = 0 ] || tail -5 $W/$tag.hfw.err | tee -a $OUT/sparse.err
         tail -2 $W/$tag.parity.err | grep -i error | tee -a $OUT/sparse.err
       done

@@ -166,6 +166,31 @@ private Q_SLOTS:
         QCOMPARE(dash->lastVerdict(), QStringLiteral("fits"));
     }
 
+    // Started anyway on a host too small for it (2 MB stood in by PILOTBENCH_TEST_MEM_AVAILABLE): the
+    // question says how it will end, and it ends so, as does-not-fit and recorded, not by paging.
+    void acceptedOversizedPilotEndsAsDoesNotFit()
+    {
+        const QString db = m_dir.filePath(QStringLiteral("accepted.db"));
+        MainWindow window(db);
+        window.configView()->loadPreset(QStringLiteral("tiny"));
+        DashboardView *dash = window.dashboard();
+        dash->setSteps(2, 0);
+        QStringList asked;
+        dash->setOversizedPilotConfirmation([&asked](const QString &why) {
+            asked << why;
+            return true;
+        });
+        qputenv("PILOTBENCH_TEST_MEM_AVAILABLE", "2000000");
+        const bool started = dash->startPilot();
+        qunsetenv("PILOTBENCH_TEST_MEM_AVAILABLE");
+        QVERIFY(started);
+        QCOMPARE(asked.size(), 1);
+        QVERIFY2(asked.first().contains(QStringLiteral("stops as does-not-fit once its tensors reach 75%")), qPrintable(asked.first()));
+        QTRY_VERIFY_WITH_TIMEOUT(!dash->isRunning(), 60000);
+        QCOMPARE(dash->lastVerdict(), QStringLiteral("does-not-fit"));
+        QCOMPARE(window.history()->store()->listRuns().size(), size_t(1));
+    }
+
 private:
     QTemporaryDir m_dir;
 };

@@ -19,6 +19,9 @@ HFCMD=(python3 tests/bench/hf_reference.py --config /tmp/$P-prof.json --hf-confi
 [ "${HF:-1}" = 1 ] && { "${HFCMD[@]}" --trace $OUT/trace-$T-hf.json 2>$OUT/hf-$T.err | tee -a $OUT/profile.txt || tail -5 $OUT/hf-$T.err; }
 for side in ours hf; do
   [ -f $OUT/trace-$T-$side.json ] || continue
-  python3 tests/bench/trace_top_kernels.py $OUT/trace-$T-$side.json --steps 2 --top 25 --label "$T $side" | tee -a $OUT/profile.txt
+  # Our side's wall time per step (the bench's summary line) gives the card's idle share.
+  STEP=(); [ $side = ours ] && STEP=(--step-ms $(grep -o "measured steps: bare [0-9.]* ms" $OUT/profile.txt | tail -1 | grep -o "[0-9.]* ms" | cut -d' ' -f1))
+  [ "${STEP[1]:-}" = "" ] && STEP=()
+  python3 tests/bench/trace_top_kernels.py $OUT/trace-$T-$side.json --steps 2 --top 25 --label "$T $side" "${STEP[@]}" | tee -a $OUT/profile.txt
   gzip -f $OUT/trace-$T-$side.json; mkdir -p /tmp/traces; mv $OUT/trace-$T-$side.json.gz /tmp/traces/  # only a few files come back
 done

@@ -20,6 +20,16 @@
 using namespace pb;
 using namespace pb::ui;
 
+// The dashboard's "start a pilot that does not fit?" question answered with `answer`, each
+// question's text kept in `asked`.
+static void answerOversizedPilots(DashboardView *dash, QStringList &asked, bool answer)
+{
+    dash->setOversizedPilotConfirmation([&asked, answer](const QString &why) {
+        asked << why;
+        return answer;
+    });
+}
+
 class TestPilotDashboard final : public QObject {
     Q_OBJECT
 private Q_SLOTS:
@@ -148,10 +158,7 @@ private Q_SLOTS:
         DashboardView *dash = window.dashboard();
         dash->setSteps(1, 0);
         QStringList asked;
-        dash->setOversizedPilotConfirmation([&asked](const QString &why) {
-            asked << why;
-            return false;
-        });
+        answerOversizedPilots(dash, asked, false);
         QVERIFY(!dash->startPilot());
         QCOMPARE(asked.size(), 1);
         QVERIFY2(asked.first().contains(QStringLiteral("estimated peak")) && asked.first().contains(QStringLiteral("available")), qPrintable(asked.first()));
@@ -176,10 +183,7 @@ private Q_SLOTS:
         DashboardView *dash = window.dashboard();
         dash->setSteps(2, 0);
         QStringList asked;
-        dash->setOversizedPilotConfirmation([&asked](const QString &why) {
-            asked << why;
-            return true;
-        });
+        answerOversizedPilots(dash, asked, true);
         qputenv("PILOTBENCH_TEST_MEM_AVAILABLE", "2000000");
         const bool started = dash->startPilot();
         qunsetenv("PILOTBENCH_TEST_MEM_AVAILABLE");

@@ -35,6 +35,9 @@ private:
 // c10::OutOfMemoryError, exactly like the CUDA caching allocator does.
 void setCpuMemoryLimit(int64_t bytes);
 int64_t cpuMemoryLimit();
+// A CPU pilot without a limit of its own keeps to this share of the memory the host had available
+// when it started (workflow/PilotMemoryCheck.h says why); its messages name the share.
+constexpr int kCpuPilotHostMemoryPercent = 75;
 // Installs the tracking allocator (idempotent); called by MemoryProbe for "cpu".
 void installCpuTrackingAllocator();
 int64_t processRssBytes();

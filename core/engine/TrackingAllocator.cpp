@@ -40,7 +40,8 @@ c10::DataPtr trackedAllocate(size_t n)
         g_current.fetch_sub(static_cast<int64_t>(n), std::memory_order_relaxed);
         TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", n, " bytes with ",
                          now - static_cast<int64_t>(n), " bytes in use under a limit of ", limit,
-                         " bytes (the pilot's CPU memory limit; unless one is set, 75% of the memory the host had available when the pilot started)");
+                         " bytes (the pilot's CPU memory limit; unless one is set, ", kCpuPilotHostMemoryPercent,
+                         "% of the memory the host had available when the pilot started)");
     }
     int64_t peak = g_peak.load(std::memory_order_relaxed);
     while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {

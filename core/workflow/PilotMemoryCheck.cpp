@@ -1,6 +1,7 @@
 #include "workflow/PilotMemoryCheck.h"
 
 #include "engine/Environment.h"
+#include "engine/MemoryProbe.h"
 #include "estimate/MemoryEstimator.h"
 
 #include <exception>
@@ -29,7 +30,7 @@ PilotMemoryCheck checkPilotMemory(const RunConfig &config, const PilotOptions &o
 void keepToHostMemory(PilotOptions &options, const PilotMemoryCheck &check)
 {
     if (options.device == "cpu" && options.memoryLimitBytes <= 0 && check.capacityBytes > 0)
-        options.memoryLimitBytes = check.capacityBytes / 4 * 3;
+        options.memoryLimitBytes = check.capacityBytes / 100 * kCpuPilotHostMemoryPercent;
 }
 
 } // namespace pb

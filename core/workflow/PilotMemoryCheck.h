@@ -19,8 +19,8 @@ struct PilotMemoryCheck {
 
 PilotMemoryCheck checkPilotMemory(const RunConfig &config, const PilotOptions &options);
 
-// A CPU pilot without a memory limit keeps its tensors within 75% of the memory the host had
-// available when it started: past that, Linux pages the machine to a crawl long before it refuses an
+// A CPU pilot without a memory limit keeps its tensors within 75% (kCpuPilotHostMemoryPercent) of
+// the memory the host had available when it started: past that, Linux pages the machine to a crawl long before it refuses an
 // allocation, and a run that cannot fit froze the desktop for minutes (a 28 GiB qwen3-next pilot on a
 // 23 GiB host, killed by the OOM killer after 150 s). The quarter is for what the tensor count does
 // not see: BLAS and oneDNN scratch, the process's code, glibc's freed blocks; that run reached 2 GiB

@@ -4,6 +4,7 @@
 #include "config/RunConfigJson.h"
 #include "engine/DevicePeak.h"
 #include "engine/Environment.h"
+#include "engine/MemoryProbe.h"
 #include "engine/PilotEngine.h"
 #include "estimate/MemoryEstimator.h"
 #include "history/HistoryStore.h"
@@ -262,7 +263,8 @@ bool DashboardView::startPilot()
         const QString where = options.device == "cpu" ? tr("this computer has %1 of memory available").arg(locale.formattedDataSize(memory.capacityBytes))
                                                       : tr("%1 has %2").arg(QString::fromStdString(options.device), locale.formattedDataSize(memory.capacityBytes));
         const QString ends = options.device == "cpu" && options.memoryLimitBytes <= 0
-                                 ? tr(" It stops as does-not-fit once its tensors reach 75% of that memory, before the computer would start to page.")
+                                 ? tr(" It stops as does-not-fit once its tensors reach %1% of that memory, before the computer would start to page.")
+                                       .arg(kCpuPilotHostMemoryPercent)
                                  : QString();
         const QString why = tr("The estimated peak of this run is %1, but %2. The pilot will most likely run out of memory.%3\n\nStart it anyway?")
                                 .arg(locale.formattedDataSize(*memory.estimateBytes), where, ends);

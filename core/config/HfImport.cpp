@@ -5,6 +5,7 @@
 #include "config/HfDeepseek.h"
 #include "config/HfDenseFamilies.h"
 #include "config/HfGptOss.h"
+#include "config/HfGemma4.h"
 #include "config/HfLlama4.h"
 #include "config/HfQwenHybrid.h"
 #include "config/HfRope.h"
@@ -215,7 +216,7 @@ const std::vector<std::string> &hfSupportedModelTypes()
             t.push_back(dense);
         // Multimodal configs whose text model is piloted (text_config; the vision tower is not),
         // then the mixtures of experts.
-        for (const char *type : {"gemma3", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v3", "kimi_k2", "glm4_moe", "llama4", "llama4_text", "gpt_oss",
+        for (const char *type : {"gemma3", "gemma4", "gemma4_text", "mistral3", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v3", "kimi_k2", "glm4_moe", "llama4", "llama4_text", "gpt_oss",
                                  "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
             t.emplace_back(type);
         return t;
@@ -229,11 +230,22 @@ ModelShape hfModelShape(const QJsonObject &json, const std::string &where)
     if (!typeValue.isString())
         throw InvalidInputError(hfField(where, "model_type"), typeValue.isUndefined() ? "required field is missing" : "expected a string, got " + jsonTypeName(typeValue));
     const std::string type = typeValue.toString().toStdString();
-    if (type == "gemma4" || type == "gemma4_text")
-        throw InvalidInputError(hfField(where, "model_type"), "'" + type + "' is not modelled yet: its per-layer input embeddings (E2B, E4B), "
-                                "key/value states shared by the last layers, full-attention layers with their own head_dim, key/value heads and "
-                                "proportional rotary, keys serving as values (attention_k_eq_v), the weightless value norm, the layer scalar, and "
-                                "the 26B-A4B's experts beside its dense MLP have no trait here (Gemma 2 and Gemma 3 are: gemma2, gemma3_text, gemma3)");
+    if (type == "gemma4_text") // its own keys and defaults: config/HfGemma4.cpp
+        return hfGemma4TextShape(json, where);
+    if (type == "gemma4") {
+        // The text model of the multimodal config; its vision and audio towers are not piloted.
+        const QJsonValue text = json.value(QLatin1String("text_config"));
+        if (!text.isObject())
+            throw InvalidInputError(hfField(where, "text_config"), text.isUndefined() ? "required field is missing (the text model of a gemma4 config)"
+                                                                                       : "expected an object, got " + jsonTypeName(text));
+        QJsonObject inner = text.toObject();
+        const QJsonValue innerType = inner.value(QLatin1String("model_type"));
+        if (!innerType.isUndefined() && innerType.toString() != QLatin1String("gemma4_text"))
+            throw InvalidInputError(hfField(where, "text_config.model_type"), "expected gemma4_text (the text model of a gemma4 config), got " + jsonTypeName(innerType));
+        if (!inner.contains(QLatin1String("tie_word_embeddings")) && json.contains(QLatin1String("tie_word_embeddings")))
+            inner.insert(QStringLiteral("tie_word_embeddings"), json.value(QLatin1String("tie_word_embeddings")));
+        return hfGemma4TextShape(inner, where + " text_config");
+    }
     const auto &types = hfSupportedModelTypes();
     if (std::find(types.begin(), types.end(), type) == types.end()) {
         std::string list;
@@ -395,6 +407,9 @@ RunConfig hfRunConfig(const QJsonObject &json, const std::string &where)
     // Llama's default LoRA targets (q/k/v/o_proj) name nothing in latent attention.
     if (c.model.latent.enabled())
         c.train.lora.targets = latentLoraTargets(c.model);
+    // Phi-3's attention is one qkv_proj: the default targets are the attention's projections by its names.
+    else if (c.model.traits.fusedQkv)
+        c.train.lora.targets = {"qkv_proj", "o_proj"};
     const auto issues = validateRunConfig(c);
     if (!issues.empty())
         throw InvalidInputError(where + " -> " + issues.front().field, issues.front().message);

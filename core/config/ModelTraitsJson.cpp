@@ -94,6 +94,18 @@ void writeModelTraits(const ModelTraits &t, QJsonObject &m)
         put("fused_qkv", true);
     if (t.fusedGateUp)
         put("fused_gate_up", true);
+    if (t.globalHeadDim != d.globalHeadDim)
+        put("global_head_dim", integer(t.globalHeadDim));
+    if (t.globalKvHeads != d.globalKvHeads)
+        put("global_kv_heads", integer(t.globalKvHeads));
+    if (t.globalValuesFromKeys)
+        put("global_values_from_keys", true);
+    if (t.ropeProportional)
+        put("rope_proportional", true);
+    if (t.valueNorm)
+        put("value_norm", true);
+    if (t.layerScalar)
+        put("layer_scalar", true);
 }
 
 void readModelTraits(JsonReader &r, ModelTraits &t)
@@ -127,6 +139,12 @@ void readModelTraits(JsonReader &r, ModelTraits &t)
     r.read("logits_divisor", t.logitsDivisor);
     r.read("fused_qkv", t.fusedQkv);
     r.read("fused_gate_up", t.fusedGateUp);
+    r.read("global_head_dim", t.globalHeadDim);
+    r.read("global_kv_heads", t.globalKvHeads);
+    r.read("global_values_from_keys", t.globalValuesFromKeys);
+    r.read("rope_proportional", t.ropeProportional);
+    r.read("value_norm", t.valueNorm);
+    r.read("layer_scalar", t.layerScalar);
 }
 
 ModelTraits everyModelTraitSet()
@@ -152,6 +170,9 @@ ModelTraits everyModelTraitSet()
     t.embeddingScale = t.residualScale = t.logitsDivisor = 2;
     t.embeddingScaleRounded = true;
     t.fusedQkv = t.fusedGateUp = true;
+    t.globalHeadDim = 512;
+    t.globalKvHeads = 4;
+    t.globalValuesFromKeys = t.ropeProportional = t.valueNorm = t.layerScalar = true;
     return t;
 }
 

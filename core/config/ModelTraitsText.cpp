@@ -138,8 +138,22 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
                                       (e.expertBias ? ", biases" : "") +
                                       (e.swigluLimit > 0 ? ", clamped SwiGLU (limit " + number(e.swigluLimit) + ", alpha " + number(e.swigluAlpha) + ", up + 1)" : "")});
     }
+    if (m.layerShapesVary()) {
+        std::string global = "global layers: ";
+        if (t.globalHeadDim > 0)
+            global += "heads of " + std::to_string(t.globalHeadDim);
+        if (t.globalKvHeads > 0)
+            global += std::string(t.globalHeadDim > 0 ? ", " : "") + std::to_string(t.globalKvHeads) + " key/value heads";
+        if (t.globalValuesFromKeys)
+            global += std::string(t.globalHeadDim > 0 || t.globalKvHeads > 0 ? ", " : "") + "values from k_proj (no v_proj)";
+        out.push_back({"attention", global});
+    }
     std::string rotary;
-    if (t.partialRotary != 1.0)
+    if (t.ropeProportional) {
+        const int64_t globalDim = t.globalHeadDim > 0 ? t.globalHeadDim : m.effectiveHeadDim();
+        rotary += "proportional on global layers (" + std::to_string(static_cast<int64_t>(t.partialRotary * static_cast<double>(globalDim) / 2)) + " of " +
+                  std::to_string(globalDim / 2) + " frequency pairs turning), whole heads on sliding ones";
+    } else if (t.partialRotary != 1.0)
         rotary += "partial (" + std::to_string(m.rotaryDim()) + " of " + std::to_string(m.effectiveHeadDim()) + " dimensions)";
     if (t.ropeInterleaved)
         rotary += std::string(rotary.empty() ? "" : ", ") + "interleaved pairs";
@@ -181,6 +195,8 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
         attention += std::string(attention.empty() ? "" : ", ") + "output gated by sigmoid(gate) from q_proj";
     if (t.fusedQkv)
         attention += std::string(attention.empty() ? "" : ", ") + "fused qkv_proj";
+    if (t.valueNorm)
+        attention += std::string(attention.empty() ? "" : ", ") + "values RMS-normalised per head (no weight)";
     if (!attention.empty())
         out.push_back({"attn details", attention});
     std::string mlp;
@@ -199,6 +215,8 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
         scales += std::string(scales.empty() ? "" : ", ") + "logits / " + number(t.logitsDivisor);
     if (t.finalSoftcap > 0)
         scales += std::string(scales.empty() ? "" : ", ") + "logits soft-capped at " + number(t.finalSoftcap);
+    if (t.layerScalar)
+        scales += std::string(scales.empty() ? "" : ", ") + "each layer's output x its layer_scalar (a checkpoint buffer)";
     if (!scales.empty())
         out.push_back({"scales", scales});
     return out;

@@ -32,10 +32,11 @@ std::string denseMlpPrefix(const ModelShape &model)
     return model.family == "llama4_text" ? "feed_forward." : "mlp.";
 }
 
-std::vector<ProjectionShape> denseProjections(const ModelShape &m)
+std::vector<ProjectionShape> denseProjections(const ModelShape &m, int64_t layer)
 {
-    const int64_t h = m.hiddenSize, hd = m.effectiveHeadDim(), i = m.intermediateSize;
-    const int64_t qDim = m.attentionHeads * hd, kvDim = m.kvHeads * hd;
+    const int64_t h = m.hiddenSize, i = m.intermediateSize;
+    const int64_t hd = layer >= 0 ? m.headDimAt(layer) : m.effectiveHeadDim();
+    const int64_t qDim = m.attentionHeads * hd, kvDim = (layer >= 0 ? m.kvHeadsAt(layer) : m.kvHeads) * hd;
     const ModelTraits &t = m.traits;
     std::vector<ProjectionShape> p;
     if (m.latent.enabled()) {
@@ -57,7 +58,8 @@ std::vector<ProjectionShape> denseProjections(const ModelShape &m)
     } else {
         p.push_back({"q_proj", h, qDim, m.attentionBias, true});
         p.push_back({"k_proj", h, kvDim, m.attentionBias, true});
-        p.push_back({"v_proj", h, kvDim, m.attentionBias, true});
+        if (layer < 0 || !m.traits.valuesFromKeys(layer))
+            p.push_back({"v_proj", h, kvDim, m.attentionBias, true});
     }
     if (!m.latent.enabled())
         p.push_back({"o_proj", qDim, h, t.outputBias, true});
@@ -115,9 +117,6 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
 {
     const ModelShape &m = config.model;
     const int64_t h = m.hiddenSize;
-    const int64_t hd = m.effectiveHeadDim();
-    const int64_t qDim = m.attentionHeads * hd;
-    const int64_t kvDim = m.kvHeads * hd;
     const bool layerNorm = m.norm == NormKind::LayerNorm;
     const int64_t r = config.train.lora.rank;
     std::vector<ParameterInfo> table;
@@ -153,11 +152,13 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
         }
     };
 
-    const auto projections = denseProjections(m);
     const BlockNormNames norms = blockNormNames(m);
     add("model.embed_tokens.weight", {m.vocabSize, h}, -1, true);
     for (int i = 0; i < m.layers; ++i) {
         const std::string prefix = "model.layers." + std::to_string(i) + ".";
+        const auto projections = denseProjections(m, i);
+        const int64_t hd = m.headDimAt(i);
+        const int64_t qDim = m.attentionHeads * hd, kvDim = m.kvHeadsAt(i) * hd;
         auto addNormIf = [&](const std::string &name) {
             if (!name.empty())
                 addNorm(prefix + name, i);

@@ -54,7 +54,10 @@ struct ProjectionShape {
     bool bias = false;
     bool attention = false;   // before o_proj's output joins the residual
 };
-std::vector<ProjectionShape> denseProjections(const ModelShape &model);
+// `layer`: that layer's own head width, key/value heads and values (Gemma 4's global layers:
+// model.global_head_dim, model.global_kv_heads, no v_proj under model.global_values_from_keys);
+// -1: the model-wide head_dim and kv_heads with every projection.
+std::vector<ProjectionShape> denseProjections(const ModelShape &model, int64_t layer = -1);
 // A Gated DeltaNet layer's projections (under linear_attn.), in the checkpoint's layout:
 // in_proj_qkvz and in_proj_ba (Qwen3-Next) or in_proj_qkv, in_proj_z, in_proj_b, in_proj_a (Qwen3.5),
 // then out_proj; all without bias. Empty when the model has no linear attention. LoRA targets name

@@ -136,8 +136,20 @@ struct ModelTraits {
     // Fused projections (Phi-3: qkv_proj and gate_up_proj; GLM-4: gate_up_proj), named as the family's.
     bool fusedQkv = false;
     bool fusedGateUp = false;
+    // Gemma 4's global layers (those a window spares) differ in shape from its sliding ones: their
+    // own head width (global_head_dim) and key/value heads (num_global_key_value_heads), values
+    // taken from k_proj's output (attention_k_eq_v: no v_proj), and the proportional rotary (the
+    // whole head turned by the global head's frequencies, those past partial_rotary's share zero;
+    // the sliding layers then turn whole heads at local_rope_theta). 0 / false: as the other layers.
+    int64_t globalHeadDim = 0;
+    int64_t globalKvHeads = 0;
+    bool globalValuesFromKeys = false;
+    bool ropeProportional = false;
+    bool valueNorm = false;                  // each value head RMS-normalised without a weight (Gemma 4's v_norm)
+    bool layerScalar = false;                // each block's output times its layer_scalar, a checkpoint buffer (Gemma 4)
 
     bool usesSliding(int64_t layer) const { return slidingWindow > 0 && !globalLayers.contains(layer); }
+    bool valuesFromKeys(int64_t layer) const { return globalValuesFromKeys && !usesSliding(layer); }
     bool usesRope(int64_t layer) const { return !noRopeLayers.contains(layer); }
     bool usesChunks(int64_t layer) const { return attentionChunk > 0 && usesRope(layer); }
     // Whether a layer's queries are scaled by the temperature at all within `seqLen` positions.
@@ -293,6 +305,14 @@ struct ModelShape {
     }
     // The rotated dimensions of a head: int(head_dim * partial_rotary_factor), as Transformers rounds.
     int64_t rotaryDim() const { return static_cast<int64_t>(static_cast<double>(effectiveHeadDim()) * traits.partialRotary); }
+    // A layer's head width, key/value heads and rotary tables' width: Gemma 4's global layers have
+    // their own (model.global_head_dim, model.global_kv_heads), and its proportional rotary spans
+    // whole heads. Every other model: head_dim, kv_heads, rotaryDim() on every layer.
+    int64_t headDimAt(int64_t layer) const { return traits.globalHeadDim > 0 && !traits.usesSliding(layer) ? traits.globalHeadDim : effectiveHeadDim(); }
+    int64_t kvHeadsAt(int64_t layer) const { return traits.globalKvHeads > 0 && !traits.usesSliding(layer) ? traits.globalKvHeads : kvHeads; }
+    int64_t rotaryDimAt(int64_t layer) const { return traits.ropeProportional ? headDimAt(layer) : rotaryDim(); }
+    // Whether some layer's attention differs in shape from the model-wide head_dim and kv_heads.
+    bool layerShapesVary() const { return traits.globalHeadDim > 0 || traits.globalKvHeads > 0 || traits.globalValuesFromKeys; }
 };
 
 struct LoraConfig {
@@ -424,9 +444,10 @@ inline bool usesFusedAttention(const RunConfig &config, bool fusedAvailable, boo
 }
 
 // Whether attention scales its scores by 1/sqrt(head_dim): no attention_scale, or one equal to it.
-inline bool usesDefaultAttentionScale(const ModelShape &model)
+// `headDim`: the layer's (ModelShape::headDimAt); 0: the model-wide head_dim.
+inline bool usesDefaultAttentionScale(const ModelShape &model, int64_t headDim = 0)
 {
-    const double standard = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(model.effectiveHeadDim(), 1)));
+    const double standard = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(headDim > 0 ? headDim : model.effectiveHeadDim(), 1)));
     return model.traits.attentionScale <= 0 || std::abs(model.traits.attentionScale - standard) <= 1e-12 * standard;
 }
 

@@ -84,20 +84,30 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     int64_t blockNorms = 0;
     for (const auto *name : {&norms.beforeAttention, &norms.afterAttention, &norms.beforeMlp, &norms.afterMlp})
         blockNorms += name->empty() ? 0 : 1;
-    std::optional<int64_t> attention = mul(blockNorms * normSize, m.hiddenSize);
     std::optional<int64_t> dense = 0;
-    for (const auto &p : denseProjections(m)) {
-        auto &sum = p.attention ? attention : dense;
-        sum = projection(sum, p.in, p.out, p.bias, p.name);
-    }
-    if (m.traits.attentionSinks)
-        attention = add(attention, m.attentionHeads);
-    if (m.latent.enabled()) // q_a_layernorm, kv_a_layernorm
-        attention = add(attention, add(m.latent.qLoraRank, m.latent.kvLoraRank));
-    if (m.qkNorm == QkNorm::Head)
-        attention = add(attention, 2 * hd);
-    else if (m.qkNorm == QkNorm::Full)
-        attention = add(attention, add(mul(m.attentionHeads, hd), mul(m.kvHeads, hd)));
+    for (const auto &p : denseProjections(m))
+        if (!p.attention)
+            dense = projection(dense, p.in, p.out, p.bias, p.name);
+    // A layer's attention with its norms; Gemma 4's global layers have their own shapes.
+    auto attentionOf = [&](int64_t layer) {
+        const int64_t lhd = layer >= 0 ? m.headDimAt(layer) : hd, lkv = layer >= 0 ? m.kvHeadsAt(layer) : m.kvHeads;
+        std::optional<int64_t> sum = mul(blockNorms * normSize, m.hiddenSize);
+        if (mul(m.attentionHeads, lhd) == std::nullopt || mul(lkv, lhd) == std::nullopt)
+            return std::optional<int64_t>();
+        for (const auto &p : denseProjections(m, layer))
+            if (p.attention)
+                sum = projection(sum, p.in, p.out, p.bias, p.name);
+        if (m.traits.attentionSinks)
+            sum = add(sum, m.attentionHeads);
+        if (m.latent.enabled()) // q_a_layernorm, kv_a_layernorm
+            sum = add(sum, add(m.latent.qLoraRank, m.latent.kvLoraRank));
+        if (m.qkNorm == QkNorm::Head)
+            sum = add(sum, 2 * lhd);
+        else if (m.qkNorm == QkNorm::Full)
+            sum = add(sum, add(mul(m.attentionHeads, lhd), mul(lkv, lhd)));
+        return sum;
+    };
+    const std::optional<int64_t> attention = attentionOf(-1);
     // A Gated DeltaNet layer in place of attention: dt_bias, A_log, the conv, the gated norm, its projections.
     std::optional<int64_t> linear = mul(blockNorms * normSize, m.hiddenSize);
     if (m.linear.enabled()) {
@@ -130,7 +140,7 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     }
     std::optional<int64_t> layers = 0;
     for (int64_t i = 0; i < std::min<int64_t>(m.layers, kMaxModelLayers); ++i)
-        layers = add(layers, add(m.linear.linear(i) ? linear : attention, m.moe.sparse(i) ? sparse : dense));
+        layers = add(layers, add(m.linear.linear(i) ? linear : m.layerShapesVary() ? attentionOf(i) : attention, m.moe.sparse(i) ? sparse : dense));
     const auto embedding = mul(m.vocabSize, m.hiddenSize);
     auto total = add(layers, add(embedding, mul(normSize, m.hiddenSize)));
     if (!m.tieEmbeddings)
@@ -293,6 +303,20 @@ void checkTraits(Checker &k, const ModelShape &m)
                   " x " + shortNumber(t.partialRotary) + " = " + std::to_string(dim) + ")");
     }
     k.range(t.localRopeTheta, 0, true, INFINITY, false, "model.local_rope_theta");
+    k.nonNegative(t.globalHeadDim, "model.global_head_dim");
+    k.nonNegative(t.globalKvHeads, "model.global_kv_heads");
+    if (m.layerShapesVary() || t.ropeProportional)
+        k.require(t.slidingWindow > 0, t.ropeProportional ? "model.rope_proportional" : t.globalHeadDim > 0 ? "model.global_head_dim" : t.globalKvHeads > 0 ? "model.global_kv_heads" : "model.global_values_from_keys",
+                  "shapes the global layers, those a window spares; set model.sliding_window and model.global_layers too");
+    if (t.ropeProportional)
+        k.require(t.localRopeTheta > 0, "model.local_rope_theta", "must be set with model.rope_proportional (the sliding layers' base; the global layers' is model.rope_theta)");
+    if (t.globalHeadDim > 0)
+        k.require(t.globalHeadDim % 2 == 0, "model.global_head_dim", "must be even (the rotary turns pairs), got " + std::to_string(t.globalHeadDim));
+    if (t.globalKvHeads > 0 && m.attentionHeads > 0)
+        k.require(m.attentionHeads % t.globalKvHeads == 0, "model.global_kv_heads", "must divide model.attention_heads (" + std::to_string(m.attentionHeads) + " is not divisible by " + std::to_string(t.globalKvHeads) + ")");
+    if (m.layerShapesVary() || t.valueNorm)
+        k.require(!m.latent.enabled() && !m.linear.enabled() && !t.fusedQkv, t.valueNorm ? "model.value_norm" : "model.global_head_dim",
+                  "is Gemma 4's attention and combines with neither latent nor linear attention nor a fused qkv_proj");
     k.range(t.attentionScale, 0, true, INFINITY, false, "model.attention_scale");
     k.range(t.attentionSoftcap, 0, true, INFINITY, false, "model.attention_softcap");
     k.require(m.checkpointQuantization.empty() || (m.checkpointQuantization == "mxfp4" && m.moe.stackedExperts), "model.checkpoint_quantization",

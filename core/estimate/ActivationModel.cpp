@@ -238,8 +238,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     const ModelShape &m = config.model;
     const TrainConfig &train = config.train;
     const int64_t b = train.microBatch, t = train.seqLen, n = b * t;
-    const int64_t h = m.hiddenSize, heads = m.attentionHeads, hd = m.effectiveHeadDim();
-    const int64_t qDim = heads * hd, kvDim = m.kvHeads * hd, inter = m.intermediateSize, vocab = m.vocabSize;
+    const int64_t h = m.hiddenSize, heads = m.attentionHeads;
+    const int64_t inter = m.intermediateSize, vocab = m.vocabSize;
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
     // Element size of a parameter as the engine stores it: trainable fp32 masters (bf16 under pure
     // bf16), frozen ones in the compute dtype.
@@ -257,11 +257,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     // stream stays fp32, and a frozen 16-bit embedding (LoRA under autocast) makes it 16-bit.
     const int64_t r = paramBytes(embeddingTrains);
 
-    const int64_t groups = std::max<int64_t>(1, heads / std::max<int64_t>(1, m.kvHeads));
     const ModelTraits &traits = m.traits;
-    const int64_t rotaryDim = m.rotaryDim();
-    const bool plainRotary = rotaryDim == hd && !traits.ropeInterleaved;   // the fused rotary's form
-    const bool rescaled = !usesDefaultAttentionScale(m);
     // The dense MLP's form: the fused gated activation (SwiGLU, GeGLU) only for separate gate and up projections.
     const bool fusedGate = train.kernels == KernelPath::Fused && m.activation != ActivationKind::Gelu && !traits.fusedGateUp;
     int64_t noGradPeak = 0;
@@ -270,6 +266,13 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
 
     for (const auto &layer : layers) {
         ++layerIndex;
+        // The layer's attention shapes (Gemma 4's global layers have their own).
+        const int64_t hd = m.headDimAt(layerIndex), kvHeads = m.kvHeadsAt(layerIndex);
+        const int64_t qDim = heads * hd, kvDim = kvHeads * hd;
+        const int64_t groups = std::max<int64_t>(1, heads / std::max<int64_t>(1, kvHeads));
+        const int64_t rotaryDim = m.rotaryDimAt(layerIndex);
+        const bool plainRotary = rotaryDim == hd && !traits.ropeInterleaved;   // the fused rotary's form
+        const bool rescaled = !usesDefaultAttentionScale(m, hd);
         const bool hasRope = traits.usesRope(layerIndex);
         // A window, or Llama 4's chunks where the sequence spans more than one (the engine's mask).
         const bool window = traits.usesSliding(layerIndex) || (traits.usesChunks(layerIndex) && t > traits.attentionChunk);
@@ -327,7 +330,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         int64_t dq = c, dk = c, dkr = c;
         if (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full) {
             const bool perHead = m.qkNorm == QkNorm::Head;
-            BlockWalk qWalk(config, perHead ? n * heads : n, libTorch2), kWalk(config, perHead ? n * m.kvHeads : n, libTorch2);
+            BlockWalk qWalk(config, perHead ? n * heads : n, libTorch2), kWalk(config, perHead ? n * kvHeads : n, libTorch2);
             bool qOut = false, kOut = false;
             dq = qWalk.norm(perHead ? hd : qDim, c, y1Grad || q.needsGrad(), layer.qNormTrains, paramBytes(layer.qNormTrains), qOut);
             dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
@@ -344,7 +347,15 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // rsqrt and, where mean keeps its input (LibTorch 1.13), the fp32 squares; its output, cast
         // back, is what attention reads.
         if (m.qkNorm == QkNorm::L2 && hasRope && qkvGrad)
-            walk.saved += 4 * n * (qDim + kvDim) * (walk.meanKeepsInput ? 2 : 1) + 4 * b * t * (heads + m.kvHeads);
+            walk.saved += 4 * n * (qDim + kvDim) * (walk.meanKeepsInput ? 2 : 1) + 4 * b * t * (heads + kvHeads);
+        // Gemma 4's value norm (model.value_norm): v.float() * rsqrt(mean(v^2) + eps), cast back. It
+        // keeps the fp32 values (v itself when fp32; k_proj's output, already kept by the k norm,
+        // where the values are the keys' projection in fp32), the per-row rsqrt and, where mean keeps
+        // its input (LibTorch 1.13), the squares.
+        if (traits.valueNorm && qkvGrad && !linearLayer && !latent) {
+            const bool sharedWithKeyNorm = c == 4 && traits.valuesFromKeys(layerIndex) && (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full);
+            walk.saved += (sharedWithKeyNorm ? 0 : 4 * n * kvDim) + (walk.meanKeepsInput ? 4 * n * kvDim : 0) + 4 * b * t * kvHeads;
+        }
         const int64_t layerRotaryCasts = !hasRope || fusedRotary || traits.ropeFp32 ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
         // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
         // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
@@ -629,7 +640,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     }
     // The fp32 rotary tables (a second pair for sliding layers of their own base), and the window
     // mask every sliding layer shares.
-    out.sharedTables = 2 * 4 * t * m.rotaryDim() * (m.traits.localRopeTheta > 0 ? 2 : 1) +
+    // (Gemma 4's proportional rotary: the global tables span global_head_dim, the sliding ones head_dim.)
+    const int64_t globalTable = traits.ropeProportional ? (traits.globalHeadDim > 0 ? traits.globalHeadDim : m.effectiveHeadDim()) : m.rotaryDim();
+    const int64_t localTable = traits.ropeProportional ? m.effectiveHeadDim() : m.rotaryDim();
+    out.sharedTables = 2 * 4 * t * (globalTable + (m.traits.localRopeTheta > 0 ? localTable : 0)) +
                        (m.traits.slidingWindow > 0 || (m.traits.attentionChunk > 0 && t > m.traits.attentionChunk) ? t * t : 0);
     out.inputBytes = 2 * 8 * n;
 

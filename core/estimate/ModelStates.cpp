@@ -152,6 +152,13 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
                 out.frozenBlockRounding += cudaCachingBlockBytes(4 * moe.experts) - 4 * moe.experts;
                 byBlock[static_cast<int>(layer)] += 4 * moe.experts;
             }
+    // Gemma 4's layer scalar: a one-element fp32 buffer per block.
+    if (config.model.traits.layerScalar)
+        for (int64_t layer = 0; layer < config.model.layers; ++layer) {
+            out.frozenWeights += 4;
+            out.frozenBlockRounding += cudaCachingBlockBytes(4) - 4;
+            byBlock[static_cast<int>(layer)] += 4;
+        }
     for (const auto &[layer, bytes] : byBlock)
         if (layer >= 0)
             out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, bytes);

@@ -34,11 +34,13 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes, const s
         backward += 2 * n * used + (p.trainable ? 2 * n * used : 0);
     }
     // Keys each query is scored against, summed over layers: the sequence, or a sliding layer's window.
+    // Weighted by each layer's head width (Gemma 4's global layers have their own).
     double keys = 0;
     for (int64_t layer = 0; layer < m.layers; ++layer) // a Gated DeltaNet layer scores no keys
-        keys += m.linear.linear(layer) ? 0.0 : static_cast<double>(m.traits.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen);
-    const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) * keys *
-                                    static_cast<double>(m.attentionHeads) * m.attentionFlopsHeadDim();
+        keys += m.linear.linear(layer) ? 0.0
+                                       : static_cast<double>(m.traits.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen) *
+                                             (m.layerShapesVary() ? static_cast<double>(m.headDimAt(layer)) : m.attentionFlopsHeadDim());
+    const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) * keys * static_cast<double>(m.attentionHeads);
     forward += attentionForward;
     backward += 2 * attentionForward;
 

@@ -182,12 +182,16 @@ std::vector<torch::Tensor> DecoderModelImpl::trainableParameters()
     return out;
 }
 
-void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, torch::Tensor &cos,
-                                    torch::Tensor &sin) const
+void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, int64_t rotaryDim,
+                                    int64_t turnedPairs, torch::Tensor &cos, torch::Tensor &sin) const
 {
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
     double attentionFactor = 1.0;
-    const auto invFreq = rotaryInverseFrequencies(m_shape.rotaryDim(), theta, scaling, device, seqLen, &attentionFactor);
+    auto invFreq = rotaryInverseFrequencies(rotaryDim, theta, scaling, device, seqLen, &attentionFactor);
+    // Transformers' _compute_proportional_rope_parameters: the default frequencies of the whole
+    // head, those past the turned share set to 0.
+    if (turnedPairs >= 0 && turnedPairs < invFreq.size(0))
+        invFreq = torch::cat({invFreq.narrow(0, 0, turnedPairs), torch::zeros({invFreq.size(0) - turnedPairs}, f32)});
     auto freqs = torch::outer(torch::arange(seqLen, f32), invFreq);
     // GLM pairs neighbouring dimensions: each frequency twice in a row instead of the two halves.
     auto emb = m_shape.traits.ropeInterleaved ? freqs.repeat_interleave(2, -1) : torch::cat({freqs, freqs}, -1);
@@ -214,7 +218,12 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             h = traits.embeddingScaleRounded ? h * torch::scalar_tensor(traits.embeddingScale, h.options()) : h * traits.embeddingScale;
         if (m_inputNeedsGrad)
             h.requires_grad_(true);
-        rotaryTables(t, inputs.device(), m_shape.ropeTheta, m_shape.ropeScaling, global.cos, global.sin);
+        // Gemma 4's proportional rotary: the global layers' whole heads, int(partial * head_dim / 2)
+        // frequencies turning (as Transformers rounds); the sliding layers' whole heads at their base.
+        const bool proportional = traits.ropeProportional;
+        const int64_t globalDim = proportional ? (traits.globalHeadDim > 0 ? traits.globalHeadDim : m_shape.effectiveHeadDim()) : m_shape.rotaryDim();
+        const int64_t turned = proportional ? static_cast<int64_t>(traits.partialRotary * static_cast<double>(globalDim) / 2) : -1;
+        rotaryTables(t, inputs.device(), m_shape.ropeTheta, m_shape.ropeScaling, globalDim, turned, global.cos, global.sin);
         if (traits.attentionChunk > 0 && t > traits.attentionChunk) {
             // One mask for every chunked layer: key j is seen from query i when j <= i in i's chunk.
             // Within one chunk it is the causal mask, which the unmasked kernels apply themselves.
@@ -228,7 +237,8 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             const auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);
             local.windowMask = distance.ge(0).logical_and(distance.lt(traits.slidingWindow));
             if (traits.localRopeTheta > 0)
-                rotaryTables(t, inputs.device(), traits.localRopeTheta, RopeScaling {}, local.cos, local.sin);
+                rotaryTables(t, inputs.device(), traits.localRopeTheta, RopeScaling {}, proportional ? m_shape.effectiveHeadDim() : m_shape.rotaryDim(), -1, local.cos,
+                             local.sin);
             else
                 local.cos = global.cos, local.sin = global.sin;
         }

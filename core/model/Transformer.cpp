@@ -132,20 +132,22 @@ torch::Tensor rotateInterleaved(const torch::Tensor &x)
 
 } // namespace
 
-SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options)
-    : m_heads(config.model.attentionHeads), m_kvHeads(config.model.kvHeads), m_headDim(config.model.effectiveHeadDim()),
+SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)
+    : m_heads(config.model.attentionHeads), m_kvHeads(layer >= 0 ? config.model.kvHeadsAt(layer) : config.model.kvHeads),
+      m_headDim(layer >= 0 ? config.model.headDimAt(layer) : config.model.effectiveHeadDim()),
       m_qkNorm(config.model.qkNorm), m_fused(runtime.fusedAttention), m_interleaved(config.model.traits.ropeInterleaved),
       m_softcap(config.model.traits.attentionSoftcap), m_temperatureBeta(config.model.traits.queryTemperatureBeta),
       m_temperatureLength(config.model.traits.queryTemperatureLength), m_temperatureOffset(config.model.traits.queryTemperatureOffset),
       m_temperatureNoRope(config.model.traits.queryTemperatureNoRope), m_temperatureFp32(config.model.traits.queryTemperatureFp32),
-      m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate)
+      m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate),
+      m_valueNorm(config.model.traits.valueNorm)
 {
     const auto &m = config.model;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
-    m_rescaled = !usesDefaultAttentionScale(m);
+    m_rescaled = !usesDefaultAttentionScale(m, m_headDim);
     // The fused rotary turns whole heads in Llama's layout.
-    m_fusedRotary = config.train.kernels == KernelPath::Fused && m.rotaryDim() == m_headDim && !m_interleaved;
-    for (const auto &p : denseProjections(m)) {
+    m_fusedRotary = config.train.kernels == KernelPath::Fused && (layer >= 0 ? m.rotaryDimAt(layer) : m.rotaryDim()) == m_headDim && !m_interleaved;
+    for (const auto &p : denseProjections(m, layer)) {
         if (!p.attention)
             continue;
         auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, config, p.name, options));
@@ -188,6 +190,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         qp = q->forward(x);
         kp = k->forward(x);
     }
+    const torch::Tensor kRaw = kp;
     torch::Tensor gate;
     if (m_outputGate) {
         // Qwen3NextAttention: per head [query | gate], split before the q norm sees the query.
@@ -250,7 +253,13 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         // Llama 4 multiplies by the fp32 scale and rounds once; Ministral 3 rounds the scale first.
         qs = m_temperatureFp32 ? (qs * scale.view({1, 1, t, 1})).to(qs.scalar_type()) : qs * scale.view({1, 1, t, 1}).to(qs.scalar_type());
     }
-    auto vs = (qkv ? vp : v->forward(x)).view({b, t, m_kvHeads, m_headDim}).transpose(1, 2);
+    // Gemma 4's global layers under attention_k_eq_v: the values are k_proj's output before its norm.
+    auto vh = (qkv ? vp : v ? v->forward(x) : kRaw).view({b, t, m_kvHeads, m_headDim});
+    if (m_valueNorm) { // Gemma4RMSNorm(with_scale=False): in fp32, cast back
+        const auto f = vh.to(torch::kFloat);
+        vh = (f * torch::rsqrt(f.pow(2).mean(-1, /*keepdim=*/true) + m_normEps)).to(vh.scalar_type());
+    }
+    auto vs = vh.transpose(1, 2);
     const bool window = in.windowMask.defined();
     torch::Tensor attended;
     if (sinks.defined()) // gpt-oss: no kernel has sinks; one more key carries them on the fused one
@@ -343,7 +352,7 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
     } else if (m.latent.enabled())
         latentAttention = register_module("self_attn", makeLatentAttention(config, runtime, options));
     else
-        attention = register_module("self_attn", SelfAttention(config, runtime, options));
+        attention = register_module("self_attn", SelfAttention(config, runtime, options, layer));
     afterAttention = norm(names.afterAttention);
     beforeMlp = norm(names.beforeMlp);
     if (layer >= 0 && m.moe.sparse(layer)) {
@@ -354,6 +363,9 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
         mlp = register_module(name.substr(0, name.size() - 1), Mlp(config, options, 0, std::array<std::string, 3> {"gate_proj", "up_proj", "down_proj"}, fused));
     }
     afterMlp = norm(names.afterMlp);
+    // Loaded from the checkpoint, never trained (Gemma4TextDecoderLayer's persistent buffer).
+    if (m.traits.layerScalar)
+        layerScalar = register_buffer("layer_scalar", torch::ones({1}, options.dtype(torch::kFloat)));
 }
 
 torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInputs &in)
@@ -371,7 +383,12 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInput
     auto f = moe ? moe->forward(normed) : mlp->forward(normed);
     if (afterMlp)
         f = afterMlp->forward(f);
-    return h + scaled(f);
+    auto out = h + scaled(f);
+    // In place, as Transformers' `hidden_states *= self.layer_scalar`: the stream keeps its dtype
+    // and no second copy of it is made (add's backward does not need its output).
+    if (layerScalar.defined())
+        out.mul_(layerScalar);
+    return out;
 }
 
 } // namespace pb

@@ -101,7 +101,9 @@ TORCH_MODULE(RmsNorm);
 
 class SelfAttentionImpl : public torch::nn::Module {
 public:
-    SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
+    // `layer`: its index, which gives its head width, key/value heads and values (ModelShape's
+    // headDimAt, kvHeadsAt, ModelTraits::valuesFromKeys).
+    SelfAttentionImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer = -1);
     torch::Tensor forward(const torch::Tensor &x, const LayerInputs &in);
     LoraLinear q {nullptr}, k {nullptr}, v {nullptr}, o {nullptr};
     LoraLinear qkv {nullptr};                 // Phi-3's fused projection, in place of q, k, v
@@ -124,6 +126,7 @@ private:
     bool m_ropeFp32;
     double m_normEps;             // Llama 4's L2 q/k norm
     bool m_outputGate;            // model.attention_output_gate: q_proj's second half per head gates the output
+    bool m_valueNorm;             // model.value_norm: Gemma 4's weightless RMSNorm of each value head
 };
 TORCH_MODULE(SelfAttention);
 
@@ -198,6 +201,7 @@ public:
     GatedDeltaNet linearAttention {nullptr};          // in place of attention on a linear layer (model.linear_attention)
     Mlp mlp {nullptr};                 // a dense layer
     SparseMoe moe {nullptr};           // a sparse one
+    torch::Tensor layerScalar;         // model.layer_scalar: the buffer the block's output is scaled by (Gemma 4)
 
 private:
     double m_residualScale;
@@ -238,7 +242,10 @@ private:
     torch::Tensor hidden(const torch::Tensor &inputs);
     torch::Tensor headLogits(const torch::Tensor &h);
     // The rotary tables [T, rotaryDim] (fp32, attention factor applied) of one base and scaling.
-    void rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, torch::Tensor &cos, torch::Tensor &sin) const;
+    // `rotaryDim`: the tables' width; `turnedPairs` >= 0: Gemma 4's proportional rotary, only the
+    // first that many frequencies non-zero (the other dimensions pass with cos 1, sin 0).
+    void rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, int64_t rotaryDim, int64_t turnedPairs,
+                      torch::Tensor &cos, torch::Tensor &sin) const;
     ModelRuntime m_runtime;
     ModelShape m_shape;
     bool m_inputNeedsGrad = false;

@@ -111,11 +111,12 @@ WeightLoadReport loadSafetensors(torch::nn::Module &model, const QString &folder
         }
         param.copy_(source);
     }
-    // Buffers the checkpoints carry (DeepSeek-V3's router correction bias), in the buffer's own dtype.
+    // Buffers the checkpoints carry (DeepSeek-V3's router correction bias, Gemma 4's layer scalar),
+    // in the buffer's own dtype.
     for (auto &item : model.named_buffers()) {
         const std::string &name = item.key();
-        static const std::string kCorrectionBias = ".e_score_correction_bias";
-        if (name.size() < kCorrectionBias.size() || name.compare(name.size() - kCorrectionBias.size(), kCorrectionBias.size(), kCorrectionBias) != 0)
+        auto endsWith = [&name](const std::string &tail) { return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0; };
+        if (!endsWith(".e_score_correction_bias") && !endsWith(".layer_scalar"))
             continue;
         const auto source = read(name, item.value().sizes().vec());
         if (!source.defined())

@@ -10,7 +10,9 @@ for ((k = 0; k < S; k++)); do
   mine=(); for ((i = k; i < ${#PRESETS[@]}; i += S)); do mine+=(${PRESETS[$i]}); done
   [ ${#mine[@]} = 0 ] && continue
   # Every row goes straight to $OUT, so a call cut short still brings back the rows it finished.
-  (W=/tmp/dense-parity-$k OUT=/tmp/dense-parity-out-$k PARITY_OUT=$OUT/dense_parity.jsonl bash tests/bench/h200_sparse.sh parity "${mine[@]}" > /tmp/dense-parity-$k.log 2>&1) &
+  # (Named before the stream's own OUT: in `OUT=x P=$OUT/y cmd`, P already sees x.)
+  ROWS=$OUT/dense_parity.jsonl
+  (W=/tmp/dense-parity-$k OUT=/tmp/dense-parity-out-$k PARITY_OUT=$ROWS bash tests/bench/h200_sparse.sh parity "${mine[@]}" > $OUT/dense-parity-$k.log 2>&1) &
 done
 wait
 cat /tmp/dense-parity-out-*/sparse.err 2>/dev/null | head -40

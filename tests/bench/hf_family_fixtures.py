@@ -141,6 +141,26 @@ def families():
     }
 
 
+# Gemma 4 (issue 28): the dense global-layer traits without per-layer embeddings or shared key/value
+# layers (what PilotBench models; the 31B's form): global layers of head_dim 16 with one key/value head
+# and values from k_proj, proportional rotary (4 of 8 frequency pairs), a layer scalar per layer set to
+# values other than 1 after the init (make_fixture), final soft-cap 30.
+GEMMA4 = {"gemma4_text": (common(num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                 num_global_key_value_heads=1, attention_k_eq_v=True, hidden_size_per_layer_input=0,
+                                 num_kv_shared_layers=0, enable_moe_block=False, tie_word_embeddings=True,
+                                 sliding_window=SLIDING, final_logit_softcapping=30.0,
+                                 layer_types=["sliding_attention", "full_attention"] * 2,
+                                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                                  "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                                                     "rope_theta": 1000000.0}}),
+                          ["sliding layers: head_dim 8, 2 key/value heads, default rotary theta 1e4 over whole heads",
+                           "global layers: head_dim 16, 1 key/value head, values = v_norm(k_proj(x)) (attention_k_eq_v)",
+                           "proportional rotary on global layers: 4 of 8 frequency pairs turn, theta 1e6",
+                           "weightless v_norm, per-head q_norm/k_norm, RMSNorm w (not 1+w) in fp32, 4 norms per layer",
+                           "attention scaling 1.0", "embedding * sqrt(hidden) rounded", "layer_scalar buffers 0.6/0.8/1.0/1.2",
+                           "final_logit_softcapping 30", "gelu_pytorch_tanh", "tied"])}
+
+
 def n_params(model):
     return sum(p.numel() for p in model.parameters())
 
@@ -249,6 +269,11 @@ def make_fixture(model_type, cfg_dict, traits, out_root):
     torch.manual_seed(0)
     model = build(model_type, cfg_dict, torch.float32).eval()
     noised = add_noise(model, torch.Generator().manual_seed(1))
+    if model_type == "gemma4_text":  # a persistent buffer, loaded from the checkpoint: not 1, so it is checked
+        with torch.no_grad():
+            for i, layer in enumerate(model.model.layers):
+                layer.layer_scalar.fill_(0.6 + 0.2 * i)
+        noised.append("model.layers.*.layer_scalar (buffer) = 0.6 + 0.2 * layer")
 
     folder = os.path.join(out_root, "hf-parity", model_type)
     os.makedirs(folder, exist_ok=True)
@@ -1064,6 +1089,12 @@ def make_sparse_fixture(name, spec, out_root):
 
 # Published configs of the sparse families, committed verbatim under tests/data/hf/<short-name>/config.json.
 PUBLISHED_FILES = {
+    "gemma-4-31b": ("google/gemma-4-31B-it",
+                    "text_config written from Transformers' convert_gemma4_weights.py _VARIANTS entry for the 31B "
+                    "(hidden 5376, 60 layers [5 sliding : 1 full] x 10, 32 heads, 16 key/value heads, 4 global ones with "
+                    "attention_k_eq_v, head_dim 256 / global 512, intermediate 21504, window 1024, soft-cap 30, no "
+                    "per-layer embeddings, no shared key/value layers) and Gemma4TextConfig's defaults; the hub file "
+                    "itself was not read"),
     "gpt-oss-20b": ("openai/gpt-oss-20b",
                     "openai/gpt-oss-20b config.json as vendored in public test code (circuit-tracer's gpt-oss test, "
                     "one key of its own, _name_or_path, dropped); the same keys as gpt-oss-120b's with 24 layers, "
@@ -1325,7 +1356,7 @@ def main():
             traceback.print_exc()
             print(json.dumps({"family": name, "ok": False, "error": repr(e)}), flush=True)
             failed.append(name)
-    for model_type, (cfg_dict, traits) in families().items():
+    for model_type, (cfg_dict, traits) in {**families(), **GEMMA4}.items():
         if only and model_type not in only:
             continue
         if model_type not in CONFIG_MAPPING:

@@ -286,6 +286,7 @@ def main():
             if precision == "bf16-mixed":
                 model = model.to(torch.bfloat16)
             model = get_peft_model(model, LoraConfig(r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"], target_modules=lora["targets"]))
+            out["params"] = sum(p.numel() for p in model.parameters())  # with PEFT's adapters, as the summary compares
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
                                 weight_decay=t["weight_decay"], fused=True)
 

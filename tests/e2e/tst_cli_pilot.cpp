@@ -278,6 +278,15 @@ private Q_SLOTS:
         for (const char *mode : {"full", "lora"})
             QTest::newRow(qPrintable(QStringLiteral("gpt_oss %1 fused recompute").arg(QLatin1String(mode)))) << QStringLiteral("gpt_oss") << QString::fromLatin1(mode)
                                                                                                             << QStringLiteral("fused") << true << 256;
+        // Gemma 4's global layers (tests/data/hf/gemma-4-tiny): their own head width and key/value
+        // head, values from k_proj through the weightless value norm, the proportional rotary.
+        for (const char *mode : {"full", "lora", "qlora"})
+            QTest::newRow(qPrintable(QStringLiteral("gemma-4-tiny %1 eager").arg(QLatin1String(mode)))) << QStringLiteral("gemma-4-tiny") << QString::fromLatin1(mode)
+                                                                                                     << QStringLiteral("eager") << false << 256;
+        for (const char *mode : {"full", "lora"})
+            for (const bool recompute : {false, true})
+                QTest::newRow(qPrintable(QStringLiteral("gemma-4-tiny %1 fused%2").arg(QLatin1String(mode), recompute ? QStringLiteral(" recompute") : QString())))
+                    << QStringLiteral("gemma-4-tiny") << QString::fromLatin1(mode) << QStringLiteral("fused") << recompute << 256;
         // Qwen3-Next's hybrid (tests/data/hf/qwen3-next-tiny): three Gated DeltaNet layers (the chunked
         // rule in fp32, chunks of 64) and one gated full-attention layer, MoE, at three lengths. With
         // recompute only LoRA eager is within bounds (a rebuilt linear block's forward peak, at the

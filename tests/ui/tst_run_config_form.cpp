@@ -253,7 +253,7 @@ private Q_SLOTS:
         QTest::newRow("every field set") << everyFieldSet();
         QTest::newRow("no deadline, huge job") << noDeadlineHugeJob();
         // The dense families' traits come back unchanged, those the form does not show included.
-        for (const char *preset : {"gemma-3-12b", "gemma-2-9b", "olmo-2-7b", "phi-4", "glm-4-9b", "smollm3-3b", "granite-3.3-8b", "ministral-3-8b"})
+        for (const char *preset : {"gemma-3-12b", "gemma-2-9b", "olmo-2-7b", "phi-4", "glm-4-9b", "smollm3-3b", "granite-3.3-8b", "ministral-3-8b", "gemma-4-31b"})
             QTest::newRow(preset) << presetConfig(QString::fromLatin1(preset));
         // The sparse families' routing, stacked experts and latent attention likewise.
         for (const char *preset : {"gpt-oss-20b", "moonlight-16b-a3b", "llama-4-scout-17b-16e", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b"})
@@ -368,6 +368,59 @@ private Q_SLOTS:
         form.setConfig(moonlight);
         QVERIFY(!group->isVisible());
         QCOMPARE(configHash(form.config()), configHash(moonlight));
+    }
+    // Gemma 4's global layers: the group shows for such a model only, each field writes its own
+    // config path, the summary follows the edits, a bad value is marked on its field, and another
+    // model keeps its hash.
+    void globalGroupShowsWhereRelevant()
+    {
+        RunConfigForm form;
+        form.setExpanded(true);
+        form.resize(1100, 1000);
+        form.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&form));
+        auto *group = form.findChild<QGroupBox *>(QStringLiteral("globalLayersGroup"));
+        QVERIFY(group);
+        for (const char *preset : {"tiny", "gemma-3-12b", "qwen3-next-80b-a3b"}) {
+            form.setConfig(presetConfig(QString::fromLatin1(preset)));
+            QVERIFY2(!group->isVisible(), preset);
+        }
+        const RunConfig gemma4 = presetConfig(QStringLiteral("gemma-4-31b"));
+        form.setConfig(gemma4);
+        QVERIFY(group->isVisible());
+        auto *summary = form.findChild<QLabel *>(QStringLiteral("globalLayersSummary"));
+        QVERIFY(summary);
+        QCOMPARE(summary->text(), QStringLiteral("10 of 60 layers global: heads of 512, 4 key/value heads, values from k_proj; sliding layers: heads of 256, 16 key/value heads"));
+        for (const char *field : {"model.global_head_dim", "model.global_kv_heads", "model.global_values_from_keys", "model.rope_proportional", "model.value_norm", "model.layer_scalar"}) {
+            QWidget *w = form.fieldWidget(QString::fromLatin1(field));
+            QVERIFY2(w && w->isVisible(), field);
+            QVERIFY2(w->toolTip().contains(QLatin1String("Config path: ") + QLatin1String(field)), qPrintable(w->toolTip()));
+        }
+        QCOMPARE(static_cast<QSpinBox *>(form.fieldWidget(QStringLiteral("model.global_head_dim")))->value(), 512);
+        // An edit writes its own field and no other; the summary follows.
+        const QJsonObject before = toJson(form.config());
+        setField(form, QStringLiteral("model.global_kv_heads"), QStringLiteral("8"));
+        QCOMPARE(form.config().model.traits.globalKvHeads, int64_t(8));
+        QVERIFY(toJson(form.config()) == withJsonAt(before, {QStringLiteral("model"), QStringLiteral("global_kv_heads")}, QJsonValue(8.0)));
+        QVERIFY2(summary->text().contains(QLatin1String("8 key/value heads, values from k_proj")), qPrintable(summary->text()));
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        // What the validator refuses is marked on its own field: 5 global heads do not divide 32.
+        setField(form, QStringLiteral("model.global_kv_heads"), QStringLiteral("5"));
+        QVERIFY(!form.isValid());
+        QCOMPARE(flaggedWidgets(form), QStringList {QStringLiteral("model.global_kv_heads")});
+        setField(form, QStringLiteral("model.global_kv_heads"), QStringLiteral("4"));
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        setField(form, QStringLiteral("model.layer_scalar"), QStringLiteral("false"));
+        QVERIFY(!form.config().model.traits.layerScalar);
+        setField(form, QStringLiteral("model.layer_scalar"), QStringLiteral("true"));
+        QCOMPARE(configHash(form.config()), configHash(gemma4));
+        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
+        if (!dir.isEmpty())
+            form.grab().save(dir + QStringLiteral("/run-config-form-gemma4.png"));
+        const RunConfig gemma3 = presetConfig(QStringLiteral("gemma-3-12b"));
+        form.setConfig(gemma3);
+        QVERIFY(!group->isVisible());
+        QCOMPARE(configHash(form.config()), configHash(gemma3));
     }
     // The experts' routing rows show for a model with experts, the latent rows for latent attention,
     // the group for neither is hidden; an edit there writes its field.

@@ -116,12 +116,7 @@ LinearAttentionGroup::LinearAttentionGroup(QWidget *parent) : QGroupBox(tr("Line
 
 QSpinBox *LinearAttentionGroup::addSpin(const QString &field, int minimum, const QString &label, const QString &help)
 {
-    auto *spin = newFieldSpinBox(this, field, minimum);
-    spin->setToolTip(help);
-    m_fields.insert(field, spin);
-    connect(spin, &QSpinBox::valueChanged, this, &LinearAttentionGroup::edited);
-    m_form->addRow(label, spin);
-    return spin;
+    return addGroupSpin(this, m_form, m_fields, field, minimum, label, help);
 }
 
 void LinearAttentionGroup::setModel(const ModelShape &model)

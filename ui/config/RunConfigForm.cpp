@@ -1,6 +1,7 @@
 #include "config/RunConfigForm.h"
 #include "config/FieldSpinBox.h"
 
+#include "config/GlobalLayersGroup.h"
 #include "config/LinearAttentionGroup.h"
 #include "config/ModelTraitsText.h"
 
@@ -255,6 +256,11 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     for (auto it = m_linear->fields().cbegin(); it != m_linear->fields().cend(); ++it)
         m_fields.insert(it.key(), it.value());
     connect(m_linear, &LinearAttentionGroup::edited, this, &RunConfigForm::onEdited);
+    // Gemma 4's global layers, shown for such a model only.
+    m_global = new GlobalLayersGroup(m_more);
+    for (auto it = m_global->fields().cbegin(); it != m_global->fields().cend(); ++it)
+        m_fields.insert(it.key(), it.value());
+    connect(m_global, &GlobalLayersGroup::edited, this, &RunConfigForm::onEdited);
 
     auto *data = new QGroupBox(tr("Data"), m_more);
     auto *df = new QFormLayout(data);
@@ -296,6 +302,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     right->addWidget(arch);
     right->addWidget(m_sparse);
     right->addWidget(m_linear);
+    right->addWidget(m_global);
     right->addStretch(1);
     moreColumns->addLayout(left, 1);
     moreColumns->addLayout(right, 1);
@@ -431,6 +438,7 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("model.latent_attention.qk_rope_head_dim", m.latent.qkRopeHeadDim);
     spin("model.latent_attention.v_head_dim", m.latent.vHeadDim);
     m_linear->setModel(m);
+    m_global->setModel(m);
     m_tie->setChecked(m.tieEmbeddings);
     const ModelTraits &mt = m.traits;
     spin("model.sliding_window", mt.slidingWindow);
@@ -534,6 +542,7 @@ RunConfig RunConfigForm::config() const
         l.vHeadDim = spin("model.latent_attention.v_head_dim");
     }
     m_linear->writeTo(c.model);
+    m_global->writeTo(c.model);
     c.model.tieEmbeddings = m_tie->isChecked();
     ModelTraits &mt = c.model.traits;
     mt.slidingWindow = spin("model.sliding_window");
@@ -666,6 +675,7 @@ void RunConfigForm::onEdited()
     field("model.moe.groups_per_token")->setEnabled(sigmoid || static_cast<QSpinBox *>(field("model.moe.groups_per_token"))->value() > 1);
     const RunConfig current = config();
     m_linear->showSummary(current.model);
+    m_global->showSummary(current.model);
     QStringList traits;
     for (const auto &[label, value] : describeModelTraits(current.model))
         traits << QString::fromStdString(label + ": " + value);

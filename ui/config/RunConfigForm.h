@@ -25,6 +25,7 @@ class QToolButton;
 
 namespace pb::ui {
 
+class GlobalLayersGroup;
 class LinearAttentionGroup;
 
 class RunConfigForm final : public QWidget {
@@ -78,6 +79,7 @@ private:
     QGroupBox *m_sparse = nullptr;
     QFormLayout *m_sparseForm = nullptr;
     LinearAttentionGroup *m_linear = nullptr;
+    GlobalLayersGroup *m_global = nullptr;
 };
 
 } // namespace pb::ui

@@ -37,6 +37,9 @@ private Q_SLOTS:
         QTest::newRow("glm-4-9b") << "glm-4-9b" << qint64(9400279040) << false;
         QTest::newRow("granite-3.3-8b") << "granite-3.3-8b" << qint64(8170864640) << true;
         QTest::newRow("ministral-3-8b") << "ministral-3-8b" << qint64(8489553920) << false;
+        // Gemma 4 31B's text model (tests/data/hf/gemma-4-31b, its shapes from Transformers' converter):
+        // counted by hand in tst_hf_import_gemma4 and by Transformers 5.17 in published-counts.json.
+        QTest::newRow("gemma-4-31b") << "gemma-4-31b" << qint64(30697345280) << true;
         // Qwen3.5-9B's text model (tests/data/hf/qwen3.5-9b): Transformers 5.17's Qwen3_5ForCausalLM
         // counts the same (published-counts.json); 8.95B is the untied text model's published size.
         QTest::newRow("qwen3.5-9b") << "qwen3.5-9b" << qint64(8953803264) << false;

@@ -1,0 +1,205 @@
+#include "config/HfGemma4.h"
+
+#include "config/HfDenseFamilies.h"
+#include "config/HfJsonFields.h"
+#include "config/JsonReader.h"
+#include "config/RunConfigValidation.h"
+#include "util/Errors.h"
+
+#include <QJsonArray>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pb {
+namespace {
+
+// One entry of rope_parameters (keyed by layer type): its rope_type, base and partial factor.
+struct LayerRope {
+    std::string type;
+    double theta = 0;
+    double partial = 1.0;
+};
+
+LayerRope layerRope(const QJsonObject &rope, const std::string &where, const char *layerType, const LayerRope &fallback)
+{
+    const QJsonValue v = rope.value(QLatin1String(layerType));
+    if (v.isUndefined() || v.isNull())
+        return fallback;
+    const std::string field = std::string("rope_parameters.") + layerType;
+    if (!v.isObject())
+        throw InvalidInputError(hfField(where, field.c_str()), "expected an object with rope_type and rope_theta, got " + jsonTypeName(v));
+    const QJsonObject o = v.toObject();
+    LayerRope r;
+    const QJsonValue type = o.value(QLatin1String("rope_type"));
+    r.type = type.isString() ? type.toString().toStdString() : "default";
+    r.theta = optionalNumber(o, where + " " + field, "rope_theta", fallback.theta);
+    r.partial = optionalNumber(o, where + " " + field, "partial_rotary_factor", 1.0);
+    if (!(r.theta > 0))
+        throw InvalidInputError(hfField(where, (field + ".rope_theta").c_str()), "expected a positive number");
+    if (!(r.partial > 0 && r.partial <= 1))
+        throw InvalidInputError(hfField(where, (field + ".partial_rotary_factor").c_str()), "expected a number in (0, 1]");
+    const double factor = optionalNumber(o, where + " " + field, "factor", 1.0);
+    if (factor != 1.0)
+        throw InvalidInputError(hfField(where, (field + ".factor").c_str()), "a scaled Gemma 4 rotary is not modelled (expected 1)");
+    for (auto it = o.begin(); it != o.end(); ++it)
+        if (it.key() != QLatin1String("rope_type") && it.key() != QLatin1String("rope_theta") && it.key() != QLatin1String("partial_rotary_factor") &&
+            it.key() != QLatin1String("factor"))
+            throw InvalidInputError(hfField(where, (field + "." + it.key().toStdString()).c_str()), "is a rotary key this import does not model");
+    return r;
+}
+
+// A count that may be 0 (0 turns the feature off); absent or null: `fallback`.
+int64_t optionalCount(const QJsonObject &json, const std::string &where, const char *key, int64_t fallback)
+{
+    const QJsonValue v = json.value(QLatin1String(key));
+    if (v.isUndefined() || v.isNull())
+        return fallback;
+    const double d = v.toDouble(-1);
+    if (!v.isDouble() || d < 0 || std::floor(d) != d || d > 1e15)
+        throw InvalidInputError(hfField(where, key), "expected a whole number of at least 0, got " + jsonTypeName(v));
+    return static_cast<int64_t>(d);
+}
+
+} // namespace
+
+ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
+{
+    for (const char *key : {"quantization_config"})
+        if (present(json, key))
+            throw InvalidInputError(hfField(where, key), "quantised checkpoints are not modelled (a bf16 or fp32 base is)");
+    if (optionalNumber(json, where, "attention_dropout", 0) != 0)
+        throw InvalidInputError(hfField(where, "attention_dropout"), "dropout is not modelled (expected 0)");
+    // Gemma4TextConfig's default of 256 turns per-layer embeddings on: E2B and E4B have them.
+    if (const int64_t p = optionalCount(json, where, "hidden_size_per_layer_input", 256); p != 0)
+        throw InvalidInputError(hfField(where, "hidden_size_per_layer_input"),
+                                (present(json, "hidden_size_per_layer_input") ? "got " + std::to_string(p) : std::string("absent, so Gemma4TextConfig's 256")) +
+                                    ": per-layer input embeddings (Gemma 4 E2B, E4B) are not modelled yet (the 31B's 0 is)");
+    if (const int64_t shared = optionalCount(json, where, "num_kv_shared_layers", 0); shared != 0)
+        throw InvalidInputError(hfField(where, "num_kv_shared_layers"),
+                                "got " + std::to_string(shared) + ": key/value states shared by the last layers (Gemma 4 E2B, E4B) are not modelled yet (expected 0)");
+    if (optionalBool(json, where, "enable_moe_block", false))
+        throw InvalidInputError(hfField(where, "enable_moe_block"), "the experts beside the dense MLP (Gemma 4 26B-A4B) are not modelled yet (expected false)");
+    const QJsonValue bidirectional = json.value(QLatin1String("use_bidirectional_attention"));
+    if (bidirectional.isString() && bidirectional.toString() == QLatin1String("all"))
+        throw InvalidInputError(hfField(where, "use_bidirectional_attention"), "\"all\" is not modelled (a causal language model is; \"vision\" leaves text causal)");
+    if (!bidirectional.isUndefined() && !bidirectional.isNull() && !(bidirectional.isString() && bidirectional.toString() == QLatin1String("vision")))
+        throw InvalidInputError(hfField(where, "use_bidirectional_attention"), "expected null, \"vision\" or \"all\", got " + jsonTypeName(bidirectional));
+
+    ModelShape m;
+    m.family = "gemma4_text";
+    m.preset = "hf-import";
+    m.vocabSize = optionalInt(json, where, "vocab_size", 262144);
+    m.hiddenSize = optionalInt(json, where, "hidden_size", 2304);
+    m.intermediateSize = optionalInt(json, where, "intermediate_size", 9216);
+    m.layers = optionalInt(json, where, "num_hidden_layers", 30);
+    if (m.layers > kMaxModelLayers || m.layers < 1)
+        throw InvalidInputError(hfField(where, "num_hidden_layers"), "expected 1 to " + std::to_string(kMaxModelLayers) + " layers, got " + std::to_string(m.layers));
+    m.attentionHeads = optionalInt(json, where, "num_attention_heads", 8);
+    m.kvHeads = optionalInt(json, where, "num_key_value_heads", 4);
+    m.headDim = optionalInt(json, where, "head_dim", 256);
+    m.maxPositions = optionalInt(json, where, "max_position_embeddings", 131072);
+    m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-6);
+    m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", true);
+    m.attentionBias = m.traits.outputBias = optionalBool(json, where, "attention_bias", false);
+    m.norm = NormKind::RmsNorm;
+    const QJsonValue act = json.value(QLatin1String("hidden_activation"));
+    const QString activation = act.isString() ? act.toString() : QStringLiteral("gelu_pytorch_tanh");
+    if (!act.isUndefined() && !act.isNull() && !act.isString())
+        throw InvalidInputError(hfField(where, "hidden_activation"), "expected a string, got " + jsonTypeName(act));
+    if (activation == QLatin1String("gelu_pytorch_tanh") || activation == QLatin1String("gelu_new"))
+        m.activation = ActivationKind::GeGlu;
+    else if (activation == QLatin1String("gelu"))
+        m.activation = ActivationKind::GeGluErf;
+    else
+        throw InvalidInputError(hfField(where, "hidden_activation"), "expected gelu_pytorch_tanh or gelu, got '" + activation.toStdString() + "'");
+
+    // layer_types: five sliding layers then a full one by default; the last layer is always full
+    // (Gemma4TextConfig.__post_init__ overrides it).
+    std::vector<bool> full(static_cast<size_t>(m.layers));
+    const QJsonValue types = json.value(QLatin1String("layer_types"));
+    if (types.isArray()) {
+        const QJsonArray a = types.toArray();
+        if (a.size() != m.layers)
+            throw InvalidInputError(hfField(where, "layer_types"), "has " + std::to_string(a.size()) + " entries for " + std::to_string(m.layers) + " layers (num_hidden_layers)");
+        for (qsizetype i = 0; i < a.size(); ++i) {
+            const QString type = a[i].toString();
+            if (type != QLatin1String("full_attention") && type != QLatin1String("sliding_attention"))
+                throw InvalidInputError(hfField(where, ("layer_types[" + std::to_string(i) + "]").c_str()), "expected full_attention or sliding_attention, got " + jsonTypeName(a[i]));
+            full[static_cast<size_t>(i)] = type == QLatin1String("full_attention");
+        }
+    } else if (!types.isUndefined() && !types.isNull()) {
+        throw InvalidInputError(hfField(where, "layer_types"), "expected an array of full_attention / sliding_attention, got " + jsonTypeName(types));
+    } else {
+        for (int64_t i = 0; i < m.layers; ++i)
+            full[static_cast<size_t>(i)] = (i + 1) % 6 == 0;
+    }
+    full.back() = true;
+    if (std::all_of(full.begin(), full.end(), [](bool f) { return f; }))
+        throw InvalidInputError(hfField(where, "layer_types"), "every layer is full attention: the global layers' shapes need sliding layers beside them (not a published Gemma 4 layout)");
+    ModelTraits &t = m.traits;
+    t.slidingWindow = optionalInt(json, where, "sliding_window", 512);
+    t.globalLayers = hfLayerSelection(full);
+
+    // Gemma4TextAttention: the global layers' head width and, under attention_k_eq_v, their own
+    // key/value heads and values taken from k_proj.
+    const int64_t globalHeadDim = optionalInt(json, where, "global_head_dim", 512);
+    if (globalHeadDim != m.headDim)
+        t.globalHeadDim = globalHeadDim;
+    t.globalValuesFromKeys = optionalBool(json, where, "attention_k_eq_v", false);
+    if (t.globalValuesFromKeys) {
+        const QJsonValue g = json.value(QLatin1String("num_global_key_value_heads"));
+        const int64_t globalKv = g.isUndefined() || g.isNull() ? m.kvHeads : optionalInt(json, where, "num_global_key_value_heads", m.kvHeads);
+        if (globalKv != m.kvHeads)
+            t.globalKvHeads = globalKv;
+    }
+
+    // rope_parameters per layer type: the sliding layers' default rotary over head_dim, the global
+    // layers' proportional one over global_head_dim.
+    const QJsonValue ropeValue = json.value(QLatin1String("rope_parameters"));
+    if (present(json, "rope_scaling") || present(json, "rope_theta"))
+        throw InvalidInputError(hfField(where, present(json, "rope_theta") ? "rope_theta" : "rope_scaling"),
+                                "Gemma 4 reads its rotary from rope_parameters (one entry per layer type) only");
+    QJsonObject rope;
+    if (ropeValue.isObject())
+        rope = ropeValue.toObject();
+    else if (!ropeValue.isUndefined() && !ropeValue.isNull())
+        throw InvalidInputError(hfField(where, "rope_parameters"), "expected an object keyed by layer type, got " + jsonTypeName(ropeValue));
+    for (auto it = rope.begin(); it != rope.end(); ++it)
+        if (it.key() != QLatin1String("full_attention") && it.key() != QLatin1String("sliding_attention"))
+            throw InvalidInputError(hfField(where, ("rope_parameters." + it.key().toStdString()).c_str()),
+                                    "is not a layer type of Gemma 4 (expected full_attention and sliding_attention)");
+    const LayerRope sliding = layerRope(rope, where, "sliding_attention", {"default", 10000.0, 1.0});
+    const LayerRope global = layerRope(rope, where, "full_attention", {"proportional", 1000000.0, 0.25});
+    if (sliding.type != "default" || sliding.partial != 1.0)
+        throw InvalidInputError(hfField(where, "rope_parameters.sliding_attention"), "expected the default rotary over whole heads (rope_type default), got " + sliding.type);
+    if (global.type != "proportional")
+        throw InvalidInputError(hfField(where, "rope_parameters.full_attention.rope_type"), "expected proportional (Gemma 4's global layers), got " + global.type);
+    t.ropeProportional = true;
+    t.partialRotary = global.partial;
+    m.ropeTheta = global.theta;
+    t.localRopeTheta = sliding.theta;
+
+    // Gemma4RMSNorm: x * (mean(x^2) + eps)^-0.5 * weight in fp32, no unit offset; four per layer.
+    t.normPlacement = NormPlacement::Sandwich;
+    t.normScaleInFp32 = true;
+    m.qkNorm = QkNorm::Head;
+    t.valueNorm = true;
+    t.attentionScale = 1.0; // Gemma4TextAttention.scaling
+    t.embeddingScale = std::sqrt(static_cast<double>(m.hiddenSize));
+    t.embeddingScaleRounded = true;
+    t.layerScalar = true;
+    const QJsonValue cap = json.value(QLatin1String("final_logit_softcapping"));
+    if (!cap.isUndefined() && !cap.isNull()) {
+        if (!cap.isDouble() || !(cap.toDouble() > 0))
+            throw InvalidInputError(hfField(where, "final_logit_softcapping"), "expected a positive number or null, got " + jsonTypeName(cap));
+        t.finalSoftcap = cap.toDouble();
+    }
+    // Read and checked, without effect on training: Gemma 4 has no double-wide MLP without shared
+    // key/value layers, and the per-layer vocabulary is unused without per-layer embeddings.
+    optionalBool(json, where, "use_double_wide_mlp", false);
+    optionalCount(json, where, "vocab_size_per_layer_input", 262144);
+    return m;
+}
+
+} // namespace pb

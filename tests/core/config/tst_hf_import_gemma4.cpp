@@ -1,0 +1,153 @@
+// Gemma 4's dense text model through `config import-hf`: the 31B as its multimodal config gives it
+// (the text model; towers not piloted), its traits, Gemma4TextConfig's defaults, and the refusals
+// of what is not modelled yet (per-layer embeddings, shared key/value layers, the 26B-A4B's experts).
+#include "HfImportTestUtil.h"
+#include "config/ModelTraitsText.h"
+#include "config/ParameterTable.h"
+#include "config/RunConfigJson.h"
+
+#include <QJsonArray>
+#include <QtTest>
+
+#include <set>
+
+using pbtest::fixture;
+using pbtest::refusal;
+
+class TestHfImportGemma4 : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    // By hand from the shapes: 50 sliding layers (q 5376x8192, k and v 5376x4096, o 8192x5376,
+    // q/k norms 256, four norms, GeGLU 3 x 5376 x 21504) and 10 global ones (q 5376x16384, k
+    // 5376x2048 for 4 heads of 512, no v_proj, o 16384x5376, q/k norms 512), the tied embedding
+    // 262144 x 5376 and the final norm: 30,697,345,280 ("31B"). Transformers' own count is
+    // published-counts.json's once measured (checked below where present).
+    void gemma4_31b()
+    {
+        const pb::RunConfig c = pb::importHfConfig(pbtest::hf("gemma-4-31b"));
+        const pb::ModelShape &m = c.model;
+        QCOMPARE(QString::fromStdString(m.family), QStringLiteral("gemma4_text"));
+        QCOMPARE(m.layers, qint64(60));
+        QCOMPARE(m.headDim, qint64(256));
+        QCOMPARE(m.kvHeads, qint64(16));
+        QCOMPARE(m.traits.globalHeadDim, qint64(512));
+        QCOMPARE(m.traits.globalKvHeads, qint64(4));
+        QVERIFY(m.traits.globalValuesFromKeys && m.traits.ropeProportional && m.traits.valueNorm && m.traits.layerScalar);
+        QCOMPARE(m.traits.slidingWindow, qint64(1024));
+        QCOMPARE(m.traits.globalLayers.every, qint64(6));
+        QCOMPARE(m.slidingLayers(), qint64(50));
+        QCOMPARE(m.traits.partialRotary, 0.25);
+        QCOMPARE(m.ropeTheta, 1000000.0);
+        QCOMPARE(m.traits.localRopeTheta, 10000.0);
+        QCOMPARE(m.traits.attentionScale, 1.0);
+        QCOMPARE(m.traits.finalSoftcap, 30.0);
+        QCOMPARE(m.traits.normPlacement, pb::NormPlacement::Sandwich);
+        QVERIFY(m.traits.normScaleInFp32 && !m.traits.normUnitOffset);
+        QCOMPARE(m.qkNorm, pb::QkNorm::Head);
+        QCOMPARE(m.activation, pb::ActivationKind::GeGlu);
+        QVERIFY(m.tieEmbeddings);
+        // Layer 5 is global: its own shapes, and no v_proj.
+        QCOMPARE(m.headDimAt(0), qint64(256));
+        QCOMPARE(m.headDimAt(5), qint64(512));
+        QCOMPARE(m.kvHeadsAt(5), qint64(4));
+        QCOMPARE(m.rotaryDimAt(5), qint64(512));
+        QCOMPARE(m.rotaryDimAt(0), qint64(256));
+        std::set<std::string> names;
+        for (const auto &p : pb::parameterTable(c))
+            names.insert(p.name);
+        QVERIFY(names.count("model.layers.0.self_attn.v_proj.weight"));
+        QVERIFY(!names.count("model.layers.5.self_attn.v_proj.weight"));
+        for (const auto &p : pb::parameterTable(c))
+            if (p.name == "model.layers.5.self_attn.k_proj.weight")
+                QCOMPARE(p.shape, (std::vector<int64_t> {2048, 5376}));
+            else if (p.name == "model.layers.5.self_attn.q_norm.weight")
+                QCOMPARE(p.shape, (std::vector<int64_t> {512}));
+        QCOMPARE(pb::countParameters(c).total, qint64(30697345280));
+        const QJsonObject counts = pbtest::publishedCounts(QStringLiteral("google/gemma-4-31B-it"));
+        if (!counts.isEmpty())
+            QCOMPARE(pb::countParameters(c).total, counts.value(QStringLiteral("total_params")).toInteger());
+        // The run definition carries the traits and reads them back to the same config.
+        const pb::RunConfig back = pb::runConfigFromJson(pb::toJson(c));
+        QCOMPARE(back.model.traits.globalHeadDim, qint64(512));
+        QCOMPARE(back.model.traits.globalKvHeads, qint64(4));
+        QVERIFY(back.model.traits.globalValuesFromKeys && back.model.traits.ropeProportional && back.model.traits.valueNorm && back.model.traits.layerScalar);
+        QCOMPARE(pb::configHash(back), pb::configHash(c));
+        // config show names them.
+        std::string shown;
+        for (const auto &[key, value] : pb::describeModelTraits(m))
+            shown += key + ": " + value + "\n";
+        QVERIFY2(shown.find("global layers: heads of 512, 4 key/value heads, values from k_proj (no v_proj)") != std::string::npos, shown.c_str());
+        QVERIFY2(shown.find("proportional on global layers (64 of 256 frequency pairs turning)") != std::string::npos, shown.c_str());
+        QVERIFY2(shown.find("layer_scalar") != std::string::npos, shown.c_str());
+    }
+    // Gemma4TextConfig's defaults where a key is absent: 5 sliding : 1 full with the last layer
+    // forced full, windows of 512, head_dim 256 / 512, the default rotary parameters.
+    void defaults()
+    {
+        const QJsonObject json {{"model_type", "gemma4_text"}, {"num_hidden_layers", 8}, {"hidden_size_per_layer_input", 0}};
+        const pb::RunConfig c = pb::hfRunConfig(json, "config.json");
+        const pb::ModelShape &m = c.model;
+        QCOMPARE(m.hiddenSize, qint64(2304));
+        QCOMPARE(m.vocabSize, qint64(262144));
+        QCOMPARE(m.traits.slidingWindow, qint64(512));
+        // Layers 5 and 7 are full (the pattern's and the forced last one).
+        QCOMPARE(m.slidingLayers(), qint64(6));
+        QVERIFY(!m.traits.usesSliding(5) && !m.traits.usesSliding(7) && m.traits.usesSliding(6));
+        QCOMPARE(m.headDimAt(7), qint64(512));
+        QCOMPARE(m.kvHeadsAt(7), qint64(4)); // without attention_k_eq_v the global layers keep num_key_value_heads
+        QVERIFY(!m.traits.globalValuesFromKeys);
+        QCOMPARE(m.traits.partialRotary, 0.25);
+        QCOMPARE(m.traits.finalSoftcap, 0.0);
+    }
+    void refusals_data()
+    {
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QJsonValue>("value");
+        QTest::addColumn<QString>("field");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("per-layer embeddings") << "hidden_size_per_layer_input" << QJsonValue(256) << "hidden_size_per_layer_input" << "per-layer input embeddings";
+        QTest::newRow("shared key/value layers") << "num_kv_shared_layers" << QJsonValue(20) << "num_kv_shared_layers" << "shared by the last layers";
+        QTest::newRow("experts") << "enable_moe_block" << QJsonValue(true) << "enable_moe_block" << "26B-A4B";
+        QTest::newRow("bidirectional") << "use_bidirectional_attention" << QJsonValue(QStringLiteral("all")) << "use_bidirectional_attention" << "causal";
+        QTest::newRow("scaled rotary") << "rope_parameters"
+                                       << QJsonValue(QJsonObject {{"full_attention", QJsonObject {{"rope_type", "proportional"}, {"rope_theta", 1e6}, {"factor", 8.0}}}})
+                                       << "rope_parameters.full_attention.factor" << "not modelled";
+        QTest::newRow("default rotary on global layers") << "rope_parameters" << QJsonValue(QJsonObject {{"full_attention", QJsonObject {{"rope_type", "default"}, {"rope_theta", 1e6}}}})
+                                                         << "rope_parameters.full_attention.rope_type" << "proportional";
+        QTest::newRow("legacy rope_theta") << "rope_theta" << QJsonValue(1e6) << "rope_theta" << "rope_parameters";
+        QTest::newRow("every layer full") << "layer_types" << QJsonValue(QJsonArray {"full_attention", "full_attention", "full_attention", "full_attention"}) << "layer_types"
+                                          << "sliding layers";
+        QTest::newRow("unknown layer type") << "layer_types" << QJsonValue(QJsonArray {"chunked_attention", "full_attention", "sliding_attention", "full_attention"})
+                                            << "layer_types[0]" << "expected full_attention or sliding_attention";
+        QTest::newRow("activation") << "hidden_activation" << QJsonValue(QStringLiteral("silu")) << "hidden_activation" << "gelu_pytorch_tanh";
+        QTest::newRow("odd global head") << "global_head_dim" << QJsonValue(15) << "global_head_dim" << "even";
+        QTest::newRow("global heads not dividing") << "num_global_key_value_heads" << QJsonValue(3) << "global_kv_heads" << "must divide";
+    }
+    void refusals()
+    {
+        QFETCH(QString, key);
+        QFETCH(QJsonValue, value);
+        QFETCH(QString, field);
+        QFETCH(QString, says);
+        QJsonObject json = fixture("gemma-4-tiny");
+        QVERIFY(!json.isEmpty());
+        QVERIFY2(refusal(json).isEmpty(), qPrintable(refusal(json)));
+        json.insert(key, value);
+        const QString message = refusal(json);
+        QVERIFY2(message.contains(field + QStringLiteral(":")) && message.contains(says), qPrintable(message));
+    }
+    // The multimodal config's text_config must be Gemma 4's text model.
+    void multimodalWrapper()
+    {
+        QJsonObject wrapper = fixture("gemma-4-31b");
+        QJsonObject text = wrapper.value(QStringLiteral("text_config")).toObject();
+        text.insert(QStringLiteral("model_type"), QStringLiteral("gemma3_text"));
+        wrapper.insert(QStringLiteral("text_config"), text);
+        QVERIFY2(refusal(wrapper).contains(QStringLiteral("text_config.model_type:")), qPrintable(refusal(wrapper)));
+        wrapper.remove(QStringLiteral("text_config"));
+        QVERIFY2(refusal(wrapper).contains(QStringLiteral("text_config:")), qPrintable(refusal(wrapper)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHfImportGemma4)
+#include "tst_hf_import_gemma4.moc"

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace pb {
 namespace {
@@ -142,17 +143,53 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
     t.globalLayers = hfLayerSelection(full);
 
     // Gemma4TextAttention: the global layers' head width and, under attention_k_eq_v, their own
-    // key/value heads and values taken from k_proj.
-    const int64_t globalHeadDim = optionalInt(json, where, "global_head_dim", 512);
+    // key/value heads and values taken from k_proj. Transformers 5.17 writes them per layer
+    // (per_layer_config: {"5": {"head_dim": 512, "num_key_value_heads": 4}, ...}); its converter's
+    // form names them global_head_dim and num_global_key_value_heads.
+    t.globalValuesFromKeys = optionalBool(json, where, "attention_k_eq_v", false);
+    int64_t globalHeadDim = optionalInt(json, where, "global_head_dim", 512);
+    int64_t globalKv = m.kvHeads;
+    if (t.globalValuesFromKeys && present(json, "num_global_key_value_heads"))
+        globalKv = optionalInt(json, where, "num_global_key_value_heads", m.kvHeads);
+    const QJsonValue perLayer = json.value(QLatin1String("per_layer_config"));
+    if (perLayer.isObject()) {
+        // Only the global layers may differ, all alike: one head width and one key/value count.
+        const QJsonObject layers = perLayer.toObject();
+        std::optional<int64_t> dim, kv;
+        for (auto it = layers.begin(); it != layers.end(); ++it) {
+            const std::string field = "per_layer_config." + it.key().toStdString();
+            bool ok = false;
+            const int64_t layer = it.key().toLongLong(&ok);
+            if (!ok || layer < 0 || layer >= m.layers)
+                throw InvalidInputError(hfField(where, field.c_str()), "expected a layer index from 0 to " + std::to_string(m.layers - 1));
+            if (!full[static_cast<size_t>(layer)])
+                throw InvalidInputError(hfField(where, field.c_str()), "gives a sliding layer its own shape: only the full-attention layers may differ here");
+            if (!it.value().isObject())
+                throw InvalidInputError(hfField(where, field.c_str()), "expected an object, got " + jsonTypeName(it.value()));
+            const QJsonObject o = it.value().toObject();
+            for (auto k = o.begin(); k != o.end(); ++k)
+                if (k.key() != QLatin1String("head_dim") && k.key() != QLatin1String("num_key_value_heads"))
+                    throw InvalidInputError(hfField(where, (field + "." + k.key().toStdString()).c_str()), "is a per-layer key this import does not model");
+            const int64_t d = optionalInt(o, where + " " + field, "head_dim", m.headDim), h = optionalInt(o, where + " " + field, "num_key_value_heads", m.kvHeads);
+            if ((dim && *dim != d) || (kv && *kv != h))
+                throw InvalidInputError(hfField(where, field.c_str()), "differs from another global layer's shape: the global layers must share one");
+            dim = d;
+            kv = h;
+        }
+        for (size_t i = 0; i < full.size() && dim; ++i)
+            if (full[i] && !layers.contains(QString::number(i)))
+                throw InvalidInputError(hfField(where, "per_layer_config"), "lists some full-attention layers but not layer " + std::to_string(i));
+        if (dim) {
+            globalHeadDim = *dim;
+            globalKv = *kv;
+        }
+    } else if (!perLayer.isUndefined() && !perLayer.isNull()) {
+        throw InvalidInputError(hfField(where, "per_layer_config"), "expected an object keyed by layer index, got " + jsonTypeName(perLayer));
+    }
     if (globalHeadDim != m.headDim)
         t.globalHeadDim = globalHeadDim;
-    t.globalValuesFromKeys = optionalBool(json, where, "attention_k_eq_v", false);
-    if (t.globalValuesFromKeys) {
-        const QJsonValue g = json.value(QLatin1String("num_global_key_value_heads"));
-        const int64_t globalKv = g.isUndefined() || g.isNull() ? m.kvHeads : optionalInt(json, where, "num_global_key_value_heads", m.kvHeads);
-        if (globalKv != m.kvHeads)
-            t.globalKvHeads = globalKv;
-    }
+    if (globalKv != m.kvHeads)
+        t.globalKvHeads = globalKv;
 
     // rope_parameters per layer type: the sliding layers' default rotary over head_dim, the global
     // layers' proportional one over global_head_dim.

@@ -99,6 +99,34 @@ private Q_SLOTS:
         QCOMPARE(m.traits.partialRotary, 0.25);
         QCOMPARE(m.traits.finalSoftcap, 0.0);
     }
+    // Transformers 5.17 writes the global layers' shapes per layer (per_layer_config), as the
+    // committed parity fixture's config.json (save_pretrained on the device) has them.
+    void perLayerConfig()
+    {
+        const pb::RunConfig c = pb::importHfConfig(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/gemma4_text"));
+        QCOMPARE(c.model.traits.globalHeadDim, qint64(16));
+        QCOMPARE(c.model.traits.globalKvHeads, qint64(1));
+        QVERIFY(c.model.traits.globalValuesFromKeys);
+        QCOMPARE(c.model.headDimAt(0), qint64(8));
+        QCOMPARE(c.model.headDimAt(1), qint64(16));
+        QCOMPARE(c.model.traits.partialRotary, 0.5);
+        // A sliding layer with its own shape, global layers unlike each other, one left out: refused by name.
+        QJsonObject json = fixture("gemma-4-tiny");
+        json.remove(QStringLiteral("global_head_dim"));
+        json.remove(QStringLiteral("num_global_key_value_heads"));
+        const QJsonObject global {{"head_dim", 16}, {"num_key_value_heads", 1}};
+        json.insert(QStringLiteral("per_layer_config"), QJsonObject {{"1", global}, {"3", global}});
+        QVERIFY2(refusal(json).isEmpty(), qPrintable(refusal(json)));
+        QCOMPARE(pb::hfRunConfig(json, "config.json").model.traits.globalHeadDim, qint64(16));
+        json.insert(QStringLiteral("per_layer_config"), QJsonObject {{"0", global}, {"1", global}, {"3", global}});
+        QVERIFY2(refusal(json).contains(QStringLiteral("per_layer_config.0: gives a sliding layer its own shape")), qPrintable(refusal(json)));
+        json.insert(QStringLiteral("per_layer_config"), QJsonObject {{"1", global}, {"3", QJsonObject {{"head_dim", 32}, {"num_key_value_heads", 1}}}});
+        QVERIFY2(refusal(json).contains(QStringLiteral("per_layer_config.3: differs")), qPrintable(refusal(json)));
+        json.insert(QStringLiteral("per_layer_config"), QJsonObject {{"1", global}});
+        QVERIFY2(refusal(json).contains(QStringLiteral("per_layer_config: lists some full-attention layers but not layer 3")), qPrintable(refusal(json)));
+        json.insert(QStringLiteral("per_layer_config"), QJsonObject {{"1", QJsonObject {{"head_dim", 16}, {"sliding_window", 4}}}, {"3", global}});
+        QVERIFY2(refusal(json).contains(QStringLiteral("per_layer_config.1.sliding_window: is a per-layer key")), qPrintable(refusal(json)));
+    }
     void refusals_data()
     {
         QTest::addColumn<QString>("key");

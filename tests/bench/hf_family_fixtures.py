@@ -1152,6 +1152,10 @@ def count_one(model_type, d):
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg)
     total = n_params(model)
+    # Gemma 4's config holds head_dim per layer (per_layer_config) and refuses a model-wide read of
+    # it unless told; count_active reads the config's sizes only to find experts.
+    if hasattr(model.config, "allow_global_per_layer_attribute_access"):
+        model.config.allow_global_per_layer_attribute_access = True
     active, containers = count_active(model, model.config)
     emb = model.get_input_embeddings().weight.numel()
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight

@@ -1,6 +1,8 @@
 #include "config/RunConfigForm.h"
 #include "config/FieldSpinBox.h"
 
+#include "config/ExpertsGroup.h"
+#include "config/FormNumbers.h"
 #include "config/GlobalLayersGroup.h"
 #include "config/LinearAttentionGroup.h"
 #include "config/ModelTraitsText.h"
@@ -15,15 +17,11 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
-#include <QLocale>
 #include <QSpinBox>
 #include <QToolButton>
 #include <QVBoxLayout>
 
 #include <climits>
-#include <cmath>
-#include <limits>
-#include <optional>
 
 namespace pb::ui {
 namespace {
@@ -42,25 +40,6 @@ const char *kHelpProperty = "fieldHelp";
 int toInt(int64_t v)
 {
     return v > INT_MAX ? INT_MAX : static_cast<int>(v);
-}
-
-// The job's sizes reach 1e13 tokens: a line edit takes "1e13" as readily as the digits, and unlike
-// a spin box it neither clamps nor rounds, so any value in a file comes back unchanged.
-std::optional<double> parseNumber(QString text)
-{
-    text.remove(QLatin1Char('_')).remove(QLatin1Char(' '));
-    bool ok = false;
-    const double v = QLocale::c().toDouble(text, &ok);
-    return ok ? std::optional<double>(v) : std::nullopt;
-}
-
-// Shortest text that reads back as the same double; digits rather than an exponent where that
-// stays short, since token counts are read digit by digit.
-QString formatNumber(double v)
-{
-    const double a = std::fabs(v);
-    const char format = a == 0 || (a >= 1e-4 && a < 1e16) ? 'f' : 'g';
-    return QString::number(v, format, QLocale::FloatingPointShortest);
 }
 
 // A spin box shows its value rounded to its decimals. While it still shows the base value, the
@@ -225,32 +204,11 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     af->addRow(tr("Residual scale"), addNumber(QStringLiteral("model.residual_scale"), QStringLiteral("1")));
     af->addRow(tr("Logits divisor"), addNumber(QStringLiteral("model.logits_divisor"), QStringLiteral("1")));
 
-    // Routing and latent attention (the sparse families): shown only for a model that has experts
-    // or latent attention, where the numbers mean something; the rest comes with the preset or import.
-    m_sparse = new QGroupBox(tr("Experts and latent attention"), m_more);
-    auto *ef = new QFormLayout(m_sparse);
-    auto *shared = addSpin(QStringLiteral("model.moe.shared_expert_intermediate_size"), 0);
-    shared->setSpecialValueText(tr("none"));
-    shared->setToolTip(tr("Width of the expert every token passes through besides the routed ones (DeepSeek-V3: n_shared_experts x moe_intermediate_size)"));
-    ef->addRow(tr("Shared expert width"), shared);
-    auto *scoring = addCombo(QStringLiteral("model.moe.scoring"), enumNames({RouterScoring::Softmax, RouterScoring::Sigmoid}));
-    scoring->setToolTip(tr("softmax: over all experts, then top-k; sigmoid: one score per expert, top-k from the best groups (DeepSeek-V3)"));
-    ef->addRow(tr("Router scores"), scoring);
-    auto *groups = addSpin(QStringLiteral("model.moe.groups"), 1);
-    groups->setToolTip(tr("The experts in this many equal groups (n_group); with sigmoid scores"));
-    ef->addRow(tr("Expert groups"), groups);
-    auto *groupsPerToken = addSpin(QStringLiteral("model.moe.groups_per_token"), 1);
-    groupsPerToken->setToolTip(tr("A token's experts come from its best this many groups (topk_group)"));
-    ef->addRow(tr("Groups per token"), groupsPerToken);
-    ef->addRow(tr("Routed scale"), addNumber(QStringLiteral("model.moe.routed_scale"), QStringLiteral("1")));
-    auto *qRank = addSpin(QStringLiteral("model.latent_attention.q_lora_rank"), 0);
-    qRank->setSpecialValueText(tr("none (q_proj)"));
-    ef->addRow(tr("Query latent rank"), qRank);
-    ef->addRow(tr("Key/value latent rank"), addSpin(QStringLiteral("model.latent_attention.kv_lora_rank"), 1));
-    ef->addRow(tr("Head dim without rotary"), addSpin(QStringLiteral("model.latent_attention.qk_nope_head_dim"), 0));
-    ef->addRow(tr("Rotary head dim"), addSpin(QStringLiteral("model.latent_attention.qk_rope_head_dim"), 0));
-    ef->addRow(tr("Value head dim"), addSpin(QStringLiteral("model.latent_attention.v_head_dim"), 0));
-    m_sparseForm = ef;
+    // Routing and latent attention (the sparse families), shown for such a model only.
+    m_experts = new ExpertsGroup(m_more);
+    for (auto it = m_experts->fields().cbegin(); it != m_experts->fields().cend(); ++it)
+        m_fields.insert(it.key(), it.value());
+    connect(m_experts, &ExpertsGroup::edited, this, &RunConfigForm::onEdited);
     // A hybrid's Gated DeltaNet layers and gated full attention (Qwen3-Next, Qwen3.5), shown for such a model only.
     m_linear = new LinearAttentionGroup(m_more);
     for (auto it = m_linear->fields().cbegin(); it != m_linear->fields().cend(); ++it)
@@ -300,7 +258,7 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     auto *right = new QVBoxLayout;
     right->addWidget(data);
     right->addWidget(arch);
-    right->addWidget(m_sparse);
+    right->addWidget(m_experts);
     right->addWidget(m_linear);
     right->addWidget(m_global);
     right->addStretch(1);
@@ -427,16 +385,7 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("model.moe.experts", m.moe.experts);
     spin("model.moe.experts_per_token", m.moe.expertsPerToken);
     spin("model.moe.expert_intermediate_size", m.moe.expertIntermediateSize);
-    spin("model.moe.shared_expert_intermediate_size", m.moe.sharedExpertIntermediateSize);
-    combo("model.moe.scoring", toString(m.moe.scoring));
-    spin("model.moe.groups", m.moe.groups);
-    spin("model.moe.groups_per_token", m.moe.groupsPerToken);
-    static_cast<QLineEdit *>(m_fields.value(QStringLiteral("model.moe.routed_scale")))->setText(m.moe.routedScale == 1.0 ? QString() : formatNumber(m.moe.routedScale));
-    spin("model.latent_attention.q_lora_rank", m.latent.qLoraRank);
-    spin("model.latent_attention.kv_lora_rank", std::max<int64_t>(m.latent.kvLoraRank, 1));
-    spin("model.latent_attention.qk_nope_head_dim", m.latent.qkNopeHeadDim);
-    spin("model.latent_attention.qk_rope_head_dim", m.latent.qkRopeHeadDim);
-    spin("model.latent_attention.v_head_dim", m.latent.vHeadDim);
+    m_experts->setModel(m);
     m_linear->setModel(m);
     m_global->setModel(m);
     m_tie->setChecked(m.tieEmbeddings);
@@ -521,26 +470,7 @@ RunConfig RunConfigForm::config() const
     c.model.moe.expertIntermediateSize = spin("model.moe.expert_intermediate_size");
     // Routing and latent fields are read back only where the model has them (the group is hidden
     // otherwise), so a dense config keeps its defaults and its hash.
-    if (c.model.moe.enabled()) {
-        c.model.moe.sharedExpertIntermediateSize = spin("model.moe.shared_expert_intermediate_size");
-        if (auto v = parseEnum<RouterScoring>(combo("model.moe.scoring")))
-            c.model.moe.scoring = *v;
-        c.model.moe.groups = spin("model.moe.groups");
-        c.model.moe.groupsPerToken = spin("model.moe.groups_per_token");
-        const QString scale = static_cast<QLineEdit *>(m_fields.value(QStringLiteral("model.moe.routed_scale")))->text();
-        if (scale.trimmed().isEmpty())
-            c.model.moe.routedScale = 1.0;
-        else if (const auto v = parseNumber(scale))
-            c.model.moe.routedScale = formatNumber(*v) == formatNumber(m_base.model.moe.routedScale) ? m_base.model.moe.routedScale : *v;
-    }
-    if (m_base.model.latent.enabled()) {
-        LatentAttention &l = c.model.latent;
-        l.qLoraRank = spin("model.latent_attention.q_lora_rank");
-        l.kvLoraRank = spin("model.latent_attention.kv_lora_rank");
-        l.qkNopeHeadDim = spin("model.latent_attention.qk_nope_head_dim");
-        l.qkRopeHeadDim = spin("model.latent_attention.qk_rope_head_dim");
-        l.vHeadDim = spin("model.latent_attention.v_head_dim");
-    }
+    m_experts->writeTo(c.model);
     m_linear->writeTo(c.model);
     m_global->writeTo(c.model);
     c.model.tieEmbeddings = m_tie->isChecked();
@@ -662,17 +592,7 @@ void RunConfigForm::onEdited()
     field("model.global_layers.every")->setEnabled(sliding || static_cast<QSpinBox *>(field("model.global_layers.every"))->value() > 0);
     field("model.local_rope_theta")->setEnabled(sliding || !static_cast<QLineEdit *>(field("model.local_rope_theta"))->text().trimmed().isEmpty());
     // The experts' rows with experts, the latent rows with latent attention, the group with either.
-    const bool experts = static_cast<QSpinBox *>(field("model.moe.experts"))->value() > 0;
-    const bool latent = m_base.model.latent.enabled();
-    for (const char *name : {"model.moe.shared_expert_intermediate_size", "model.moe.scoring", "model.moe.groups", "model.moe.groups_per_token", "model.moe.routed_scale"})
-        m_sparseForm->setRowVisible(field(name), experts);
-    for (const char *name : {"model.latent_attention.q_lora_rank", "model.latent_attention.kv_lora_rank", "model.latent_attention.qk_nope_head_dim",
-                             "model.latent_attention.qk_rope_head_dim", "model.latent_attention.v_head_dim"})
-        m_sparseForm->setRowVisible(field(name), latent);
-    m_sparse->setVisible(experts || latent);
-    const bool sigmoid = combo("model.moe.scoring") == std::string(toString(RouterScoring::Sigmoid));
-    field("model.moe.groups")->setEnabled(sigmoid || static_cast<QSpinBox *>(field("model.moe.groups"))->value() > 1);
-    field("model.moe.groups_per_token")->setEnabled(sigmoid || static_cast<QSpinBox *>(field("model.moe.groups_per_token"))->value() > 1);
+    m_experts->showFor(static_cast<QSpinBox *>(field("model.moe.experts"))->value() > 0);
     const RunConfig current = config();
     m_linear->showSummary(current.model);
     m_global->showSummary(current.model);
@@ -700,8 +620,10 @@ void RunConfigForm::validate()
     number("job.dataset_tokens", false, "must be a number of tokens, like 2.5e8 (0 when the job counts tokens)");
     number("job.deadline_hours", true, "must be a number of hours, or empty for no deadline");
     for (const char *field : {"model.partial_rotary", "model.local_rope_theta", "model.attention_softcap", "model.final_softcap", "model.embedding_scale",
-                              "model.residual_scale", "model.logits_divisor", "model.moe.routed_scale"})
+                              "model.residual_scale", "model.logits_divisor"})
         number(field, true, "must be a number, or empty for the default");
+    for (auto &issue : m_experts->parseIssues())
+        m_issues.push_back(std::move(issue));
     for (auto &issue : m_linear->parseIssues())
         m_issues.push_back(std::move(issue));
     for (auto &issue : validateRunConfig(config()))

@@ -25,6 +25,7 @@ class QToolButton;
 
 namespace pb::ui {
 
+class ExpertsGroup;
 class GlobalLayersGroup;
 class LinearAttentionGroup;
 
@@ -76,8 +77,7 @@ private:
     QWidget *m_lengthsFileRow = nullptr;
     QToolButton *m_moreToggle = nullptr;
     QWidget *m_more = nullptr;
-    QGroupBox *m_sparse = nullptr;
-    QFormLayout *m_sparseForm = nullptr;
+    ExpertsGroup *m_experts = nullptr;
     LinearAttentionGroup *m_linear = nullptr;
     GlobalLayersGroup *m_global = nullptr;
 };

@@ -1,5 +1,4 @@
 #include "config/ExpertsGroup.h"
-#include "config/FieldSpinBox.h"
 #include "config/FormNumbers.h"
 
 #include <QComboBox>
@@ -26,56 +25,34 @@ const char *kValueDim = "model.latent_attention.v_head_dim";
 
 } // namespace
 
-ExpertsGroup::ExpertsGroup(QWidget *parent) : QGroupBox(tr("Experts and latent attention"), parent)
+ExpertsGroup::ExpertsGroup(QWidget *parent) : ConfigGroup(tr("Experts and latent attention"), QStringLiteral("expertsGroup"), parent)
 {
-    setObjectName(QStringLiteral("expertsGroup"));
-    m_form = new QFormLayout(this);
-    auto *shared = addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kShared), 0, tr("Shared expert width"),
-                                tr("Width of the expert every token passes through besides the routed ones (DeepSeek-V3: n_shared_experts x moe_intermediate_size)"));
-    shared->setSpecialValueText(tr("none"));
-    auto *scoring = new QComboBox(this);
-    scoring->setObjectName(QString::fromLatin1(kScoring));
-    scoring->addItems({QString::fromLatin1(toString(RouterScoring::Softmax)), QString::fromLatin1(toString(RouterScoring::Sigmoid))});
-    scoring->setMaximumWidth(170);
-    scoring->setToolTip(tr("softmax: over all experts, then top-k; sigmoid: one score per expert, top-k from the best groups (DeepSeek-V3)"));
-    m_fields.insert(scoring->objectName(), scoring);
-    connect(scoring, &QComboBox::currentIndexChanged, this, &ExpertsGroup::edited);
-    m_form->addRow(tr("Router scores"), scoring);
-    addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kGroups), 1, tr("Expert groups"), tr("The experts in this many equal groups (n_group); with sigmoid scores"));
-    addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kGroupsPerToken), 1, tr("Groups per token"),
-                 tr("A token's experts come from its best this many groups (topk_group)"));
-    auto *scale = new QLineEdit(this);
-    scale->setObjectName(QString::fromLatin1(kRoutedScale));
-    scale->setPlaceholderText(QStringLiteral("1"));
-    scale->setMaximumWidth(170);
-    m_fields.insert(scale->objectName(), scale);
-    connect(scale, &QLineEdit::textChanged, this, &ExpertsGroup::edited);
-    m_form->addRow(tr("Routed scale"), scale);
-    auto *qRank = addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kQRank), 0, tr("Query latent rank"), QString());
-    qRank->setSpecialValueText(tr("none (q_proj)"));
-    addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kKvRank), 1, tr("Key/value latent rank"), QString());
-    addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kNopeDim), 0, tr("Head dim without rotary"), QString());
-    addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kRopeDim), 0, tr("Rotary head dim"), QString());
-    addGroupSpin(this, m_form, m_fields, QString::fromLatin1(kValueDim), 0, tr("Value head dim"), QString());
-    setVisible(false);
-}
-
-int64_t ExpertsGroup::spin(const char *field) const
-{
-    return static_cast<QSpinBox *>(m_fields.value(QString::fromLatin1(field)))->value();
+    addSpin(kShared, 0, tr("Shared expert width"),
+            tr("Width of the expert every token passes through besides the routed ones (DeepSeek-V3: n_shared_experts x moe_intermediate_size)"))
+        ->setSpecialValueText(tr("none"));
+    addCombo(kScoring, {QString::fromLatin1(toString(RouterScoring::Softmax)), QString::fromLatin1(toString(RouterScoring::Sigmoid))}, tr("Router scores"),
+             tr("softmax: over all experts, then top-k; sigmoid: one score per expert, top-k from the best groups (DeepSeek-V3)"));
+    addSpin(kGroups, 1, tr("Expert groups"), tr("The experts in this many equal groups (n_group); with sigmoid scores"));
+    addSpin(kGroupsPerToken, 1, tr("Groups per token"), tr("A token's experts come from its best this many groups (topk_group)"));
+    addLine(kRoutedScale, QStringLiteral("1"), tr("Routed scale"));
+    addSpin(kQRank, 0, tr("Query latent rank"))->setSpecialValueText(tr("none (q_proj)"));
+    addSpin(kKvRank, 1, tr("Key/value latent rank"));
+    addSpin(kNopeDim, 0, tr("Head dim without rotary"));
+    addSpin(kRopeDim, 0, tr("Rotary head dim"));
+    addSpin(kValueDim, 0, tr("Value head dim"));
 }
 
 void ExpertsGroup::setModel(const ModelShape &model)
 {
     m_base = model;
-    auto set = [this](const char *field, int64_t v) { static_cast<QSpinBox *>(m_fields.value(QString::fromLatin1(field)))->setValue(v > INT_MAX ? INT_MAX : static_cast<int>(v)); };
+    auto set = [this](const char *name, int64_t v) { spin(name)->setValue(v > INT_MAX ? INT_MAX : static_cast<int>(v)); };
     const MoeConfig &e = model.moe;
     set(kShared, e.sharedExpertIntermediateSize);
-    auto *scoring = static_cast<QComboBox *>(m_fields.value(QString::fromLatin1(kScoring)));
+    auto *scoring = static_cast<QComboBox *>(field(kScoring));
     scoring->setCurrentIndex(scoring->findText(QString::fromLatin1(toString(e.scoring))));
     set(kGroups, e.groups);
     set(kGroupsPerToken, e.groupsPerToken);
-    static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(kRoutedScale)))->setText(e.routedScale == 1.0 ? QString() : formatNumber(e.routedScale));
+    static_cast<QLineEdit *>(field(kRoutedScale))->setText(e.routedScale == 1.0 ? QString() : formatNumber(e.routedScale));
     const LatentAttention &l = model.latent;
     set(kQRank, l.qLoraRank);
     set(kKvRank, std::max<int64_t>(l.kvLoraRank, 1));
@@ -88,12 +65,12 @@ void ExpertsGroup::writeTo(ModelShape &model) const
 {
     if (model.moe.enabled()) {
         MoeConfig &e = model.moe;
-        e.sharedExpertIntermediateSize = spin(kShared);
-        if (auto v = parseEnum<RouterScoring>(static_cast<QComboBox *>(m_fields.value(QString::fromLatin1(kScoring)))->currentText().toStdString()))
+        e.sharedExpertIntermediateSize = spin(kShared)->value();
+        if (auto v = parseEnum<RouterScoring>(static_cast<QComboBox *>(field(kScoring))->currentText().toStdString()))
             e.scoring = *v;
-        e.groups = spin(kGroups);
-        e.groupsPerToken = spin(kGroupsPerToken);
-        const QString scale = static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(kRoutedScale)))->text();
+        e.groups = spin(kGroups)->value();
+        e.groupsPerToken = spin(kGroupsPerToken)->value();
+        const QString scale = static_cast<QLineEdit *>(field(kRoutedScale))->text();
         if (scale.trimmed().isEmpty())
             e.routedScale = 1.0;
         else if (const auto v = parseNumber(scale)) // the base value kept exactly while it still shows
@@ -101,11 +78,11 @@ void ExpertsGroup::writeTo(ModelShape &model) const
     }
     if (m_base.latent.enabled()) {
         LatentAttention &l = model.latent;
-        l.qLoraRank = spin(kQRank);
-        l.kvLoraRank = spin(kKvRank);
-        l.qkNopeHeadDim = spin(kNopeDim);
-        l.qkRopeHeadDim = spin(kRopeDim);
-        l.vHeadDim = spin(kValueDim);
+        l.qLoraRank = spin(kQRank)->value();
+        l.kvLoraRank = spin(kKvRank)->value();
+        l.qkNopeHeadDim = spin(kNopeDim)->value();
+        l.qkRopeHeadDim = spin(kRopeDim)->value();
+        l.vHeadDim = spin(kValueDim)->value();
     }
 }
 
@@ -113,18 +90,18 @@ void ExpertsGroup::showFor(bool experts)
 {
     const bool latent = m_base.latent.enabled();
     for (const char *name : {kShared, kScoring, kGroups, kGroupsPerToken, kRoutedScale})
-        m_form->setRowVisible(m_fields.value(QString::fromLatin1(name)), experts);
+        m_form->setRowVisible(field(name), experts);
     for (const char *name : {kQRank, kKvRank, kNopeDim, kRopeDim, kValueDim})
-        m_form->setRowVisible(m_fields.value(QString::fromLatin1(name)), latent);
+        m_form->setRowVisible(field(name), latent);
     setVisible(experts || latent);
-    const bool sigmoid = static_cast<QComboBox *>(m_fields.value(QString::fromLatin1(kScoring)))->currentText() == QLatin1String(toString(RouterScoring::Sigmoid));
-    m_fields.value(QString::fromLatin1(kGroups))->setEnabled(sigmoid || spin(kGroups) > 1);
-    m_fields.value(QString::fromLatin1(kGroupsPerToken))->setEnabled(sigmoid || spin(kGroupsPerToken) > 1);
+    const bool sigmoid = static_cast<QComboBox *>(field(kScoring))->currentText() == QLatin1String(toString(RouterScoring::Sigmoid));
+    field(kGroups)->setEnabled(sigmoid || spin(kGroups)->value() > 1);
+    field(kGroupsPerToken)->setEnabled(sigmoid || spin(kGroupsPerToken)->value() > 1);
 }
 
 std::vector<ValidationIssue> ExpertsGroup::parseIssues() const
 {
-    const QString text = static_cast<QLineEdit *>(m_fields.value(QString::fromLatin1(kRoutedScale)))->text();
+    const QString text = static_cast<QLineEdit *>(field(kRoutedScale))->text();
     if (text.trimmed().isEmpty() || parseNumber(text))
         return {};
     return {{kRoutedScale, "must be a number, or empty for the default"}};

@@ -4,26 +4,19 @@
 // DeepSeek-V3's latent ranks and head dims (rows shown for a model with latent attention). The
 // expert count itself is in the model group; the rest of model.moe comes with the preset or import.
 // Values are read back only where the model has them, so a dense config keeps its hash.
+#include "config/ConfigGroup.h"
 #include "config/RunConfig.h"
 #include "config/RunConfigValidation.h"
 
-#include <QGroupBox>
-#include <QMap>
-
 #include <vector>
-
-class QFormLayout;
 
 namespace pb::ui {
 
-class ExpertsGroup final : public QGroupBox {
+class ExpertsGroup final : public ConfigGroup {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(ExpertsGroup)
 public:
     explicit ExpertsGroup(QWidget *parent = nullptr);
-    // Its widgets by config path ("model.moe.scoring", ...), for the form's lookup, its red marks
-    // and its "Config path" tooltips.
-    const QMap<QString, QWidget *> &fields() const { return m_fields; }
     // Shows `model`'s values (base of later edits).
     void setModel(const ModelShape &model);
     // The shown values written over `model`: the routing where `model` has experts (the count
@@ -35,15 +28,8 @@ public:
     // What the group cannot read (the routed scale), as the form's issues.
     std::vector<ValidationIssue> parseIssues() const;
 
-Q_SIGNALS:
-    void edited();
-
 private:
-    int64_t spin(const char *field) const;
-
     ModelShape m_base;
-    QMap<QString, QWidget *> m_fields;
-    QFormLayout *m_form = nullptr;
 };
 
 } // namespace pb::ui

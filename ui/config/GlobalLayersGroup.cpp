@@ -1,5 +1,4 @@
 #include "config/GlobalLayersGroup.h"
-#include "config/FieldSpinBox.h"
 
 #include <QCheckBox>
 #include <QFormLayout>
@@ -27,57 +26,30 @@ bool applies(const ModelShape &m)
 
 } // namespace
 
-GlobalLayersGroup::GlobalLayersGroup(QWidget *parent) : QGroupBox(tr("Global layers (Gemma 4)"), parent)
+GlobalLayersGroup::GlobalLayersGroup(QWidget *parent) : ConfigGroup(tr("Global layers (Gemma 4)"), QStringLiteral("globalLayersGroup"), parent)
 {
-    setObjectName(QStringLiteral("globalLayersGroup"));
-    m_form = new QFormLayout(this);
-    m_form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-    m_summary = new QLabel(this);
-    m_summary->setObjectName(QStringLiteral("globalLayersSummary"));
-    m_summary->setWordWrap(true);
-    m_summary->setTextFormat(Qt::PlainText);
-    m_form->addRow(m_summary);
-    addSpin(QString::fromLatin1(kHeadDim), tr("Head dim"), tr("as sliding layers"),
-            tr("Width of a query, key and value head on the layers that keep full attention (global_head_dim: 512 in Gemma 4)"));
-    addSpin(QString::fromLatin1(kKvHeads), tr("Key/value heads"), tr("as sliding layers"),
-            tr("Key/value heads of the full-attention layers (num_global_key_value_heads, used with attention_k_eq_v)"));
-    addCheck(QString::fromLatin1(kValuesFromKeys), tr("Values from k_proj (no v_proj)"),
+    m_summary = addSummary(QStringLiteral("globalLayersSummary"));
+    addSpin(kHeadDim, 0, tr("Head dim"), tr("Width of a query, key and value head on the layers that keep full attention (global_head_dim: 512 in Gemma 4)"))
+        ->setSpecialValueText(tr("as sliding layers"));
+    addSpin(kKvHeads, 0, tr("Key/value heads"), tr("Key/value heads of the full-attention layers (num_global_key_value_heads, used with attention_k_eq_v)"))
+        ->setSpecialValueText(tr("as sliding layers"));
+    addCheck(kValuesFromKeys, tr("Values from k_proj (no v_proj)"),
              tr("The full-attention layers use k_proj's output as values too, through the value norm (attention_k_eq_v: Gemma 4 31B)"));
-    addCheck(QString::fromLatin1(kProportional), tr("Proportional rotary"),
+    addCheck(kProportional, tr("Proportional rotary"),
              tr("The full-attention layers turn whole heads with the global head's frequencies, those past partial rotary's share zero "
                 "(rope_type proportional); the sliding layers turn whole heads at their own base"));
-    addCheck(QString::fromLatin1(kValueNorm), tr("Value norm without weight"), tr("Each value head RMS-normalised, in fp32, with no weight (v_norm)"));
-    addCheck(QString::fromLatin1(kLayerScalar), tr("Layer scalar"),
-             tr("Each layer's output times its layer_scalar, a buffer read from the checkpoint and never trained"));
-    setVisible(false);
-}
-
-QSpinBox *GlobalLayersGroup::addSpin(const QString &field, const QString &label, const QString &zero, const QString &help)
-{
-    auto *spin = addGroupSpin(this, m_form, m_fields, field, 0, label, help);
-    spin->setSpecialValueText(zero);
-    return spin;
-}
-
-QCheckBox *GlobalLayersGroup::addCheck(const QString &field, const QString &text, const QString &help)
-{
-    auto *box = new QCheckBox(text, this);
-    box->setObjectName(field);
-    box->setToolTip(help);
-    m_fields.insert(field, box);
-    connect(box, &QCheckBox::toggled, this, &GlobalLayersGroup::edited);
-    m_form->addRow(QString(), box);
-    return box;
+    addCheck(kValueNorm, tr("Value norm without weight"), tr("Each value head RMS-normalised, in fp32, with no weight (v_norm)"));
+    addCheck(kLayerScalar, tr("Layer scalar"), tr("Each layer's output times its layer_scalar, a buffer read from the checkpoint and never trained"));
 }
 
 void GlobalLayersGroup::setModel(const ModelShape &model)
 {
     m_base = model;
     const ModelTraits &t = model.traits;
-    auto spin = [this](const char *field, int64_t v) { static_cast<QSpinBox *>(m_fields.value(QString::fromLatin1(field)))->setValue(v > INT_MAX ? INT_MAX : static_cast<int>(v)); };
-    auto check = [this](const char *field, bool v) { static_cast<QCheckBox *>(m_fields.value(QString::fromLatin1(field)))->setChecked(v); };
-    spin(kHeadDim, t.globalHeadDim);
-    spin(kKvHeads, t.globalKvHeads);
+    auto set = [this](const char *name, int64_t v) { spin(name)->setValue(v > INT_MAX ? INT_MAX : static_cast<int>(v)); };
+    auto check = [this](const char *name, bool v) { static_cast<QCheckBox *>(field(name))->setChecked(v); };
+    set(kHeadDim, t.globalHeadDim);
+    set(kKvHeads, t.globalKvHeads);
     check(kValuesFromKeys, t.globalValuesFromKeys);
     check(kProportional, t.ropeProportional);
     check(kValueNorm, t.valueNorm);
@@ -91,10 +63,9 @@ void GlobalLayersGroup::writeTo(ModelShape &model) const
     if (!applies(m_base))
         return;
     ModelTraits &t = model.traits;
-    auto spin = [this](const char *field) { return static_cast<int64_t>(static_cast<QSpinBox *>(m_fields.value(QString::fromLatin1(field)))->value()); };
-    auto check = [this](const char *field) { return static_cast<QCheckBox *>(m_fields.value(QString::fromLatin1(field)))->isChecked(); };
-    t.globalHeadDim = spin(kHeadDim);
-    t.globalKvHeads = spin(kKvHeads);
+    auto check = [this](const char *name) { return static_cast<QCheckBox *>(field(name))->isChecked(); };
+    t.globalHeadDim = spin(kHeadDim)->value();
+    t.globalKvHeads = spin(kKvHeads)->value();
     t.globalValuesFromKeys = check(kValuesFromKeys);
     t.ropeProportional = check(kProportional);
     t.valueNorm = check(kValueNorm);

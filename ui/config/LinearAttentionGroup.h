@@ -4,31 +4,19 @@
 // width, the projections' layout, and the attention output gate of the full layers. Shown only for
 // a model that has Gated DeltaNet layers or the gate; its values are read back only there, so any
 // other config keeps its values and its hash.
+#include "config/ConfigGroup.h"
 #include "config/RunConfig.h"
 #include "config/RunConfigValidation.h"
 
-#include <QGroupBox>
-#include <QMap>
-
 #include <vector>
-
-class QCheckBox;
-class QComboBox;
-class QFormLayout;
-class QLabel;
-class QLineEdit;
-class QSpinBox;
 
 namespace pb::ui {
 
-class LinearAttentionGroup final : public QGroupBox {
+class LinearAttentionGroup final : public ConfigGroup {
     Q_OBJECT
     Q_DISABLE_COPY_MOVE(LinearAttentionGroup)
 public:
     explicit LinearAttentionGroup(QWidget *parent = nullptr);
-    // Its widgets by config path ("model.linear_attention.key_heads", ...), for the form's lookup,
-    // its red marks and its "Config path" tooltips.
-    const QMap<QString, QWidget *> &fields() const { return m_fields; }
     // Shows `model`'s values (base of later edits) and shows the group only where it applies.
     void setModel(const ModelShape &model);
     // The shown values written over `model` (where the base model has them).
@@ -38,15 +26,8 @@ public:
     // The layers by kind for `model` (edited values included), under the fields.
     void showSummary(const ModelShape &model);
 
-Q_SIGNALS:
-    void edited();
-
 private:
-    QSpinBox *addSpin(const QString &field, int minimum, const QString &label, const QString &help);
-
     ModelShape m_base;
-    QMap<QString, QWidget *> m_fields;
-    QFormLayout *m_form = nullptr;
     QSpinBox *m_fullEvery = nullptr;
     QLineEdit *m_fullLayers = nullptr;
     QComboBox *m_layout = nullptr;

@@ -42,7 +42,7 @@ for P in "${PRESETS[@]}"; do
       # Still SGD without momentum: no optimizer state to store.
       extra=(); [ $mode = lora ] && extra=(--set train.mode=lora --set train.lora.rank=16 --set train.lr=${LORA_LR:-1e-1} --set train.schedule.kind=constant --set train.schedule.warmup_steps=0)
       for prec in ${PARITY_PRECISIONS:-fp32 bf16-mixed}; do
-        echo "== $P ($L layers) parity, $mode, $prec"
+        echo "== $P (${PARITY_LAYERS:-1} layers) parity, $mode, $prec"
         tag=$P-$mode-$prec
         rm -rf $W/ck-*  # one at a time; SGD without momentum keeps no optimizer state (Scout's was 48 GB)
         $CLI pilot --config $W/$P.json --set model.layers=${PARITY_LAYERS:-1} --device cuda:0 "${DATA[@]}" "${extra[@]}" --set train.precision=$prec --set train.seq_len=512 --set train.micro_batch=1 \

@@ -312,6 +312,10 @@ void checkTraits(Checker &k, const ModelShape &m)
         k.require(t.localRopeTheta > 0, "model.local_rope_theta", "must be set with model.rope_proportional (the sliding layers' base; the global layers' is model.rope_theta)");
     if (t.globalHeadDim > 0)
         k.require(t.globalHeadDim % 2 == 0, "model.global_head_dim", "must be even (the rotary turns pairs), got " + std::to_string(t.globalHeadDim));
+    // Global heads of their own width are turned whole by the proportional rotary only.
+    k.require(t.globalHeadDim == 0 || t.ropeProportional, "model.global_head_dim", "needs model.rope_proportional (the global layers' rotary over their own heads)");
+    k.require(!t.ropeProportional || m.ropeScaling.type == RopeScalingType::None, "model.rope_scaling",
+              "is not modelled with model.rope_proportional (Gemma 4's global rotary takes no scaling)");
     if (t.globalKvHeads > 0 && m.attentionHeads > 0)
         k.require(m.attentionHeads % t.globalKvHeads == 0, "model.global_kv_heads", "must divide model.attention_heads (" + std::to_string(m.attentionHeads) + " is not divisible by " + std::to_string(t.globalKvHeads) + ")");
     if (m.layerShapesVary() || t.valueNorm)

@@ -72,6 +72,13 @@ private Q_SLOTS:
         QCOMPARE(back.model.traits.globalKvHeads, qint64(4));
         QVERIFY(back.model.traits.globalValuesFromKeys && back.model.traits.ropeProportional && back.model.traits.valueNorm && back.model.traits.layerScalar);
         QCOMPARE(pb::configHash(back), pb::configHash(c));
+        // Global heads of their own width need the proportional rotary; it takes no scaling.
+        pb::RunConfig bad = c;
+        bad.model.traits.ropeProportional = false;
+        QVERIFY2(pbtest::invalid(bad).startsWith(QStringLiteral("model.global_head_dim: needs model.rope_proportional")), qPrintable(pbtest::invalid(bad)));
+        bad = c;
+        bad.model.ropeScaling = pb::RopeScaling::linear(8);
+        QVERIFY2(pbtest::invalid(bad).startsWith(QStringLiteral("model.rope_scaling:")), qPrintable(pbtest::invalid(bad)));
         // config show names them.
         std::string shown;
         for (const auto &[key, value] : pb::describeModelTraits(m))

@@ -71,14 +71,6 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
             throw InvalidInputError(hfField(where, key), "quantised checkpoints are not modelled (a bf16 or fp32 base is)");
     if (optionalNumber(json, where, "attention_dropout", 0) != 0)
         throw InvalidInputError(hfField(where, "attention_dropout"), "dropout is not modelled (expected 0)");
-    // Gemma4TextConfig's default of 256 turns per-layer embeddings on: E2B and E4B have them.
-    if (const int64_t p = optionalCount(json, where, "hidden_size_per_layer_input", 256); p != 0)
-        throw InvalidInputError(hfField(where, "hidden_size_per_layer_input"),
-                                (present(json, "hidden_size_per_layer_input") ? "got " + std::to_string(p) : std::string("absent, so Gemma4TextConfig's 256")) +
-                                    ": per-layer input embeddings (Gemma 4 E2B, E4B) are not modelled yet (the 31B's 0 is)");
-    if (const int64_t shared = optionalCount(json, where, "num_kv_shared_layers", 0); shared != 0)
-        throw InvalidInputError(hfField(where, "num_kv_shared_layers"),
-                                "got " + std::to_string(shared) + ": key/value states shared by the last layers (Gemma 4 E2B, E4B) are not modelled yet (expected 0)");
     if (optionalBool(json, where, "enable_moe_block", false))
         throw InvalidInputError(hfField(where, "enable_moe_block"), "the experts beside the dense MLP (Gemma 4 26B-A4B) are not modelled yet (expected false)");
     const QJsonValue bidirectional = json.value(QLatin1String("use_bidirectional_attention"));
@@ -147,7 +139,10 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
     // (per_layer_config: {"5": {"head_dim": 512, "num_key_value_heads": 4}, ...}); its converter's
     // form names them global_head_dim and num_global_key_value_heads.
     t.globalValuesFromKeys = optionalBool(json, where, "attention_k_eq_v", false);
-    int64_t globalHeadDim = optionalInt(json, where, "global_head_dim", 512);
+    // Gemma4TextAttention takes head_dim where global_head_dim is null or 0.
+    int64_t globalHeadDim = optionalCount(json, where, "global_head_dim", json.contains(QLatin1String("global_head_dim")) ? m.headDim : 512);
+    if (globalHeadDim == 0)
+        globalHeadDim = m.headDim;
     int64_t globalKv = m.kvHeads;
     if (t.globalValuesFromKeys && present(json, "num_global_key_value_heads"))
         globalKv = optionalInt(json, where, "num_global_key_value_heads", m.kvHeads);
@@ -232,10 +227,23 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
             throw InvalidInputError(hfField(where, "final_logit_softcapping"), "expected a positive number or null, got " + jsonTypeName(cap));
         t.finalSoftcap = cap.toDouble();
     }
-    // Read and checked, without effect on training: Gemma 4 has no double-wide MLP without shared
-    // key/value layers, and the per-layer vocabulary is unused without per-layer embeddings.
-    optionalBool(json, where, "use_double_wide_mlp", false);
-    optionalCount(json, where, "vocab_size_per_layer_input", 262144);
+    // Per-layer embeddings (E2B, E4B): Gemma4TextConfig's default of 256 turns them on; 0 (the 31B) off.
+    t.perLayerInput = optionalCount(json, where, "hidden_size_per_layer_input", 256);
+    const int64_t perLayerVocab = optionalCount(json, where, "vocab_size_per_layer_input", 262144);
+    if (t.perLayerInput > 0 && perLayerVocab != m.vocabSize) {
+        if (perLayerVocab < m.vocabSize)
+            throw InvalidInputError(hfField(where, "vocab_size_per_layer_input"), std::to_string(perLayerVocab) + " rows cannot embed every token id of vocab_size " +
+                                                                                      std::to_string(m.vocabSize) + " (not a published Gemma 4 layout)");
+        t.perLayerVocab = perLayerVocab;
+    }
+    // Shared keys and values (E2B: the last 20 of 35 layers), and their double-wide MLPs (E2B only):
+    // Transformers widens only the shared layers, so without sharing the flag has no effect.
+    const int64_t shared = optionalCount(json, where, "num_kv_shared_layers", 0);
+    if (shared >= m.layers)
+        throw InvalidInputError(hfField(where, "num_kv_shared_layers"), "got " + std::to_string(shared) + " of " + std::to_string(m.layers) +
+                                                                         " layers: at least one must compute its own keys and values");
+    t.kvSharedLayers = shared;
+    t.doubleWideMlp = shared > 0 && optionalBool(json, where, "use_double_wide_mlp", false);
     return m;
 }
 

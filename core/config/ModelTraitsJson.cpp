@@ -106,6 +106,14 @@ void writeModelTraits(const ModelTraits &t, QJsonObject &m)
         put("value_norm", true);
     if (t.layerScalar)
         put("layer_scalar", true);
+    if (t.perLayerInput != d.perLayerInput)
+        put("per_layer_input", integer(t.perLayerInput));
+    if (t.perLayerVocab != d.perLayerVocab)
+        put("per_layer_vocab", integer(t.perLayerVocab));
+    if (t.kvSharedLayers != d.kvSharedLayers)
+        put("kv_shared_layers", integer(t.kvSharedLayers));
+    if (t.doubleWideMlp)
+        put("double_wide_mlp", true);
 }
 
 void readModelTraits(JsonReader &r, ModelTraits &t)
@@ -145,6 +153,10 @@ void readModelTraits(JsonReader &r, ModelTraits &t)
     r.read("rope_proportional", t.ropeProportional);
     r.read("value_norm", t.valueNorm);
     r.read("layer_scalar", t.layerScalar);
+    r.read("per_layer_input", t.perLayerInput);
+    r.read("per_layer_vocab", t.perLayerVocab);
+    r.read("kv_shared_layers", t.kvSharedLayers);
+    r.read("double_wide_mlp", t.doubleWideMlp);
 }
 
 ModelTraits everyModelTraitSet()
@@ -173,6 +185,10 @@ ModelTraits everyModelTraitSet()
     t.globalHeadDim = 512;
     t.globalKvHeads = 4;
     t.globalValuesFromKeys = t.ropeProportional = t.valueNorm = t.layerScalar = true;
+    t.perLayerInput = 256;
+    t.perLayerVocab = 262144;
+    t.kvSharedLayers = 20;
+    t.doubleWideMlp = true;
     return t;
 }
 

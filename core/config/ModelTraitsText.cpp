@@ -148,6 +148,21 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
             global += std::string(t.globalHeadDim > 0 || t.globalKvHeads > 0 ? ", " : "") + "values from k_proj (no v_proj)";
         out.push_back({"attention", global});
     }
+    if (m.kvShared(m.layers - 1)) {
+        // The layers whose keys and values the shared ones read, by kind.
+        std::string sources;
+        for (int64_t i = m.firstKvSharedLayer(); i < m.layers; ++i) {
+            const int64_t source = m.kvSourceLayer(i);
+            const std::string item = std::to_string(source) + (t.usesSliding(i) ? " (sliding)" : " (global)");
+            if (source >= 0 && sources.find(item) == std::string::npos)
+                sources += (sources.empty() ? "" : ", ") + item;
+        }
+        out.push_back({"shared k/v", "layers " + std::to_string(m.firstKvSharedLayer()) + ".." + std::to_string(m.layers - 1) +
+                                         " compute no keys or values: they attend to layer " + sources + (t.doubleWideMlp ? "; their MLPs twice as wide" : "")});
+    }
+    if (t.perLayerInput > 0)
+        out.push_back({"per-layer input", std::to_string(t.perLayerInput) + " wide per layer, from a " + std::to_string(m.perLayerVocabSize()) +
+                                              "-row table plus a projection of the embedded tokens; gated and added after each MLP"});
     std::string rotary;
     if (t.ropeProportional) {
         const int64_t globalDim = t.globalHeadDim > 0 ? t.globalHeadDim : m.effectiveHeadDim();

@@ -34,7 +34,7 @@ std::string denseMlpPrefix(const ModelShape &model)
 
 std::vector<ProjectionShape> denseProjections(const ModelShape &m, int64_t layer)
 {
-    const int64_t h = m.hiddenSize, i = m.intermediateSize;
+    const int64_t h = m.hiddenSize, i = layer >= 0 ? m.intermediateAt(layer) : m.intermediateSize;
     const int64_t hd = layer >= 0 ? m.headDimAt(layer) : m.effectiveHeadDim();
     const int64_t qDim = m.attentionHeads * hd, kvDim = (layer >= 0 ? m.kvHeadsAt(layer) : m.kvHeads) * hd;
     const ModelTraits &t = m.traits;
@@ -57,8 +57,11 @@ std::vector<ProjectionShape> denseProjections(const ModelShape &m, int64_t layer
         p.push_back({"qkv_proj", h, qDim + 2 * kvDim, m.attentionBias, true});
     } else {
         p.push_back({"q_proj", h, qDim, m.attentionBias, true});
-        p.push_back({"k_proj", h, kvDim, m.attentionBias, true});
-        if (layer < 0 || !m.traits.valuesFromKeys(layer))
+        // Gemma 4's shared layers read an earlier layer's keys and values: no projections of their own.
+        const bool shared = layer >= 0 && m.kvShared(layer);
+        if (!shared)
+            p.push_back({"k_proj", h, kvDim, m.attentionBias, true});
+        if (!shared && (layer < 0 || !m.traits.valuesFromKeys(layer)))
             p.push_back({"v_proj", h, kvDim, m.attentionBias, true});
     }
     if (!m.latent.enabled())
@@ -154,6 +157,12 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
 
     const BlockNormNames norms = blockNormNames(m);
     add("model.embed_tokens.weight", {m.vocabSize, h}, -1, true);
+    const int64_t pli = m.traits.perLayerInput;
+    if (pli > 0) { // Gemma 4's per-layer embeddings: the table, the projection of the embedded tokens, its norm
+        add("model.embed_tokens_per_layer.weight", {m.perLayerVocabSize(), m.layers * pli}, -1, true);
+        addProjection("model.", "per_layer_model_projection", h, m.layers * pli, false, -1);
+        add("model.per_layer_projection_norm.weight", {pli}, -1, false);
+    }
     for (int i = 0; i < m.layers; ++i) {
         const std::string prefix = "model.layers." + std::to_string(i) + ".";
         const auto projections = denseProjections(m, i);
@@ -196,7 +205,8 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
         }
         if ((m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full) && !m.linear.linear(i)) { // Llama 4's L2 norm has no weight
             add(prefix + "self_attn.q_norm.weight", {m.qkNorm == QkNorm::Head ? hd : qDim}, i, false);
-            add(prefix + "self_attn.k_norm.weight", {m.qkNorm == QkNorm::Head ? hd : kvDim}, i, false);
+            if (!m.kvShared(i))
+                add(prefix + "self_attn.k_norm.weight", {m.qkNorm == QkNorm::Head ? hd : kvDim}, i, false);
         }
         addNormIf(norms.afterAttention);
         addNormIf(norms.beforeMlp);
@@ -250,6 +260,11 @@ std::vector<ParameterInfo> parameterTable(const RunConfig &config)
                     addProjection(prefix + denseMlpPrefix(m), p.name, p.in, p.out, p.bias, i);
         }
         addNormIf(norms.afterMlp);
+        if (pli > 0) { // after the MLP's residual add: gate, projection back to the stream, its norm
+            addProjection(prefix, "per_layer_input_gate", h, pli, false, i);
+            addProjection(prefix, "per_layer_projection", pli, h, false, i);
+            addNorm(prefix + "post_per_layer_input_norm", i);
+        }
     }
     addNorm("model.norm", -1);
     if (!m.tieEmbeddings)

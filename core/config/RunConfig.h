@@ -147,6 +147,16 @@ struct ModelTraits {
     bool ropeProportional = false;
     bool valueNorm = false;                  // each value head RMS-normalised without a weight (Gemma 4's v_norm)
     bool layerScalar = false;                // each block's output times its layer_scalar, a checkpoint buffer (Gemma 4)
+    // Gemma 4's per-layer embeddings (E2B, E4B): every layer reads an input of its own, perLayerInput
+    // wide, made from a second table (embed_tokens_per_layer: perLayerVocab x layers * perLayerInput)
+    // and a projection of the embedded tokens; after its MLP the block adds
+    // post_per_layer_input_norm(per_layer_projection(gelu(per_layer_input_gate(h)) * input)). 0: none.
+    int64_t perLayerInput = 0;
+    int64_t perLayerVocab = 0;               // 0: vocab_size
+    // Gemma 4's shared keys and values: the last kvSharedLayers layers have no k_proj, v_proj or k_norm
+    // and attend to the keys and values of the last earlier layer of their kind (sliding or global).
+    int64_t kvSharedLayers = 0;
+    bool doubleWideMlp = false;              // the shared layers' MLPs twice intermediate_size wide (E2B)
 
     bool usesSliding(int64_t layer) const { return slidingWindow > 0 && !globalLayers.contains(layer); }
     bool valuesFromKeys(int64_t layer) const { return globalValuesFromKeys && !usesSliding(layer); }
@@ -313,6 +323,30 @@ struct ModelShape {
     int64_t rotaryDimAt(int64_t layer) const { return traits.ropeProportional ? headDimAt(layer) : rotaryDim(); }
     // Whether some layer's attention differs in shape from the model-wide head_dim and kv_heads.
     bool layerShapesVary() const { return traits.globalHeadDim > 0 || traits.globalKvHeads > 0 || traits.globalValuesFromKeys; }
+    // Gemma 4's shared keys and values (model.kv_shared_layers): whether a layer reads another's, and
+    // which one (the last layer of its kind before the shared ones; -1: none, or not shared).
+    int64_t firstKvSharedLayer() const { return traits.kvSharedLayers > 0 ? layers - traits.kvSharedLayers : layers; }
+    bool kvShared(int64_t layer) const { return traits.kvSharedLayers > 0 && firstKvSharedLayer() > 0 && layer >= firstKvSharedLayer(); }
+    int64_t kvSourceLayer(int64_t layer) const
+    {
+        if (!kvShared(layer))
+            return -1;
+        for (int64_t i = firstKvSharedLayer() - 1; i >= 0; --i)
+            if (traits.usesSliding(i) == traits.usesSliding(layer))
+                return i;
+        return -1;
+    }
+    // Whether a later shared layer reads this layer's keys and values.
+    bool kvSource(int64_t layer) const
+    {
+        for (int64_t i = firstKvSharedLayer(); i < layers; ++i)
+            if (kvShared(i) && kvSourceLayer(i) == layer)
+                return true;
+        return false;
+    }
+    // A dense layer's MLP width: twice intermediate_size on Gemma 4's shared layers under model.double_wide_mlp.
+    int64_t intermediateAt(int64_t layer) const { return traits.doubleWideMlp && kvShared(layer) ? 2 * intermediateSize : intermediateSize; }
+    int64_t perLayerVocabSize() const { return traits.perLayerVocab > 0 ? traits.perLayerVocab : vocabSize; }
 };
 
 struct LoraConfig {
@@ -464,7 +498,7 @@ inline bool usesEagerAttentionForm(double attentionSoftcap, bool fusedAttention,
 inline const std::vector<std::string> &projectionNames()
 {
     static const std::vector<std::string> names {"q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj", "gate_proj", "up_proj", "gate_up_proj", "down_proj",
-                                                 "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"};
+                                                 "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "per_layer_input_gate", "per_layer_projection"};
     return names;
 }
 

@@ -101,10 +101,28 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
             sum = add(sum, m.attentionHeads);
         if (m.latent.enabled()) // q_a_layernorm, kv_a_layernorm
             sum = add(sum, add(m.latent.qLoraRank, m.latent.kvLoraRank));
+        // Gemma 4's shared layers have no k_norm.
+        const bool shared = layer >= 0 && m.kvShared(layer);
         if (m.qkNorm == QkNorm::Head)
-            sum = add(sum, 2 * lhd);
+            sum = add(sum, (shared ? 1 : 2) * lhd);
         else if (m.qkNorm == QkNorm::Full)
-            sum = add(sum, add(mul(m.attentionHeads, lhd), mul(lkv, lhd)));
+            sum = add(sum, add(mul(m.attentionHeads, lhd), shared ? 0 : mul(lkv, lhd)));
+        return sum;
+    };
+    // Gemma 4's per-layer embeddings: the gate, the projection back and its norm in every layer.
+    const int64_t pli = m.traits.perLayerInput;
+    std::optional<int64_t> perLayer = 0;
+    if (pli > 0)
+        perLayer = add(projection(projection(0, m.hiddenSize, pli, false, "per_layer_input_gate"), pli, m.hiddenSize, false, "per_layer_projection"),
+                       mul(normSize, m.hiddenSize));
+    // A dense layer's MLP where its width varies (Gemma 4's double-wide shared layers).
+    auto denseOf = [&](int64_t layer) {
+        if (m.intermediateAt(layer) == m.intermediateSize)
+            return dense;
+        std::optional<int64_t> sum = 0;
+        for (const auto &p : denseProjections(m, layer))
+            if (!p.attention)
+                sum = projection(sum, p.in, p.out, p.bias, p.name);
         return sum;
     };
     const std::optional<int64_t> attention = attentionOf(-1);
@@ -140,9 +158,15 @@ std::optional<int64_t> checkedParameterCount(const RunConfig &c)
     }
     std::optional<int64_t> layers = 0;
     for (int64_t i = 0; i < std::min<int64_t>(m.layers, kMaxModelLayers); ++i)
-        layers = add(layers, add(m.linear.linear(i) ? linear : m.layerShapesVary() ? attentionOf(i) : attention, m.moe.sparse(i) ? sparse : dense));
+        layers = add(add(layers, perLayer), add(m.linear.linear(i) ? linear : m.layerShapesVary() || m.kvShared(i) ? attentionOf(i) : attention,
+                                                m.moe.sparse(i) ? sparse : denseOf(i)));
     const auto embedding = mul(m.vocabSize, m.hiddenSize);
     auto total = add(layers, add(embedding, mul(normSize, m.hiddenSize)));
+    if (pli > 0) { // the per-layer table, the projection of the embedded tokens, its norm
+        const auto width = mul(m.layers, pli);
+        total = add(total, add(width.has_value() ? mul(m.perLayerVocabSize(), *width) : std::nullopt,
+                               add(width.has_value() ? projection(0, m.hiddenSize, *width, false, "per_layer_model_projection") : std::nullopt, pli)));
+    }
     if (!m.tieEmbeddings)
         total = add(total, embedding);
     return total;
@@ -321,6 +345,29 @@ void checkTraits(Checker &k, const ModelShape &m)
     if (m.layerShapesVary() || t.valueNorm)
         k.require(!m.latent.enabled() && !m.linear.enabled() && !t.fusedQkv, t.valueNorm ? "model.value_norm" : "model.global_head_dim",
                   "is Gemma 4's attention and combines with neither latent nor linear attention nor a fused qkv_proj");
+    k.nonNegative(t.perLayerInput, "model.per_layer_input");
+    k.nonNegative(t.perLayerVocab, "model.per_layer_vocab");
+    if (t.perLayerVocab > 0) {
+        k.require(t.perLayerInput > 0, "model.per_layer_vocab", "is the per-layer embeddings' table height; set model.per_layer_input too");
+        k.require(t.perLayerVocab >= m.vocabSize, "model.per_layer_vocab",
+                  "must cover every token id (at least model.vocab_size " + std::to_string(m.vocabSize) + "), got " + std::to_string(t.perLayerVocab));
+    }
+    k.nonNegative(t.kvSharedLayers, "model.kv_shared_layers");
+    if (t.kvSharedLayers > 0 && m.layers > 0) {
+        k.require(t.kvSharedLayers < m.layers, "model.kv_shared_layers",
+                  "must leave at least one layer computing its own keys and values (" + std::to_string(t.kvSharedLayers) + " of " + std::to_string(m.layers) + " layers)");
+        for (int64_t i = m.firstKvSharedLayer(); i < m.layers && t.kvSharedLayers < m.layers; ++i)
+            if (m.kvSourceLayer(i) < 0) {
+                k.require(false, "model.kv_shared_layers",
+                          "layer " + std::to_string(i) + " would share the keys and values of an earlier " + (t.usesSliding(i) ? "sliding" : "global") +
+                              " layer, but no layer before the shared ones is of that kind");
+                break;
+            }
+        k.require(!m.latent.enabled() && !m.linear.enabled() && !t.fusedQkv, "model.kv_shared_layers",
+                  "is Gemma 4's attention and combines with neither latent nor linear attention nor a fused qkv_proj");
+    }
+    k.require(!t.doubleWideMlp || t.kvSharedLayers > 0, "model.double_wide_mlp", "widens the shared layers' MLPs; set model.kv_shared_layers too");
+    k.require(!t.doubleWideMlp || !t.fusedGateUp, "model.double_wide_mlp", "is not modelled with a fused gate_up_proj");
     k.range(t.attentionScale, 0, true, INFINITY, false, "model.attention_scale");
     k.range(t.attentionSoftcap, 0, true, INFINITY, false, "model.attention_softcap");
     k.require(m.checkpointQuantization.empty() || (m.checkpointQuantization == "mxfp4" && m.moe.stackedExperts), "model.checkpoint_quantization",
@@ -503,6 +550,12 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
         // The model's own projection names (Phi-3's qkv_proj and gate_up_proj where fused); a
         // sparse model's experts are still targeted as gate_proj, up_proj, down_proj.
         auto dense = denseProjections(c.model);
+        if (c.model.traits.perLayerInput > 0) { // Gemma 4's per-layer embeddings' projections (PEFT's all-linear takes them)
+            const int64_t h = c.model.hiddenSize, pli = c.model.traits.perLayerInput;
+            dense.push_back({"per_layer_input_gate", h, pli, false, false});
+            dense.push_back({"per_layer_projection", pli, h, false, false});
+            dense.push_back({"per_layer_model_projection", h, c.model.layers * pli, false, false});
+        }
         if (c.model.linear.enabled()) { // linear_attn's projections beside the full layers' (out_proj ...)
             const auto linear = linearAttentionProjections(c.model);
             dense.insert(dense.end(), linear.begin(), linear.end());

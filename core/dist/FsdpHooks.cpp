@@ -62,6 +62,12 @@ void FsdpHooks::shardModel(DecoderModelImpl &model)
     for (auto &block : model.stack->blocks)
         unitParams.push_back(block->parameters());
     std::vector<torch::Tensor> rootParams {model.stack->embedTokens->weight, model.stack->norm->weight};
+    if (model.stack->embedPerLayer) { // Gemma 4's per-layer embeddings, used beside the embedding
+        rootParams.push_back(model.stack->embedPerLayer->weight);
+        for (auto &p : model.stack->perLayerModelProjection->parameters())
+            rootParams.push_back(p);
+        rootParams.push_back(model.stack->perLayerProjectionNorm->weight);
+    }
     if (model.lmHead)
         rootParams.push_back(model.lmHead->weight);
     unitParams.push_back(rootParams);

@@ -26,14 +26,21 @@ double modelFlopsPerStep(const RunConfig &config, int64_t tokensPerStep, int64_t
 {
     // 6N (4N for a frozen weight), N the weights a token meets: a routed expert's weights count
     // by the share of tokens routed to it (model FLOPs as the MoE literature states MFU).
+    // Gemma 4's per-layer table (half of E2B's weights) is only looked up: no token multiplies it.
     double frozen = 0, trained = 0;
     for (const auto &p : parameterTable(config))
-        (p.trainable ? trained : frozen) += static_cast<double>(p.numel) * p.activeFraction;
+        if (p.name != "model.embed_tokens_per_layer.weight")
+            (p.trainable ? trained : frozen) += static_cast<double>(p.numel) * p.activeFraction;
     const double tokens = static_cast<double>(tokensPerStep);
     const auto &m = config.model;
-    // Softmax attention's scores on the full-attention layers only; a Gated DeltaNet layer's state
-    // products are not counted (its projections are, through the parameters).
-    const double attention = 12.0 * static_cast<double>(m.fullAttentionLayers()) * static_cast<double>(m.attentionHeads) * m.attentionFlopsHeadDim() * static_cast<double>(seqLen);
+    // Softmax attention's scores on the full-attention layers only, each at its own head width
+    // (Gemma 4's global layers are twice as wide); a Gated DeltaNet layer's state products are not
+    // counted (its projections are, through the parameters).
+    double headDims = 0;
+    for (int64_t layer = 0; layer < m.layers; ++layer)
+        if (!m.linear.linear(layer))
+            headDims += m.layerShapesVary() ? static_cast<double>(m.headDimAt(layer)) : m.attentionFlopsHeadDim();
+    const double attention = 12.0 * static_cast<double>(m.attentionHeads) * headDims * static_cast<double>(seqLen);
     return (6.0 * trained + 4.0 * frozen + attention) * tokens;
 }
 

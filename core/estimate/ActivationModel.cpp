@@ -142,7 +142,13 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, const std::vector<Pa
             // Made in the block's backward once the attention's part is reached: the MLP's, every norm
             // after attention's input, o_proj's; the MLP's output norm and down_proj's come first.
             // (Gated DeltaNet: out_proj and the gated norm's weight, as o_proj.)
-            if (p.name.find("." + denseMlp) != std::string::npos || normRole > 0 || p.name.find(".o_proj.") != std::string::npos ||
+            // Gemma 4's per-layer input comes last in the block, so its gradients come first.
+            const bool perLayerPart = p.name.find(".per_layer_") != std::string::npos || p.name.find(".post_per_layer_input_norm.") != std::string::npos;
+            if (perLayerPart) {
+                layer.downGradBytes += bytes;
+                layer.downCopyBytes += copy;
+            }
+            if (perLayerPart || p.name.find("." + denseMlp) != std::string::npos || normRole > 0 || p.name.find(".o_proj.") != std::string::npos ||
                 p.name.find(".linear_attn.out_proj.") != std::string::npos || p.name.find(".linear_attn.norm.") != std::string::npos) {
                 layer.afterAttentionGradBytes += bytes;
                 layer.afterAttentionCopyBytes += copy;
@@ -177,6 +183,8 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, const std::vector<Pa
             layer.convTrains = p.trainable;
         if (normRole >= 0)
             layer.normTrains[normRole] = p.trainable;
+        if (p.name.find(".post_per_layer_input_norm.weight") != std::string::npos)
+            layer.perLayerNormTrains = p.trainable;
         if (p.name.find("self_attn.sinks") != std::string::npos)
             layer.sinksTrain = p.trainable;
         if (p.name.find("self_attn.q_norm.weight") != std::string::npos)
@@ -193,6 +201,16 @@ ModelFlags modelFlags(const RunConfig &config, const std::vector<ParameterInfo> 
 {
     ModelFlags flags;
     flags.layers = layerFlags(config, table, flags.embeddingTrains, flags.finalNormTrains, flags.headTrains);
+    for (const auto &p : table) {
+        if (p.name == "model.embed_tokens_per_layer.weight")
+            flags.perLayerTableTrains = p.trainable;
+        else if (p.name == "model.per_layer_projection_norm.weight")
+            flags.perLayerNormTrains = p.trainable;
+        else if (p.name == "model.per_layer_model_projection.weight")
+            flags.perLayerModelProjection.trainable = p.trainable;
+        else if (p.name.rfind("model.per_layer_model_projection.lora_", 0) == 0)
+            flags.perLayerModelProjection.lora = true;
+    }
     return flags;
 }
 
@@ -239,7 +257,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     const TrainConfig &train = config.train;
     const int64_t b = train.microBatch, t = train.seqLen, n = b * t;
     const int64_t h = m.hiddenSize, heads = m.attentionHeads;
-    const int64_t inter = m.intermediateSize, vocab = m.vocabSize;
+    const int64_t vocab = m.vocabSize;
     const int64_t c = train.precision == Precision::Fp32 ? 4 : 2;
     // Element size of a parameter as the engine stores it: trainable fp32 masters (bf16 under pure
     // bf16), frozen ones in the compute dtype.
@@ -264,8 +282,19 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     bool anySparse = false;
     int64_t layerIndex = -1;
 
+    // Gemma 4's per-layer inputs (model.per_layer_input): [n, layers, P] in the wider of the table's
+    // dtype and the compute dtype, needing a gradient where the table trains or the projection of the
+    // (gradient-carrying) embedding does; each layer reads its slice.
+    const int64_t pli = traits.perLayerInput;
+    const int64_t dp = std::max(c, paramBytes(flags.perLayerTableTrains));
+    const bool pliGrad = pli > 0 && (flags.perLayerTableTrains || flags.perLayerNormTrains || flags.perLayerModelProjection.needsGrad() || gradFlows);
+    // Gemma 4's shared keys and values: per source layer, the bytes of its keys and values (and
+    // with them their gradients in backward).
+    std::map<int64_t, int64_t> sharedKvBytes;
     for (const auto &layer : layers) {
         ++layerIndex;
+        const int64_t inter = m.intermediateAt(layerIndex);
+        const bool sharedKv = m.kvShared(layerIndex);
         // The layer's attention shapes (Gemma 4's global layers have their own).
         const int64_t hd = m.headDimAt(layerIndex), kvHeads = m.kvHeadsAt(layerIndex);
         const int64_t qDim = heads * hd, kvDim = kvHeads * hd;
@@ -334,7 +363,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             bool qOut = false, kOut = false;
             dq = qWalk.norm(perHead ? hd : qDim, c, y1Grad || q.needsGrad(), layer.qNormTrains, paramBytes(layer.qNormTrains), qOut);
             dk = kWalk.norm(perHead ? hd : kvDim, c, y1Grad || k.needsGrad(), layer.kNormTrains, paramBytes(layer.kNormTrains), kOut);
-            walk.saved += qWalk.saved + kWalk.saved;
+            walk.saved += qWalk.saved + (sharedKv ? 0 : kWalk.saved); // a shared layer has no k norm
             dkr = std::max(dk, dq);
             qkvGrad = qkvGrad || qOut || kOut;
         }
@@ -352,7 +381,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // keeps the fp32 values (v itself when fp32; k_proj's output, already kept by the k norm,
         // where the values are the keys' projection in fp32), the per-row rsqrt and, where mean keeps
         // its input (LibTorch 1.13), the squares.
-        if (traits.valueNorm && qkvGrad && !linearLayer && !latent) {
+        if (traits.valueNorm && qkvGrad && !linearLayer && !latent && !sharedKv) {
             const bool sharedWithKeyNorm = c == 4 && traits.valuesFromKeys(layerIndex) && (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full);
             walk.saved += (sharedWithKeyNorm ? 0 : 4 * n * kvDim) + (walk.meanKeepsInput ? 4 * n * kvDim : 0) + 4 * b * t * kvHeads;
         }
@@ -367,7 +396,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast
         // the kernels keep 16-bit casts of an fp32 q and k).
-        const int64_t qkvAlive = n * (dq * qDim + dkr * kvDim + c * kvDim);
+        // (A shared layer's k and v are its source's, alive anyway.)
+        const int64_t qkvAlive = n * (dq * qDim + (sharedKv ? 0 : dkr * kvDim + c * kvDim));
+        if (m.kvSource(layerIndex))
+            sharedKvBytes[layerIndex] = n * (dkr + c) * kvDim;
         const int64_t expandedAlive = expandedKv ? (dkr + c) * n * qDim : 0;
         // Under autocast the fp32 norm output is alive but not kept (each projection keeps its cast).
         const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
@@ -383,7 +415,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                     const int64_t padded = (hd + 2 + 7) / 8 * 8;
                     walk.saved += c * b * heads * (2 * t * padded + 2 * (t + 1) * padded) + 4 * b * heads * t + (1 + c) * t * (t + 1) + layerRotaryCasts;
                 } else
-                walk.saved += c * n * (qDim + 2 * kvKept) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts;
+                walk.saved += c * n * (qDim + (sharedKv && !expandedKv ? 0 : 2 * kvKept)) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts;
                 // A fused qkv_proj's v is a view of its whole output, so the kernel keeping v keeps
                 // the q and k columns' storage too (q and k are new tensors after the rotary).
                 if (traits.fusedQkv && !expandedKv)
@@ -496,6 +528,27 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             const bool mlpGrad = y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
             walk.norm(h, c, mlpGrad, layer.normTrains[3], paramBytes(layer.normTrains[3]), outGrad);
         }
+        // Gemma 4's per-layer input after the MLP's residual add: per_layer_input_gate reads the
+        // stream, gelu keeps the gate's output, the product with the layer's input keeps both
+        // factors (the input is the step's [n, layers, P] tensor, held anyway), per_layer_projection
+        // reads the product (the wider dtype of the two), post_per_layer_input_norm its output.
+        int64_t perLayerSaved = 0;
+        if (pli > 0) {
+            const int64_t before = walk.saved;
+            const bool streamGrad = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
+            const auto gateP = proj("per_layer_input_gate"), projP = proj("per_layer_projection");
+            walk.linears(h, r, {gateP});
+            const bool gGrad = streamGrad || gateP.needsGrad();
+            if (gGrad)
+                walk.saved += c * n * pli;             // gelu keeps its input
+            if (pliGrad)
+                walk.saved += c * n * pli;             // the product keeps gelu's output
+            const int64_t dprod = pliGrad || gGrad ? std::max(c, dp) : c;
+            walk.linears(pli, dprod, {projP});
+            bool normOut = false;
+            walk.norm(h, c, gGrad || pliGrad || projP.needsGrad(), layer.perLayerNormTrains, paramBytes(layer.perLayerNormTrains), normOut);
+            perLayerSaved = walk.saved - before;
+        }
         // qlora: a base exists dequantised only while its own matmul runs (model/Nf4.cpp; without
         // the kernel, the composite path's scratch too), so it adds a point of its own rather
         // than sitting under the others: in the forward at down_proj (everything the block keeps,
@@ -526,7 +579,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         out.forwardAbovePerBlock.push_back(std::max({forwardAbove, walk.saved, sparse.forwardPeak + heldByBlock, dequantMlp > 0 ? walk.saved + dequantMlp : 0,
                                                      float8Forward > 0 ? walk.saved + float8Forward : 0}) -
                                            walk.inputSaved);
-        const int64_t mlpExtra = layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward;
+        // (The per-layer input's kept tensors are released by the time the MLP's backward runs.)
+        const int64_t mlpExtra = (layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward) - perLayerSaved;
         out.backwardMlpExtraPerBlock.push_back(
             std::max({mlpExtra, dequantMlp > 0 ? layer.downGradBytes + dequantMlp + downInput : 0, float8BackwardMlp}));
         out.backwardMlpCopiesFreedPerBlock.push_back(layer.sparse ? sparse.backwardCopiesFreed : layer.downCopyBytes);
@@ -568,6 +622,44 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     }
     out.blockInputBytes = r * n * h;
     out.blockNoGradPeak = noGradPeak;
+    if (pli > 0) {
+        // The step's per-layer inputs, and what making them keeps: the projection's input (its cast
+        // under autocast) and the norm over P on [n x layers] rows.
+        BlockWalk walk(config, n, libTorch2);
+        walk.linears(h, r, {flags.perLayerModelProjection});
+        BlockWalk normWalk(config, n * m.layers, libTorch2);
+        bool normOut = false;
+        normWalk.norm(pli, c, gradFlows || flags.perLayerModelProjection.needsGrad(), flags.perLayerNormTrains, paramBytes(flags.perLayerNormTrains), normOut);
+        out.stepHeld += dp * n * m.layers * pli + walk.saved + normWalk.saved;
+        out.noGradHeld += dp * n * m.layers * pli;
+        // In backward each layer's slice of their gradient waits for the others (unbind's backward
+        // stacks them once all have come): those of the layers above a block are alive in its backward.
+        if (pliGrad)
+            for (int64_t k = 0; k < m.layers; ++k) {
+                const int64_t above = dp * n * pli * (m.layers - 1 - k);
+                out.backwardMlpExtraPerBlock[static_cast<size_t>(k)] += above;
+                out.backwardAttentionExtraPerBlock[static_cast<size_t>(k)] += above + dp * n * pli;
+            }
+    }
+    for (const auto &[source, bytes] : sharedKvBytes) {
+        // Under recompute every shared layer saves its source's keys and values as inputs. Without
+        // it, their gradients gather from the shared layers' backward until the source's own.
+        if (train.recompute)
+            out.stepHeld += bytes;
+        out.noGradHeld += bytes;
+        for (int64_t k = source + 1; k < m.layers; ++k) {
+            bool mlpAbove = false, atOrAbove = false;
+            for (int64_t j = k; j < m.layers; ++j)
+                if (m.kvSourceLayer(j) == source) {
+                    atOrAbove = true;
+                    mlpAbove = mlpAbove || j > k;
+                }
+            if (mlpAbove)
+                out.backwardMlpExtraPerBlock[static_cast<size_t>(k)] += bytes;
+            if (atOrAbove)
+                out.backwardAttentionExtraPerBlock[static_cast<size_t>(k)] += bytes;
+        }
+    }
 
     // Final norm and lm_head.
     int64_t headInputBytes = 0, finalNormSaved = 0;

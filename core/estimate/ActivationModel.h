@@ -45,6 +45,11 @@ struct ActivationBytes {
     int64_t unkeptAutocastCopies = 0;
     int64_t inputBytes = 0;              // token ids and targets of the step plus the prefetched batches
     int64_t sharedTables = 0;            // rotary cos/sin tables of the step
+    // Held from the embedding to the end of the backward: Gemma 4's per-layer inputs [B, T, layers, P]
+    // (model.per_layer_input) with what their making keeps, and under recompute the keys and values
+    // that shared layers read (model.kv_shared_layers), saved by each of them.
+    int64_t stepHeld = 0;
+    int64_t noGradHeld = 0;              // the same under no_grad (validation): the inputs and the shared keys and values
     bool fusedAttention = false;
     std::vector<std::string> assumptions;
 };

@@ -58,6 +58,7 @@ struct LayerFlags {
     ExpertFlags stacked;
     bool routerBiasTrains = false;
     bool sinksTrain = false;              // model.attention_sinks: self_attn.sinks
+    bool perLayerNormTrains = false;      // model.per_layer_input: post_per_layer_input_norm's weight
     // Gated DeltaNet (model.linear_attention): A_log, the gated norm's weight, conv1d's weight train.
     bool decayTrains = false, gatedNormTrains = false, convTrains = false;
 };
@@ -171,6 +172,9 @@ std::vector<LayerFlags> layerFlags(const RunConfig &config, const std::vector<Pa
 struct ModelFlags {
     std::vector<LayerFlags> layers;
     bool embeddingTrains = false, finalNormTrains = false, headTrains = false;
+    // model.per_layer_input: the per-layer table, the projection of the embedded tokens, its norm.
+    bool perLayerTableTrains = false, perLayerNormTrains = false;
+    Projection perLayerModelProjection;
 };
 ModelFlags modelFlags(const RunConfig &config, const std::vector<ParameterInfo> &table);
 

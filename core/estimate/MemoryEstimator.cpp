@@ -168,7 +168,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // recompute saves them with every block, and in fp32 the rotary multiply keeps them, but
     // a 16-bit compute dtype keeps each layer's cast copy instead and the tables are dropped.
     const int64_t tablesAfterBlocks = train.recompute || c == 4 ? act.sharedTables : 0;
-    const int64_t fixed = batches + tablesAfterBlocks;
+    const int64_t fixed = batches + tablesAfterBlocks + act.stepHeld;
     // Autocast on CPU caches no weight copies: a copy no matmul keeps is gone after its matmul.
     const int64_t unkeptCopies = options.device == DeviceKind::Cpu ? act.unkeptAutocastCopies : 0;
     // Recompute saves the default generator's state with each block (dropout replays its masks).
@@ -295,7 +295,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     if (out.validates) {
         out.validation = base;
         out.validation.optimizer = optimizerStates;
-        const int64_t validationBlock = residual + act.blockNoGradPeak;
+        const int64_t validationBlock = residual + act.blockNoGradPeak + act.noGradHeld;
         const int64_t validationLoss = residual + act.headSaved + act.headOutputAlive;
         out.validation.activations = std::max(validationBlock, validationLoss) + batches + gatheredBytes;
         out.validation.logits = validationLoss + act.logitsForwardPeak > validationBlock ? act.logitsForwardPeak : 0;

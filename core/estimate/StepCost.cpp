@@ -26,7 +26,8 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes, const s
         computeWeightBytes += numel * (p.isMatrix ? c : 4);
         if (p.trainable)
             trainable += numel;
-        if (!p.isMatrix || (p.name == "model.embed_tokens.weight" && !m.tieEmbeddings))
+        // Embedding tables are looked up, not multiplied (Gemma 4's per-layer table never is).
+        if (!p.isMatrix || (p.name == "model.embed_tokens.weight" && !m.tieEmbeddings) || p.name == "model.embed_tokens_per_layer.weight")
             continue;
         // A routed expert's weight multiplies only the tokens routed to it.
         const double used = numel * p.activeFraction;

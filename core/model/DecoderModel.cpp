@@ -9,17 +9,30 @@
 
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 namespace pb {
 namespace {
 
 
 // The block inputs as BlockRecompute carries them: an empty tensor stands for an absent one (no
-// rotary on a NoPE layer, no window on a full one).
-LayerInputs layerInputs(const torch::Tensor &cos, const torch::Tensor &sin, const torch::Tensor &windowMask)
+// rotary on a NoPE layer, no window on a full one, no per-layer input or shared keys).
+torch::Tensor given(const torch::Tensor &t) { return t.numel() > 0 ? t : torch::Tensor(); }
+
+LayerInputs layerInputs(const std::vector<torch::Tensor> &saved)
 {
-    auto given = [](const torch::Tensor &t) { return t.numel() > 0 ? t : torch::Tensor(); };
-    return {given(cos), given(sin), given(windowMask)};
+    return {given(saved[1]), given(saved[2]), given(saved[3]), given(saved[4]), given(saved[5]), given(saved[6])};
+}
+
+// A saved input rebuilt as a leaf of the recomputed graph, so its gradient can be returned.
+torch::Tensor gradLeaf(const torch::Tensor &t)
+{
+    return t.numel() > 0 && t.requires_grad() ? t.detach().requires_grad_(true) : t;
+}
+
+torch::Tensor leafGrad(const torch::Tensor &leaf, const torch::Tensor &original)
+{
+    return original.numel() > 0 && original.requires_grad() ? leaf.grad() : torch::Tensor();
 }
 
 // Re-runs a decoder block during backward instead of keeping its activations (what PyTorch's
@@ -27,10 +40,11 @@ LayerInputs layerInputs(const torch::Tensor &cos, const torch::Tensor &sin, cons
 // thread-local and backward may run on another thread, so its state is saved and re-entered,
 // and the RNG state is restored so dropout draws the same masks.
 struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
-    // Outputs: the block's, and (a sparse block) its router probability sum, which the auxiliary
-    // loss differentiates; a dense block gives an empty tensor there.
+    // Outputs: the block's, (a sparse block) its router probability sum, which the auxiliary loss
+    // differentiates, and (a layer whose keys and values later layers share, Gemma 4) those; an
+    // empty tensor where the block has none. Inputs beyond x: as LayerInputs, empty where absent.
     static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, torch::Tensor x, torch::Tensor cos, torch::Tensor sin, torch::Tensor windowMask,
-                                                  int64_t blockAddress)
+                                                  torch::Tensor perLayer, torch::Tensor sharedKeys, torch::Tensor sharedValues, int64_t blockAddress)
     {
         auto *block = reinterpret_cast<DecoderBlockImpl *>(blockAddress);
         const auto deviceType = x.device().type();
@@ -38,10 +52,18 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         ctx->saved_data["autocast"] = compat::autocastEnabled(deviceType);
         ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(compat::autocastDtype(deviceType));
         ctx->saved_data["rng"] = at::globalContext().defaultGenerator(x.device()).get_state();
-        ctx->save_for_backward({x, cos, sin, windowMask});
+        ctx->save_for_backward({x, cos, sin, windowMask, perLayer, sharedKeys, sharedValues});
         torch::NoGradGuard noGrad;
-        auto out = block->forward(x, layerInputs(cos, sin, windowMask));
-        return {out, block->moe ? block->moe->routerProbabilitySum : torch::zeros({0}, x.options().dtype(torch::kFloat))};
+        auto out = block->forward(x, layerInputs({x, cos, sin, windowMask, perLayer, sharedKeys, sharedValues}));
+        // A distinct empty tensor for each absent output: one tensor twice among a function's outputs
+        // would share one gradient slot.
+        const auto none = [&x] { return torch::zeros({0}, x.options().dtype(torch::kFloat)); };
+        torch::Tensor keys = none(), values = none();
+        if (block->attention && block->attention->keptKeys.defined()) {
+            keys = std::exchange(block->attention->keptKeys, torch::Tensor());
+            values = std::exchange(block->attention->keptValues, torch::Tensor());
+        }
+        return {out, block->moe ? block->moe->routerProbabilitySum : none(), keys, values};
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
@@ -58,23 +80,40 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         generator.set_state(ctx->saved_data["rng"].toTensor());
 
         torch::Tensor x = saved[0].detach().requires_grad_(true);
+        std::vector<torch::Tensor> inputs = saved;
+        inputs[0] = x;
+        for (size_t i = 4; i < 7; ++i) // the per-layer input and shared keys and values carry gradients back
+            inputs[i] = gradLeaf(saved[i]);
         torch::Tensor out;
         {
             torch::AutoGradMode enableGrad(true);
             compat::setAutocast(deviceType, autocast, dtype);
-            out = block->forward(x, layerInputs(saved[1], saved[2], saved[3]));
+            out = block->forward(x, layerInputs(inputs));
             compat::setAutocast(deviceType, previousAutocast, previousDtype);
         }
         generator.set_state(rngNow);
-        if (block->moe && gradOutputs.size() > 1 && gradOutputs[1].defined() && block->moe->routerProbabilitySum.requires_grad())
-            torch::autograd::backward({out, block->moe->routerProbabilitySum}, {gradOutputs[0], gradOutputs[1]});
-        else
-            torch::autograd::backward({out}, {gradOutputs[0]});
+        std::vector<torch::Tensor> roots {out}, grads {gradOutputs[0]};
+        if (block->moe && gradOutputs.size() > 1 && gradOutputs[1].defined() && block->moe->routerProbabilitySum.requires_grad()) {
+            roots.push_back(block->moe->routerProbabilitySum);
+            grads.push_back(gradOutputs[1]);
+        }
+        // Gemma 4: the gradients the shared layers (already through their backward) sent to this
+        // layer's keys and values.
+        if (block->attention && block->attention->keptKeys.defined()) {
+            const torch::Tensor kept[2] = {std::exchange(block->attention->keptKeys, torch::Tensor()), std::exchange(block->attention->keptValues, torch::Tensor())};
+            for (size_t i = 0; i < 2; ++i)
+                if (gradOutputs.size() > 2 + i && gradOutputs[2 + i].defined() && kept[i].requires_grad()) {
+                    roots.push_back(kept[i]);
+                    grads.push_back(gradOutputs[2 + i]);
+                }
+        }
+        torch::autograd::backward(roots, grads);
         // The rebuilt router statistics would keep their graph (and with it the block's tensors)
         // until the next forward overwrites them.
         if (block->moe)
             block->moe->routerProbabilitySum = torch::Tensor();
-        return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        return {x.grad(), torch::Tensor(), torch::Tensor(), torch::Tensor(), leafGrad(inputs[4], saved[4]), leafGrad(inputs[5], saved[5]),
+                leafGrad(inputs[6], saved[6]), torch::Tensor()};
     }
 };
 
@@ -84,6 +123,13 @@ DecoderStackImpl::DecoderStackImpl(const RunConfig &config, const ModelRuntime &
 {
     const auto &m = config.model;
     embedTokens = register_module("embed_tokens", WeightHolder(emptyParam({m.vocabSize, m.hiddenSize}, options)));
+    if (m.traits.perLayerInput > 0) {
+        const int64_t width = m.layers * m.traits.perLayerInput;
+        embedPerLayer = register_module("embed_tokens_per_layer", WeightHolder(emptyParam({m.perLayerVocabSize(), width}, options)));
+        perLayerModelProjection = register_module("per_layer_model_projection", LoraLinear(m.hiddenSize, width, false, config, "per_layer_model_projection", options));
+        perLayerProjectionNorm = register_module("per_layer_projection_norm",
+                                                 RmsNorm(m.traits.perLayerInput, m.normEps, options, config.train.kernels == KernelPath::Fused, m.traits));
+    }
     layers = register_module("layers", torch::nn::ModuleList());
     for (int64_t i = 0; i < m.layers; ++i) {
         blocks.emplace_back(config, runtime, options, i);
@@ -209,7 +255,7 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         m_blockHooks->beforeModel();
     const ModelTraits &traits = m_shape.traits;
     const int64_t t = inputs.size(1);
-    torch::Tensor h, chunkMask;
+    torch::Tensor h, chunkMask, perLayer;
     LayerInputs global, local;
     {
         RECORD_USER_SCOPE("pb.embedding");
@@ -218,6 +264,8 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             h = traits.embeddingScaleRounded ? h * torch::scalar_tensor(traits.embeddingScale, h.options()) : h * traits.embeddingScale;
         if (m_inputNeedsGrad)
             h.requires_grad_(true);
+        if (stack->embedPerLayer)
+            perLayer = perLayerInputs(inputs, h);
         // Gemma 4's proportional rotary: the global layers' whole heads, int(partial * head_dim / 2)
         // frequencies turning (as Transformers rounds); the sliding layers' whole heads at their base.
         const bool proportional = traits.ropeProportional;
@@ -248,6 +296,11 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
     // the number of experts.
     torch::Tensor probabilitySum, choices;
     int64_t routedTokens = 0;
+    // Gemma 4's shared keys and values by the layer that made them, held while a later layer reads them.
+    std::unordered_map<int64_t, std::pair<torch::Tensor, torch::Tensor>> sharedKv;
+    // One node for every layer's slice: its backward stacks their gradients once, where select's
+    // would make a zero-filled [B, T, layers, P] gradient per layer.
+    const std::vector<torch::Tensor> perLayerSlices = perLayer.defined() ? perLayer.unbind(2) : std::vector<torch::Tensor>();
     for (size_t i = 0; i < stack->blocks.size(); ++i) {
         auto &block = stack->blocks[i];
         if (m_blockHooks)
@@ -258,19 +311,35 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             in.cos = in.sin = torch::Tensor();
         if (traits.usesChunks(layer))
             in.windowMask = chunkMask;
-        torch::Tensor layerProbabilities;
+        if (!perLayerSlices.empty())
+            in.perLayer = perLayerSlices[i];
+        if (m_shape.kvShared(layer)) {
+            const auto &kv = sharedKv[m_shape.kvSourceLayer(layer)];
+            in.sharedKeys = kv.first;
+            in.sharedValues = kv.second;
+        }
+        torch::Tensor layerProbabilities, keptKeys, keptValues;
         if (m_runtime.recompute && is_training()) {
             // A custom autograd function takes defined tensors only: an absent input travels empty.
             const auto none = torch::empty({0}, h.options().dtype(torch::kFloat));
             auto present = [&none](const torch::Tensor &t) { return t.defined() ? t : none; };
-            auto outputs = BlockRecompute::apply(h, present(in.cos), present(in.sin), present(in.windowMask), reinterpret_cast<int64_t>(block.get()));
+            auto outputs = BlockRecompute::apply(h, present(in.cos), present(in.sin), present(in.windowMask), present(in.perLayer), present(in.sharedKeys),
+                                                 present(in.sharedValues), reinterpret_cast<int64_t>(block.get()));
             h = outputs[0];
             layerProbabilities = outputs[1];
+            keptKeys = given(outputs[2]);
+            keptValues = given(outputs[3]);
         } else {
             h = block->forward(h, in);
             if (block->moe)
                 layerProbabilities = block->moe->routerProbabilitySum;
+            if (block->attention && block->attention->keptKeys.defined()) {
+                keptKeys = std::exchange(block->attention->keptKeys, torch::Tensor());
+                keptValues = std::exchange(block->attention->keptValues, torch::Tensor());
+            }
         }
+        if (keptKeys.defined())
+            sharedKv[layer] = {keptKeys, keptValues};
         if (block->moe) {
             probabilitySum = probabilitySum.defined() ? probabilitySum + layerProbabilities : layerProbabilities;
             choices = choices.defined() ? choices + block->moe->expertChoices : block->moe->expertChoices;
@@ -285,6 +354,21 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         m_auxLoss = ((choices / n) * (probabilitySum / n).unsqueeze(0)).sum() * static_cast<double>(m_moe.experts);
     }
     return stack->norm->forward(h);
+}
+
+torch::Tensor DecoderModelImpl::perLayerInputs(const torch::Tensor &inputs, const torch::Tensor &h)
+{
+    // Gemma4TextModel: (norm(per_layer_model_projection(h) / sqrt(hidden)) + embed_tokens_per_layer(ids)
+    // x sqrt(P)) / sqrt(2), per layer; the table's scale rounded to its dtype as the main embedding's.
+    RECORD_USER_SCOPE("pb.per_layer_input");
+    const ModelTraits &traits = m_shape.traits;
+    const int64_t b = inputs.size(0), t = inputs.size(1), layers = m_shape.layers, p = traits.perLayerInput;
+    auto table = torch::embedding(stack->embedPerLayer->weight, inputs);
+    const double tableScale = std::sqrt(static_cast<double>(p));
+    table = traits.embeddingScaleRounded ? table * torch::scalar_tensor(tableScale, table.options()) : table * tableScale;
+    auto projected = stack->perLayerModelProjection->forward(h) * std::pow(static_cast<double>(m_shape.hiddenSize), -0.5);
+    projected = stack->perLayerProjectionNorm->forward(projected.view({b, t, layers, p}));
+    return (projected + table.view({b, t, layers, p})) * std::sqrt(0.5);
 }
 
 torch::Tensor DecoderModelImpl::headLogits(const torch::Tensor &h)

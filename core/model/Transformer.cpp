@@ -140,7 +140,8 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_temperatureLength(config.model.traits.queryTemperatureLength), m_temperatureOffset(config.model.traits.queryTemperatureOffset),
       m_temperatureNoRope(config.model.traits.queryTemperatureNoRope), m_temperatureFp32(config.model.traits.queryTemperatureFp32),
       m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate),
-      m_valueNorm(config.model.traits.valueNorm)
+      m_valueNorm(config.model.traits.valueNorm), m_sharedKv(layer >= 0 && config.model.kvShared(layer)),
+      m_keepsKv(layer >= 0 && config.model.kvSource(layer))
 {
     const auto &m = config.model;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
@@ -160,7 +161,8 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
         const bool perHead = m_qkNorm == QkNorm::Head;
         const bool fusedNorm = config.train.kernels == KernelPath::Fused;
         qNorm = register_module("q_norm", RmsNorm(perHead ? m_headDim : qDim, m.normEps, options, fusedNorm, m.traits));
-        kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options, fusedNorm, m.traits));
+        if (!m_sharedKv)
+            kNorm = register_module("k_norm", RmsNorm(perHead ? m_headDim : kvDim, m.normEps, options, fusedNorm, m.traits));
     }
 }
 
@@ -188,7 +190,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         vp = all.narrow(-1, qDim + kvDim, kvDim);
     } else {
         qp = q->forward(x);
-        kp = k->forward(x);
+        if (!m_sharedKv)
+            kp = k->forward(x);
     }
     const torch::Tensor kRaw = kp;
     torch::Tensor gate;
@@ -198,25 +201,33 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         gate = both.narrow(-1, m_headDim, m_headDim).reshape({b, t, qDim});
         qp = both.narrow(-1, 0, m_headDim).reshape({b, t, qDim});
     }
+    // A shared layer (Gemma 4) has only its queries to make: kp stays undefined, so every step on it
+    // below is skipped and the keys and values come from LayerInputs.
+    const bool ownKv = !m_sharedKv;
     if (m_qkNorm == QkNorm::Full) { // OLMoE, OLMo 2: over the whole projection
         qp = qNorm->forward(qp);
-        kp = kNorm->forward(kp);
+        if (ownKv)
+            kp = kNorm->forward(kp);
     }
     qp = qp.view({b, t, m_heads, m_headDim});
-    kp = kp.view({b, t, m_kvHeads, m_headDim});
+    if (ownKv)
+        kp = kp.view({b, t, m_kvHeads, m_headDim});
     if (m_qkNorm == QkNorm::Head) { // Qwen3, Gemma 3: each head on its own
         qp = qNorm->forward(qp);
-        kp = kNorm->forward(kp);
+        if (ownKv)
+            kp = kNorm->forward(kp);
     }
     torch::Tensor qs, ks;
     // The fused rotary keeps each tensor's dtype; eager promotes k to an fp32 q's (a q_norm with an
     // fp32 weight), so that case stays eager.
     if (!in.cos.defined()) { // a layer without rotary (NoPE)
         qs = qp.transpose(1, 2);
-        ks = kp.transpose(1, 2);
-    } else if (m_fusedRotary && qp.scalar_type() == kp.scalar_type()) {
+        if (ownKv)
+            ks = kp.transpose(1, 2);
+    } else if (m_fusedRotary && (!ownKv || qp.scalar_type() == kp.scalar_type())) {
         qs = fusedRotary(qp, in.cos, in.sin).transpose(1, 2);
-        ks = fusedRotary(kp, in.cos, in.sin).transpose(1, 2);
+        if (ownKv)
+            ks = fusedRotary(kp, in.cos, in.sin).transpose(1, 2);
     } else {
         // As apply_rotary_pos_emb: q and k turned by tables cast to q's dtype (OLMo 2/3: by the fp32
         // tables, the result cast back to each one's dtype). A partial rotary turns the [B, T, heads,
@@ -225,14 +236,17 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         const auto c = m_ropeFp32 ? in.cos : in.cos.to(qp.scalar_type()), s = m_ropeFp32 ? in.sin : in.sin.to(qp.scalar_type());
         if (c.size(-1) == m_headDim) {
             qs = rotate(qp.transpose(1, 2), c, s);
-            ks = rotate(kp.transpose(1, 2), c, s);
+            if (ownKv)
+                ks = rotate(kp.transpose(1, 2), c, s);
         } else {
             qs = rotate(qp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
-            ks = rotate(kp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
+            if (ownKv)
+                ks = rotate(kp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
         }
         if (m_ropeFp32) {
             qs = qs.to(qp.scalar_type());
-            ks = ks.to(kp.scalar_type());
+            if (ownKv)
+                ks = ks.to(kp.scalar_type());
         }
     }
     const bool rotary = in.cos.defined();
@@ -253,13 +267,25 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         // Llama 4 multiplies by the fp32 scale and rounds once; Ministral 3 rounds the scale first.
         qs = m_temperatureFp32 ? (qs * scale.view({1, 1, t, 1})).to(qs.scalar_type()) : qs * scale.view({1, 1, t, 1}).to(qs.scalar_type());
     }
-    // Gemma 4's global layers under attention_k_eq_v: the values are k_proj's output before its norm.
-    auto vh = (qkv ? vp : v ? v->forward(x) : kRaw).view({b, t, m_kvHeads, m_headDim});
-    if (m_valueNorm) { // Gemma4RMSNorm(with_scale=False): in fp32, cast back
-        const auto f = vh.to(torch::kFloat);
-        vh = (f * torch::rsqrt(f.pow(2).mean(-1, /*keepdim=*/true) + m_normEps)).to(vh.scalar_type());
+    torch::Tensor vs;
+    if (ownKv) {
+        // Gemma 4's global layers under attention_k_eq_v: the values are k_proj's output before its norm.
+        auto vh = (qkv ? vp : v ? v->forward(x) : kRaw).view({b, t, m_kvHeads, m_headDim});
+        if (m_valueNorm) { // Gemma4RMSNorm(with_scale=False): in fp32, cast back
+            const auto f = vh.to(torch::kFloat);
+            vh = (f * torch::rsqrt(f.pow(2).mean(-1, /*keepdim=*/true) + m_normEps)).to(vh.scalar_type());
+        }
+        vs = vh.transpose(1, 2);
+        if (m_keepsKv) {
+            keptKeys = ks;
+            keptValues = vs;
+        }
+    } else {
+        // Gemma4TextAttention's shared layer: the earlier layer's keys and values, gradients flowing back to it.
+        TORCH_CHECK(in.sharedKeys.defined() && in.sharedValues.defined(), "a shared key/value layer ran without its source layer's keys and values");
+        ks = in.sharedKeys;
+        vs = in.sharedValues;
     }
-    auto vs = vh.transpose(1, 2);
     const bool window = in.windowMask.defined();
     torch::Tensor attended;
     if (sinks.defined()) // gpt-oss: no kernel has sinks; one more key carries them on the fused one
@@ -277,14 +303,14 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
 }
 
 MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names,
-                 bool fusedGate)
+                 bool fusedGate, int64_t layerIndex)
     : m_fusedGate(fusedGate && !config.model.traits.fusedGateUp),
       m_activation(config.model.activation)
 {
     const auto &m = config.model;
     const int64_t width = intermediate > 0 ? intermediate : m.intermediateSize;
     if (intermediate == 0) { // the dense MLP: the model's own projections
-        for (const auto &p : denseProjections(m)) {
+        for (const auto &p : denseProjections(m, layerIndex)) {
             if (p.attention)
                 continue;
             auto layer = register_module(p.name, LoraLinear(p.in, p.out, p.bias, config, p.name, options));
@@ -360,9 +386,16 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
         moe = register_module(name.substr(0, name.size() - 1), SparseMoe(config, options));
     } else {
         const std::string name = denseMlpPrefix(m);
-        mlp = register_module(name.substr(0, name.size() - 1), Mlp(config, options, 0, std::array<std::string, 3> {"gate_proj", "up_proj", "down_proj"}, fused));
+        mlp = register_module(name.substr(0, name.size() - 1), Mlp(config, options, 0, std::array<std::string, 3> {"gate_proj", "up_proj", "down_proj"}, fused, layer));
     }
     afterMlp = norm(names.afterMlp);
+    if (m.traits.perLayerInput > 0) {
+        const int64_t p = m.traits.perLayerInput;
+        perLayerGate = register_module("per_layer_input_gate", LoraLinear(m.hiddenSize, p, false, config, "per_layer_input_gate", options));
+        perLayerProjection = register_module("per_layer_projection", LoraLinear(p, m.hiddenSize, false, config, "per_layer_projection", options));
+        perLayerNorm = register_module("post_per_layer_input_norm", RmsNorm(m.hiddenSize, m.normEps, options, fused, m.traits));
+        m_perLayerErf = m.activation == ActivationKind::GeGluErf;
+    }
     // Loaded from the checkpoint, never trained (Gemma4TextDecoderLayer's persistent buffer).
     if (m.traits.layerScalar)
         layerScalar = register_buffer("layer_scalar", torch::ones({1}, options.dtype(torch::kFloat)));
@@ -384,6 +417,13 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInput
     if (afterMlp)
         f = afterMlp->forward(f);
     auto out = h + scaled(f);
+    if (perLayerGate) {
+        // Gemma4TextDecoderLayer: gelu(per_layer_input_gate(h)) times the layer's input (fp32 under
+        // autocast, so the product is too), projected back, normed, added.
+        const auto g = perLayerGate->forward(out);
+        const auto gated = (m_perLayerErf ? torch::gelu(g) : torch::gelu(g, "tanh")) * in.perLayer;
+        out = out + perLayerNorm->forward(perLayerProjection->forward(gated));
+    }
     // In place, as Transformers' `hidden_states *= self.layer_scalar`: the stream keeps its dtype
     // and no second copy of it is made (add's backward does not need its output).
     if (layerScalar.defined())

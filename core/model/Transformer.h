@@ -43,8 +43,11 @@ torch::Tensor rotaryInverseFrequencies(int64_t rotaryDim, double theta, const Ro
 // layer (undefined for a layer without rotary) and, for a sliding layer or a chunked one (Llama 4,
 // when the sequence spans more than one chunk), the boolean mask [T, T] (true: the key is seen),
 // one per forward pass shared by every such layer.
+// Gemma 4 adds the layer's per-layer input [B, T, P] (model.per_layer_input) and, on a shared layer
+// (model.kv_shared_layers), the keys and values [B, kv heads, T, D] of the layer it reads.
 struct LayerInputs {
     torch::Tensor cos, sin, windowMask;
+    torch::Tensor perLayer, sharedKeys, sharedValues;
 };
 
 // A module that only holds `weight` (embed_tokens, lm_head, lora_A, lora_B).
@@ -109,6 +112,10 @@ public:
     LoraLinear qkv {nullptr};                 // Phi-3's fused projection, in place of q, k, v
     RmsNorm qNorm {nullptr}, kNorm {nullptr}; // model.qk_norm: per head (Qwen3) or over the projection (OLMoE)
     torch::Tensor sinks;                      // model.attention_sinks: gpt-oss's logit per head (model/SinkAttention.h)
+    // A layer whose keys and values later shared layers read (model.kv_shared_layers): its last
+    // forward's, after the norm and the rotary; the caller takes them (and so releases them here).
+    torch::Tensor keptKeys, keptValues;
+    bool sharesKv() const { return m_sharedKv; }
 
 private:
     torch::Tensor rotate(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin) const;
@@ -127,6 +134,8 @@ private:
     double m_normEps;             // Llama 4's L2 q/k norm
     bool m_outputGate;            // model.attention_output_gate: q_proj's second half per head gates the output
     bool m_valueNorm;             // model.value_norm: Gemma 4's weightless RMSNorm of each value head
+    bool m_sharedKv = false;      // reads another layer's keys and values (LayerInputs::sharedKeys)
+    bool m_keepsKv = false;       // keeps its own for later layers (keptKeys)
 };
 TORCH_MODULE(SelfAttention);
 
@@ -145,8 +154,9 @@ public:
     // gate_proj, up_proj, down_proj). `fusedGate`: model/FusedOps.h's fused gated activation
     // (SwiGLU or GeGLU; the dense MLP under train.kernels = fused with separate gate and up
     // projections; experts stay eager).
+    // `layer`: the dense MLP of that layer (Gemma 4's double-wide shared layers); -1: the model's width.
     MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate = 0,
-            const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"}, bool fusedGate = false);
+            const std::array<std::string, 3> &names = {"gate_proj", "up_proj", "down_proj"}, bool fusedGate = false, int64_t layer = -1);
     torch::Tensor forward(const torch::Tensor &x);
     LoraLinear gate {nullptr}, up {nullptr}, down {nullptr};
     LoraLinear gateUp {nullptr};   // Phi-3's and GLM-4's gate_up_proj (gate's half first), in place of gate and up
@@ -202,9 +212,13 @@ public:
     Mlp mlp {nullptr};                 // a dense layer
     SparseMoe moe {nullptr};           // a sparse one
     torch::Tensor layerScalar;         // model.layer_scalar: the buffer the block's output is scaled by (Gemma 4)
+    // model.per_layer_input (Gemma 4 E2B/E4B): gate, projection back to the stream and its norm.
+    LoraLinear perLayerGate {nullptr}, perLayerProjection {nullptr};
+    RmsNorm perLayerNorm {nullptr};
 
 private:
     double m_residualScale;
+    bool m_perLayerErf = false;        // the per-layer gate's GELU exact (hidden_activation gelu), else tanh
 };
 TORCH_MODULE(DecoderBlock);
 
@@ -212,6 +226,10 @@ class DecoderStackImpl : public torch::nn::Module {
 public:
     DecoderStackImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options);
     WeightHolder embedTokens {nullptr};
+    // model.per_layer_input: embed_tokens_per_layer, per_layer_model_projection, per_layer_projection_norm.
+    WeightHolder embedPerLayer {nullptr};
+    LoraLinear perLayerModelProjection {nullptr};
+    RmsNorm perLayerProjectionNorm {nullptr};
     torch::nn::ModuleList layers {nullptr};
     RmsNorm norm {nullptr};
     std::vector<DecoderBlock> blocks;
@@ -240,6 +258,8 @@ public:
 
 private:
     torch::Tensor hidden(const torch::Tensor &inputs);
+    // model.per_layer_input: every layer's input [B, T, layers, P] from the tokens and their embedding `h`.
+    torch::Tensor perLayerInputs(const torch::Tensor &inputs, const torch::Tensor &h);
     torch::Tensor headLogits(const torch::Tensor &h);
     // The rotary tables [T, rotaryDim] (fp32, attention factor applied) of one base and scaling.
     // `rotaryDim`: the tables' width; `turnedPairs` >= 0: Gemma 4's proportional rotary, only the

@@ -18,6 +18,7 @@
 WHAT=${1:-all}; shift || true
 PRESETS=("$@"); [ ${#PRESETS[@]} = 0 ] && PRESETS=(gpt-oss-20b moonlight-16b-a3b llama-4-scout-17b-16e)
 declare -A LAYERS=([gpt-oss-20b]=4 [moonlight-16b-a3b]=4 [llama-4-scout-17b-16e]=2)
+[ -n "${LAYERS_ALL:-}" ] && for p in "$@"; do LAYERS[$p]=$LAYERS_ALL; done
 SEQ=${SEQ:-2048}; MB=${MB:-2}; STEPS=${STEPS:-5}
 W=${W:-/tmp/sparse}; mkdir -p $W  # one per concurrent run of this script
 W=$W python3 - <<'PY'
@@ -30,7 +31,8 @@ PY
 DATA=(--set data.kind=tokens --set data.path=$W/same.bin --set data.token_dtype=uint16)
 for P in "${PRESETS[@]}"; do
   L=${LAYERS[$P]:-4}
-  $CLI config new --preset $P --set model.layers=$L --set train.seq_len=$SEQ --set train.micro_batch=$MB --out $W/$P.json || continue
+  # $SETS: more overrides for the reduced model (Gemma 4 E2B: --set model.kv_shared_layers=4 at 10 layers).
+  $CLI config new --preset $P --set model.layers=$L ${SETS:-} --set train.seq_len=$SEQ --set train.micro_batch=$MB --out $W/$P.json || continue
   HFC=tests/data/hf/$P/config.json
   if [ $WHAT = parity ] || [ $WHAT = all ]; then
     for mode in ${PARITY_MODES:-full lora}; do
@@ -45,7 +47,7 @@ for P in "${PRESETS[@]}"; do
         echo "== $P (${PARITY_LAYERS:-1} layers) parity, $mode, $prec"
         tag=$P-$mode-$prec
         rm -rf $W/ck-*  # one at a time; SGD without momentum keeps no optimizer state (Scout's was 48 GB)
-        $CLI pilot --config $W/$P.json --set model.layers=${PARITY_LAYERS:-1} --device cuda:0 "${DATA[@]}" "${extra[@]}" --set train.precision=$prec --set train.seq_len=512 --set train.micro_batch=1 \
+        $CLI pilot --config $W/$P.json --set model.layers=${PARITY_LAYERS:-1} ${PARITY_SETS:-} --device cuda:0 "${DATA[@]}" "${extra[@]}" --set train.precision=$prec --set train.seq_len=512 --set train.micro_batch=1 \
             --set train.optimizer=sgd --set train.momentum=0 --steps 2 --warmup 0 --set checkpoint.every_steps=1 --checkpoint-dir $W/ck-$tag --db $W/h.db --jsonl 2>$W/$tag.parity.err | tail -1 > $W/$tag.parity.json
         python3 -c "import json; d=json.load(open('$W/$tag.parity.json')); print(json.dumps({'preset': '$P', 'mode': '$mode', 'precision': '$prec', 'ours_losses': d.get('losses'), 'verdict': d.get('verdict'), 'message': d.get('message')}))" | tee -a ${PARITY_OUT:-$OUT/sparse_parity.jsonl}
         # The reference reads the run config the step folder holds: the run as it ran (depth,
@@ -71,7 +73,7 @@ for P in "${PRESETS[@]}"; do
             | python3 tests/bench/pilot_row.py $snap "{\"config\": \"$P\", \"mode\": \"$mode\", \"impl\": \"pilotbench $K experts-loop\"}" | tee -a $OUT/sparse_speed.jsonl || tail -3 $W/$P-loop.err
         fi
       done
-      $CLI config new --preset $P --set model.layers=$L --set train.seq_len=$SEQ --set train.micro_batch=$MB "${extra[@]}" --out $W/$P-$mode.json >/dev/null
+      $CLI config new --preset $P --set model.layers=$L ${SETS:-} --set train.seq_len=$SEQ --set train.micro_batch=$MB "${extra[@]}" --out $W/$P-$mode.json >/dev/null
       python3 tests/bench/hf_sparse_reference.py --config $W/$P-$mode.json --hf-config $HFC --steps $STEPS --warmup 3 2>$W/$P-hf.err \
         | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(config='$P', mode='$mode'); print(json.dumps(d))" | tee -a $OUT/sparse_speed.jsonl || tail -3 $W/$P-hf.err
     done

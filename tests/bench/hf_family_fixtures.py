@@ -158,7 +158,25 @@ GEMMA4 = {"gemma4_text": (common(num_attention_heads=4, num_key_value_heads=2, h
                            "proportional rotary on global layers: 4 of 8 frequency pairs turn, theta 1e6",
                            "weightless v_norm, per-head q_norm/k_norm, RMSNorm w (not 1+w) in fp32, 4 norms per layer",
                            "attention scaling 1.0", "embedding * sqrt(hidden) rounded", "layer_scalar buffers 0.6/0.8/1.0/1.2",
-                           "final_logit_softcapping 30", "gelu_pytorch_tanh", "tied"])}
+                           "final_logit_softcapping 30", "gelu_pytorch_tanh", "tied"]),
+          # E2B/E4B's traits (issue 28): per-layer embeddings, the last two layers reading the keys and
+          # values of layers 0 (sliding) and 1 (global), their MLPs twice as wide; no attention_k_eq_v.
+          "gemma4_text_e": (common(num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                   attention_k_eq_v=False, hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB,
+                                   num_kv_shared_layers=2, use_double_wide_mlp=True, enable_moe_block=False,
+                                   tie_word_embeddings=True, sliding_window=SLIDING, final_logit_softcapping=30.0,
+                                   layer_types=["sliding_attention", "full_attention"] * 2,
+                                   rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                                    "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                                                       "rope_theta": 1000000.0}}),
+                            ["per-layer embeddings: hidden_size_per_layer_input 8 (table [128, 4 x 8], projection of the "
+                             "scaled embedding, its norm, gate / projection / norm after each MLP)",
+                             "num_kv_shared_layers 2: layer 2 reads layer 0's keys and values, layer 3 layer 1's "
+                             "(no k_proj, v_proj, k_norm there)", "use_double_wide_mlp: layers 2 and 3 twice intermediate_size",
+                             "global layers: head_dim 16, 2 key/value heads, own v_proj", "layer_scalar 0.6/0.8/1.0/1.2",
+                             "final_logit_softcapping 30", "tied"])}
+# A fixture's model type where its name is not one.
+FIXTURE_MODEL_TYPE = {"gemma4_text_e": "gemma4_text"}
 
 
 def n_params(model):
@@ -260,7 +278,7 @@ def dir_kib(path):
     return total / 1024
 
 
-def make_fixture(model_type, cfg_dict, traits, out_root):
+def make_fixture(model_type, cfg_dict, traits, out_root, fixture_name=None):
     import transformers
     from safetensors.torch import save_file, load_file
     from transformers import AutoModelForCausalLM
@@ -275,7 +293,7 @@ def make_fixture(model_type, cfg_dict, traits, out_root):
                 layer.layer_scalar.fill_(0.6 + 0.2 * i)
         noised.append("model.layers.*.layer_scalar (buffer) = 0.6 + 0.2 * layer")
 
-    folder = os.path.join(out_root, "hf-parity", model_type)
+    folder = os.path.join(out_root, "hf-parity", fixture_name or model_type)
     os.makedirs(folder, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
@@ -338,6 +356,7 @@ def make_fixture(model_type, cfg_dict, traits, out_root):
     cfg = model.config
     meta = {
         "model_type": model_type,
+        "fixture": fixture_name or model_type,
         "class": type(model).__name__,
         "transformers": transformers.__version__,
         "torch": torch.__version__,
@@ -377,7 +396,7 @@ def make_fixture(model_type, cfg_dict, traits, out_root):
         meta["longrope_factors_used"] = "long" if SEQ > cfg.rope_parameters["original_max_position_embeddings"] else "short"
     json.dump(meta, open(os.path.join(folder, "meta.json"), "w"), indent=1, default=str)
     meta_size = dir_kib(folder)
-    print(json.dumps({"family": model_type, "ok": True, "params": meta["total_params"],
+    print(json.dumps({"family": fixture_name or model_type, "ok": True, "params": meta["total_params"],
                       "intermediate": cfg.intermediate_size, "loss": meta["loss"], "loss_fp32": meta["loss_fp32"],
                       "hf64": meta["loss_hf_float64_model"], "roundtrip": roundtrip,
                       "raw_absmax": meta["lm_head_raw_absmax"], "sliding_effect": sliding_effect, "kib": round(meta_size, 1),
@@ -1089,6 +1108,16 @@ def make_sparse_fixture(name, spec, out_root):
 
 # Published configs of the sparse families, committed verbatim under tests/data/hf/<short-name>/config.json.
 PUBLISHED_FILES = {
+    "gemma-4-e2b": ("google/gemma-4-E2B-it",
+                    "text_config written from Transformers' convert_gemma4_weights.py _VARIANTS entry for E2B (hidden "
+                    "1536, 35 layers [4 sliding : 1 full] x 7, 8 heads, 1 key/value head, head_dim 256 / global 512, "
+                    "intermediate 6144, per-layer input 256, the last 20 layers sharing keys and values with double-wide "
+                    "MLPs, window 512, soft-cap 30) and Gemma4TextConfig's defaults; the hub file itself was not read"),
+    "gemma-4-e4b": ("google/gemma-4-E4B-it",
+                    "text_config written from Transformers' convert_gemma4_weights.py _VARIANTS entry for E4B (hidden "
+                    "2560, 42 layers [5 sliding : 1 full] x 7, 8 heads, 2 key/value heads, head_dim 256 / global 512, "
+                    "intermediate 10240, per-layer input 256, the last 18 layers sharing keys and values, window 512, "
+                    "soft-cap 30) and Gemma4TextConfig's defaults; the hub file itself was not read"),
     "gemma-4-31b": ("google/gemma-4-31B-it",
                     "text_config written from Transformers' convert_gemma4_weights.py _VARIANTS entry for the 31B "
                     "(hidden 5376, 60 layers [5 sliding : 1 full] x 10, 32 heads, 16 key/value heads, 4 global ones with "
@@ -1360,19 +1389,20 @@ def main():
             traceback.print_exc()
             print(json.dumps({"family": name, "ok": False, "error": repr(e)}), flush=True)
             failed.append(name)
-    for model_type, (cfg_dict, traits) in {**families(), **GEMMA4}.items():
-        if only and model_type not in only:
+    for name, (cfg_dict, traits) in {**families(), **GEMMA4}.items():
+        if only and name not in only:
             continue
+        model_type = FIXTURE_MODEL_TYPE.get(name, name)
         if model_type not in CONFIG_MAPPING:
-            print(json.dumps({"family": model_type, "ok": False, "error": "not in this Transformers"}), flush=True)
-            failed.append(model_type)
+            print(json.dumps({"family": name, "ok": False, "error": "not in this Transformers"}), flush=True)
+            failed.append(name)
             continue
         try:
-            make_fixture(model_type, cfg_dict, traits, args.out)
+            make_fixture(model_type, cfg_dict, traits, args.out, name)
         except Exception as e:
             traceback.print_exc()
-            print(json.dumps({"family": model_type, "ok": False, "error": repr(e)}), flush=True)
-            failed.append(model_type)
+            print(json.dumps({"family": name, "ok": False, "error": repr(e)}), flush=True)
+            failed.append(name)
     print(json.dumps({"failed": failed}), flush=True)
 
 

@@ -64,10 +64,18 @@ def main():
     if args.hf_config:
         from transformers import AutoConfig, AutoModelForCausalLM
         raw = json.load(open(args.hf_config))
-        raw = raw.get("text_config", raw) if raw.get("model_type") in ("gemma3", "mistral3") else raw
+        raw = raw.get("text_config", raw) if raw.get("model_type") in ("gemma3", "mistral3", "gemma4") else raw
         raw["num_hidden_layers"] = m["layers"]
         raw.pop("layer_types", None)  # rebuilt by the config class for the reduced depth
         raw.pop("no_rope_layers", None)
+        if raw.get("model_type") == "gemma4_text":
+            # Our global layers (E2B's 4 : 1 is not the class default 5 : 1) and shared key/value
+            # layers at the reduced depth.
+            g = m.get("global_layers") or {}
+            every, listed = int(g.get("every") or 0), set(g.get("layers") or [])
+            raw["layer_types"] = ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed else "sliding_attention"
+                                  for i in range(m["layers"])]
+            raw["num_kv_shared_layers"] = int(m.get("kv_shared_layers") or 0)
         hf = AutoConfig.for_model(**raw)
         # fp32 master weights as ours (the config's torch_dtype would build bf16); Gemma 2's soft-capped
         # attention only exists in the eager form (SDPA drops the cap).

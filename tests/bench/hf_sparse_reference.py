@@ -88,6 +88,14 @@ def apply_run_shape(raw, model):
         raw["layer_types"] = ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed else "linear_attention"
                               for i in range(layers)]
         raw.pop("full_attention_interval", None)
+    if raw.get("model_type") == "gemma4_text":
+        # Gemma 4: our global layers (E2B's 4 sliding : 1 full is not Gemma4TextConfig's default 5 : 1)
+        # and our shared key/value layers at the reduced depth.
+        g = model.get("global_layers") or {}
+        every, listed = int(g.get("every") or 0), set(g.get("layers") or [])
+        raw["layer_types"] = ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed else "sliding_attention"
+                              for i in range(layers)]
+        raw["num_kv_shared_layers"] = int(model.get("kv_shared_layers") or 0)
     if isinstance(raw.get("mlp_only_layers"), list):
         raw["mlp_only_layers"] = [i for i in moe.get("dense_layers", raw["mlp_only_layers"]) if i < layers]
 

@@ -287,6 +287,15 @@ private Q_SLOTS:
             for (const bool recompute : {false, true})
                 QTest::newRow(qPrintable(QStringLiteral("gemma-4-tiny %1 fused%2").arg(QLatin1String(mode), recompute ? QStringLiteral(" recompute") : QString())))
                     << QStringLiteral("gemma-4-tiny") << QString::fromLatin1(mode) << QStringLiteral("fused") << recompute << 256;
+        // Gemma 4 E2B/E4B's traits (tests/data/hf-parity/gemma4_text_e): per-layer inputs, the last two
+        // layers reading layers 0's and 1's keys and values, their MLPs twice as wide.
+        for (const char *mode : {"full", "lora", "qlora"})
+            QTest::newRow(qPrintable(QStringLiteral("gemma4_text_e %1 eager").arg(QLatin1String(mode)))) << QStringLiteral("gemma4_text_e") << QString::fromLatin1(mode)
+                                                                                                      << QStringLiteral("eager") << false << 256;
+        for (const char *mode : {"full", "lora"})
+            for (const bool recompute : {false, true})
+                QTest::newRow(qPrintable(QStringLiteral("gemma4_text_e %1 fused%2").arg(QLatin1String(mode), recompute ? QStringLiteral(" recompute") : QString())))
+                    << QStringLiteral("gemma4_text_e") << QString::fromLatin1(mode) << QStringLiteral("fused") << recompute << 256;
         // Qwen3-Next's hybrid (tests/data/hf/qwen3-next-tiny): three Gated DeltaNet layers (the chunked
         // rule in fp32, chunks of 64) and one gated full-attention layer, MoE, at three lengths. With
         // recompute only LoRA eager is within bounds (a rebuilt linear block's forward peak, at the

@@ -417,6 +417,30 @@ private Q_SLOTS:
         const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
         if (!dir.isEmpty())
             form.grab().save(dir + QStringLiteral("/run-config-form-gemma4.png"));
+        // E2B: the per-layer input and the shared key/value layers in the same group and summary.
+        const RunConfig e2b = presetConfig(QStringLiteral("gemma-4-e2b"));
+        form.setConfig(e2b);
+        QVERIFY(group->isVisible());
+        QVERIFY2(summary->text().endsWith(QLatin1String("; layers 15-34 read the keys and values of layers 13, 14, their MLPs 12288 wide; a per-layer input of 256 in every layer")),
+                 qPrintable(summary->text()));
+        for (const char *field : {"model.per_layer_input", "model.per_layer_vocab", "model.kv_shared_layers", "model.double_wide_mlp"}) {
+            QWidget *w = form.fieldWidget(QString::fromLatin1(field));
+            QVERIFY2(w && w->isVisible(), field);
+            QVERIFY2(w->toolTip().contains(QLatin1String("Config path: ") + QLatin1String(field)), qPrintable(w->toolTip()));
+        }
+        QCOMPARE(configHash(form.config()), configHash(e2b));
+        setField(form, QStringLiteral("model.kv_shared_layers"), QStringLiteral("10"));
+        QCOMPARE(form.config().model.traits.kvSharedLayers, int64_t(10));
+        QVERIFY2(summary->text().contains(QLatin1String("layers 25-34 read the keys and values of layers 23, 24")), qPrintable(summary->text()));
+        QVERIFY2(form.isValid(), qPrintable(issueText(form)));
+        // Every layer shared leaves none to make keys and values: marked on its field.
+        setField(form, QStringLiteral("model.kv_shared_layers"), QStringLiteral("35"));
+        QVERIFY(!form.isValid());
+        QCOMPARE(flaggedWidgets(form), QStringList {QStringLiteral("model.kv_shared_layers")});
+        setField(form, QStringLiteral("model.kv_shared_layers"), QStringLiteral("20"));
+        QCOMPARE(configHash(form.config()), configHash(e2b));
+        if (!dir.isEmpty())
+            form.grab().save(dir + QStringLiteral("/run-config-form-gemma4-e2b.png"));
         const RunConfig gemma3 = presetConfig(QStringLiteral("gemma-3-12b"));
         form.setConfig(gemma3);
         QVERIFY(!group->isVisible());

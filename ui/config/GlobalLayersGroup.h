@@ -1,7 +1,8 @@
 #pragma once
 // The run-config form's group for Gemma 4's global layers, those its sliding window spares: their
 // own head width and key/value heads, values taken from k_proj, the proportional rotary, and the
-// layer traits that come with them (the weightless value norm, the layer scalar). Shown only for a
+// layer traits that come with them (the weightless value norm, the layer scalar), and E2B/E4B's
+// per-layer input, shared key/value layers and double-wide MLPs. Shown only for a
 // model that has one of these traits; its values are read back only there, so any other config
 // keeps its values and its hash.
 #include "config/ConfigGroup.h"
@@ -24,6 +25,8 @@ public:
     void showSummary(const ModelShape &model);
 
 private:
+    // Gemma 4 E2B/E4B's shared keys and values and per-layer input, appended to the summary.
+    static QString sharingSummary(const ModelShape &model);
     ModelShape m_base;
     QLabel *m_summary = nullptr;
 };

@@ -1,6 +1,7 @@
 // Gemma 4's dense text model through `config import-hf`: the 31B as its multimodal config gives it
-// (the text model; towers not piloted), its traits, Gemma4TextConfig's defaults, and the refusals
-// of what is not modelled yet (per-layer embeddings, shared key/value layers, the 26B-A4B's experts).
+// (the text model; towers not piloted), E2B and E4B (per-layer embeddings, shared key/value layers,
+// double-wide MLPs), their traits, Gemma4TextConfig's defaults, and the refusals of what is not
+// modelled yet (the 26B-A4B's experts) or not a model.
 #include "HfImportTestUtil.h"
 #include "config/ModelTraitsText.h"
 #include "config/ParameterTable.h"
@@ -87,6 +88,101 @@ private Q_SLOTS:
         QVERIFY2(shown.find("proportional on global layers (64 of 256 frequency pairs turning)") != std::string::npos, shown.c_str());
         QVERIFY2(shown.find("layer_scalar") != std::string::npos, shown.c_str());
     }
+    // E2B and E4B from their converter entries (tests/data/hf/gemma-4-e2b, -e4b): the counts are
+    // Transformers 5.17's own (published-counts.json, Gemma4ForCausalLM on the meta device, H200).
+    void eSeries_data()
+    {
+        QTest::addColumn<QString>("dir");
+        QTest::addColumn<QString>("hubId");
+        QTest::addColumn<qint64>("total");
+        QTest::addColumn<qint64>("shared");
+        QTest::addColumn<qint64>("slidingSource");
+        QTest::addColumn<qint64>("globalSource");
+        QTest::addColumn<bool>("doubleWide");
+        QTest::newRow("E2B") << "gemma-4-e2b" << "google/gemma-4-E2B-it" << qint64(4628569344) << qint64(20) << qint64(13) << qint64(14) << true;
+        QTest::newRow("E4B") << "gemma-4-e4b" << "google/gemma-4-E4B-it" << qint64(7463013376) << qint64(18) << qint64(22) << qint64(23) << false;
+    }
+    void eSeries()
+    {
+        QFETCH(QString, dir);
+        QFETCH(QString, hubId);
+        QFETCH(qint64, total);
+        QFETCH(qint64, shared);
+        QFETCH(qint64, slidingSource);
+        QFETCH(qint64, globalSource);
+        QFETCH(bool, doubleWide);
+        const pb::RunConfig c = pb::importHfConfig(pbtest::hf(qPrintable(dir)));
+        const pb::ModelShape &m = c.model;
+        QCOMPARE(m.traits.perLayerInput, qint64(256));
+        QCOMPARE(m.perLayerVocabSize(), qint64(262144));
+        QCOMPARE(m.traits.kvSharedLayers, shared);
+        QCOMPARE(m.traits.doubleWideMlp, doubleWide);
+        QCOMPARE(m.traits.globalKvHeads, qint64(0)); // no attention_k_eq_v: the global layers keep num_key_value_heads
+        const int64_t first = m.layers - shared;
+        QCOMPARE(m.firstKvSharedLayer(), first);
+        QVERIFY(!m.kvShared(first - 1) && m.kvShared(first) && m.kvShared(m.layers - 1));
+        for (int64_t i = first; i < m.layers; ++i)
+            QCOMPARE(m.kvSourceLayer(i), m.traits.usesSliding(i) ? slidingSource : globalSource);
+        QVERIFY(m.kvSource(slidingSource) && m.kvSource(globalSource) && !m.kvSource(0));
+        QCOMPARE(m.intermediateAt(first), m.intermediateSize * (doubleWide ? 2 : 1));
+        QCOMPARE(m.intermediateAt(first - 1), m.intermediateSize);
+        std::set<std::string> names;
+        for (const auto &p : pb::parameterTable(c)) {
+            names.insert(p.name);
+            if (p.name == "model.embed_tokens_per_layer.weight")
+                QCOMPARE(p.shape, (std::vector<int64_t> {262144, m.layers * 256}));
+            else if (p.name == "model.per_layer_model_projection.weight")
+                QCOMPARE(p.shape, (std::vector<int64_t> {m.layers * 256, m.hiddenSize}));
+        }
+        const std::string firstShared = "model.layers." + std::to_string(first) + ".";
+        QVERIFY(names.count(firstShared + "self_attn.q_proj.weight") && names.count(firstShared + "self_attn.q_norm.weight"));
+        QVERIFY(!names.count(firstShared + "self_attn.k_proj.weight") && !names.count(firstShared + "self_attn.v_proj.weight") &&
+                !names.count(firstShared + "self_attn.k_norm.weight"));
+        QVERIFY(names.count(firstShared + "per_layer_input_gate.weight") && names.count(firstShared + "post_per_layer_input_norm.weight"));
+        QVERIFY(names.count("model.per_layer_projection_norm.weight"));
+        QCOMPARE(pb::countParameters(c).total, total);
+        const QJsonObject counts = pbtest::publishedCounts(hubId);
+        QVERIFY(!counts.isEmpty());
+        QCOMPARE(pb::countParameters(c).total, counts.value(QStringLiteral("total_params")).toInteger());
+        // The traits survive the run definition's JSON; config show names them.
+        const pb::RunConfig back = pb::runConfigFromJson(pb::toJson(c));
+        QCOMPARE(back.model.traits.perLayerInput, qint64(256));
+        QCOMPARE(back.model.traits.kvSharedLayers, shared);
+        QCOMPARE(back.model.traits.doubleWideMlp, doubleWide);
+        QCOMPARE(pb::configHash(back), pb::configHash(c));
+        std::string shown;
+        for (const auto &[key, value] : pb::describeModelTraits(m))
+            shown += key + ": " + value + "\n";
+        const std::string sharing = "layers " + std::to_string(first) + ".." + std::to_string(m.layers - 1) + " compute no keys or values: they attend to layer " +
+                                    std::to_string(slidingSource) + " (sliding), " + std::to_string(globalSource) + " (global)";
+        QVERIFY2(shown.find(sharing) != std::string::npos, shown.c_str());
+        QVERIFY2(shown.find("per-layer input: 256 wide per layer") != std::string::npos, shown.c_str());
+        QCOMPARE(shown.find("twice as wide") != std::string::npos, doubleWide);
+    }
+    // A shared layer needs an earlier layer of its kind; sharing every layer, a per-layer table
+    // shorter than the vocabulary, a double-wide MLP without sharing: refused by field.
+    void sharingRefusals()
+    {
+        pb::RunConfig c = pb::importHfConfig(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf-parity/gemma4_text_e"));
+        QVERIFY2(pbtest::invalid(c).isEmpty(), qPrintable(pbtest::invalid(c)));
+        pb::RunConfig bad = c;
+        bad.model.traits.kvSharedLayers = 3; // layer 1 (global) would read a global layer before it: none
+        QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("model.kv_shared_layers: layer 1 would share the keys and values of an earlier global layer")),
+                 qPrintable(pbtest::invalid(bad)));
+        bad.model.traits.kvSharedLayers = 4;
+        QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("model.kv_shared_layers: must leave at least one layer")), qPrintable(pbtest::invalid(bad)));
+        bad = c;
+        bad.model.traits.perLayerVocab = c.model.vocabSize - 1;
+        QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("model.per_layer_vocab: must cover every token id")), qPrintable(pbtest::invalid(bad)));
+        QJsonObject json = fixture("gemma-4-tiny");
+        json.insert(QStringLiteral("hidden_size_per_layer_input"), 8);
+        QVERIFY2(refusal(json).isEmpty(), qPrintable(refusal(json)));
+        json.insert(QStringLiteral("vocab_size_per_layer_input"), 64);
+        QVERIFY2(refusal(json).contains(QStringLiteral("vocab_size_per_layer_input: 64 rows cannot embed every token id")), qPrintable(refusal(json)));
+        bad = c;
+        bad.model.traits.kvSharedLayers = 0;
+        QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("model.double_wide_mlp: widens the shared layers' MLPs")), qPrintable(pbtest::invalid(bad)));
+    }
     // Gemma4TextConfig's defaults where a key is absent: 5 sliding : 1 full with the last layer
     // forced full, windows of 512, head_dim 256 / 512, the default rotary parameters.
     void defaults()
@@ -105,6 +201,12 @@ private Q_SLOTS:
         QVERIFY(!m.traits.globalValuesFromKeys);
         QCOMPARE(m.traits.partialRotary, 0.25);
         QCOMPARE(m.traits.finalSoftcap, 0.0);
+        // A null or zero global_head_dim gives the global layers head_dim (Gemma4TextAttention's `or`).
+        for (const QJsonValue &v : {QJsonValue(QJsonValue::Null), QJsonValue(0)}) {
+            QJsonObject j = json;
+            j.insert(QStringLiteral("global_head_dim"), v);
+            QCOMPARE(pb::hfRunConfig(j, "config.json").model.headDimAt(7), qint64(256));
+        }
     }
     // Transformers 5.17 writes the global layers' shapes per layer (per_layer_config), as the
     // committed parity fixture's config.json (save_pretrained on the device) has them.
@@ -140,8 +242,7 @@ private Q_SLOTS:
         QTest::addColumn<QJsonValue>("value");
         QTest::addColumn<QString>("field");
         QTest::addColumn<QString>("says");
-        QTest::newRow("per-layer embeddings") << "hidden_size_per_layer_input" << QJsonValue(256) << "hidden_size_per_layer_input" << "per-layer input embeddings";
-        QTest::newRow("shared key/value layers") << "num_kv_shared_layers" << QJsonValue(20) << "num_kv_shared_layers" << "shared by the last layers";
+        QTest::newRow("every layer shared") << "num_kv_shared_layers" << QJsonValue(4) << "num_kv_shared_layers" << "at least one must compute its own keys and values";
         QTest::newRow("experts") << "enable_moe_block" << QJsonValue(true) << "enable_moe_block" << "26B-A4B";
         QTest::newRow("bidirectional") << "use_bidirectional_attention" << QJsonValue(QStringLiteral("all")) << "use_bidirectional_attention" << "causal";
         QTest::newRow("scaled rotary") << "rope_parameters"

@@ -40,6 +40,10 @@ private Q_SLOTS:
         // Gemma 4 31B's text model (tests/data/hf/gemma-4-31b, its shapes from Transformers' converter):
         // counted by hand in tst_hf_import_gemma4 and by Transformers 5.17 in published-counts.json.
         QTest::newRow("gemma-4-31b") << "gemma-4-31b" << qint64(30697345280) << true;
+        // E2B and E4B (tests/data/hf/gemma-4-e2b, -e4b): Transformers 5.17's Gemma4ForCausalLM counts
+        // the same (published-counts.json); half of E2B is its per-layer table (262144 x 35 x 256).
+        QTest::newRow("gemma-4-e2b") << "gemma-4-e2b" << qint64(4628569344) << true;
+        QTest::newRow("gemma-4-e4b") << "gemma-4-e4b" << qint64(7463013376) << true;
         // Qwen3.5-9B's text model (tests/data/hf/qwen3.5-9b): Transformers 5.17's Qwen3_5ForCausalLM
         // counts the same (published-counts.json); 8.95B is the untied text model's published size.
         QTest::newRow("qwen3.5-9b") << "qwen3.5-9b" << qint64(8953803264) << false;

@@ -120,11 +120,14 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         out.gradients += p.numel * tw;
         out.optimizerStates += stateBytesFor(config, p, s);
         largestTrainableNumel = std::max(largestTrainableNumel, p.numel);
+        // Gemma 4's per-layer table, the projection that feeds it and its norm: used beside the
+        // embedding, so their gradients come last, not with the head's.
+        const bool perLayerModel = p.layer < 0 && (p.name.rfind("model.embed_tokens_per_layer.", 0) == 0 || p.name.rfind("model.per_layer_", 0) == 0);
         if (p.layer >= 0)
             gradientsByBlock[p.layer] += p.numel * tw;
         else if (p.name == "model.embed_tokens.weight")
             out.embeddingGradientBytes += p.numel * tw;
-        else if (p.layer < 0)
+        else if (p.layer < 0 && !perLayerModel)
             out.headGradientBytes += p.numel * tw;
         // Autocast caches a 16-bit copy of every trainable leaf a matmul reads; the embedding
         // lookup and the norms run in the weight's own dtype, but a tied embedding is also lm_head's
@@ -132,7 +135,9 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         const bool embedding = p.name == "model.embed_tokens.weight";
         // fp8: a projection's base (a decoder block's matrix) is cast to float8 at each matmul instead.
         const bool float8Base = isFp8(prec) && p.isMatrix && !p.isLora && p.layer >= 0;
-        const bool castByAutocast = autocast && !float8Base && ((p.isMatrix && !embedding) || (embedding && config.model.tieEmbeddings));
+        // (The per-layer table is only looked up: never cast.)
+        const bool castByAutocast = autocast && !float8Base && p.name != "model.embed_tokens_per_layer.weight" &&
+                                    ((p.isMatrix && !embedding) || (embedding && config.model.tieEmbeddings));
         if (castByAutocast) {
             out.autocastCopies += 2 * p.numel;
             if (p.layer >= 0)

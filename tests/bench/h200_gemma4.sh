@@ -4,7 +4,9 @@
 #  fixtures: Transformers 5.17 makes the tiny parity fixtures named by $FIXTURES (default gemma4_text_e,
 #            E2B/E4B's traits; gemma4_text is the 31B's: tests/data/hf-parity/<name>) and counts the text
 #            models of the 31B, E2B and E4B on the meta device (--counts, from tests/data/hf/gemma-4-*/config.json). No build.
-#  parity:   the 31B preset at $PARITY_LAYERS (6: five sliding layers and one global) through
+#  speed:    $PRESET (gemma-4-31b) at $LAYERS (6) layers, $MODE (full): h200_families.sh with COMPILE=1
+#            ($SETS adds --set options: E2B at 10 layers needs --set model.kv_shared_layers=4).
+#  parity:   $PRESET (the 31B) at $PARITY_LAYERS (6: five sliding layers and one global) through
 #            h200_sparse.sh parity: our step-2 loss against Transformers' on the weights of our step-1
 #            checkpoint, fp32 and bf16-mixed, full fine-tuning ($PARITY_MODES). Needs the CUDA build.
 # Files ($OUT): <fixture>/ (config.json, model.safetensors, meta.json, reference.safetensors),
@@ -23,7 +25,11 @@ for w in "${WHAT[@]}"; do
     cp /tmp/g4c/counts.json $OUT/counts.json 2>/dev/null
   elif [ "$w" = parity ]; then
     PB_TARGETS=pilotbench-cli W=/tmp/g4p PARITY_OUT=$OUT/gemma4_parity.jsonl PARITY_LAYERS=${PARITY_LAYERS:-6} PARITY_MODES="${PARITY_MODES:-full}" \
-      bash tests/bench/h200_sparse.sh parity gemma-4-31b 2>&1 | tail -30 | tee -a $OUT/gemma4.log
+      PARITY_SETS="${SETS:-}" SETS="${SETS:-}" LAYERS_ALL=${PARITY_LAYERS:-6} bash tests/bench/h200_sparse.sh parity ${PRESET:-gemma-4-31b} 2>&1 | tail -30 | tee -a $OUT/gemma4.log
+  elif [ "$w" = speed ]; then
+    # Ours (eager, fused) beside Transformers eager and + torch.compile at $LAYERS layers ($MODE full|lora).
+    extra="${SETS:-}"; [ "${MODE:-full}" = lora ] && extra="$extra --set train.mode=lora --set train.lora.rank=16"
+    COMPILE=1 LAYERS=${LAYERS:-6} MB=${MB:-4} EXTRA="$extra" bash tests/bench/h200_families.sh all ${PRESET:-gemma-4-31b} 2>&1 | tail -12 | tee -a $OUT/gemma4.log
   fi
 done
 ls -la $OUT

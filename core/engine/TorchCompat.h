@@ -1,6 +1,8 @@
 #pragma once
 // Every difference between Debian's LibTorch 1.13 (CPU) and the LibTorch 2.x inside a CUDA host's
 // PyTorch lives here, so the rest of the engine is written once.
+#include "config/AttentionKernels.h"
+
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <ATen/autocast_mode.h>
@@ -183,16 +185,24 @@ inline at::Tensor expandKvHeads(const at::Tensor &t, int64_t groups)
     return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({t.size(0), t.size(1) * groups, t.size(2), t.size(3)});
 }
 
+// Whether SDPA may read grouped key/value heads as they are (enable_gqa) and stay on a fused kernel:
+// 16-bit q of a head width flash takes. Elsewhere the caller expands the heads.
+inline bool sharedHeadsKernel(const at::Tensor &q)
+{
+    return q.scalar_type() != at::kFloat && q.size(-1) <= pb::kSharedHeadsMaxHeadDim;
+}
+
 // Causal attention with grouped key/value heads: q [B, H, T, D], k and v [B, KV, T, D].
 inline at::Tensor groupedCausalAttention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, bool allowFused)
 {
     const int64_t groups = q.size(1) / k.size(1);
 #if PB_TORCH_AT_LEAST(2, 5)
     // enable_gqa lets the flash kernel read the shared heads instead of materialising copies. Flash
-    // takes only 16-bit inputs, and the memory-efficient kernel (which takes fp32) has no GQA, so
-    // fp32 with enable_gqa would fall back to the math path and keep the seq x seq scores: fp32
-    // expands the heads instead and stays on a fused kernel.
-    if (allowFused && q.scalar_type() != at::kFloat)
+    // takes only 16-bit inputs of heads up to 256 wide, and the memory-efficient kernel (which takes
+    // fp32 and any width) has no GQA, so fp32 or a wider head with enable_gqa would fall back to the
+    // math path and keep the seq x seq scores (in fp32): those expand the heads instead and stay on
+    // a fused kernel.
+    if (allowFused && sharedHeadsKernel(q))
         return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/groups > 1);
 #endif
     return causalAttention(q, expandKvHeads(k, groups), expandKvHeads(v, groups), allowFused);

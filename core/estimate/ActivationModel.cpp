@@ -1,5 +1,7 @@
 #include "estimate/ActivationModel.h"
 
+#include "config/AttentionKernels.h"
+
 #include "config/Nf4Format.h"
 #include "estimate/ActivationWalk.h"
 #include "estimate/GatedDeltaNetWalk.h"
@@ -391,7 +393,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // the kernel keeps the expanded copies and the projections' own k and v stay alive beside
         // them. q is fp32 under fp32, and under autocast after a q_norm with an fp32 weight.
         // A window goes to SDPA as a mask, and the kernels that take one have no grouped heads either.
-        const bool expandedKv = layerFused && (dq == 4 || window) && groups > 1;
+        // (So does a head wider than the grouped-head kernels take: Gemma 4's global heads.)
+        const bool expandedKv = layerFused && (dq == 4 || window || hd > kSharedHeadsMaxHeadDim) && groups > 1;
         const int64_t kvKept = expandedKv ? qDim : kvDim;
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast

@@ -111,8 +111,9 @@ torch::Tensor fusedMaskedAttention(const torch::Tensor &q, const torch::Tensor &
     const int64_t groups = q.size(1) / k.size(1);
     if (!windowMask.defined()) {
 #if PB_TORCH_AT_LEAST(2, 5)
-        // As compat::groupedCausalAttention: shared heads for 16-bit q; fp32 (no GQA kernel) expands.
-        if (q.scalar_type() != at::kFloat)
+        // As compat::groupedCausalAttention: shared heads for 16-bit q up to flash's width; fp32 or a
+        // wider head (no GQA kernel takes them) expands.
+        if (compat::sharedHeadsKernel(q))
             return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/groups > 1);
 #endif
         return at::scaled_dot_product_attention(q, compat::expandKvHeads(k, groups), compat::expandKvHeads(v, groups), {}, 0.0, /*is_causal=*/true, scale);

@@ -81,7 +81,10 @@ def main():
         # attention only exists in the eager form (SDPA drops the cap).
         hf._attn_implementation = "eager" if raw["model_type"] == "gemma2" else "sdpa"
         model = AutoModelForCausalLM.from_config(hf, dtype=torch.float32).cuda().train()
-        hf.head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+        try:
+            hf.head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+        except Exception:  # Gemma 4: a per-layer attribute (global layers differ), not read here
+            pass
     else:
         hf = llama_config(m)
         hf._attn_implementation = "sdpa"
@@ -113,7 +116,8 @@ def main():
         prof.export_chrome_trace(args.trace)
     mean = statistics.mean(times)
     tokens = b * s
-    flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hf.head_dim * s) * tokens
+    hd = m.get("head_dim") or m["hidden_size"] // m["attention_heads"]  # the run's (Gemma 4's global layers are wider: not counted)
+    flops = (6 * n_params + 12 * m["layers"] * m["attention_heads"] * hd * s) * tokens
     free, total = torch.cuda.mem_get_info()
     dtypes = lambda trains: sorted({str(p.dtype).replace("torch.", "") for p in model.parameters() if p.requires_grad == trains})
     print(json.dumps({"impl": ("transformers " + hf.model_type if args.hf_config else "transformers+pytorch") + (" peft" if t["mode"] == "lora" else "") + (" compile" if args.compile else " eager")

@@ -29,7 +29,7 @@ for w in "${WHAT[@]}"; do
   elif [ "$w" = speed ]; then
     # Ours (eager, fused) beside Transformers eager and + torch.compile at $LAYERS layers ($MODE full|lora).
     extra="${SETS:-}"; [ "${MODE:-full}" = lora ] && extra="$extra --set train.mode=lora --set train.lora.rank=16"
-    COMPILE=1 LAYERS=${LAYERS:-6} MB=${MB:-4} EXTRA="$extra" bash tests/bench/h200_families.sh all ${PRESET:-gemma-4-31b} 2>&1 | tail -12 | tee -a $OUT/gemma4.log
+    COMPILE=1 LAYERS=${LAYERS:-6} MB=${MB:-4} EXTRA="$extra" bash tests/bench/h200_families.sh ${SPEED_WHAT:-all} ${PRESET:-gemma-4-31b} 2>&1 | tail -12 | tee -a $OUT/gemma4.log
   fi
 done
 ls -la $OUT

@@ -79,21 +79,8 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
     if (!bidirectional.isUndefined() && !bidirectional.isNull() && !(bidirectional.isString() && bidirectional.toString() == QLatin1String("vision")))
         throw InvalidInputError(hfField(where, "use_bidirectional_attention"), "expected null, \"vision\" or \"all\", got " + jsonTypeName(bidirectional));
 
-    ModelShape m;
-    m.family = "gemma4_text";
-    m.preset = "hf-import";
-    m.vocabSize = optionalInt(json, where, "vocab_size", 262144);
-    m.hiddenSize = optionalInt(json, where, "hidden_size", 2304);
-    m.intermediateSize = optionalInt(json, where, "intermediate_size", 9216);
-    m.layers = optionalInt(json, where, "num_hidden_layers", 30);
-    if (m.layers > kMaxModelLayers || m.layers < 1)
-        throw InvalidInputError(hfField(where, "num_hidden_layers"), "expected 1 to " + std::to_string(kMaxModelLayers) + " layers, got " + std::to_string(m.layers));
-    m.attentionHeads = optionalInt(json, where, "num_attention_heads", 8);
-    m.kvHeads = optionalInt(json, where, "num_key_value_heads", 4);
-    m.headDim = optionalInt(json, where, "head_dim", 256);
-    m.maxPositions = optionalInt(json, where, "max_position_embeddings", 131072);
-    m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-6);
-    m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", true);
+    // Gemma4TextConfig's defaults.
+    ModelShape m = hfCommonShape(json, where, "gemma4_text", {262144, 2304, 9216, 30, 8, 4, 256, 131072, 1e-6, true});
     m.attentionBias = m.traits.outputBias = optionalBool(json, where, "attention_bias", false);
     m.norm = NormKind::RmsNorm;
     const QJsonValue act = json.value(QLatin1String("hidden_activation"));

@@ -41,22 +41,9 @@ ModelShape hfGptOssShape(const QJsonObject &given, const std::string &where)
     if (dropout != 0)
         throw InvalidInputError(hfField(where, "attention_dropout"), "dropout is not modelled (expected 0)");
 
-    ModelShape m;
-    m.family = "gpt_oss";
-    m.preset = "hf-import";
+    // GptOssConfig's defaults.
+    ModelShape m = hfCommonShape(json, where, "gpt_oss", {201088, 2880, 2880, 36, 64, 8, 64, 131072, 1e-5, false});
     m.checkpointQuantization = quantization;
-    m.vocabSize = optionalInt(json, where, "vocab_size", 201088);
-    m.hiddenSize = optionalInt(json, where, "hidden_size", 2880);
-    m.layers = optionalInt(json, where, "num_hidden_layers", 36);
-    if (m.layers > kMaxModelLayers) // before any per-layer list is built from it
-        throw InvalidInputError(hfField(where, "num_hidden_layers"), "at most " + std::to_string(kMaxModelLayers) + " layers are supported, got " + std::to_string(m.layers));
-    m.attentionHeads = optionalInt(json, where, "num_attention_heads", 64);
-    m.kvHeads = optionalInt(json, where, "num_key_value_heads", 8);
-    m.headDim = optionalInt(json, where, "head_dim", 64);
-    m.intermediateSize = optionalInt(json, where, "intermediate_size", 2880);
-    m.maxPositions = optionalInt(json, where, "max_position_embeddings", 131072);
-    m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-5);
-    m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", false);
     // GptOssAttention: attention_bias on all four projections.
     m.attentionBias = m.traits.outputBias = optionalBool(json, where, "attention_bias", true);
     m.traits.attentionSinks = true;

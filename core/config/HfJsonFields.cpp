@@ -1,6 +1,7 @@
 #include "config/HfJsonFields.h"
 
 #include "config/JsonReader.h"
+#include "config/RunConfigValidation.h"
 #include "util/Errors.h"
 
 #include <cmath>
@@ -51,6 +52,26 @@ bool present(const QJsonObject &json, const char *key)
 {
     const QJsonValue v = json.value(QLatin1String(key));
     return !v.isUndefined() && !v.isNull();
+}
+
+ModelShape hfCommonShape(const QJsonObject &json, const std::string &where, const std::string &family, const HfShapeDefaults &d)
+{
+    ModelShape m;
+    m.family = family;
+    m.preset = "hf-import";
+    m.vocabSize = optionalInt(json, where, "vocab_size", d.vocab);
+    m.hiddenSize = optionalInt(json, where, "hidden_size", d.hidden);
+    m.intermediateSize = optionalInt(json, where, "intermediate_size", d.intermediate);
+    m.layers = optionalInt(json, where, "num_hidden_layers", d.layers);
+    if (m.layers > kMaxModelLayers)
+        throw InvalidInputError(hfField(where, "num_hidden_layers"), "at most " + std::to_string(kMaxModelLayers) + " layers are supported, got " + std::to_string(m.layers));
+    m.attentionHeads = optionalInt(json, where, "num_attention_heads", d.heads);
+    m.kvHeads = optionalInt(json, where, "num_key_value_heads", d.kvHeads);
+    m.headDim = optionalInt(json, where, "head_dim", d.headDim);
+    m.maxPositions = optionalInt(json, where, "max_position_embeddings", d.maxPositions);
+    m.normEps = optionalNumber(json, where, "rms_norm_eps", d.normEps);
+    m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", d.tied);
+    return m;
 }
 
 } // namespace pb

@@ -73,15 +73,8 @@ ModelShape hfLlama4TextShape(const QJsonObject &json, const std::string &where)
     const double dropout = optionalNumber(json, where, "attention_dropout", 0);
     if (dropout != 0)
         throw InvalidInputError(hfField(where, "attention_dropout"), "dropout is not modelled (expected 0)");
-    ModelShape m;
-    m.family = "llama4_text";
-    m.preset = "hf-import";
-    m.vocabSize = optionalInt(json, where, "vocab_size", 202048);
-    m.hiddenSize = optionalInt(json, where, "hidden_size", 5120);
-    m.layers = optionalInt(json, where, "num_hidden_layers", 48);
-    if (m.layers > kMaxModelLayers) // before any per-layer list is built from it
-        throw InvalidInputError(hfField(where, "num_hidden_layers"), "at most " + std::to_string(kMaxModelLayers) + " layers are supported, got " + std::to_string(m.layers));
-    m.attentionHeads = optionalInt(json, where, "num_attention_heads", 40);
+    // Llama4TextConfig's defaults (head_dim and num_key_value_heads read again below for their nulls).
+    ModelShape m = hfCommonShape(json, where, "llama4_text", {202048, 5120, 8192, 48, 40, 8, 128, 4096 * 32, 1e-5, false});
     // Llama4TextConfig's class defaults are 8 and 128; an explicit null falls back to the attention
     // heads and hidden_size / heads (its __post_init__).
     auto nullOr = [&](const char *key, int64_t classDefault, int64_t nullDefault) {
@@ -92,9 +85,6 @@ ModelShape hfLlama4TextShape(const QJsonObject &json, const std::string &where)
     // Dense layers are Llama4TextMLP of intermediate_size_mlp; experts and the shared expert are
     // intermediate_size wide.
     m.intermediateSize = optionalInt(json, where, "intermediate_size_mlp", 16384);
-    m.maxPositions = optionalInt(json, where, "max_position_embeddings", 4096 * 32);
-    m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-5);
-    m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", false);
     m.attentionBias = m.traits.outputBias = optionalBool(json, where, "attention_bias", false);
     const QJsonValue act = json.value(QLatin1String("hidden_act"));
     if (!act.isUndefined() && !act.isNull() && act.toString() != QLatin1String("silu") && act.toString() != QLatin1String("swish"))

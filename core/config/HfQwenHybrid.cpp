@@ -98,20 +98,7 @@ ModelShape hfQwenHybridShape(const QJsonObject &json, const std::string &where)
     const std::string type = json.value(QLatin1String("model_type")).toString().toStdString();
     const Defaults d = defaultsOf(type);
     refuseUnmodelled(json, where, type, d.moe);
-    ModelShape m;
-    m.family = type;
-    m.preset = "hf-import";
-    m.vocabSize = optionalInt(json, where, "vocab_size", d.vocab);
-    m.hiddenSize = optionalInt(json, where, "hidden_size", d.hidden);
-    m.layers = optionalInt(json, where, "num_hidden_layers", d.layers);
-    if (m.layers > kMaxModelLayers || m.layers < 1) // before any per-layer list is built from it
-        throw InvalidInputError(hfField(where, "num_hidden_layers"), "expected 1 to " + std::to_string(kMaxModelLayers) + " layers, got " + std::to_string(m.layers));
-    m.attentionHeads = optionalInt(json, where, "num_attention_heads", d.heads);
-    m.kvHeads = optionalInt(json, where, "num_key_value_heads", d.kvHeads);
-    m.headDim = optionalInt(json, where, "head_dim", 256);
-    m.maxPositions = optionalInt(json, where, "max_position_embeddings", 32768);
-    m.normEps = optionalNumber(json, where, "rms_norm_eps", 1e-6);
-    m.tieEmbeddings = optionalBool(json, where, "tie_word_embeddings", false);
+    ModelShape m = hfCommonShape(json, where, type, {d.vocab, d.hidden, d.intermediate, d.layers, d.heads, d.kvHeads, 256, 32768, 1e-6, false});
     m.activation = ActivationKind::SwiGlu;
     m.norm = NormKind::RmsNorm;
 

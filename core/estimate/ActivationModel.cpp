@@ -369,6 +369,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             dkr = std::max(dk, dq);
             qkvGrad = qkvGrad || qOut || kOut;
         }
+        const int64_t savedThroughQkNorm = walk.saved;   // what the block still keeps when the q norm's backward runs
         // cos/sin are cast to q's dtype: the compute dtype, or, for an fp32 q under a 16-bit compute
         // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream).
         // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
@@ -604,8 +605,16 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                   : traits.attentionSinks ? 2 * sinkScores - (sinkDtype != c ? scores : 0) + c * n * qDim // softmax's gradient in and out
                                                : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * qDim;
         const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + (linearLayer ? 0 : attnGrads) - walk.saved;
+        // The q norm's backward without the CUDA kernel (model/FusedOps.cpp's composite, train.kernels
+        // = fused on CPU): in its last statement the fp32 normalised input, the fp32 gradient, its
+        // product with the weight and the expression's three fp32 temporaries and 16-bit result are
+        // alive at once (26 bytes an element of q), beside q's gradient, everything the block kept
+        // after its q/k norms already released. It outweighs the softmax's point where q is wide
+        // (Gemma 4's global heads of 512: -7.6% to -12.8% on CPU without it).
+        const bool compositeQNorm = walk.kernelsFused && !fusedKernels && qkvGrad && !latent && !linearLayer && (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full);
+        const int64_t qNormExtra = compositeQNorm ? savedThroughQkNorm + layer.afterAttentionGradBytes + c * n * qDim + 26 * n * qDim - walk.saved : attentionExtra;
         out.backwardAttentionExtraPerBlock.push_back(
-            std::max({attentionExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra,
+            std::max({attentionExtra, qNormExtra, dequantAttention > 0 ? atAttention + layer.afterAttentionGradBytes + dequantAttention + c * n * qDim - walk.saved : attentionExtra,
                       float8BackwardAttention > 0 ? atAttention + layer.afterAttentionGradBytes + float8BackwardAttention - walk.saved : attentionExtra}));
         // Under no_grad (recompute's forward) nothing is kept: the live set peaks at the second bmm
         // (norm output, q/k/v, expanded k and v, masked scores and probabilities, output) or in the

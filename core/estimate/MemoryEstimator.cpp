@@ -237,35 +237,50 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         }
     };
     // Copies are per block only where autocast makes them (not the gathered FSDP parameters).
+    // Each block's own gradients and copies where the model states list them per block (blocks
+    // differ: Gemma 4's global layers, E2B's double-wide MLPs, a mixture's dense layers); else the
+    // largest block's.
+    const bool byBlock = ms.gradientBytesByBlock.size() == static_cast<size_t>(layers) && ms.copyBytesByBlock.size() == static_cast<size_t>(layers);
+    auto blockGradients = [&](int64_t i) { return byBlock ? ceilDiv(ms.gradientBytesByBlock[static_cast<size_t>(i)], sh.gradients) : gradPerLayer; };
+    auto blockCopies = [&](int64_t i) { return copyPerLayer == 0 ? 0 : byBlock ? ms.copyBytesByBlock[static_cast<size_t>(i)] : copyPerLayer; };
     auto copiesFreedAtMlp = [&](size_t k) { return copyPerLayer > 0 ? act.backwardMlpCopiesFreedPerBlock[k] : 0; };
     auto copiesFreedAtAttention = [&](size_t k) { return copyPerLayer > 0 ? act.backwardAttentionCopiesFreedPerBlock[k] : 0; };
     if (!train.recompute) {
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll - unkeptCopies - headCopyInBackward);
         int64_t below = savedAll;
+        // The gradients of the blocks above, the copies of this block and those below it.
+        int64_t gradsAbove = 0, copiesUpTo = 0;
+        for (int64_t i = 0; i < layers; ++i)
+            copiesUpTo += blockCopies(i);
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;
+            const int64_t grads = gradHead + gradsAbove + gradientBuffers;
             // The block's kept tensors, the gradient arriving at its output, and its peak in the
             // MLP or at the attention's softmax (with the copies released by then).
-            const int64_t copies = copyPerLayer * (i + 1) - unkeptCopies;
+            const int64_t copies = copiesUpTo - unkeptCopies;
             consider(below + residual + act.backwardMlpExtraPerBlock[k], 0, grads, copies - copiesFreedAtMlp(k));
             consider(below + residual + act.backwardAttentionExtraPerBlock[k], 0, grads, copies - copiesFreedAtAttention(k));
             below -= act.savedPerBlock[k];
+            gradsAbove += blockGradients(i);
+            copiesUpTo -= blockCopies(i);
         }
     } else {
         consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, 0, headCopy - headCopyInBackward);
+        int64_t gradsAbove = 0;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradHead + gradPerLayer * (layers - 1 - i) + gradientBuffers;
+            const int64_t grads = gradHead + gradsAbove + gradientBuffers;
+            const int64_t copyPerBlock = blockCopies(i);
+            gradsAbove += blockGradients(i);
             // Inputs of this block and the ones below, the incoming gradient (held by the
             // recompute node while the block's own backward runs), then either the re-run
             // forward's peak or the rebuilt block (its input is the saved one, not counted twice),
             // its output, and the backward's peak in the MLP or at the attention's softmax.
             const int64_t held = (i + 1) * residual + residual + (layers + 1) * rngState;
             const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] + residual;
-            consider(held + act.forwardAbovePerBlock[k], 0, grads, copyPerLayer);
-            consider(held + rebuilt + act.backwardMlpExtraPerBlock[k], 0, grads, copyPerLayer - copiesFreedAtMlp(k));
-            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k], 0, grads, copyPerLayer - copiesFreedAtAttention(k));
+            consider(held + act.forwardAbovePerBlock[k], 0, grads, copyPerBlock);
+            consider(held + rebuilt + act.backwardMlpExtraPerBlock[k], 0, grads, copyPerBlock - copiesFreedAtMlp(k));
+            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k], 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }
     }
     consider(0, 0, gradAll + gradientBuffers + 2 * tiedGradient, 0);

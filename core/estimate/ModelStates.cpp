@@ -171,6 +171,15 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     // largest block's, and the copies of all blocks are summed, not one block's times the count.
     for (const auto &[layer, bytes] : gradientsByBlock)
         out.perLayerGradientBytes = std::max(out.perLayerGradientBytes, bytes);
+    const size_t blocks = static_cast<size_t>(std::max<int64_t>(config.model.layers, 0));
+    out.gradientBytesByBlock.assign(blocks, 0);
+    out.copyBytesByBlock.assign(blocks, 0);
+    for (const auto &[layer, bytes] : gradientsByBlock)
+        if (layer >= 0 && static_cast<size_t>(layer) < blocks)
+            out.gradientBytesByBlock[static_cast<size_t>(layer)] = bytes;
+    for (const auto &[layer, bytes] : copiesByBlock)
+        if (layer >= 0 && static_cast<size_t>(layer) < blocks)
+            out.copyBytesByBlock[static_cast<size_t>(layer)] = bytes;
     for (const auto &[layer, bytes] : copiesByBlock) {
         out.perLayerCopyBytes = std::max(out.perLayerCopyBytes, bytes);
         out.allLayerCopyBytes += bytes;

@@ -21,6 +21,9 @@ struct ModelStateBytes {
     int64_t perLayerGradientBytes = 0;   // gradients of one decoder block (the largest)
     int64_t perLayerCopyBytes = 0;       // autocast copies of one decoder block (the largest)
     int64_t allLayerCopyBytes = 0;       // ... of every decoder block
+    // Per decoder block, in layer order: its gradients and its autocast copies (blocks differ in
+    // Gemma 4: global layers twice as wide, E2B's double-wide MLPs; a mixture's dense layers).
+    std::vector<int64_t> gradientBytesByBlock, copyBytesByBlock;
     int64_t headGradientBytes = 0;       // gradients of the final norm and lm_head (made first in backward)
     int64_t embeddingGradientBytes = 0;  // gradient of the embedding (made last in backward)
     int64_t largestBlockParams = 0;      // parameters of the largest decoder block (or embedding/head)

@@ -110,16 +110,16 @@ const std::vector<std::string> &hfDenseTraitTypes()
     return types;
 }
 
-bool readLayerTypes(const QJsonObject &json, const std::string &where, ModelShape &m)
+std::optional<std::vector<bool>> hfFullLayers(const QJsonObject &json, const std::string &where, int64_t layers)
 {
     const QJsonValue v = json.value(QLatin1String("layer_types"));
     if (v.isUndefined() || v.isNull())
-        return false;
+        return std::nullopt;
     if (!v.isArray())
         throw InvalidInputError(hfField(where, "layer_types"), "expected an array of full_attention / sliding_attention, got " + jsonTypeName(v));
     const QJsonArray a = v.toArray();
-    if (a.size() != m.layers)
-        throw InvalidInputError(hfField(where, "layer_types"), "has " + std::to_string(a.size()) + " entries for " + std::to_string(m.layers) + " layers (num_hidden_layers)");
+    if (a.size() != layers)
+        throw InvalidInputError(hfField(where, "layer_types"), "has " + std::to_string(a.size()) + " entries for " + std::to_string(layers) + " layers (num_hidden_layers)");
     std::vector<bool> full;
     for (qsizetype i = 0; i < a.size(); ++i) {
         const QString type = a[i].toString();
@@ -128,6 +128,15 @@ bool readLayerTypes(const QJsonObject &json, const std::string &where, ModelShap
                                     "expected full_attention or sliding_attention, got " + jsonTypeName(a[i]));
         full.push_back(type == QLatin1String("full_attention"));
     }
+    return full;
+}
+
+bool readLayerTypes(const QJsonObject &json, const std::string &where, ModelShape &m)
+{
+    const auto read = hfFullLayers(json, where, m.layers);
+    if (!read)
+        return false;
+    const std::vector<bool> &full = *read;
     const bool anySliding = std::any_of(full.begin(), full.end(), [](bool b) { return !b; });
     if (anySliding && !present(json, "sliding_window"))
         throw InvalidInputError(hfField(where, "sliding_window"), "required by the sliding_attention layers of layer_types");

@@ -6,6 +6,7 @@
 
 #include <QJsonObject>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ void applyDenseFamily(const QJsonObject &json, const std::string &where, const s
 // Reads `layer_types` (full_attention / sliding_attention per layer) into the window's global
 // layers: a period where the list has one, else the list of full layers. False when the key is absent.
 bool readLayerTypes(const QJsonObject &json, const std::string &where, ModelShape &m);
+// layer_types of full_attention / sliding_attention as true (full) / false per layer, checked
+// against `layers`; nullopt where the key is absent or null.
+std::optional<std::vector<bool>> hfFullLayers(const QJsonObject &json, const std::string &where, int64_t layers);
 // The layers flagged in `picked` as a selection: a period where one describes them, else a list.
 LayerSelection hfLayerSelection(const std::vector<bool> &picked);
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 namespace pb {
 namespace {
@@ -97,23 +98,11 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
     // layer_types: five sliding layers then a full one by default; the last layer is always full
     // (Gemma4TextConfig.__post_init__ overrides it).
     std::vector<bool> full(static_cast<size_t>(m.layers));
-    const QJsonValue types = json.value(QLatin1String("layer_types"));
-    if (types.isArray()) {
-        const QJsonArray a = types.toArray();
-        if (a.size() != m.layers)
-            throw InvalidInputError(hfField(where, "layer_types"), "has " + std::to_string(a.size()) + " entries for " + std::to_string(m.layers) + " layers (num_hidden_layers)");
-        for (qsizetype i = 0; i < a.size(); ++i) {
-            const QString type = a[i].toString();
-            if (type != QLatin1String("full_attention") && type != QLatin1String("sliding_attention"))
-                throw InvalidInputError(hfField(where, ("layer_types[" + std::to_string(i) + "]").c_str()), "expected full_attention or sliding_attention, got " + jsonTypeName(a[i]));
-            full[static_cast<size_t>(i)] = type == QLatin1String("full_attention");
-        }
-    } else if (!types.isUndefined() && !types.isNull()) {
-        throw InvalidInputError(hfField(where, "layer_types"), "expected an array of full_attention / sliding_attention, got " + jsonTypeName(types));
-    } else {
+    if (auto read = hfFullLayers(json, where, m.layers))
+        full = std::move(*read);
+    else
         for (int64_t i = 0; i < m.layers; ++i)
             full[static_cast<size_t>(i)] = (i + 1) % 6 == 0;
-    }
     full.back() = true;
     if (std::all_of(full.begin(), full.end(), [](bool f) { return f; }))
         throw InvalidInputError(hfField(where, "layer_types"), "every layer is full attention: the global layers' shapes need sliding layers beside them (not a published Gemma 4 layout)");

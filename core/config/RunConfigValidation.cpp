@@ -535,10 +535,25 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
         k.require(((t.seqLen % 16) * (t.microBatch % 16)) % 16 == 0, "train.seq_len",
                   "fp8 matmuls take multiples of 16 tokens (seq_len x micro_batch = " +
                       (tokens ? std::to_string(*tokens) : std::to_string(t.seqLen) + " x " + std::to_string(t.microBatch)) + ")");
-        if (shapeOk)
-            for (const auto &p : denseProjections(c.model))
-                k.require(p.in % 16 == 0 && p.out % 16 == 0, "train.precision",
-                          "fp8 matmuls take widths in multiples of 16; " + p.name + " is " + std::to_string(p.out) + " x " + std::to_string(p.in));
+        if (shapeOk) {
+            // Every layer's own shapes where they differ (Gemma 4's global heads, shared layers,
+            // double-wide MLPs), and the per-layer input's projections; the first too narrow is named.
+            const ModelShape &m = c.model;
+            std::vector<ProjectionShape> shapes = denseProjections(m);
+            if (m.layerShapesVary() || m.traits.kvSharedLayers > 0 || m.traits.doubleWideMlp)
+                for (int64_t layer = 0; layer < std::min<int64_t>(m.layers, kMaxModelLayers); ++layer)
+                    for (const auto &p : denseProjections(m, layer))
+                        shapes.push_back(p);
+            if (const int64_t pli = m.traits.perLayerInput; pli > 0) {
+                shapes.push_back({"per_layer_input_gate", m.hiddenSize, pli});
+                shapes.push_back({"per_layer_projection", pli, m.hiddenSize});
+            }
+            for (const auto &p : shapes)
+                if (p.in % 16 != 0 || p.out % 16 != 0) {
+                    k.require(false, "train.precision", "fp8 matmuls take widths in multiples of 16; " + p.name + " is " + std::to_string(p.out) + " x " + std::to_string(p.in));
+                    break;
+                }
+        }
     }
     if (t.mode == TrainMode::Qlora)
         k.require(t.precision != Precision::Fp32, "train.precision",

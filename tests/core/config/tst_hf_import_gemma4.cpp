@@ -183,6 +183,23 @@ private Q_SLOTS:
         bad.model.traits.kvSharedLayers = 0;
         QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("model.double_wide_mlp: widens the shared layers' MLPs")), qPrintable(pbtest::invalid(bad)));
     }
+    // fp8's widths in multiples of 16 are checked on every layer's own shapes: a global head of 514
+    // passes on the sliding layers' 256 but not on the global k_proj (1 key/value head); so is the
+    // per-layer input's gate.
+    void fp8WidthsPerLayer()
+    {
+        pb::RunConfig c = pb::importHfConfig(pbtest::hf("gemma-4-e2b"));
+        c.train.precision = pb::Precision::Fp8Rowwise;
+        c.train.seqLen = 2048;
+        QVERIFY2(pbtest::invalid(c).isEmpty(), qPrintable(pbtest::invalid(c)));
+        pb::RunConfig bad = c;
+        bad.model.traits.globalHeadDim = 514;
+        QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("train.precision: fp8 matmuls take widths in multiples of 16; k_proj is 514 x 1536")),
+                 qPrintable(pbtest::invalid(bad)));
+        bad = c;
+        bad.model.traits.perLayerInput = 24;
+        QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("per_layer_input_gate is 24 x 1536")), qPrintable(pbtest::invalid(bad)));
+    }
     // Gemma4TextConfig's defaults where a key is absent: 5 sliding : 1 full with the last layer
     // forced full, windows of 512, head_dim 256 / 512, the default rotary parameters.
     void defaults()

@@ -321,7 +321,13 @@ void checkTraits(Checker &k, const ModelShape &m)
     if (t.slidingWindow == 0)
         k.require(t.localRopeTheta == 0, "model.local_rope_theta", "is the sliding layers' rotary base; set model.sliding_window too");
     k.range(t.partialRotary, 0, false, 1, true, "model.partial_rotary");
-    if (m.attentionHeads > 0 && m.headDim >= 0 && std::isfinite(t.partialRotary) && t.partialRotary > 0) {
+    if (t.ropeProportional && m.attentionHeads > 0 && m.headDim >= 0 && t.globalHeadDim >= 0 && std::isfinite(t.partialRotary) && t.partialRotary > 0) {
+        // Gemma 4's proportional rotary turns int(partial x global head / 2) frequency pairs of the
+        // global heads (the sliding layers turn whole heads): at least one.
+        const int64_t globalDim = t.globalHeadDim > 0 ? t.globalHeadDim : m.effectiveHeadDim();
+        const auto pairs = static_cast<int64_t>(t.partialRotary * static_cast<double>(globalDim) / 2);
+        k.require(pairs >= 1, "model.partial_rotary", "turns no frequency pair of the global heads (" + shortNumber(t.partialRotary) + " x " + std::to_string(globalDim) + " / 2 < 1)");
+    } else if (m.attentionHeads > 0 && m.headDim >= 0 && std::isfinite(t.partialRotary) && t.partialRotary > 0) {
         const int64_t dim = m.rotaryDim();
         k.require(dim >= 2 && dim % 2 == 0, "model.partial_rotary", "must rotate an even number of dimensions of at least 2 (head_dim " + std::to_string(m.effectiveHeadDim()) +
                   " x " + shortNumber(t.partialRotary) + " = " + std::to_string(dim) + ")");

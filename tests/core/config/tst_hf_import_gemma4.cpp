@@ -77,6 +77,13 @@ private Q_SLOTS:
         pb::RunConfig bad = c;
         bad.model.traits.ropeProportional = false;
         QVERIFY2(pbtest::invalid(bad).startsWith(QStringLiteral("model.global_head_dim: needs model.rope_proportional")), qPrintable(pbtest::invalid(bad)));
+        // The proportional rotary counts its turned pairs on the global heads: 0.1 turns 25 of 256
+        // (the rule for a partial rotary, an even share of head_dim, would refuse 25.6 of 256).
+        pb::RunConfig tenth = c;
+        tenth.model.traits.partialRotary = 0.1;
+        QVERIFY2(pbtest::invalid(tenth).isEmpty(), qPrintable(pbtest::invalid(tenth)));
+        tenth.model.traits.partialRotary = 0.001;
+        QVERIFY2(pbtest::invalid(tenth).startsWith(QStringLiteral("model.partial_rotary: turns no frequency pair")), qPrintable(pbtest::invalid(tenth)));
         bad = c;
         bad.model.ropeScaling = pb::RopeScaling::linear(8);
         QVERIFY2(pbtest::invalid(bad).startsWith(QStringLiteral("model.rope_scaling:")), qPrintable(pbtest::invalid(bad)));

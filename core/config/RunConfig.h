@@ -336,11 +336,17 @@ struct ModelShape {
                 return i;
         return -1;
     }
-    // Whether a later shared layer reads this layer's keys and values.
+    // Whether a later shared layer reads this layer's keys and values: it is the last of its kind
+    // before the shared ones, and a shared layer is of its kind.
     bool kvSource(int64_t layer) const
     {
+        if (layer < 0 || !kvShared(layers - 1) || layer >= firstKvSharedLayer())
+            return false;
+        for (int64_t i = layer + 1; i < firstKvSharedLayer(); ++i)
+            if (traits.usesSliding(i) == traits.usesSliding(layer))
+                return false;
         for (int64_t i = firstKvSharedLayer(); i < layers; ++i)
-            if (kvShared(i) && kvSourceLayer(i) == layer)
+            if (traits.usesSliding(i) == traits.usesSliding(layer))
                 return true;
         return false;
     }

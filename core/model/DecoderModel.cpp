@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <unordered_map>
+#include <tuple>
 #include <utility>
 
 namespace pb {
@@ -58,12 +59,8 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         // A distinct empty tensor for each absent output: one tensor twice among a function's outputs
         // would share one gradient slot.
         const auto none = [&x] { return torch::zeros({0}, x.options().dtype(torch::kFloat)); };
-        torch::Tensor keys = none(), values = none();
-        if (block->attention && block->attention->keptKeys.defined()) {
-            keys = std::exchange(block->attention->keptKeys, torch::Tensor());
-            values = std::exchange(block->attention->keptValues, torch::Tensor());
-        }
-        return {out, block->moe ? block->moe->routerProbabilitySum : none(), keys, values};
+        auto [keys, values] = block->attention ? block->attention->takeKeptKv() : std::pair<torch::Tensor, torch::Tensor>();
+        return {out, block->moe ? block->moe->routerProbabilitySum : none(), keys.defined() ? keys : none(), values.defined() ? values : none()};
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
@@ -100,7 +97,8 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         // Gemma 4: the gradients the shared layers (already through their backward) sent to this
         // layer's keys and values.
         if (block->attention && block->attention->keptKeys.defined()) {
-            const torch::Tensor kept[2] = {std::exchange(block->attention->keptKeys, torch::Tensor()), std::exchange(block->attention->keptValues, torch::Tensor())};
+            const auto [keys, values] = block->attention->takeKeptKv();
+            const torch::Tensor kept[2] = {keys, values};
             for (size_t i = 0; i < 2; ++i)
                 if (gradOutputs.size() > 2 + i && gradOutputs[2 + i].defined() && kept[i].requires_grad()) {
                     roots.push_back(kept[i]);
@@ -333,10 +331,8 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             h = block->forward(h, in);
             if (block->moe)
                 layerProbabilities = block->moe->routerProbabilitySum;
-            if (block->attention && block->attention->keptKeys.defined()) {
-                keptKeys = std::exchange(block->attention->keptKeys, torch::Tensor());
-                keptValues = std::exchange(block->attention->keptValues, torch::Tensor());
-            }
+            if (block->attention)
+                std::tie(keptKeys, keptValues) = block->attention->takeKeptKv();
         }
         if (keptKeys.defined())
             sharedKv[layer] = {keptKeys, keptValues};

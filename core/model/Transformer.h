@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <array>
+#include <utility>
 #include <string>
 
 namespace pb {
@@ -115,7 +116,8 @@ public:
     // A layer whose keys and values later shared layers read (model.kv_shared_layers): its last
     // forward's, after the norm and the rotary; the caller takes them (and so releases them here).
     torch::Tensor keptKeys, keptValues;
-    bool sharesKv() const { return m_sharedKv; }
+    // The kept keys and values, released here (undefined where this layer keeps none).
+    std::pair<torch::Tensor, torch::Tensor> takeKeptKv() { return {std::exchange(keptKeys, torch::Tensor()), std::exchange(keptValues, torch::Tensor())}; }
 
 private:
     torch::Tensor rotate(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin) const;

@@ -227,6 +227,8 @@ __global__ void rmsNormBackwardWarpKernel(const DY *dy, const X *x, const W *w, 
     }
 }
 
+#include "kernels/RowVectorKernels.cuh"
+
 // V elements of T in one 16-byte load or store where the pointers allow it (V = 1 otherwise).
 template <typename T, int V> struct alignas(sizeof(T) * V) Pack {
     T v[V];
@@ -367,6 +369,32 @@ template <typename T, typename F> void launchPacked(int64_t n, std::initializer_
         packKernel<1><<<elementwiseBlocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
 }
 
+
+// Calls f with the threads a row (L) and the packs of 8 a thread (K) for rows of `packs` packs:
+// the narrowest group that holds the row in at most 4 packs a thread.
+template <typename F> void dispatchRowShape(int64_t packs, F &&f)
+{
+    using std::integral_constant;
+    if (packs <= 8)
+        f(integral_constant<int, 8> {}, integral_constant<int, 1> {});
+    else if (packs <= 16)
+        f(integral_constant<int, 16> {}, integral_constant<int, 1> {});
+    else if (packs <= 32)
+        f(integral_constant<int, 32> {}, integral_constant<int, 1> {});
+    else if (packs <= 64)
+        f(integral_constant<int, 32> {}, integral_constant<int, 2> {});
+    else if (packs <= 128)
+        f(integral_constant<int, 32> {}, integral_constant<int, 4> {});
+    else if (packs <= kThreads)
+        f(integral_constant<int, kThreads> {}, integral_constant<int, 1> {});
+    else if (packs <= 2 * kThreads)
+        f(integral_constant<int, kThreads> {}, integral_constant<int, 2> {});
+    else
+        f(integral_constant<int, kThreads> {}, integral_constant<int, 4> {});
+}
+
+bool vectorRows(int64_t cols, std::initializer_list<const void *> pointers) { return cols % 8 == 0 && cols <= kVecMaxCols && aligned16(pointers); }
+
 } // namespace
 
 void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
@@ -376,8 +404,9 @@ void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, i
         return;
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        crossEntropyKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-            static_cast<T *>(logits), targets, vocab, ignoreIndex, scale, rowLoss);
+        const auto kernel = vocab % 8 == 0 && aligned16({logits}) ? crossEntropyVecKernel<T> : crossEntropyKernel<T>;
+        kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T *>(logits), targets, vocab, ignoreIndex,
+                                                                                             scale, rowLoss);
     });
     check(cudaGetLastError(), "cross-entropy kernel");
 }
@@ -392,7 +421,13 @@ void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void
         using W = decltype(wt);
         using Y = decltype(yt);
         const auto s = static_cast<cudaStream_t>(stream);
-        if (cols <= kWarpRowCols)
+        if (vectorRows(cols, {x, w, y}))
+            dispatchRowShape(cols / 8, [&](auto l, auto k) {
+                constexpr int L = decltype(l)::value, K = decltype(k)::value;
+                rmsNormForwardVecKernel<X, W, Y, L, K><<<static_cast<unsigned>((rows + kThreads / L - 1) / (kThreads / L)), kThreads, 0, s>>>(
+                    static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps, form);
+            });
+        else if (cols <= kWarpRowCols)
             rmsNormForwardWarpKernel<X, W, Y><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(
                 static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps, form);
         else
@@ -415,6 +450,22 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
 {
     if (rows == 0)
         return;
+    if (vectorRows(cols, {dy, x, w, dx})) {
+        dispatch(dyType, xType, wType, [&](auto dyt, auto xt, auto wt) {
+            using DY = decltype(dyt);
+            using X = decltype(xt);
+            using W = decltype(wt);
+            dispatchRowShape(cols / 8, [&](auto l, auto k) {
+                constexpr int L = decltype(l)::value, K = decltype(k)::value;
+                const size_t bytes = L < kThreads ? static_cast<size_t>(cols) * sizeof(float) : 0;
+                rmsNormBackwardVecKernel<DY, X, W, L, K><<<static_cast<unsigned>(partials), kThreads, bytes, static_cast<cudaStream_t>(stream)>>>(
+                    static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols,
+                    form);
+            });
+        });
+        check(cudaGetLastError(), "RMSNorm backward kernel");
+        return;
+    }
     const bool warpRows = cols <= kWarpRowCols;
     const size_t sharedBytes = static_cast<size_t>(cols) * sizeof(float) * (warpRows ? kWarps : 1);
     dispatch(dyType, xType, wType, [&](auto dyt, auto xt, auto wt) {
@@ -477,8 +528,13 @@ void rotary(const void *x, void *y, Dtype type, const float *cos, const float *s
         return;
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        rotaryKernel<T><<<elementwiseBlocks(pairs), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-            static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs, heads, headDim / 2, seqLen, inverse);
+        const auto s = static_cast<cudaStream_t>(stream);
+        if ((headDim / 2) % 8 == 0 && aligned16({x, y, cos, sin}))
+            rotaryVecKernel<T><<<elementwiseBlocks(pairs / 8), kThreads, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs / 8, heads,
+                                                                               headDim / 2, seqLen, inverse);
+        else
+            rotaryKernel<T><<<elementwiseBlocks(pairs), kThreads, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs, heads,
+                                                                          headDim / 2, seqLen, inverse);
     });
     check(cudaGetLastError(), "rotary kernel");
 }

@@ -7,7 +7,7 @@
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead}"
 . tests/bench/h200_build.sh
 P=${1:-qwen3-8b}; LAYERS=${LAYERS:-4}; SEQ=${SEQ:-2048}; MB=${MB:-4}
-SETS=(--set model.layers=$LAYERS --set train.seq_len=$SEQ --set train.micro_batch=$MB $EXTRA)
+SETS=(--set model.layers=$LAYERS --set train.seq_len=$SEQ --set train.micro_batch=$MB ${EXTRA:-})
 # $EXTRA: more --set arguments for both sides (e.g. "--set train.mode=lora"); HF=0 leaves Transformers out;
 # $TAG names the files (default: the preset).
 T=${TAG:-$P}
@@ -22,6 +22,6 @@ for side in ours hf; do
   # Our side's wall time per step (the bench's summary line) gives the card's idle share.
   STEP=(); [ $side = ours ] && STEP=(--step-ms $(grep -o "measured steps: bare [0-9.]* ms" $OUT/profile.txt | tail -1 | grep -o "[0-9.]* ms" | cut -d' ' -f1))
   [ "${STEP[1]:-}" = "" ] && STEP=()
-  python3 tests/bench/trace_top_kernels.py $OUT/trace-$T-$side.json --steps 2 --top 25 --label "$T $side" "${STEP[@]}" | tee -a $OUT/profile.txt
+  python3 tests/bench/trace_top_kernels.py $OUT/trace-$T-$side.json --steps 2 --top 25 --label "$T $side" --by-op ${BYOP:-45} "${STEP[@]}" | tee -a $OUT/profile.txt
   gzip -f $OUT/trace-$T-$side.json; mkdir -p /tmp/traces; mv $OUT/trace-$T-$side.json.gz /tmp/traces/  # only a few files come back
 done

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The fused RMSNorm (every form) and gated-activation CUDA kernels (core/kernels/FusedKernels.cu)
+"""The fused RMSNorm (every form), gated-activation, rotary and cross-entropy CUDA kernels
+(core/kernels/FusedKernels.cu: the 16-byte-load row forms and the scalar ones they fall back to)
 against PyTorch's eager ops on the card, without building PilotBench: nvcc compiles the one .cu file
 into a shared library, ctypes calls its functions on tensors' storage, on the current stream. For
 a card session too short for a full build; engine_tst_fused_ops checks the same through FusedOps
@@ -9,6 +10,8 @@ where the build is there. From the repository root on a CUDA host:
 
 Prints one line per case (max relative error of each output) and exits non-zero when a case is
 off by more than its tolerance (fp32: 1e-5 forward, 1e-4 gradients; bf16: one or two bf16 units).
+Then, at a step's shapes, each kernel's time and achieved bandwidth (bytes it must move / time;
+the H200's HBM3e is 4.8 TB/s) beside the eager ops it replaces, timed in the same run (issue 34).
 """
 import argparse, ctypes, os, subprocess, sys, tempfile
 
@@ -50,6 +53,10 @@ glu_fwd = fn("13swigluForward")
 glu_fwd.argtypes = [P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
 glu_bwd = fn("14swigluBackward")
 glu_bwd.argtypes = [P, P, P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
+rot = fn("6rotary")
+rot.argtypes = [P, P, ctypes.c_int, P, P, I64, I64, I64, I64, ctypes.c_bool, P]
+ce = fn("23crossEntropyGradInPlace")
+ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, F, P, P]
 stream = lambda: P(torch.cuda.current_stream().cuda_stream)
 ptr = lambda t: P(t.data_ptr())
 
@@ -70,12 +77,20 @@ def report(case, errors, tols):
 
 
 torch.manual_seed(0)
+# Widths for each row shape of the 16-byte forms (8, 16, 32 threads a row with 1, 2, 4 packs each;
+# a block a row with 1, 2, 4), the scalar fallbacks (67: not a multiple of 8; 9000: over 8192;
+# "unaligned": storage 2 bytes off), and the families' hidden sizes.
 for name, unit, fp32, cols in [("llama", False, False, 128), ("llama", False, False, 4096), ("gemma", True, True, 128), ("gemma", True, True, 3840),
-                               ("olmo2", False, True, 128), ("olmo2", False, True, 5120), ("offset only", True, False, 256), ("llama odd", False, False, 67)]:
+                               ("olmo2", False, True, 128), ("olmo2", False, True, 5120), ("offset only", True, False, 256), ("llama odd", False, False, 67),
+                               ("llama", False, False, 64), ("gemma", True, True, 512), ("llama", False, False, 1024), ("gemma", True, True, 1536),
+                               ("llama", False, False, 8192), ("llama wide", False, False, 9000), ("llama unaligned", False, False, 2048)]:
     for xt, wt, yt in [(torch.float32, torch.float32, torch.float32), (torch.bfloat16, torch.float32, torch.bfloat16),
                        (torch.bfloat16, torch.bfloat16, torch.bfloat16), (torch.float32, torch.float32, torch.bfloat16)]:
         rows = 2 * 2048 * (32 if cols <= 256 else 1) + 3
-        x = (torch.randn(rows, cols, device="cuda") * 2).to(xt).requires_grad_(True)
+        if name.endswith("unaligned"):
+            x = (torch.randn(rows * cols + 1, device="cuda") * 2).to(xt)[1:].view(rows, cols).detach().requires_grad_(True)
+        else:
+            x = (torch.randn(rows, cols, device="cuda") * 2).to(xt).requires_grad_(True)
         w = ((torch.rand(cols, device="cuda") - 0.5) * 0.4 + (0.0 if unit else 1.0)).to(wt).requires_grad_(True)
         dy = torch.randn(rows, cols, device="cuda").to(yt)
         eps = 1e-6
@@ -89,7 +104,7 @@ for name, unit, fp32, cols in [("llama", False, False, 128), ("llama", False, Fa
         form = Form(unit, fp32)
         rms_fwd(ptr(x), DT[xt], ptr(w), DT[wt], ptr(y), DT[yt], ptr(rstd), rows, cols, eps, form, stream())
         n = partials(rows)
-        dx = torch.empty_like(x)
+        dx = torch.empty_like(x) if not name.endswith("unaligned") else torch.empty(rows * cols + 1, device="cuda", dtype=xt)[1:].view(rows, cols)
         part = torch.empty(n, cols, device="cuda")
         rms_bwd(ptr(dy), DT[yt], ptr(x), DT[xt], ptr(w), DT[wt], ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream())
         torch.cuda.synchronize()
@@ -119,5 +134,121 @@ for act, code in [("silu", 0), ("gelu tanh", 1), ("gelu erf", 2)]:
             report("gated %s %s n %d offset %d" % (act, str(t)[6:], n, offset), {"out": rel(out, ref), "du": rel(du, u.grad), "dg": rel(dg, g.grad)},
                    {"out": 8e-3 if low else 1e-6, "du": 8e-3 if low else 1e-6, "dg": 1.6e-2 if low else 1e-5})
 
+
+
+def rotate_half(t):
+    h = t.shape[-1] // 2
+    return torch.cat([-t[..., h:], t[..., :h]], -1)
+
+
+def rotary_ref(x, cos, sin, inverse):
+    """x [b, t, heads, hd]; cos, sin [t, hd] fp32: FusedOps' composite, in fp32, rounded once."""
+    xf, c, s_ = x.float(), cos[None, :, None, :], sin[None, :, None, :]
+    if not inverse:
+        return (xf * c + rotate_half(xf) * s_).to(x.dtype)
+    u = xf * s_
+    h = u.shape[-1] // 2
+    return (xf * c + torch.cat([u[..., h:], -u[..., :h]], -1)).to(x.dtype)
+
+
+def rotary_tables(t, hd):
+    inv = 1.0 / (10000 ** (torch.arange(0, hd, 2, device="cuda").float() / hd))
+    ang = torch.outer(torch.arange(t, device="cuda").float(), inv)
+    ang = torch.cat([ang, ang], -1)
+    return ang.cos().contiguous(), ang.sin().contiguous()
+
+
+for hd in (128, 256, 96, 40):  # half a multiple of 8 takes the 16-byte form; 40 the scalar one
+    for t in (torch.float32, torch.bfloat16):
+        for inverse in (False, True):
+            b, seq, heads = 2, 1024 + 3, 6
+            x = torch.randn(b, seq, heads, hd, device="cuda").to(t)
+            cos, sin = rotary_tables(seq, hd)
+            y = torch.empty_like(x)
+            rot(ptr(x), ptr(y), DT[t], ptr(cos), ptr(sin), b * seq, heads, hd, seq, inverse, stream())
+            torch.cuda.synchronize()
+            low = t == torch.bfloat16
+            report("rotary hd %d %s%s" % (hd, str(t)[6:], " inverse" if inverse else ""), {"y": rel(y, rotary_ref(x, cos, sin, inverse))},
+                   {"y": 8e-3 if low else 1e-6})
+
+for vocab, t in [(262144, torch.bfloat16), (151936, torch.bfloat16), (32001, torch.bfloat16), (32000, torch.float32), (50257, torch.float32)]:
+    rows = 67
+    logits = (torch.randn(rows, vocab, device="cuda") * 4).to(t)
+    targets = torch.randint(0, vocab, (rows,), device="cuda")
+    targets[3] = -100
+    targets[10] = vocab - 1
+    lf = logits.float()
+    ref_loss = torch.logsumexp(lf, -1) - lf.gather(1, targets.clamp_min(0)[:, None])[:, 0]
+    ref_loss[3] = 0
+    onehot = torch.zeros_like(lf).scatter_(1, targets.clamp_min(0)[:, None], 1.0)
+    ref_grad = ((torch.softmax(lf, -1) - onehot) * 0.5).to(t)
+    ref_grad[3] = 0
+    row_loss = torch.empty(rows, device="cuda")
+    g = logits.clone()
+    ce(ptr(g), DT[t], ptr(targets), rows, vocab, -100, 0.5, ptr(row_loss), stream())
+    torch.cuda.synchronize()
+    low = t == torch.bfloat16
+    report("cross-entropy vocab %d %s" % (vocab, str(t)[6:]), {"loss": rel(row_loss, ref_loss), "grad": rel(g, ref_grad)},
+           {"loss": 1e-5, "grad": 8e-3 if low else 1e-5})
+
 print("%d failed" % len(failures))
+
+
+def timed(f, reps=20):
+    f()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        f()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000 / reps  # us
+
+
+def bench(what, bytes_moved, ours, eager):
+    us, eus = timed(ours), timed(eager)
+    print("%-52s %8.1f us %6.2f TB/s   eager %8.1f us (%.2fx)" % (what, us, bytes_moved / us / 1e6, eus, eus / us), flush=True)
+
+
+print("kernel at a step's shape                              time  achieved   the eager ops it replaces")
+bf = torch.bfloat16
+for rows, cols, label in [(8192, 1536, "E2B hidden"), (8192, 2048, "Llama-3.2-1B hidden"), (8192, 3840, "Gemma-3-12B hidden"), (8192, 4096, "8B hidden"),
+                          (8192 * 8, 256, "E2B q norm (8 heads of 256)"), (8192 * 32, 128, "Qwen3 q norm (32 heads of 128)")]:
+    x = torch.randn(rows, cols, device="cuda", dtype=bf)
+    w = torch.randn(cols, device="cuda", dtype=bf)
+    y, rstd, dx = torch.empty_like(x), torch.empty(rows, device="cuda"), torch.empty_like(x)
+    n = partials(rows)
+    part = torch.empty(n, cols, device="cuda")
+    form = Form(False, False)
+    eager_fwd = lambda: w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(bf)
+    bench("rmsnorm fwd %s %dx%d bf16" % (label, rows, cols), 2 * x.numel() * 2,
+          lambda: rms_fwd(ptr(x), 1, ptr(w), 1, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, stream()), eager_fwd)
+    xr = x.detach().requires_grad_(True)
+    wr = w.detach().requires_grad_(True)
+    out = wr * (xr.float() * torch.rsqrt(xr.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(bf)
+    bench("rmsnorm bwd %s %dx%d bf16" % (label, rows, cols), 3 * x.numel() * 2,
+          lambda: (rms_bwd(ptr(x), 1, ptr(x), 1, ptr(w), 1, ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream()), part.sum(0)),
+          lambda: torch.autograd.grad(out, (xr, wr), x, retain_graph=True))
+for seq, heads, hd, label in [(2048, 8, 256, "E2B q"), (2048, 32, 64, "Llama-3.2-1B q"), (2048, 32, 128, "8B q")]:
+    x = torch.randn(4, seq, heads, hd, device="cuda", dtype=bf)
+    cos, sin = rotary_tables(seq, hd)
+    y = torch.empty_like(x)
+    bench("rotary %s %dx%dx%dx%d bf16" % (label, 4, seq, heads, hd), 2 * x.numel() * 2,
+          lambda: rot(ptr(x), ptr(y), 1, ptr(cos), ptr(sin), 4 * seq, heads, hd, seq, False, stream()), lambda: rotary_ref(x, cos, sin, False))
+for rows, vocab, label in [(512, 262144, "Gemma chunk"), (1024, 128256, "Llama-3 chunk")]:
+    logits = torch.randn(rows, vocab, device="cuda", dtype=bf)
+    targets = torch.randint(0, vocab, (rows,), device="cuda")
+    row_loss = torch.empty(rows, device="cuda")
+    bench("cross-entropy %s %dx%d bf16 (in place)" % (label, rows, vocab), 3 * logits.numel() * 2,
+          lambda: ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, 1.0, ptr(row_loss), stream()),
+          lambda: torch.nn.functional.cross_entropy(logits.float(), targets))
+for n, label in [(8192 * 6144, "E2B MLP (gelu tanh)"), (8192 * 8192, "Llama-3.2-1B MLP (silu)")]:
+    code = 1 if "gelu" in label else 0
+    g, u, d = (torch.randn(n, device="cuda", dtype=bf) for _ in range(3))
+    out, dg, du = torch.empty_like(g), torch.empty_like(g), torch.empty_like(g)
+    act = (lambda t: torch.nn.functional.gelu(t, approximate="tanh")) if code else torch.nn.functional.silu
+    bench("gated fwd %s %d bf16" % (label, n), 3 * n * 2, lambda: glu_fwd(ptr(g), ptr(u), ptr(out), 1, n, code, stream()), lambda: act(g) * u)
+    bench("gated bwd %s %d bf16" % (label, n), 5 * n * 2, lambda: glu_bwd(ptr(d), ptr(g), ptr(u), ptr(dg), ptr(du), 1, n, code, stream()),
+          lambda: (act(g) * d, d * u))
 sys.exit(1 if failures else 0)

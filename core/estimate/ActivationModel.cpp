@@ -29,8 +29,9 @@ int64_t nf4DequantisedBytes(int64_t numel, int64_t c, bool kernel)
 
 int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softcap)
 {
-    // softcap: tanh's derivative of the chunk, in the logits' dtype, beside them.
-    return (fusedKernels || c == 4 ? c : c + 4) + (softcap ? c : 0);
+    // softcap without the kernel: tanh's derivative of the chunk, in the logits' dtype, beside them
+    // (the kernel recomputes it in its second pass).
+    return (fusedKernels || c == 4 ? c : c + 4) + (softcap && !fusedKernels ? c : 0);
 }
 
 int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t bytesPerLogit)

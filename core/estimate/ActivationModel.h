@@ -68,7 +68,7 @@ ActivationBytes activationBytes(const RunConfig &config, const activation::Model
 // size `c`) for a matmul: the matrix, and without the CUDA kernel the composite path's scratch.
 int64_t nf4DequantisedBytes(int64_t numel, int64_t c, bool kernel);
 // Bytes one logit of a fused linear cross-entropy chunk holds at its worst point: the logits in
-// the compute dtype `c`, and without the kernel their fp32 copy.
+// the compute dtype `c`, and without the kernel their fp32 copy (and a soft cap's derivative).
 int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softcap = false);
 // The tokens per chunk: as many as keep a chunk within 512 MiB at `bytesPerLogit` (the weight
 // gradient then takes a few accumulations a step, not one per hidden-sized chunk), at least 1, at

@@ -48,15 +48,35 @@ __device__ void mergeLse(float &m, float &s, float om, float os)
     m = nm;
 }
 
+// A logit as the loss sees it (divided, then soft-capped), and the derivative of that with
+// respect to the stored logit, from the same tanh.
+__device__ __forceinline__ float cappedLogit(float z, LogitsCap cap)
+{
+    const float y = cap.divisor != 1.f ? z / cap.divisor : z;
+    return cap.softcap > 0.f ? cap.softcap * tanhf(y / cap.softcap) : y;
+}
+__device__ __forceinline__ float cappedLogitGrad(float z, LogitsCap cap, float &capped)
+{
+    const float y = cap.divisor != 1.f ? z / cap.divisor : z;
+    float d = 1.f;
+    capped = y;
+    if (cap.softcap > 0.f) {
+        const float t = tanhf(y / cap.softcap);
+        capped = cap.softcap * t;
+        d = 1.f - t * t;
+    }
+    return cap.divisor != 1.f ? d / cap.divisor : d;
+}
+
 template <typename T>
-__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, float *rowLoss)
+__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap, float *rowLoss)
 {
     __shared__ float sm[kThreads / 32], ss[kThreads / 32];
     T *row = logits + blockIdx.x * vocab;
     const int64_t target = targets[blockIdx.x];
     float m = -FLT_MAX, s = 0.f;
     for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-        const float v = toFloat(row[j]);
+        const float v = cappedLogit(toFloat(row[j]), cap);
         if (v > m) {
             s = s * __expf(m - v) + 1.f;
             m = v;
@@ -78,14 +98,16 @@ __global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vo
         mergeLse(m, s, sm[i], ss[i]);
     const float lse = m + logf(s);
     const bool ignored = target == ignoreIndex || target < 0 || target >= vocab;
-    const float targetLogit = ignored ? 0.f : toFloat(row[target]);
+    const float targetLogit = ignored ? 0.f : cappedLogit(toFloat(row[target]), cap);
     __syncthreads(); // every thread has read the target's logit before any overwrites it
     if (threadIdx.x == 0)
         rowLoss[blockIdx.x] = ignored ? 0.f : lse - targetLogit;
     const float rowScale = ignored ? 0.f : scale;
     for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-        const float p = __expf(toFloat(row[j]) - lse);
-        row[j] = fromFloat<T>((p - (j == target ? 1.f : 0.f)) * rowScale);
+        float capped;
+        const float d = cappedLogitGrad(toFloat(row[j]), cap, capped);
+        const float p = __expf(capped - lse);
+        row[j] = fromFloat<T>((p - (j == target ? 1.f : 0.f)) * rowScale * d);
     }
 }
 
@@ -398,7 +420,7 @@ bool vectorRows(int64_t cols, std::initializer_list<const void *> pointers) { re
 } // namespace
 
 void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
-                             float scale, float *rowLoss, void *stream)
+                             float scale, LogitsCap cap, float *rowLoss, void *stream)
 {
     if (rows == 0)
         return;
@@ -406,7 +428,7 @@ void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, i
         using T = decltype(t);
         const auto kernel = vocab % 8 == 0 && aligned16({logits}) ? crossEntropyVecKernel<T> : crossEntropyKernel<T>;
         kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T *>(logits), targets, vocab, ignoreIndex,
-                                                                                             scale, rowLoss);
+                                                                                             scale, cap, rowLoss);
     });
     check(cudaGetLastError(), "cross-entropy kernel");
 }

@@ -9,11 +9,18 @@ namespace pb::kernels {
 
 enum class Dtype { Float32, BFloat16, Float16 };
 
-// Cross-entropy of each row of `logits` [rows, vocab] (dtype `type`) against `targets` (int64;
-// ignoreIndex rows give 0), written to rowLoss [rows] (fp32); then, in place, the logits become
-// the loss gradient (softmax - onehot) * scale, zero on ignored rows, rounded to `type` once.
+// What the model does to its logits before the loss, applied inside the kernel in fp32: Granite's
+// division (z / divisor), then Gemma's soft cap (softcap * tanh(z / softcap); 0: none).
+struct LogitsCap {
+    float divisor = 1.f;
+    float softcap = 0.f;
+};
+// Cross-entropy of each row of `logits` [rows, vocab] (dtype `type`; capped by `cap`) against
+// `targets` (int64; ignoreIndex rows give 0), written to rowLoss [rows] (fp32); then, in place, the
+// logits become the loss gradient with respect to the uncapped logits, (softmax - onehot) * scale
+// times the cap's derivative (1 - tanh^2) / divisor, zero on ignored rows, rounded to `type` once.
 void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
-                             float scale, float *rowLoss, void *stream);
+                             float scale, LogitsCap cap, float *rowLoss, void *stream);
 
 // The RMSNorm's form: LlamaRMSNorm scales the x-dtype-rounded normalised input by the weight;
 // Gemma's and OLMo 2's (scaleInFp32) scale the fp32 one; Gemma's by (1 + weight) (unitOffset, the

@@ -240,7 +240,7 @@ __global__ void rotaryVecKernel(const T *x, T *y, const float *cos, const float 
 
 // crossEntropyKernel on packs of 8: the running (max, sum) updated once a pack.
 template <typename T>
-__global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, float *rowLoss)
+__global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap, float *rowLoss)
 {
     __shared__ float sm[kThreads / 32], ss[kThreads / 32];
     T *row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -249,6 +249,9 @@ __global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t
     for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
         float v[8];
         load8(row + p * 8, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            v[i] = cappedLogit(v[i], cap);
         float pm = v[0];
 #pragma unroll
         for (int i = 1; i < 8; ++i)
@@ -275,7 +278,7 @@ __global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t
         mergeLse(m, s, sm[i], ss[i]);
     const float lse = m + logf(s);
     const bool ignored = target == ignoreIndex || target < 0 || target >= vocab;
-    const float targetLogit = ignored ? 0.f : toFloat(row[target]);
+    const float targetLogit = ignored ? 0.f : cappedLogit(toFloat(row[target]), cap);
     __syncthreads(); // every thread has read the target's logit before any overwrites it
     if (threadIdx.x == 0)
         rowLoss[blockIdx.x] = ignored ? 0.f : lse - targetLogit;
@@ -284,8 +287,11 @@ __global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t
         float v[8];
         load8(row + p * 8, v);
 #pragma unroll
-        for (int i = 0; i < 8; ++i)
-            v[i] = (__expf(v[i] - lse) - (p * 8 + i == target ? 1.f : 0.f)) * rowScale;
+        for (int i = 0; i < 8; ++i) {
+            float capped;
+            const float d = cappedLogitGrad(v[i], cap, capped);
+            v[i] = (__expf(capped - lse) - (p * 8 + i == target ? 1.f : 0.f)) * rowScale * d;
+        }
         store8(row + p * 8, v);
     }
 }

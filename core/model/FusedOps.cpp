@@ -232,7 +232,7 @@ bool fusedKernelsOn(const torch::Device &device)
 #endif
 }
 
-torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale)
+torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale, double divisor, double softcap)
 {
     TORCH_CHECK(logits.dim() == 2 && logits.is_contiguous(), "crossEntropyGradInPlace: logits must be a contiguous [rows, vocab] tensor");
 #ifdef PB_WITH_CUDA_KERNELS
@@ -241,10 +241,21 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
         const auto t = targets.to(torch::kLong).contiguous();
         auto rowLoss = torch::empty({rows}, logits.options().dtype(torch::kFloat));
         kernels::crossEntropyGradInPlace(logits.data_ptr(), kernelType(logits.scalar_type()), t.data_ptr<int64_t>(), rows, vocab, -100,
-                                         static_cast<float>(scale), rowLoss.data_ptr<float>(), currentStream(logits));
+                                         static_cast<float>(scale), kernels::LogitsCap {static_cast<float>(divisor), static_cast<float>(softcap)},
+                                         rowLoss.data_ptr<float>(), currentStream(logits));
         return rowLoss;
     }
 #endif
+    // The cap as eager applies it, each step rounded to the logits' dtype; its derivative, 1 -
+    // tanh^2, taken before the logits become their gradient.
+    torch::Tensor capDerivative;
+    if (divisor != 1.0)
+        logits.div_(divisor);
+    if (softcap > 0) {
+        logits.div_(softcap).tanh_();
+        capDerivative = 1 - logits.square();
+        logits.mul_(softcap);
+    }
     // The same maths in place on one fp32 copy: shift by the row maximum, exponentiate, normalise.
     const auto valid = targets.ne(-100);
     const auto safe = targets.clamp_min(0).unsqueeze(1);
@@ -260,6 +271,10 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
     lf.mul_((keep * scale).unsqueeze(1));
     if (!lf.is_same(logits))
         logits.copy_(lf);
+    if (capDerivative.defined())
+        logits.mul_(capDerivative);
+    if (divisor != 1.0)
+        logits.div_(divisor);
     return rowLoss;
 }
 

@@ -10,8 +10,11 @@ namespace pb {
 // Cross-entropy of each row of `logits` [rows, vocab] (any float dtype; changed in place) against
 // `targets` [rows] (int64, -100 ignored): returns the rows' losses (fp32, 0 where ignored) and
 // leaves in `logits` the gradient of sum(losses) * scale, (softmax - onehot) * scale, in their
-// dtype. No autograd: LinearCrossEntropy's forward calls it under no_grad.
-torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale);
+// dtype. The loss may first divide the logits by `divisor` (Granite) and soft-cap them,
+// softcap * tanh(z / softcap) (Gemma; 0: none); the gradient is then the stored logits'. The
+// kernel does both in fp32 inside its two passes; the composite rounds each step to the logits'
+// dtype, as eager does. No autograd: LinearCrossEntropy's forward calls it under no_grad.
+torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale, double divisor = 1.0, double softcap = 0.0);
 
 // The dtype an eager linear of `input` and `weight` computes in: autocast's where it is on for
 // their device, else the promotion of the two.

@@ -31,20 +31,7 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
             const auto h = hc.narrow(0, begin, len);
             // The chunk's logits become their own gradient, (softmax - onehot) / count, in place.
             auto logits = torch::matmul(h, wc.t());
-            // Softcapping's derivative, 1 - tanh^2, is taken before the logits become their gradient.
-            torch::Tensor capDerivative;
-            if (divisor != 1.0)
-                logits.div_(divisor);
-            if (softcap > 0) {
-                logits.div_(softcap).tanh_();
-                capDerivative = 1 - logits.square();
-                logits.mul_(softcap);
-            }
-            lossSum += crossEntropyGradInPlace(logits, targets.narrow(0, begin, len), scale).sum();
-            if (capDerivative.defined())
-                logits.mul_(capDerivative);
-            if (divisor != 1.0)
-                logits.div_(divisor);
+            lossSum += crossEntropyGradInPlace(logits, targets.narrow(0, begin, len), scale, divisor, softcap).sum();
             if (hiddenGrad) {
                 auto out = gradHidden.narrow(0, begin, len);
                 at::mm_out(out, logits, wc);

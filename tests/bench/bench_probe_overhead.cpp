@@ -5,6 +5,7 @@
 // --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
 // tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
+#include "engine/GradClip.h"
 #include "engine/Optimizer.h"
 #include "engine/PilotEngine.h"
 #include "engine/TorchCompat.h"
@@ -56,9 +57,12 @@ double bareLoopMs(const RunConfig &config, const torch::Device &device, int warm
         if (autocast)
             compat::setAutocast(device.type(), false, at::kBFloat16);
         loss.backward();
+        // Clipping as the engine does it (PilotSteps.cpp): one multi-tensor norm, the factor handed
+        // to the optimizer (fused AdamW divides by it in its own pass).
+        double gradScale = 1.0;
         if (config.train.gradClip > 0)
-            torch::nn::utils::clip_grad_norm_(optimizer->parameters(), config.train.gradClip);
-        optimizer->step(config.train.optimizer.lr);
+            gradScale = clipScale(totalGradNorm(optimizer->parameters()), config.train.gradClip);
+        optimizer->step(config.train.optimizer.lr, gradScale);
         optimizer->zeroGrad();
     };
     for (int i = 0; i < warmup; ++i)

@@ -56,7 +56,13 @@ glu_bwd.argtypes = [P, P, P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
 rot = fn("6rotary")
 rot.argtypes = [P, P, ctypes.c_int, P, P, I64, I64, I64, I64, ctypes.c_bool, P]
 ce = fn("23crossEntropyGradInPlace")
-ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, F, P, P]
+
+
+class Cap(ctypes.Structure):  # kernels::LogitsCap
+    _fields_ = [("divisor", ctypes.c_float), ("softcap", ctypes.c_float)]
+
+
+ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, F, Cap, P, P]
 stream = lambda: P(torch.cuda.current_stream().cuda_stream)
 ptr = lambda t: P(t.data_ptr())
 
@@ -171,25 +177,30 @@ for hd in (128, 256, 96, 40):  # half a multiple of 8 takes the 16-byte form; 40
             report("rotary hd %d %s%s" % (hd, str(t)[6:], " inverse" if inverse else ""), {"y": rel(y, rotary_ref(x, cos, sin, inverse))},
                    {"y": 8e-3 if low else 1e-6})
 
-for vocab, t in [(262144, torch.bfloat16), (151936, torch.bfloat16), (32001, torch.bfloat16), (32000, torch.float32), (50257, torch.float32)]:
+# The loss against autograd in fp32 through the same cap (Granite's divisor, Gemma's soft cap).
+for vocab, t, divisor, softcap in [(262144, torch.bfloat16, 1.0, 0.0), (151936, torch.bfloat16, 1.0, 0.0), (32001, torch.bfloat16, 1.0, 0.0),
+                                   (32000, torch.float32, 1.0, 0.0), (50257, torch.float32, 1.0, 0.0), (262144, torch.bfloat16, 1.0, 30.0),
+                                   (32001, torch.bfloat16, 1.0, 30.0), (32000, torch.float32, 1.0, 30.0), (49160, torch.bfloat16, 8.0, 0.0),
+                                   (50257, torch.float32, 2.5, 20.0)]:
     rows = 67
-    logits = (torch.randn(rows, vocab, device="cuda") * 4).to(t)
+    logits = (torch.randn(rows, vocab, device="cuda") * 40).to(t)
     targets = torch.randint(0, vocab, (rows,), device="cuda")
     targets[3] = -100
     targets[10] = vocab - 1
-    lf = logits.float()
-    ref_loss = torch.logsumexp(lf, -1) - lf.gather(1, targets.clamp_min(0)[:, None])[:, 0]
-    ref_loss[3] = 0
-    onehot = torch.zeros_like(lf).scatter_(1, targets.clamp_min(0)[:, None], 1.0)
-    ref_grad = ((torch.softmax(lf, -1) - onehot) * 0.5).to(t)
-    ref_grad[3] = 0
+    lf = logits.float().requires_grad_(True)
+    y = lf / divisor
+    if softcap > 0:
+        y = softcap * torch.tanh(y / softcap)
+    ref_loss = torch.nn.functional.cross_entropy(y, targets, ignore_index=-100, reduction="none")
+    (ref_loss.sum() * 0.5).backward()
+    ref_grad = lf.grad.to(t)
     row_loss = torch.empty(rows, device="cuda")
     g = logits.clone()
-    ce(ptr(g), DT[t], ptr(targets), rows, vocab, -100, 0.5, ptr(row_loss), stream())
+    ce(ptr(g), DT[t], ptr(targets), rows, vocab, -100, 0.5, Cap(divisor, softcap), ptr(row_loss), stream())
     torch.cuda.synchronize()
     low = t == torch.bfloat16
-    report("cross-entropy vocab %d %s" % (vocab, str(t)[6:]), {"loss": rel(row_loss, ref_loss), "grad": rel(g, ref_grad)},
-           {"loss": 1e-5, "grad": 8e-3 if low else 1e-5})
+    report("cross-entropy vocab %d %s divisor %g softcap %g" % (vocab, str(t)[6:], divisor, softcap),
+           {"loss": rel(row_loss, ref_loss.detach()), "grad": rel(g, ref_grad)}, {"loss": 1e-5, "grad": 8e-3 if low else 1e-5})
 
 print("%d failed" % len(failures))
 
@@ -236,13 +247,15 @@ for seq, heads, hd, label in [(2048, 8, 256, "E2B q"), (2048, 32, 64, "Llama-3.2
     y = torch.empty_like(x)
     bench("rotary %s %dx%dx%dx%d bf16" % (label, 4, seq, heads, hd), 2 * x.numel() * 2,
           lambda: rot(ptr(x), ptr(y), 1, ptr(cos), ptr(sin), 4 * seq, heads, hd, seq, False, stream()), lambda: rotary_ref(x, cos, sin, False))
-for rows, vocab, label in [(512, 262144, "Gemma chunk"), (1024, 128256, "Llama-3 chunk")]:
+for rows, vocab, softcap, label in [(1024, 262144, 30.0, "Gemma 4 chunk, soft cap 30"), (512, 262144, 0.0, "Gemma 3 chunk"),
+                                    (1024, 128256, 0.0, "Llama-3 chunk")]:
     logits = torch.randn(rows, vocab, device="cuda", dtype=bf)
     targets = torch.randint(0, vocab, (rows,), device="cuda")
     row_loss = torch.empty(rows, device="cuda")
+    capped = (lambda z: softcap * torch.tanh(z / softcap)) if softcap else (lambda z: z)
     bench("cross-entropy %s %dx%d bf16 (in place)" % (label, rows, vocab), 3 * logits.numel() * 2,
-          lambda: ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, 1.0, ptr(row_loss), stream()),
-          lambda: torch.nn.functional.cross_entropy(logits.float(), targets))
+          lambda: ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, 1.0, Cap(1.0, softcap), ptr(row_loss), stream()),
+          lambda: torch.nn.functional.cross_entropy(capped(logits.float()), targets))
 for n, label in [(8192 * 6144, "E2B MLP (gelu tanh)"), (8192 * 8192, "Llama-3.2-1B MLP (silu)")]:
     code = 1 if "gelu" in label else 0
     g, u, d = (torch.randn(n, device="cuda", dtype=bf) for _ in range(3))

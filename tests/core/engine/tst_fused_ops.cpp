@@ -75,6 +75,60 @@ private Q_SLOTS:
         QVERIFY(torch::allclose(work.to(torch::kFloat), ref.grad(), bf16 ? 1e-2 : 1e-5, 1e-7));
     }
 
+    // Granite's divisor and Gemma's soft cap inside the loss: the rows' losses and the stored
+    // logits' gradient against autograd through z / divisor and softcap * tanh(z / softcap) in
+    // fp32 (a bf16 chunk: the composite rounds each step as eager does, the kernel none).
+    void crossEntropyGradInPlaceCapsLikeAutograd_data()
+    {
+        QTest::addColumn<double>("divisor");
+        QTest::addColumn<double>("softcap");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 softcap 30", qPrintable(device)) << 1.0 << 30.0 << false << device;
+            QTest::addRow("%s fp32 divisor 2.5 softcap 20", qPrintable(device)) << 2.5 << 20.0 << false << device;
+            QTest::addRow("%s fp32 divisor 8", qPrintable(device)) << 8.0 << 0.0 << false << device;
+            QTest::addRow("%s bf16 softcap 30", qPrintable(device)) << 1.0 << 30.0 << true << device;
+        }
+    }
+    void crossEntropyGradInPlaceCapsLikeAutograd()
+    {
+        QFETCH(double, divisor);
+        QFETCH(double, softcap);
+        QFETCH(bool, bf16);
+        QFETCH(QString, device);
+        torch::manual_seed(7);
+        const torch::Device dev(device.toStdString());
+        const int64_t rows = 9, vocab = 1032;
+        const auto logits = (torch::randn({rows, vocab}) * 40).to(dev, bf16 ? torch::kBFloat16 : torch::kFloat);
+        auto targets = torch::randint(0, vocab, {rows}, torch::kLong);
+        targets[2] = -100;
+        targets = targets.to(dev);
+        auto ref = logits.to(torch::kFloat).clone().requires_grad_(true);
+        auto capped = ref / divisor;
+        if (softcap > 0)
+            capped = softcap * torch::tanh(capped / softcap);
+        const auto refLoss = torch::nn::functional::cross_entropy(
+            capped, targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kNone));
+        (refLoss.sum() * 0.5).backward();
+        auto work = logits.clone();
+        const auto rowLoss = crossEntropyGradInPlace(work, targets, 0.5, divisor, softcap);
+        const double tolerance = bf16 ? 2e-2 : 1e-5;
+        QVERIFY(torch::allclose(rowLoss, refLoss, tolerance, 1e-5));
+        if (bf16) {
+            // A capped logit near 30 rounded to bf16 moves by up to 0.06, its probability by 6%: the
+            // gradient is compared as a whole.
+            const double error = ((work.to(torch::kFloat) - ref.grad()).norm() / ref.grad().norm()).item<double>();
+            qInfo("bf16 gradient error %.3g", error);
+            QVERIFY(error < 3e-2);
+        } else {
+            QVERIFY(torch::allclose(work.to(torch::kFloat), ref.grad(), tolerance, 1e-7));
+        }
+        // The cap's derivative matters here: the uncapped gradient differs by more than the bound.
+        if (softcap > 0)
+            QVERIFY(!torch::allclose(work.to(torch::kFloat) * (1 - torch::tanh(ref / divisor / softcap).square()), ref.grad(), tolerance, 1e-7));
+    }
+
     // The fused RMSNorm's output and gradients against LlamaRMSNorm's composite ops, fp32 and
     // under bf16 autocast (where the fused output is bf16: the composite's output rounded once).
     void fusedRmsNormMatchesComposite_data()

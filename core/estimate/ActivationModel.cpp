@@ -387,8 +387,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // path, the expanded v's gradient, or q, k, v's gradients from the fused kernel).
         // Soft-capped eager attention (Gemma 2), seen by the peak recorder on an H200: at the cap's
         // backward three fp32 score-sized gradients are alive (the probabilities', softmax's and
-        // the cap's), the 16-bit probabilities already released.
-        const int64_t cappedGrads = 3 * (scores / c) * 4 - (c != 4 ? scores : 0);
+        // the cap's), the 16-bit probabilities already released. On CPU (a recomputed gemma2 layer,
+        // bf16-mixed) the peak is softmax's backward, with two: the probabilities' fp32 gradient and
+        // softmax's own, beside its fp32 output and tanh's (+12% to +24% with three).
+        const int64_t cappedGrads = (fusedKernels ? 3 : 2) * (scores / c) * 4 - (c != 4 ? scores : 0);
         // The eager form without a cap, seen by the peak recorder on CPU (a recomputed phi3 layer,
         // bf16-mixed): at the softmax's backward the fp32 gradient of the probabilities and the
         // softmax's own fp32 gradient, the 16-bit probabilities already released.
@@ -509,11 +511,14 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool productMade = headTrains && c != 4 && !fusedKernels;
         out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
         out.logitsSaved = gradInput + gradWeight;
-        // Backward scales the kept gradients into new tensors while they are still held: the input's
-        // in its dtype, the weight's in fp32 (then cast to a 16-bit weight's dtype).
+        // Backward scales the kept gradients into new tensors while they are still held (the input's
+        // in its dtype, the weight's in fp32, then cast to a 16-bit weight's dtype) where the loss's
+        // gradient is not 1 (accumulation, fp16's loss scale); at 1 it hands them on, casting only.
+        const bool unitLossGrad = train.gradAccum == 1 && train.precision != Precision::Fp16Mixed;
         const int64_t headWeightBytes = paramBytes(headTrains);
-        const int64_t gradWeightScaled = headTrains ? 4 * vocab * h + (headWeightBytes != 4 ? headWeightBytes * vocab * h : 0) : 0;
-        out.logitsBackwardPeak = out.logitsSaved + (headInputGrad ? headInputBytes * n * h : 0) + gradWeightScaled;
+        const int64_t gradWeightScaled = headTrains ? (unitLossGrad ? 0 : 4 * vocab * h) + (headWeightBytes != 4 ? headWeightBytes * vocab * h : 0) : 0;
+        const bool inputGradMade = headInputGrad && (!unitLossGrad || headInputBytes != c);
+        out.logitsBackwardPeak = out.logitsSaved + (inputGradMade ? headInputBytes * n * h : 0) + gradWeightScaled;
         out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +
                                   (fusedKernels ? ", CUDA kernel" : ", LibTorch ops") + "); the full logits are never made");
         out.assumptions.push_back("norms: fused RMSNorm (train.kernels = fused: block, final and q/k norms, in the model's form) keeping its input and "

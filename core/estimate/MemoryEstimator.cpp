@@ -188,10 +188,16 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         savedAll += s;
 
     const int64_t residual = act.blockInputBytes;   // one residual-stream tensor (or its gradient)
+    // Gradient accumulation: the micro-batches after a step's first run their forward and backward
+    // with the gradients so far alive, each new gradient added into them in place as it is made.
+    const bool accumulating = train.gradAccum > 1;
+    const int64_t accumulated = accumulating ? gradAll : 0;
     Phases out;
-    // Forward: optimizer state exists from the first step on; gradients were dropped (set_to_none).
+    // Forward: optimizer state exists from the first step on; gradients were dropped (set_to_none)
+    // by the last step, so only a later micro-batch sees them.
     out.forward = base;
     out.forward.optimizer = optimizerStates;
+    out.forward.gradients = accumulated;
     if (!train.recompute) {
         // Every trainable matrix's 16-bit copy is kept: by the matmul that passes a gradient
         // through it and, on CUDA, by autocast's cache until the forward ends.
@@ -245,8 +251,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     auto blockCopies = [&](int64_t i) { return copyPerLayer == 0 ? 0 : byBlock ? ms.copyBytesByBlock[static_cast<size_t>(i)] : copyPerLayer; };
     auto copiesFreedAtMlp = [&](size_t k) { return copyPerLayer > 0 ? act.backwardMlpCopiesFreedPerBlock[k] : 0; };
     auto copiesFreedAtAttention = [&](size_t k) { return copyPerLayer > 0 ? act.backwardAttentionCopiesFreedPerBlock[k] : 0; };
+    // A block's gradients alive at its backward: those of the head and the blocks above it, or
+    // under accumulation every gradient and the block's new ones before they are added in.
+    auto gradientsAt = [&](int64_t above, int64_t own) { return (accumulating ? accumulated + own : gradHead + above) + gradientBuffers; };
     if (!train.recompute) {
-        consider(savedAll + act.headSaved, act.logitsBackwardPeak, 0, copiesAll - unkeptCopies - headCopyInBackward);
+        consider(savedAll + act.headSaved, act.logitsBackwardPeak, accumulated, copiesAll - unkeptCopies - headCopyInBackward);
         int64_t below = savedAll;
         // The gradients of the blocks above, the copies of this block and those below it.
         int64_t gradsAbove = 0, copiesUpTo = 0;
@@ -254,7 +263,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             copiesUpTo += blockCopies(i);
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradHead + gradsAbove + gradientBuffers;
+            const int64_t grads = gradientsAt(gradsAbove, blockGradients(i));
             // The block's kept tensors, the gradient arriving at its output, and its peak in the
             // MLP or at the attention's softmax (with the copies released by then).
             const int64_t copies = copiesUpTo - unkeptCopies;
@@ -265,11 +274,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             copiesUpTo -= blockCopies(i);
         }
     } else {
-        consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, 0, headCopy - headCopyInBackward);
+        consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, accumulated, headCopy - headCopyInBackward);
         int64_t gradsAbove = 0;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradHead + gradsAbove + gradientBuffers;
+            const int64_t grads = gradientsAt(gradsAbove, blockGradients(i));
             const int64_t copyPerBlock = blockCopies(i);
             gradsAbove += blockGradients(i);
             // Inputs of this block and the ones below, the incoming gradient (held by the

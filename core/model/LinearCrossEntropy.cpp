@@ -51,11 +51,17 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
     {
         const auto saved = ctx->get_saved_variables();
         const auto scale = gradOutputs[0];
+        // The loss's gradient is exactly 1 without accumulation or loss scaling: the kept gradients
+        // are then handed on as they are, with no pass over the [vocab, hidden] fp32 weight gradient
+        // and no second copy of it. (Reading the scalar waits for the forward, which the step has
+        // already waited for.)
+        const bool unit = scale.numel() == 1 && scale.item<double>() == 1.0;
+        auto scaled = [&](const torch::Tensor &g) { return unit ? g : g * scale.to(g.scalar_type()); };
         torch::Tensor gradHidden, gradWeight;
         if (saved[0].defined())
-            gradHidden = (saved[0] * scale.to(saved[0].scalar_type())).to(static_cast<at::ScalarType>(ctx->saved_data["hidden_type"].toInt()));
+            gradHidden = scaled(saved[0]).to(static_cast<at::ScalarType>(ctx->saved_data["hidden_type"].toInt()));
         if (saved[1].defined())
-            gradWeight = (saved[1] * scale).to(static_cast<at::ScalarType>(ctx->saved_data["weight_type"].toInt()));
+            gradWeight = scaled(saved[1]).to(static_cast<at::ScalarType>(ctx->saved_data["weight_type"].toInt()));
         return {gradHidden, gradWeight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };

@@ -59,11 +59,16 @@ private Q_SLOTS:
         // The loss is fp32 on both paths (as Transformers upcasts the logits); its value and the
         // gradients of the double inputs agree to fp32's rounding.
         QVERIFY2(std::abs(fused.item<double>() - reference.item<double>()) < 1e-5, qPrintable(QStringLiteral("%1 vs %2").arg(fused.item<double>()).arg(reference.item<double>())));
-        const auto g = torch::autograd::grad({fused * 1.7}, weightTrains ? std::vector<torch::Tensor> {h, w} : std::vector<torch::Tensor> {h});
-        const auto r = torch::autograd::grad({reference * 1.7}, weightTrains ? std::vector<torch::Tensor> {h, w} : std::vector<torch::Tensor> {h});
-        for (size_t i = 0; i < g.size(); ++i) {
-            QCOMPARE(g[i].scalar_type(), r[i].scalar_type());
-            QVERIFY2(torch::allclose(g[i], r[i], 1e-5, 1e-6), qPrintable(QStringLiteral("gradient %1 differs by %2").arg(i).arg((g[i] - r[i]).abs().max().item<double>())));
+        // The loss's own gradient (1: the kept gradients handed on as they are) and a scaled one.
+        const auto inputs = weightTrains ? std::vector<torch::Tensor> {h, w} : std::vector<torch::Tensor> {h};
+        for (const double multiplier : {1.0, 1.7}) {
+            const auto g = torch::autograd::grad({multiplier == 1.0 ? fused : fused * multiplier}, inputs, {}, /*retain_graph=*/true);
+            const auto r = torch::autograd::grad({multiplier == 1.0 ? reference : reference * multiplier}, inputs, {}, /*retain_graph=*/true);
+            for (size_t i = 0; i < g.size(); ++i) {
+                QCOMPARE(g[i].scalar_type(), r[i].scalar_type());
+                QVERIFY2(torch::allclose(g[i], r[i], 1e-5, 1e-6),
+                         qPrintable(QStringLiteral("x%1: gradient %2 differs by %3").arg(multiplier).arg(i).arg((g[i] - r[i]).abs().max().item<double>())));
+            }
         }
     }
 

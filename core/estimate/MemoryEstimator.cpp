@@ -252,8 +252,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     auto copiesFreedAtMlp = [&](size_t k) { return copyPerLayer > 0 ? act.backwardMlpCopiesFreedPerBlock[k] : 0; };
     auto copiesFreedAtAttention = [&](size_t k) { return copyPerLayer > 0 ? act.backwardAttentionCopiesFreedPerBlock[k] : 0; };
     // A block's gradients alive at its backward: those of the head and the blocks above it, or
-    // under accumulation every gradient and the block's new ones before they are added in.
-    auto gradientsAt = [&](int64_t above, int64_t own) { return (accumulating ? accumulated + own : gradHead + above) + gradientBuffers; };
+    // under accumulation every gradient (each new one is added into its .grad as it is made, also
+    // in a rebuilt block, whose backward runs torch::autograd::backward).
+    auto gradientsAt = [&](int64_t above) { return (accumulating ? accumulated : gradHead + above) + gradientBuffers; };
     if (!train.recompute) {
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, accumulated, copiesAll - unkeptCopies - headCopyInBackward);
         int64_t below = savedAll;
@@ -263,7 +264,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             copiesUpTo += blockCopies(i);
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradientsAt(gradsAbove, blockGradients(i));
+            const int64_t grads = gradientsAt(gradsAbove);
             // The block's kept tensors, the gradient arriving at its output, and its peak in the
             // MLP or at the attention's softmax (with the copies released by then).
             const int64_t copies = copiesUpTo - unkeptCopies;
@@ -278,7 +279,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         int64_t gradsAbove = 0;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradientsAt(gradsAbove, blockGradients(i));
+            const int64_t grads = gradientsAt(gradsAbove);
             const int64_t copyPerBlock = blockCopies(i);
             gradsAbove += blockGradients(i);
             // Inputs of this block and the ones below, the incoming gradient (held by the

@@ -452,6 +452,28 @@ private Q_SLOTS:
         QCOMPARE(zero1Step.optimizer, 9408LL / 4);
     }
 
+    // Gradient accumulation: a later micro-batch's forward runs beside the gradients so far, each
+    // rank's share of them, except under ZeRO-2, which reduce-scatters only after the last
+    // micro-batch (its ranks hold every gradient until then). None without accumulation.
+    void accumulationKeepsTheGradients()
+    {
+        RunConfig c = toy();
+        EstimateOptions o;
+        o.device = DeviceKind::Cuda;
+        o.card = "h100-sxm-80gb";
+        o.gpus = 4;
+        const std::vector<std::pair<ParallelStrategy, int64_t>> held = {
+            {ParallelStrategy::None, 4704}, {ParallelStrategy::Ddp, 4704}, {ParallelStrategy::Zero1, 4704}, {ParallelStrategy::Zero2, 4704}, {ParallelStrategy::Fsdp, 4704 / 4}};
+        for (const auto &[strategy, bytes] : held) {
+            o.strategy = strategy;
+            o.gpus = strategy == ParallelStrategy::None ? 1 : 4;
+            c.train.gradAccum = 1;
+            QCOMPARE(phaseOf(estimateMemory(c, o), "forward").breakdown.gradients, 0LL);
+            c.train.gradAccum = 2;
+            QCOMPARE(phaseOf(estimateMemory(c, o), "forward").breakdown.gradients, bytes);
+        }
+    }
+
     void maxMicroBatchIsTheLargestThatFits()
     {
         RunConfig c = presetConfig(QStringLiteral("llama-3.2-1b"));

@@ -22,24 +22,6 @@ __device__ __forceinline__ uint8_t cast(float v, bool e5m2)
 
 __device__ __forceinline__ float scaleOf(float amax, bool e5m2) { return __fdiv_rn(fmaxf(amax, 1e-12f), e5m2 ? 57344.f : 448.f); }
 
-// Eight consecutive elements (16-byte aligned) as fp32.
-__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float (&v)[8])
-{
-    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
-    const auto *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(h[i]);
-        v[2 * i] = f.x;
-        v[2 * i + 1] = f.y;
-    }
-}
-__device__ __forceinline__ void load8(const float *p, float (&v)[8])
-{
-    const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-
 // Eight values divided by `scale` and cast, packed in memory order.
 __device__ __forceinline__ uint2 cast8(const float (&v)[8], float scale, bool e5m2)
 {

@@ -48,13 +48,8 @@ __device__ void mergeLse(float &m, float &s, float om, float os)
     m = nm;
 }
 
-// A logit as the loss sees it (divided, then soft-capped), and the derivative of that with
-// respect to the stored logit, from the same tanh.
-__device__ __forceinline__ float cappedLogit(float z, LogitsCap cap)
-{
-    const float y = cap.divisor != 1.f ? z / cap.divisor : z;
-    return cap.softcap > 0.f ? cap.softcap * tanhf(y / cap.softcap) : y;
-}
+// A logit as the loss sees it (divided, then soft-capped) into `capped`, and the derivative of that
+// with respect to the stored logit, from the same tanh.
 __device__ __forceinline__ float cappedLogitGrad(float z, LogitsCap cap, float &capped)
 {
     const float y = cap.divisor != 1.f ? z / cap.divisor : z;
@@ -67,23 +62,22 @@ __device__ __forceinline__ float cappedLogitGrad(float z, LogitsCap cap, float &
     }
     return cap.divisor != 1.f ? d / cap.divisor : d;
 }
+// The capped logit alone: the same arithmetic, so both passes of a kernel see the same value.
+__device__ __forceinline__ float cappedLogit(float z, LogitsCap cap)
+{
+    float capped;
+    cappedLogitGrad(z, cap, capped);
+    return capped;
+}
 
+// The end of a cross-entropy row's first pass, shared by the scalar and the 16-byte kernel: the
+// threads' running (max, sum) merged over the block into the log-sum-exp, the row's loss written
+// (0 where ignored), and the factor its gradient takes (0 where ignored).
 template <typename T>
-__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap, float *rowLoss)
+__device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t target, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap,
+                                   float *rowLoss, float &lse, float &rowScale)
 {
     __shared__ float sm[kThreads / 32], ss[kThreads / 32];
-    T *row = logits + blockIdx.x * vocab;
-    const int64_t target = targets[blockIdx.x];
-    float m = -FLT_MAX, s = 0.f;
-    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-        const float v = cappedLogit(toFloat(row[j]), cap);
-        if (v > m) {
-            s = s * __expf(m - v) + 1.f;
-            m = v;
-        } else {
-            s += __expf(v - m);
-        }
-    }
     for (int o = 16; o > 0; o >>= 1)
         mergeLse(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -96,13 +90,32 @@ __global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vo
     s = 0.f;
     for (int i = 0; i < kThreads / 32; ++i)
         mergeLse(m, s, sm[i], ss[i]);
-    const float lse = m + logf(s);
+    lse = m + logf(s);
     const bool ignored = target == ignoreIndex || target < 0 || target >= vocab;
     const float targetLogit = ignored ? 0.f : cappedLogit(toFloat(row[target]), cap);
     __syncthreads(); // every thread has read the target's logit before any overwrites it
     if (threadIdx.x == 0)
         rowLoss[blockIdx.x] = ignored ? 0.f : lse - targetLogit;
-    const float rowScale = ignored ? 0.f : scale;
+    rowScale = ignored ? 0.f : scale;
+}
+
+template <typename T>
+__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap, float *rowLoss)
+{
+    T *row = logits + blockIdx.x * vocab;
+    const int64_t target = targets[blockIdx.x];
+    float m = -FLT_MAX, s = 0.f;
+    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
+        const float v = cappedLogit(toFloat(row[j]), cap);
+        if (v > m) {
+            s = s * __expf(m - v) + 1.f;
+            m = v;
+        } else {
+            s += __expf(v - m);
+        }
+    }
+    float lse, rowScale;
+    crossEntropyRowEnd(m, s, row, target, vocab, ignoreIndex, scale, cap, rowLoss, lse, rowScale);
     for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
         float capped;
         const float d = cappedLogitGrad(toFloat(row[j]), cap, capped);
@@ -113,13 +126,13 @@ __global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vo
 
 // The weight as the form multiplies by it: w, or 1 + w (rounded to W's dtype unless the product
 // is taken in fp32, as eager's `1.0 + weight` or `1.0 + weight.float()`).
-template <typename W> __device__ __forceinline__ float scaleOf(const W *w, int64_t j, RmsNormForm form)
+template <typename W> __device__ __forceinline__ float scaleValue(float w, RmsNormForm form)
 {
-    const float v = toFloat(w[j]);
     if (!form.unitOffset)
-        return v;
-    return form.scaleInFp32 ? 1.f + v : toFloat(fromFloat<W>(1.f + v));
+        return w;
+    return form.scaleInFp32 ? 1.f + w : toFloat(fromFloat<W>(1.f + w));
 }
+template <typename W> __device__ __forceinline__ float scaleOf(const W *w, int64_t j, RmsNormForm form) { return scaleValue<W>(toFloat(w[j]), form); }
 
 // The normalised value the weight multiplies: rounded to x's dtype (Llama's h.to(input dtype)) or not.
 template <typename X> __device__ __forceinline__ float scaledInput(float xn, RmsNormForm form)

@@ -1,7 +1,7 @@
 #pragma once
-// Internal to the kernels' .cu files: element conversions through fp32, the launch shape of the
-// element-wise kernels and the error check after a launch, shared by FusedKernels.cu,
-// Nf4Kernels.cu and Float8Kernels.cu.
+// Internal to the kernels' .cu files: element conversions through fp32, loads and stores of 8
+// elements in 16-byte pieces, the launch shape of the element-wise kernels and the error check
+// after a launch, shared by FusedKernels.cu, Nf4Kernels.cu and Float8Kernels.cu.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -21,6 +21,56 @@ template <typename T> __device__ __forceinline__ T fromFloat(float v);
 template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half(v); }
+
+// 8 consecutive elements as fp32, through 16-byte loads and stores (p 16-byte aligned).
+__device__ __forceinline__ void load8(const float *p, float (&v)[8])
+{
+    const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float (&v)[8])
+{
+    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
+    const auto *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+}
+__device__ __forceinline__ void load8(const __half *p, float (&v)[8])
+{
+    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
+    const auto *h = reinterpret_cast<const __half2 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 f = __half22float2(h[i]);
+        v[2 * i] = f.x, v[2 * i + 1] = f.y;
+    }
+}
+__device__ __forceinline__ void store8(float *p, const float (&v)[8])
+{
+    reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void store8(__nv_bfloat16 *p, const float (&v)[8])
+{
+    uint4 raw;
+    auto *h = reinterpret_cast<__nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = raw;
+}
+__device__ __forceinline__ void store8(__half *p, const float (&v)[8])
+{
+    uint4 raw;
+    auto *h = reinterpret_cast<__half2 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        h[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = raw;
+}
 
 // Blocks of kThreads for `work` items of a grid-stride loop: at least 1, at most 65536.
 inline unsigned elementwiseBlocks(int64_t work)

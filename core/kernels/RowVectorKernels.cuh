@@ -4,58 +4,9 @@
 // registers between the statistics and the output, so each input is read once. The scalar
 // kernels there took 2-byte loads and read each row twice (about 0.8 TB/s for an RMSNorm backward
 // of 8192 x 1536 bf16 on the H200, against the card's 4.8). Included by FusedKernels.cu, inside its
-// anonymous namespace, after blockSum, warpSum, scaleOf and scaledInput; the scalar kernels stay
-// for rows these do not take (widths not a multiple of 8, unaligned storage, over kVecMaxCols).
-
-// 8 consecutive elements as fp32, through 16-byte loads and stores (p 16-byte aligned).
-__device__ __forceinline__ void load8(const float *p, float (&v)[8])
-{
-    const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float (&v)[8])
-{
-    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
-    const auto *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(h[i]);
-        v[2 * i] = f.x, v[2 * i + 1] = f.y;
-    }
-}
-__device__ __forceinline__ void load8(const __half *p, float (&v)[8])
-{
-    const uint4 raw = *reinterpret_cast<const uint4 *>(p);
-    const auto *h = reinterpret_cast<const __half2 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float2 f = __half22float2(h[i]);
-        v[2 * i] = f.x, v[2 * i + 1] = f.y;
-    }
-}
-__device__ __forceinline__ void store8(float *p, const float (&v)[8])
-{
-    reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-__device__ __forceinline__ void store8(__nv_bfloat16 *p, const float (&v)[8])
-{
-    uint4 raw;
-    auto *h = reinterpret_cast<__nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-        h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-    *reinterpret_cast<uint4 *>(p) = raw;
-}
-__device__ __forceinline__ void store8(__half *p, const float (&v)[8])
-{
-    uint4 raw;
-    auto *h = reinterpret_cast<__half2 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-        h[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-    *reinterpret_cast<uint4 *>(p) = raw;
-}
+// anonymous namespace, after blockSum, warpSum, scaleValue, scaledInput and crossEntropyRowEnd; the
+// scalar kernels stay for rows these do not take (widths not a multiple of 8, unaligned storage,
+// over kVecMaxCols).
 
 // The widest row the register-resident forms take: 4 packs of 8 for each of a block's threads.
 constexpr int64_t kVecMaxCols = 4 * 8 * kThreads;
@@ -72,13 +23,6 @@ template <int L> __device__ __forceinline__ float groupSum(float v, float *share
     } else {
         return blockSum(v, shared);
     }
-}
-
-template <typename W> __device__ __forceinline__ float scaleValue(float w, RmsNormForm form)
-{
-    if (!form.unitOffset)
-        return w;
-    return form.scaleInFp32 ? 1.f + w : toFloat(fromFloat<W>(1.f + w));
 }
 
 // RMSNorm forward: L threads a row (kThreads / L rows a block), each holding up to K packs of it.
@@ -242,7 +186,6 @@ __global__ void rotaryVecKernel(const T *x, T *y, const float *cos, const float 
 template <typename T>
 __global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap, float *rowLoss)
 {
-    __shared__ float sm[kThreads / 32], ss[kThreads / 32];
     T *row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
     const int64_t target = targets[blockIdx.x], packs = vocab / 8;
     float m = -FLT_MAX, s = 0.f;
@@ -264,25 +207,8 @@ __global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t
         for (int i = 0; i < 8; ++i)
             s += __expf(v[i] - m);
     }
-    for (int o = 16; o > 0; o >>= 1)
-        mergeLse(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) {
-        sm[warp] = m;
-        ss[warp] = s;
-    }
-    __syncthreads();
-    m = -FLT_MAX;
-    s = 0.f;
-    for (int i = 0; i < kThreads / 32; ++i)
-        mergeLse(m, s, sm[i], ss[i]);
-    const float lse = m + logf(s);
-    const bool ignored = target == ignoreIndex || target < 0 || target >= vocab;
-    const float targetLogit = ignored ? 0.f : cappedLogit(toFloat(row[target]), cap);
-    __syncthreads(); // every thread has read the target's logit before any overwrites it
-    if (threadIdx.x == 0)
-        rowLoss[blockIdx.x] = ignored ? 0.f : lse - targetLogit;
-    const float rowScale = ignored ? 0.f : scale;
+    float lse, rowScale;
+    crossEntropyRowEnd(m, s, row, target, vocab, ignoreIndex, scale, cap, rowLoss, lse, rowScale);
     for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
         float v[8];
         load8(row + p * 8, v);

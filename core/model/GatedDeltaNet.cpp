@@ -115,7 +115,7 @@ torch::Tensor GatedDeltaNetImpl::forward(const torch::Tensor &x)
         q = q.repeat_interleave(perKey, 2);
         k = k.repeat_interleave(perKey, 2);
     }
-    const auto attended = chunkGatedDeltaRule(q, k, v, g, beta, m_o.chunkSize, {}, false, /*l2NormQk=*/true).output;
+    const auto attended = chunkGatedDeltaRule(q, k, v, g, beta, m_o.chunkSize, {}, false, /*l2NormQk=*/true, m_o.fusedLoop).output;
     const auto normed = gatedRmsNorm(attended, z, normWeight, m_o.normEps);
     return project("out_proj", outProj, normed.reshape({b, t, m_o.valueDim()}));
 }

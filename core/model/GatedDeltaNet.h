@@ -41,6 +41,7 @@ struct GatedDeltaNetOptions {
     int64_t convKernel = 4;      // linear_conv_kernel_dim
     double normEps = 1e-6;       // rms_norm_eps (the gated norm's)
     int64_t chunkSize = 64;      // torch_chunk_gated_delta_rule's default
+    bool fusedLoop = false;      // train.kernels = fused: the chunk loop as one node (model/GatedDeltaScan.h)
     GatedDeltaNetLayout layout = GatedDeltaNetLayout::InterleavedQkvzBa;
     // Builds the projection `name` (in -> out, no bias) as a module whose forward the layer calls:
     // the decoder's LoraLinear, so adapters, NF4 and float8 reach these projections as any other.

@@ -1,5 +1,7 @@
 #include "model/GatedDeltaRule.h"
 
+#include "model/GatedDeltaScan.h"
+
 #include <cmath>
 #include <vector>
 
@@ -58,7 +60,7 @@ torch::Tensor unitLowerInverse(const torch::Tensor &a) { return UnitLowerInverse
 
 GatedDeltaRuleResult chunkGatedDeltaRule(const torch::Tensor &qIn, const torch::Tensor &kIn, const torch::Tensor &vIn, const torch::Tensor &gIn,
                                          const torch::Tensor &betaIn, int64_t chunkSize, const torch::Tensor &initialState,
-                                         bool outputFinalState, bool l2NormQk)
+                                         bool outputFinalState, bool l2NormQk, bool fusedLoop)
 {
     checkShapes(qIn, kIn, vIn, gIn, betaIn, initialState);
     TORCH_CHECK(chunkSize > 0, "gated delta rule: the chunk size must be positive");
@@ -118,6 +120,17 @@ GatedDeltaRuleResult chunkGatedDeltaRule(const torch::Tensor &qIn, const torch::
     const auto gLast = g.narrow(-1, chunkSize - 1, 1);   // [B, H, N, 1]
     const auto qDecayed = q * g.exp().unsqueeze(-1);
     const auto kToEnd = (k * (gLast - g).exp().unsqueeze(-1)).transpose(-1, -2);
+    GatedDeltaRuleResult result;
+    if (fusedLoop) {
+        const auto loop = fusedChunkLoop(kCumDecay, value, qDecayed, intraAll, kToEnd, gLast.exp().squeeze(-1),
+                                         initialState.defined() ? initialState.to(v.options()) : initialState);
+        // To q's dtype before the transpose's copy: one 16-bit copy under autocast, not an fp32 one.
+        const auto out = loop.output.reshape({b, heads, chunks * chunkSize, dv}).narrow(2, 0, t).to(outputType);
+        result.output = out.transpose(1, 2).contiguous();
+        if (outputFinalState)
+            result.finalState = loop.finalState;
+        return result;
+    }
     const auto endDecay = gLast.exp().unsqueeze(-1);     // [B, H, N, 1, 1]
     const auto intra = intraAll.unbind(2), qd = qDecayed.unbind(2), kEnd = kToEnd.unbind(2), values = value.unbind(2),
                kCum = kCumDecay.unbind(2), ends = endDecay.unbind(2);
@@ -130,7 +143,6 @@ GatedDeltaRuleResult chunkGatedDeltaRule(const torch::Tensor &qIn, const torch::
         state = state * ends[i] + torch::matmul(kEnd[i], vNew);
     }
     auto out = torch::stack(outputs, 2).reshape({b, heads, chunks * chunkSize, dv}).narrow(2, 0, t);
-    GatedDeltaRuleResult result;
     result.output = out.transpose(1, 2).contiguous().to(outputType);
     if (outputFinalState)
         result.finalState = state;

@@ -33,10 +33,12 @@ torch::Tensor gatedDeltaL2Norm(const torch::Tensor &x, double eps = 1e-6);
 // (I + strictly-lower(beta k k^T decay))^-1 (Transformers' row recurrence, here one triangular
 // solve; its backward is the inverse's derivative), then the chunks in order with the state carried
 // from one to the next, the terms that do not read the state computed for all chunks before the
-// loop. `l2NormQk`: use_qk_l2norm_in_kernel (the layer passes true).
+// loop. `l2NormQk`: use_qk_l2norm_in_kernel (the layer passes true). `fusedLoop`: the loop as one
+// autograd node over the state's recurrence in fp32 (model/GatedDeltaScan.h, train.kernels = fused);
+// else LibTorch ops chunk by chunk, which autocast multiplies in 16 bits as Transformers' does.
 GatedDeltaRuleResult chunkGatedDeltaRule(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, const torch::Tensor &g,
                                          const torch::Tensor &beta, int64_t chunkSize = 64, const torch::Tensor &initialState = {},
-                                         bool outputFinalState = false, bool l2NormQk = false);
+                                         bool outputFinalState = false, bool l2NormQk = false, bool fusedLoop = false);
 
 // torch_recurrent_gated_delta_rule: one token at a time, as the formula above.
 GatedDeltaRuleResult recurrentGatedDeltaRule(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, const torch::Tensor &g,

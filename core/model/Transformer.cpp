@@ -371,6 +371,7 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
         o.valueHeadDim = l.valueHeadDim;
         o.convKernel = l.convKernel;
         o.normEps = m.normEps;
+        o.fusedLoop = fused;
         o.layout = l.layout == LinearAttentionLayout::QkvzBa ? GatedDeltaNetLayout::InterleavedQkvzBa : GatedDeltaNetLayout::SeparateQkvZBA;
         o.makeProjection = [&config, options](const std::string &name, int64_t in, int64_t out) {
             return torch::nn::AnyModule(LoraLinear(in, out, false, config, name, options));

@@ -68,10 +68,10 @@ struct RuleRun {
 };
 
 RuleRun runRule(const RuleInputs &in, bool chunked, int64_t chunkSize, bool withState, bool l2, const torch::Tensor &outWeight,
-                const torch::Tensor &stateWeight)
+                const torch::Tensor &stateWeight, bool fusedLoop = false)
 {
     const auto s0 = withState ? in.state : torch::Tensor();
-    const auto r = chunked ? chunkGatedDeltaRule(in.q, in.k, in.v, in.g, in.beta, chunkSize, s0, true, l2)
+    const auto r = chunked ? chunkGatedDeltaRule(in.q, in.k, in.v, in.g, in.beta, chunkSize, s0, true, l2, fusedLoop)
                            : recurrentGatedDeltaRule(in.q, in.k, in.v, in.g, in.beta, s0, true, l2);
     std::vector<torch::Tensor> wrt {in.q, in.k, in.v, in.g, in.beta};
     if (withState)
@@ -237,13 +237,18 @@ private Q_SLOTS:
         QTest::addColumn<qint64>("chunk");
         QTest::addColumn<bool>("withState");
         QTest::addColumn<bool>("l2");
-        for (qint64 length : {1, 63, 64, 65, 130})
-            for (qint64 chunk : {64, 16})
-                for (bool withState : {false, true})
-                    QTest::addRow("T=%lld chunk=%lld %s", length, chunk, withState ? "state" : "zero") << length << chunk << withState << true;
+        QTest::addColumn<bool>("fused");
+        // fused: the chunk loop as one node (model/GatedDeltaScan.h: its LibTorch scan, the CUDA
+        // kernel's twin) with its own backward.
+        for (bool fused : {false, true})
+            for (qint64 length : {1, 63, 64, 65, 130})
+                for (qint64 chunk : {64, 16})
+                    for (bool withState : {false, true})
+                        QTest::addRow("T=%lld chunk=%lld %s%s", length, chunk, withState ? "state" : "zero", fused ? " fused" : "")
+                            << length << chunk << withState << true << fused;
         // Without the in-kernel L2 norm (the rule's default): keys of unit size by construction.
-        QTest::addRow("T=65 chunk=16 state, no l2") << qint64(65) << qint64(16) << true << false;
-        QTest::addRow("T=130 chunk=64 zero, no l2") << qint64(130) << qint64(64) << false << false;
+        QTest::addRow("T=65 chunk=16 state, no l2") << qint64(65) << qint64(16) << true << false << false;
+        QTest::addRow("T=130 chunk=64 zero, no l2") << qint64(130) << qint64(64) << false << false << false;
     }
 
     void chunkedMatchesRecurrent()
@@ -252,6 +257,7 @@ private Q_SLOTS:
         QFETCH(qint64, chunk);
         QFETCH(bool, withState);
         QFETCH(bool, l2);
+        QFETCH(bool, fused);
         const int64_t b = 2, h = 3, dk = 8, dv = 6;
         auto in = randomInputs(b, length, h, dk, dv, 1000 + static_cast<uint64_t>(length));
         if (!l2) {
@@ -261,7 +267,7 @@ private Q_SLOTS:
         }
         const auto outWeight = torch::randn({b, length, h, dv}, kDouble);
         const auto stateWeight = torch::randn({b, h, dk, dv}, kDouble);
-        const auto chunked = runRule(in, true, chunk, withState, l2, outWeight, stateWeight);
+        const auto chunked = runRule(in, true, chunk, withState, l2, outWeight, stateWeight, fused);
         const auto recurrent = runRule(in, false, 0, withState, l2, outWeight, stateWeight);
         QVERIFY(maxAbs(recurrent.output) > 1e-3);   // not trivially zero
         COMPARE_TENSORS(chunked.output, recurrent.output, "output");
@@ -401,14 +407,18 @@ private Q_SLOTS:
         QTest::addColumn<qint64>("length");
         QTest::addColumn<qint64>("chunk");
         QTest::addColumn<double>("aHigh");
-        QTest::newRow("qwen3_next, v = k heads, T=70, chunk 64") << true << qint64(2) << qint64(70) << qint64(64) << 1.0;
-        QTest::newRow("qwen3_next, v = 2 k heads, T=70, chunk 16") << true << qint64(4) << qint64(70) << qint64(16) << 1.0;
-        QTest::newRow("qwen3_next, v = 2 k heads, T=1") << true << qint64(4) << qint64(1) << qint64(64) << 1.0;
-        QTest::newRow("qwen3_5, v = 2 k heads, T=70, chunk 64") << false << qint64(4) << qint64(70) << qint64(64) << 1.0;
-        QTest::newRow("qwen3_5, v = k heads, T=33, chunk 16") << false << qint64(2) << qint64(33) << qint64(16) << 1.0;
-        // Transformers' A_log initialisation, log U(0, 16): fast decays, exp of the chunk's cumulative
-        // sum near underflow.
-        QTest::newRow("qwen3_next, A up to 16, T=70, chunk 64") << true << qint64(4) << qint64(70) << qint64(64) << 16.0;
+        QTest::addColumn<bool>("fused");
+        for (bool fused : {false, true}) {
+            const char *path = fused ? ", fused loop" : "";
+            QTest::addRow("qwen3_next, v = k heads, T=70, chunk 64%s", path) << true << qint64(2) << qint64(70) << qint64(64) << 1.0 << fused;
+            QTest::addRow("qwen3_next, v = 2 k heads, T=70, chunk 16%s", path) << true << qint64(4) << qint64(70) << qint64(16) << 1.0 << fused;
+            QTest::addRow("qwen3_next, v = 2 k heads, T=1%s", path) << true << qint64(4) << qint64(1) << qint64(64) << 1.0 << fused;
+            QTest::addRow("qwen3_5, v = 2 k heads, T=70, chunk 64%s", path) << false << qint64(4) << qint64(70) << qint64(64) << 1.0 << fused;
+            QTest::addRow("qwen3_5, v = k heads, T=33, chunk 16%s", path) << false << qint64(2) << qint64(33) << qint64(16) << 1.0 << fused;
+            // Transformers' A_log initialisation, log U(0, 16): fast decays, exp of the chunk's
+            // cumulative sum near underflow.
+            QTest::addRow("qwen3_next, A up to 16, T=70, chunk 64%s", path) << true << qint64(4) << qint64(70) << qint64(64) << 16.0 << fused;
+        }
     }
 
     void layerMatchesComposite()
@@ -418,7 +428,9 @@ private Q_SLOTS:
         QFETCH(qint64, length);
         QFETCH(qint64, chunk);
         QFETCH(double, aHigh);
-        const auto o = layerOptions(interleaved ? GatedDeltaNetLayout::InterleavedQkvzBa : GatedDeltaNetLayout::SeparateQkvZBA, valueHeads, chunk);
+        QFETCH(bool, fused);
+        auto o = layerOptions(interleaved ? GatedDeltaNetLayout::InterleavedQkvzBa : GatedDeltaNetLayout::SeparateQkvZBA, valueHeads, chunk);
+        o.fusedLoop = fused;
         GatedDeltaNet layer(o, kDouble);
         fillLayer(*layer, 31 + static_cast<uint64_t>(length), 0.05, aHigh);
         torch::manual_seed(5);

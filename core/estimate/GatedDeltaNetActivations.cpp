@@ -62,16 +62,34 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // Autocast's 16-bit copies for the matmuls: kBeta and k (their product with the decay keeps the
     // 16-bit product too), the inverse (fp32, kept by itself) twice, vBeta, kBeta * exp(g); kCumDecay
     // (16-bit) kept by the loop's matmuls where there is more than one chunk.
+    // kCumDecay (16-bit): kept by the loop's matmuls where there is more than one chunk, by the fused
+    // loop's node always.
+    const bool fusedLoop = config.train.kernels == KernelPath::Fused;
     walk.saved += 2 * c * np * kr + c * np * chunk * hv + f * np * chunk * hv + 2 * c * np * chunk * hv + c * np * valueDim + c * np * kr +
-                  (chunks > 1 ? c * np * kr : 0);
+                  (fusedLoop || chunks > 1 ? c * np * kr : 0);
     const int64_t beforeLoop = walk.saved;
-    // Per chunk: 16-bit copies of q and k, their product (kept by the decay's product) and the masked
-    // scores' copy, two 16-bit copies of the state, the new values, exp(g); after the first chunk, q *
-    // exp(g)'s copy; for all but the last, the fp32 state, k * exp(gLast - g)'s copy and that exponential.
-    walk.saved += chunks * (2 * c * bh * chunk * dk + 2 * c * bh * chunk * chunk + 2 * c * bh * dk * dv + c * bh * chunk * dv + 4 * bh * chunk) +
-                  (chunks - 1) * (c * bh * chunk * dk + 4 * bh * dk * dv + c * bh * chunk * dk + 4 * bh * chunk);
-    // At the loop's end: the chunks' outputs, their stack, the value (16-bit) and the fp32 transients.
-    const int64_t atStack = walk.saved + 2 * c * np * valueDim + c * np * valueDim + projected + y1Alive;
+    int64_t atStack = 0;
+    if (fusedLoop) {
+        // The batched terms (16-bit copies of q and k, their product kept by the decay's product, exp(g)
+        // and exp(gLast - g), the chunk ends' decay), then what the node keeps in fp32: the masked
+        // scores, q * exp(g), k * exp(gLast - g), the state entering each chunk and the new values.
+        walk.saved += chunks * (2 * c * bh * chunk * dk + c * bh * chunk * chunk + 2 * 4 * bh * chunk + 4 * bh) +
+                      chunks * f * bh * (chunk * chunk + 2 * chunk * dk + dk * dv + chunk * dv);
+        // In the node: fp32 copies of kCumDecay and the value during the scan, or its two products
+        // at the output's sum; the value and the final state beside them.
+        const int64_t inNode = std::max(f * np * kr + f * np * valueDim, 2 * f * np * valueDim) + c * np * valueDim + f * bh * dk * dv;
+        atStack = walk.saved + inNode + projected + y1Alive;
+    } else {
+        // Per chunk: 16-bit copies of q and k, their product (kept by the decay's product) and the
+        // masked scores' copy, two 16-bit copies of the state, the new values, exp(g); after the first
+        // chunk, q * exp(g)'s copy; for all but the last, the fp32 state, k * exp(gLast - g)'s copy and
+        // that exponential.
+        walk.saved += chunks * (2 * c * bh * chunk * dk + 2 * c * bh * chunk * chunk + 2 * c * bh * dk * dv + c * bh * chunk * dv + 4 * bh * chunk) +
+                      (chunks - 1) * (c * bh * chunk * dk + 4 * bh * dk * dv + c * bh * chunk * dk + 4 * bh * chunk);
+        // At the loop's end: the chunks' outputs, their stack, the value (16-bit) and the fp32 transients.
+        atStack = walk.saved + 2 * c * np * valueDim + c * np * valueDim + projected + y1Alive;
+    }
+    const int64_t afterLoop = walk.saved;
     // The gated RMSNorm over Dv (fp32): h = x.float() (kept by pow and the rsqrt product; pow's
     // output too where mean keeps its input), rsqrt's output; weight * h' keeps h' cast back where the
     // weight trains; the product (the weight's dtype) and silu(z.float())'s output kept by the gate's
@@ -82,6 +100,17 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     const int64_t atNorm = walk.saved + c * n * valueDim + 3 * 4 * n * valueDim + projected + y1Alive;
     walk.linears(valueDim, c, {proj("out_proj")});
     out.forwardAbove = std::max(atStack, atNorm);
+    if (fusedLoop) {
+        // The node's backward, its saved tensors alive: the output's gradient (fp32, padded), then
+        // during the scan kCumDecay's fp32 copy, intra^T dOut, the state's gradient entering each
+        // chunk, the new values' and the final one; at its end the new values' and the four inputs'
+        // gradients (fp32) with the 16-bit casts of kCumDecay's and the value's.
+        const int64_t states = f * bh * chunks * dk * dv;
+        const int64_t scan = f * np * kr + f * np * valueDim + states + f * np * valueDim + f * bh * dk * dv;
+        const int64_t end = f * np * valueDim + 3 * f * np * kr + f * np * chunk * hv + c * np * kr + c * np * valueDim;
+        out.backwardAt = afterLoop + f * np * valueDim + std::max({scan, f * np * valueDim + 2 * states + f * np * kr, end});
+        return out;
+    }
     // Backward through the chunk loop: every select's gradient is the whole tensor's, accumulated:
     // q's and k's (fp32), the value's and kCumDecay's (16-bit), the decays' and g's (fp32), and one
     // more of the largest being added.

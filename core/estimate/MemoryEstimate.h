@@ -42,6 +42,10 @@ struct EstimateOptions {
     // on CPU (the Debian LibTorch 1.13 build).
     std::optional<bool> fusedAttentionAvailable;
     int64_t ddpBucketBytes = 25LL * 1024 * 1024;
+    // DDP all-reduces each bucket as the backward fills it (the engine's default): its flat buckets
+    // over every trainable gradient are made once and held from the first step on. False
+    // (scale --no-overlap): they are made for the reduce after the backward and dropped after it.
+    bool ddpOverlap = true;
     std::vector<CalibrationResidual> calibration;
 };
 

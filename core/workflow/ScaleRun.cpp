@@ -45,11 +45,12 @@ QJsonObject readJsonFile(const QString &path)
 
 // The estimator's per-rank tensor peak for the same run (null when it cannot estimate this config),
 // printed beside the measured one.
-QJsonValue predictedPeak(const RunConfig &config, const std::string &device, int gpus, const std::string &strategy)
+QJsonValue predictedPeak(const RunConfig &config, const std::string &device, int gpus, const std::string &strategy, bool overlap)
 {
     EstimateOptions options;
     options.device = device == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
     options.gpus = gpus;
+    options.ddpOverlap = overlap;
     options.strategy = parseStrategy(strategy).value_or(ParallelStrategy::None);
     try {
         return static_cast<double>(estimateMemory(config, options).peakAllocatedBytes);
@@ -333,8 +334,8 @@ ScaleRunResult ScaleRun::measure(const RunConfig &baselineConfig, const Baseline
     json.insert(QStringLiteral("ranks"), ranks);
     json.insert(QStringLiteral("verdict"), QString::fromLatin1(toString(record.verdict)));
     json.insert(QStringLiteral("message"), QString::fromStdString(record.message));
-    json.insert(QStringLiteral("predicted_per_rank_peak_allocated_bytes"), predictedPeak(m_s.config, m_s.device, m_s.gpus, m_s.strategy));
-    json.insert(QStringLiteral("predicted_baseline_peak_allocated_bytes"), predictedPeak(baselineConfig, m_s.device, 1, "none"));
+    json.insert(QStringLiteral("predicted_per_rank_peak_allocated_bytes"), predictedPeak(m_s.config, m_s.device, m_s.gpus, m_s.strategy, m_s.overlap));
+    json.insert(QStringLiteral("predicted_baseline_peak_allocated_bytes"), predictedPeak(baselineConfig, m_s.device, 1, "none", m_s.overlap));
     json.insert(QStringLiteral("baseline_peak_allocated_bytes"), static_cast<double>(bs.peakAllocatedBytes));
     if (!m_writer->finishRun(runId, record, json) || !m_writer->flush())
         throw PilotBenchError(ExitCode::Failure, "the scaling step ran but could not be recorded: " + m_writer->lastError());

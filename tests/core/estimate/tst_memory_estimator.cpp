@@ -462,15 +462,24 @@ private Q_SLOTS:
         o.device = DeviceKind::Cuda;
         o.card = "h100-sxm-80gb";
         o.gpus = 4;
-        const std::vector<std::pair<ParallelStrategy, int64_t>> held = {
-            {ParallelStrategy::None, 4704}, {ParallelStrategy::Ddp, 4704}, {ParallelStrategy::Zero1, 4704}, {ParallelStrategy::Zero2, 4704}, {ParallelStrategy::Fsdp, 4704 / 4}};
-        for (const auto &[strategy, bytes] : held) {
-            o.strategy = strategy;
-            o.gpus = strategy == ParallelStrategy::None ? 1 : 4;
+        // Overlapped DDP holds its flat buckets (every gradient) from the first step on, beside the
+        // accumulated gradients; without overlap they exist only around the reduce.
+        struct Held {
+            ParallelStrategy strategy;
+            bool overlap;
+            int64_t alone, accumulating;
+        };
+        const std::vector<Held> held = {{ParallelStrategy::None, true, 0, 4704},     {ParallelStrategy::Ddp, true, 4704, 2 * 4704},
+                                        {ParallelStrategy::Ddp, false, 0, 4704},     {ParallelStrategy::Zero1, true, 0, 4704},
+                                        {ParallelStrategy::Zero2, true, 0, 4704},    {ParallelStrategy::Fsdp, true, 0, 4704 / 4}};
+        for (const auto &h : held) {
+            o.strategy = h.strategy;
+            o.ddpOverlap = h.overlap;
+            o.gpus = h.strategy == ParallelStrategy::None ? 1 : 4;
             c.train.gradAccum = 1;
-            QCOMPARE(phaseOf(estimateMemory(c, o), "forward").breakdown.gradients, 0LL);
+            QCOMPARE(phaseOf(estimateMemory(c, o), "forward").breakdown.gradients, h.alone);
             c.train.gradAccum = 2;
-            QCOMPARE(phaseOf(estimateMemory(c, o), "forward").breakdown.gradients, bytes);
+            QCOMPARE(phaseOf(estimateMemory(c, o), "forward").breakdown.gradients, h.accumulating);
         }
     }
 

@@ -145,12 +145,18 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     const bool fusedAdamW = options.device == DeviceKind::Cuda && libTorch2(options) && train.optimizer.kind == OptimizerKind::AdamW &&
                             !(options.torchVersion.rfind("2.0", 0) == 0);
     const int64_t stepTemporary = fusedAdamW ? 0 : ceilDiv(ms.optimizerStepTemporary, sh.optimizer);
-    // FSDP keeps the all-gathered block in the compute dtype (MixedPrecision(param_dtype)) and
-    // prefetches the next one: two blocks; its low-precision copy replaces autocast's cache.
-    const int64_t gatheredBytes = sh.gathered ? 2 * ms.largestBlockParams * c : 0;
-    const int64_t copyPerLayer = sh.gathered ? 0 : ms.perLayerCopyBytes;
-    const int64_t headCopy = sh.gathered ? 0 : ms.headCopyBytes;
-    const int64_t copiesAll = (sh.gathered ? 0 : ms.allLayerCopyBytes) + headCopy;
+    // FSDP (as dist/FsdpHooks.cpp runs it) gathers one decoder block around its use, as stored,
+    // and reshards it after; autocast still casts the gathered weights (its copies kept as without
+    // sharding). 2 CPU ranks measured the per-rank peak within +0.5% with this (below).
+    const int64_t gatheredBlock = sh.gathered ? ms.largestGatheredBlockBytes : 0;
+    // The root unit (embedding, final norm, head) is not resharded after the forward (FSDP's root;
+    // dist/FsdpHooks.cpp the same): gathered whole from the forward's start to the backward's end,
+    // its unsharded gradient beside it (the engine makes that buffer at the forward's start).
+    const int64_t rootGathered = sh.gathered ? ms.rootWeightBytes : 0;
+    const int64_t rootHeld = sh.gathered ? ms.rootWeightBytes + ms.rootGradientBytes : 0;
+    const int64_t copyPerLayer = ms.perLayerCopyBytes;
+    const int64_t headCopy = ms.headCopyBytes;
+    const int64_t copiesAll = ms.allLayerCopyBytes + headCopy;
     // DDP's reducer allocates flat buckets covering every trainable gradient
     // (gradient_as_bucket_view=False, the default); ZeRO-1/2 reduce through a bucket pair;
     // FSDP/ZeRO-3 hold one block's unsharded gradient before its reduce-scatter.
@@ -197,7 +203,12 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // ZeRO-2 reduce-scatters only after the last micro-batch, so the earlier ones add into every
     // gradient unsharded (2 CPU ranks: +0.62 MiB measured where the sharded share gave +0.31).
     const bool accumulating = train.gradAccum > 1;
-    const int64_t accumulated = !accumulating ? 0 : options.strategy == ParallelStrategy::Zero2 ? ms.gradients : gradAll;
+    // FSDP's root unit stays gathered between micro-batches, accumulating into its unsharded buffer
+    // (counted in rootHeld): its shard has no gradient until the step's last backward.
+    const int64_t accumulated = !accumulating                                   ? 0
+                                : options.strategy == ParallelStrategy::Zero2 ? ms.gradients
+                                : sh.gathered                                 ? gradAll - ceilDiv(ms.rootGradientBytes, sh.gradients)
+                                                                              : gradAll;
     Phases out;
     // Forward: optimizer state exists from the first step on; gradients were dropped (set_to_none)
     // by the last step, so only a later micro-batch sees them.
@@ -214,9 +225,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             inBlocks = std::max(inBlocks, below + residual + act.forwardAbovePerBlock[k]);
             below += act.savedPerBlock[k];
         }
-        inBlocks += act.sharedTables - tablesAfterBlocks;
+        inBlocks += act.sharedTables - tablesAfterBlocks + gatheredBlock;
         const int64_t atLoss = savedAll + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
-        out.forward.activations = (atLoss >= inBlocks ? atLoss - act.logitsForwardPeak : inBlocks) + fixed + gatheredBytes;
+        out.forward.activations = (atLoss >= inBlocks ? atLoss - act.logitsForwardPeak : inBlocks) + fixed + rootHeld;
         out.forward.logits = atLoss >= inBlocks ? act.logitsForwardPeak : 0;
     } else {
         // Blocks run under no_grad: nothing keeps their weights' 16-bit copies; only lm_head's
@@ -224,8 +235,8 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         out.forward.trainableWeights += headCopy;
         const int64_t inputs = layers * residual;
         const int64_t atLoss = inputs + layers * rngState + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
-        const int64_t inBlock = inputs + layers * rngState + act.blockNoGradPeak;
-        out.forward.activations = (atLoss >= inBlock ? atLoss - act.logitsForwardPeak : inBlock) + fixed + gatheredBytes;
+        const int64_t inBlock = inputs + layers * rngState + act.blockNoGradPeak + gatheredBlock;
+        out.forward.activations = (atLoss >= inBlock ? atLoss - act.logitsForwardPeak : inBlock) + fixed + rootHeld;
         out.forward.logits = atLoss >= inBlock ? act.logitsForwardPeak : 0;
     }
 
@@ -240,7 +251,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         MemoryBreakdown b = base;
         b.optimizer = optimizerStates;
         b.trainableWeights += copies;
-        b.activations = activations + fixed + gatheredBytes;
+        b.activations = activations + fixed + rootHeld;
         b.logits = logits;
         b.gradients = gradients;
         if (b.tensors() > bestTotal) {
@@ -248,7 +259,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             best = b;
         }
     };
-    // Copies are per block only where autocast makes them (not the gathered FSDP parameters).
+    // Copies are per block only where autocast makes them.
     // Each block's own gradients and copies where the model states list them per block (blocks
     // differ: Gemma 4's global layers, E2B's double-wide MLPs, a mixture's dense layers); else the
     // largest block's.
@@ -274,8 +285,8 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             // The block's kept tensors, the gradient arriving at its output, and its peak in the
             // MLP or at the attention's softmax (with the copies released by then).
             const int64_t copies = copiesUpTo - unkeptCopies;
-            consider(below + residual + act.backwardMlpExtraPerBlock[k], 0, grads, copies - copiesFreedAtMlp(k));
-            consider(below + residual + act.backwardAttentionExtraPerBlock[k], 0, grads, copies - copiesFreedAtAttention(k));
+            consider(below + residual + act.backwardMlpExtraPerBlock[k] + gatheredBlock, 0, grads, copies - copiesFreedAtMlp(k));
+            consider(below + residual + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copies - copiesFreedAtAttention(k));
             below -= act.savedPerBlock[k];
             gradsAbove += blockGradients(i);
             copiesUpTo -= blockCopies(i);
@@ -294,9 +305,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             // its output, and the backward's peak in the MLP or at the attention's softmax.
             const int64_t held = (i + 1) * residual + residual + (layers + 1) * rngState;
             const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] + residual;
-            consider(held + act.forwardAbovePerBlock[k], 0, grads, copyPerBlock);
-            consider(held + rebuilt + act.backwardMlpExtraPerBlock[k], 0, grads, copyPerBlock - copiesFreedAtMlp(k));
-            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k], 0, grads, copyPerBlock - copiesFreedAtAttention(k));
+            consider(held + act.forwardAbovePerBlock[k] + gatheredBlock, 0, grads, copyPerBlock);
+            consider(held + rebuilt + act.backwardMlpExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtMlp(k));
+            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }
     }
     consider(0, 0, gradAll + gradientBuffers + 2 * tiedGradient, 0);
@@ -327,9 +338,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         out.validation = base;
         out.validation.optimizer = optimizerStates;
         out.validation.gradients = bucketsHeld;
-        const int64_t validationBlock = residual + act.blockNoGradPeak + act.noGradHeld;
+        const int64_t validationBlock = residual + act.blockNoGradPeak + act.noGradHeld + gatheredBlock;
         const int64_t validationLoss = residual + act.headSaved + act.headOutputAlive;
-        out.validation.activations = std::max(validationBlock, validationLoss) + batches + gatheredBytes;
+        out.validation.activations = std::max(validationBlock, validationLoss) + batches + rootGathered;
         out.validation.logits = validationLoss + act.logitsForwardPeak > validationBlock ? act.logitsForwardPeak : 0;
     }
     // A checkpoint write after the optimizer step (gradients dropped): the state it writes, staged
@@ -354,7 +365,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             assumptions->push_back("DDP: flat gradient buckets cover every trainable parameter (gradient_as_bucket_view=False), held from the first step on");
         if (sh.gathered)
             assumptions->push_back("FSDP/ZeRO-3: parameters, gradients and optimizer state sharded over " + std::to_string(options.gpus) +
-                                   " devices; two gathered blocks in the compute dtype (current + prefetch), as PyTorch FSDP with MixedPrecision runs it");
+                                   " devices; one decoder block gathered as stored around its use, the root unit (embedding, final norm, head) "
+                                   "gathered with its unsharded gradient from the forward to the end of backward, autocast's copies of the gathered "
+                                   "weights as without sharding (the engine's FSDP, measured on CPU ranks)");
     }
     return out;
 }

@@ -86,7 +86,7 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     const int64_t s = optimizerStateBytes(prec);
     const bool autocast = usesAutocast(prec);
     ModelStateBytes out;
-    std::map<int, int64_t> byBlock, paramsByBlock, gradientsByBlock, copiesByBlock;
+    std::map<int, int64_t> byBlock, paramsByBlock, gatheredByBlock, gradientsByBlock, copiesByBlock;
     int64_t largestTrainableNumel = 0;
     std::map<std::string, std::pair<int64_t, bool>> pools; // bytes, trainable: one block each
     for (const auto &p : parameterTable(config)) {
@@ -94,8 +94,11 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         const int64_t stored = p.nf4 ? nf4StorageBytes(p.numel) : p.numel * (p.trainable ? tw : fw);
         byBlock[p.layer] += p.layer >= 0 ? stored : 0;
         paramsByBlock[p.layer] += p.layer >= 0 && !p.nf4 ? p.numel : 0; // an NF4 base is a buffer: never gathered
+        gatheredByBlock[p.layer] += p.layer >= 0 && !p.nf4 ? stored : 0;
         out.nf4Weights += p.nf4 ? stored : 0;
         if (p.layer < 0) {
+            out.rootWeightBytes += p.nf4 ? 0 : stored;
+            out.rootGradientBytes += p.trainable ? p.numel * tw : 0;
             out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, stored);
             out.largestBlockParams = std::max(out.largestBlockParams, p.numel);
         }
@@ -187,6 +190,9 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     for (const auto &[layer, params] : paramsByBlock)
         if (layer >= 0)
             out.largestBlockParams = std::max(out.largestBlockParams, params);
+    for (const auto &[layer, bytes] : gatheredByBlock)
+        if (layer >= 0)
+            out.largestGatheredBlockBytes = std::max(out.largestGatheredBlockBytes, bytes);
     out.optimizerStepTemporary = stepTemporaryFor(config, largestTrainableNumel, s);
 
     if (isFp8(prec))

@@ -27,6 +27,10 @@ struct ModelStateBytes {
     int64_t headGradientBytes = 0;       // gradients of the final norm and lm_head (made first in backward)
     int64_t embeddingGradientBytes = 0;  // gradient of the embedding (made last in backward)
     int64_t largestBlockParams = 0;      // parameters of the largest decoder block (or embedding/head)
+    int64_t largestGatheredBlockBytes = 0; // the largest decoder block as stored, NF4 bases left out (FSDP's gather)
+    // The root unit of FSDP (everything outside the decoder blocks: embedding, final norm, head,
+    // Gemma 4's per-layer tables) as stored, and its trainable part's gradients.
+    int64_t rootWeightBytes = 0, rootGradientBytes = 0;
     int64_t headCopyBytes = 0;           // autocast copy of lm_head (the embedding is not cast)
     int64_t largestNf4Numel = 0;         // qlora: the largest NF4 base (weights), quantised whole at construction
     int64_t nf4Weights = 0;              // part of frozenWeights: qlora's NF4 bases, held whole on every rank

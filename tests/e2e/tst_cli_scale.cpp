@@ -335,11 +335,16 @@ private Q_SLOTS:
         // Whether sharding must lower the peak: with full training the sharded states dominate;
         // with LoRA over 16-bit frozen weights on the tiny model they are less than the gathered root.
         QTest::addColumn<bool>("lower");
-        QTest::newRow("full, clipped") << QStringList {QStringLiteral("train.grad_clip=0.1")} << true;
-        QTest::newRow("recompute, accumulation 2") << QStringList {QStringLiteral("train.recompute=true"), QStringLiteral("train.grad_accum=2")} << false;
-        QTest::newRow("lora") << QStringList {QStringLiteral("train.mode=lora")} << true;
+        // The estimate against the ranks' peak: within 0.5% (it missed the root unit, its gradient
+        // and autocast's copies before: +6.6% .. +10.2% here, -6.4% on the llama fixture); with
+        // recompute it is over by 1.25% on this model (a rebuilt block's gather, not found).
+        QTest::addColumn<double>("tolerance");
+        QTest::newRow("full, clipped") << QStringList {QStringLiteral("train.grad_clip=0.1")} << true << 0.005;
+        QTest::newRow("recompute, accumulation 2") << QStringList {QStringLiteral("train.recompute=true"), QStringLiteral("train.grad_accum=2")} << false << 0.02;
+        QTest::newRow("accumulation 2") << QStringList {QStringLiteral("train.grad_accum=2")} << false << 0.005;
+        QTest::newRow("lora") << QStringList {QStringLiteral("train.mode=lora")} << true << 0.005;
         // Frozen bfloat16 weights: Gloo has no bfloat16 collectives, so they travel as float32.
-        QTest::newRow("lora, bf16-mixed") << QStringList {QStringLiteral("train.mode=lora"), QStringLiteral("train.precision=bf16-mixed")} << false;
+        QTest::newRow("lora, bf16-mixed") << QStringList {QStringLiteral("train.mode=lora"), QStringLiteral("train.precision=bf16-mixed")} << false << 0.005;
     }
 
     void fsdpMatchesDdpWithLessMemory()
@@ -348,6 +353,7 @@ private Q_SLOTS:
         // the mathematics is DDP's, so both ranks end with DDP's parameters (float tolerance).
         QFETCH(QStringList, sets);
         QFETCH(bool, lower);
+        QFETCH(double, tolerance);
         QTemporaryDir dir;
         QJsonObject summaries[2];
         const QStringList strategies {QStringLiteral("ddp"), QStringLiteral("fsdp")};
@@ -383,7 +389,7 @@ private Q_SLOTS:
             const double measured = fsdpPeaks[r].toDouble();
             QVERIFY2(!lower || measured < ddpPeaks[r].toDouble(),
                      qPrintable(QStringLiteral("rank %1: fsdp peak %2 not below ddp's %3").arg(r).arg(measured).arg(ddpPeaks[r].toDouble())));
-            QVERIFY2(std::abs(measured - predicted) <= 0.10 * measured,
+            QVERIFY2(std::abs(measured - predicted) <= tolerance * measured,
                      qPrintable(QStringLiteral("rank %1: fsdp peak %2, estimator %3").arg(r).arg(measured).arg(predicted)));
         }
         // Each rank's optimizer holds half the (padded) trainable parameters.

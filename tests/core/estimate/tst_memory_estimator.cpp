@@ -306,12 +306,14 @@ private Q_SLOTS:
         // mixture-of-experts support; changed once since, on purpose, by what the peak recorder's
         // attribution showed on an H200 (LibTorch 2.11): mean keeps no input (2 x 4 x tokens x
         // hidden less per layer), a tied embedding gets lm_head's autocast copy, the allocator holds
-        // the cuBLAS and cuBLASLt workspaces (64 MiB) and fused AdamW makes no temporaries.
+        // the cuBLAS and cuBLASLt workspaces (64 MiB) and fused AdamW makes no temporaries. fsdp4
+        // changed again (+3.52 GB) with FSDP modelled as the engine runs it, measured on 2 CPU ranks:
+        // the root unit and its unsharded gradient held, one block gathered, autocast's copies kept.
         QTest::newRow("tiny") << "tiny" << -1 << -1 << false << 1 << 72372992LL << 72110848LL;
         QTest::newRow("tiny bf16-mixed") << "tiny" << int(Precision::Bf16Mixed) << -1 << false << 1 << 71574272LL << 71508736LL;
         QTest::newRow("llama-3.2-1b") << "llama-3.2-1b" << -1 << -1 << false << 1 << 76787310592LL << 72718835712LL;
         QTest::newRow("llama-3.2-1b recompute") << "llama-3.2-1b" << -1 << -1 << true << 1 << 43122778112LL << 39054303232LL;
-        QTest::newRow("llama-3.2-1b fsdp4") << "llama-3.2-1b" << -1 << -1 << false << 4 << 64244160512LL << 60175685632LL;
+        QTest::newRow("llama-3.2-1b fsdp4") << "llama-3.2-1b" << -1 << -1 << false << 4 << 67766343680LL << 63697868800LL;
     }
     void denseEstimatesUnchanged()
     {
@@ -463,7 +465,9 @@ private Q_SLOTS:
         o.card = "h100-sxm-80gb";
         o.gpus = 4;
         // Overlapped DDP holds its flat buckets (every gradient) from the first step on, beside the
-        // accumulated gradients; without overlap they exist only around the reduce.
+        // accumulated gradients; without overlap they exist only around the reduce. FSDP's root unit
+        // (the toy's embedding, final norm and head: 2080 B of gradients) accumulates in its
+        // unsharded buffer, so only the blocks' shards hold gradients between micro-batches.
         struct Held {
             ParallelStrategy strategy;
             bool overlap;
@@ -471,7 +475,7 @@ private Q_SLOTS:
         };
         const std::vector<Held> held = {{ParallelStrategy::None, true, 0, 4704},     {ParallelStrategy::Ddp, true, 4704, 2 * 4704},
                                         {ParallelStrategy::Ddp, false, 0, 4704},     {ParallelStrategy::Zero1, true, 0, 4704},
-                                        {ParallelStrategy::Zero2, true, 0, 4704},    {ParallelStrategy::Fsdp, true, 0, 4704 / 4}};
+                                        {ParallelStrategy::Zero2, true, 0, 4704},    {ParallelStrategy::Fsdp, true, 0, (4704 - 2080) / 4}};
         for (const auto &h : held) {
             o.strategy = h.strategy;
             o.ddpOverlap = h.overlap;

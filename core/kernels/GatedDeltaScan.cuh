@@ -36,6 +36,19 @@ inline int64_t deltaScanTile(const DeltaScanArgs &a, int64_t maxSharedBytes, int
     return tile;
 }
 
+// Copies matrix m of `mat` ([rows, cols]) into shared memory at dst[r * dstRow + c], the block's
+// threads stepping along whichever of its dimensions is contiguous, so a warp's reads coalesce also
+// for the backward's transposed views.
+__device__ __forceinline__ void loadMatrix(const ScanMatrix &mat, int64_t m, int64_t rows, int64_t cols, float *dst, int64_t dstRow, int64_t tid,
+                                           int64_t threads)
+{
+    const bool rowsFastest = mat.row == 1 && mat.col != 1;
+    for (int64_t e = tid; e < rows * cols; e += threads) {
+        const int64_t r = rowsFastest ? e % rows : e / cols, c = rowsFastest ? e / rows : e % cols;
+        dst[r * dstRow + c] = scanAt(mat, m, r, c);
+    }
+}
+
 // Block (head, tile of value columns); each thread owns elements e = threadIdx.x + k * blockDim.x of
 // the [rows, tile] matrices it writes, so no element has two writers. A warp reads one row of X or
 // Z (a broadcast) against consecutive columns of the state or the innovation.
@@ -67,13 +80,10 @@ __global__ void gatedDeltaScanKernel(DeltaScanArgs a)
             const int64_t k = e / width, j = e % width;
             a.entering[(m * dk + k) * dv + j0 + j] = state[k * tile + j];
         }
-        for (int64_t e = tid; e < dk * c; e += threads) {
-            const int64_t k = e / c, col = e % c;
-            xs[k * xStride + col] = scanAt(a.x, m, k, col);
-            zs[col * zStride + k] = scanAt(a.z, m, col, k);
-            if (extra)
-                xrs[k * xStride + col] = scanAt(a.xr, m, k, col);
-        }
+        loadMatrix(a.x, m, dk, c, xs, xStride, tid, threads);
+        loadMatrix(a.z, m, c, dk, zs, zStride, tid, threads);
+        if (extra)
+            loadMatrix(a.xr, m, dk, c, xrs, xStride, tid, threads);
         for (int64_t e = tid; e < c * width; e += threads) {
             const int64_t r = e / width, j = e % width;
             innov[r * tile + j] = scanAt(a.y, m, r, j0 + j);

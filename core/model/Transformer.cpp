@@ -202,54 +202,45 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         gate = both.narrow(-1, m_headDim, m_headDim).reshape({b, t, qDim});
         qp = both.narrow(-1, 0, m_headDim).reshape({b, t, qDim});
     }
-    // A shared layer (Gemma 4) has only its queries to make: kp stays undefined, so every step on it
-    // below is skipped and the keys and values come from LayerInputs.
+    // A shared layer (Gemma 4) has only its queries to make: its keys and values come from
+    // LayerInputs, so the steps below run on the queries alone.
     const bool ownKv = !m_sharedKv;
-    if (m_qkNorm == QkNorm::Full) { // OLMoE, OLMo 2: over the whole projection
-        qp = qNorm->forward(qp);
-        if (ownKv)
-            kp = kNorm->forward(kp);
-    }
-    qp = qp.view({b, t, m_heads, m_headDim});
+    auto normed = [&](torch::Tensor p, int64_t heads, RmsNorm &norm) {
+        if (m_qkNorm == QkNorm::Full) // OLMoE, OLMo 2: over the whole projection
+            p = norm->forward(p);
+        p = p.view({b, t, heads, m_headDim});
+        if (m_qkNorm == QkNorm::Head) // Qwen3, Gemma 3: each head on its own
+            p = norm->forward(p);
+        return p;
+    };
+    qp = normed(qp, m_heads, qNorm);
     if (ownKv)
-        kp = kp.view({b, t, m_kvHeads, m_headDim});
-    if (m_qkNorm == QkNorm::Head) { // Qwen3, Gemma 3: each head on its own
-        qp = qNorm->forward(qp);
-        if (ownKv)
-            kp = kNorm->forward(kp);
-    }
-    torch::Tensor qs, ks;
+        kp = normed(kp, m_kvHeads, kNorm);
     // The fused rotary keeps each tensor's dtype; eager promotes k to an fp32 q's (a q_norm with an
     // fp32 weight), so that case stays eager.
-    if (!in.cos.defined()) { // a layer without rotary (NoPE)
-        qs = qp.transpose(1, 2);
-        if (ownKv)
-            ks = kp.transpose(1, 2);
-    } else if (m_fusedRotary && (!ownKv || qp.scalar_type() == kp.scalar_type())) {
-        qs = fusedRotary(qp, in.cos, in.sin).transpose(1, 2);
-        if (ownKv)
-            ks = fusedRotary(kp, in.cos, in.sin).transpose(1, 2);
-    } else {
-        // As apply_rotary_pos_emb: q and k turned by tables cast to q's dtype (OLMo 2/3: by the fp32
-        // tables, the result cast back to each one's dtype). A partial rotary turns the [B, T, heads,
-        // hd] projections before the transpose, so its concatenation keeps their layout: SDPA then
-        // returns [B, T, heads, hd] and o_proj reads a view, not a copy.
-        const auto c = m_ropeFp32 ? in.cos : in.cos.to(qp.scalar_type()), s = m_ropeFp32 ? in.sin : in.sin.to(qp.scalar_type());
-        if (c.size(-1) == m_headDim) {
-            qs = rotate(qp.transpose(1, 2), c, s);
-            if (ownKv)
-                ks = rotate(kp.transpose(1, 2), c, s);
-        } else {
-            qs = rotate(qp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
-            if (ownKv)
-                ks = rotate(kp, c.unsqueeze(1), s.unsqueeze(1)).transpose(1, 2);
-        }
-        if (m_ropeFp32) {
-            qs = qs.to(qp.scalar_type());
-            if (ownKv)
-                ks = ks.to(kp.scalar_type());
-        }
+    const bool fusedRotaryHere = m_fusedRotary && (!ownKv || qp.scalar_type() == kp.scalar_type());
+    // As apply_rotary_pos_emb: q and k turned by the same tables cast once to q's dtype (OLMo 2/3: by
+    // the fp32 tables, the result cast back to each one's dtype).
+    torch::Tensor cosCast, sinCast;
+    if (in.cos.defined() && !fusedRotaryHere) {
+        cosCast = m_ropeFp32 ? in.cos : in.cos.to(qp.scalar_type());
+        sinCast = m_ropeFp32 ? in.sin : in.sin.to(qp.scalar_type());
     }
+    auto turned = [&](const torch::Tensor &p) -> torch::Tensor {
+        if (!in.cos.defined()) // a layer without rotary (NoPE)
+            return p.transpose(1, 2);
+        if (fusedRotaryHere)
+            return fusedRotary(p, in.cos, in.sin).transpose(1, 2);
+        // A partial rotary turns the [B, T, heads, hd] projections before the transpose, so its
+        // concatenation keeps their layout: SDPA then returns [B, T, heads, hd] and o_proj reads a
+        // view, not a copy.
+        auto r = cosCast.size(-1) == m_headDim ? rotate(p.transpose(1, 2), cosCast, sinCast)
+                                               : rotate(p, cosCast.unsqueeze(1), sinCast.unsqueeze(1)).transpose(1, 2);
+        return m_ropeFp32 ? r.to(p.scalar_type()) : r;
+    };
+    torch::Tensor qs = turned(qp), ks;
+    if (ownKv)
+        ks = turned(kp);
     const bool rotary = in.cos.defined();
     if (m_qkNorm == QkNorm::L2 && rotary) {
         // Llama4TextL2Norm: each head's q and k scaled to unit RMS in fp32, no weight, after the rotary.

@@ -17,6 +17,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -93,7 +94,7 @@ std::vector<std::pair<torch::Tensor, MemoryPart>> residentTensors(TrainingSessio
 } // namespace
 
 StepRunner::StepRunner(const RunConfig &config, const PilotOptions &options, const torch::Device &device, MemoryProbe &probe, PilotObserver &observer, PilotRun &run)
-    : m_config(config), m_options(options), m_device(device), m_probe(probe), m_observer(observer), m_run(run),
+    : m_config(config), m_options(options), m_device(device), m_probe(probe), m_observer(observer), m_run(run), m_timer(device),
       m_start(std::chrono::steady_clock::now())
 {
     m_session.config = config;
@@ -261,23 +262,25 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
     const auto &train = m_config.train;
     const bool autocast = usesAutocast(train.precision);
     const auto stepStart = std::chrono::steady_clock::now();
-    double lossSum = 0;
+    // The phases' boundaries: read after the step's one synchronisation, at its end.
+    m_timer.reset();
+    std::vector<std::array<size_t, 3>> microMarks;   // forward start, forward end, backward end
+    torch::Tensor lossTotal;                         // summed on the device, read once
     for (int64_t micro = 0; micro < train.gradAccum; ++micro) {
         if (cancelled())
             throw CancelledSignal {};
         PreparedBatch batch = m_prefetcher->pop(sample.dataWaitMs);
         const auto inputs = batch.inputs.to(m_device, /*non_blocking=*/true);
         const auto targets = batch.targets.to(m_device, /*non_blocking=*/true);
-        auto t0 = std::chrono::steady_clock::now();
+        std::array<size_t, 3> marks {};
+        marks[0] = m_timer.mark();
         torch::Tensor loss;
         enter(PeakRecorder::StepPhase::Forward);
         {
             AutocastScope scope(m_device.type(), autocast, autocastType(train.precision));
             loss = m_session.model->loss(inputs, targets);
         }
-        synchronize();
-        sample.forwardMs += elapsedMs(t0);
-        t0 = std::chrono::steady_clock::now();
+        marks[1] = m_timer.mark();
         auto scaled = loss / static_cast<double>(train.gradAccum);
         if (m_session.scaler.enabled)
             scaled = scaled * m_session.scaler.scale;
@@ -287,16 +290,16 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
         scaled.backward();
         if (recorder)
             recorder->noteGradients(m_session.model->parameters());
-        lossSum += loss.item<double>();
-        synchronize();
-        sample.backwardMs += elapsedMs(t0);
+        marks[2] = m_timer.mark();
+        microMarks.push_back(marks);
+        lossTotal = micro == 0 ? loss.detach().to(torch::kDouble) : lossTotal + loss.detach().to(torch::kDouble);
         sample.tokens += batch.tokens;
         m_session.consumed = batch.positionAfter;
     }
     if (m_options.distributed) // its time is in stepTimeMs but in none of forward, backward, optimizer
         m_options.distributed->afterBackward(m_session.optimizer->parameters());
 
-    const auto t0 = std::chrono::steady_clock::now();
+    const size_t optimizerStart = m_timer.mark();
     enter(PeakRecorder::StepPhase::Optimizer);
     auto &params = m_session.optimizer->parameters();
     bool finite = true;
@@ -328,10 +331,15 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
         m_session.scaler.goodSteps = 0;
     }
     m_session.optimizer->zeroGrad();
+    const size_t optimizerEnd = m_timer.mark();
     synchronize();
-    sample.optimizerMs = elapsedMs(t0);
     sample.stepTimeMs = elapsedMs(stepStart);
-    sample.loss = lossSum / static_cast<double>(train.gradAccum);
+    for (const auto &marks : microMarks) {
+        sample.forwardMs += m_timer.elapsedMs(marks[0], marks[1]);
+        sample.backwardMs += m_timer.elapsedMs(marks[1], marks[2]);
+    }
+    sample.optimizerMs = m_timer.elapsedMs(optimizerStart, optimizerEnd);
+    sample.loss = lossTotal.item<double>() / static_cast<double>(train.gradAccum);
     ++m_session.step;
     sample.step = m_session.step;
     const auto reading = m_probe.read();

@@ -1,8 +1,9 @@
 #pragma once
 // Internal to the engine: the staged loop of one pilot (warm-up, measured steps, validation,
-// checkpoints) with its synchronised timing and memory probes.
+// checkpoints) with its phase timing (engine/StepTimer.h) and memory probes.
 #include "engine/MemoryProbe.h"
 #include "engine/PilotEngine.h"
+#include "engine/StepTimer.h"
 #include "engine/TrainingSession.h"
 
 #include <chrono>
@@ -39,6 +40,7 @@ private:
     PilotRun &m_run;
     TrainingSession m_session;
     Prefetcher *m_prefetcher = nullptr;   // alive only inside execute()
+    StepTimer m_timer;
     std::chrono::steady_clock::time_point m_start;
     Phase m_phase = Phase::Setup;
     PhaseMark m_mark;

@@ -3,10 +3,6 @@
 #include "kernels/FusedKernels.h"
 #include "kernels/KernelSupport.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <cfloat>
 #include <cstdint>
 #include <initializer_list>
@@ -196,7 +192,7 @@ template <typename DY, typename X, typename W>
 __global__ void rmsNormBackwardKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial, int64_t rows, int64_t cols,
                                       RmsNormForm form)
 {
-    extern __shared__ float dwShared[];
+    PB_DYNAMIC_SHARED(dwShared);
     __shared__ float shared[kThreads / 32];
     for (int64_t j = threadIdx.x; j < cols; j += kThreads)
         dwShared[j] = 0.f;
@@ -229,7 +225,7 @@ template <typename DY, typename X, typename W>
 __global__ void rmsNormBackwardWarpKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial, int64_t rows,
                                           int64_t cols, RmsNormForm form)
 {
-    extern __shared__ float dwShared[];
+    PB_DYNAMIC_SHARED(dwShared);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     float *mine = dwShared + warp * cols;
     for (int64_t j = lane; j < cols; j += 32)
@@ -399,9 +395,9 @@ template <typename T, typename F> void launchPacked(int64_t n, std::initializer_
 {
     constexpr int V = 16 / sizeof(T);
     if (aligned16(pointers))
-        packKernel<V><<<elementwiseBlocks(n / V + 1), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
+        PB_LAUNCH(elementwiseBlocks(n / V + 1), kThreads, 0, static_cast<cudaStream_t>(stream), packKernel<V>)(n, f);
     else
-        packKernel<1><<<elementwiseBlocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, f);
+        PB_LAUNCH(elementwiseBlocks(n), kThreads, 0, static_cast<cudaStream_t>(stream), packKernel<1>)(n, f);
 }
 
 
@@ -440,7 +436,7 @@ void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, i
     dispatch(type, [&](auto t) {
         using T = decltype(t);
         const auto kernel = vocab % 8 == 0 && aligned16({logits}) ? crossEntropyVecKernel<T> : crossEntropyKernel<T>;
-        kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<T *>(logits), targets, vocab, ignoreIndex,
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(static_cast<T *>(logits), targets, vocab, ignoreIndex,
                                                                                              scale, cap, rowLoss);
     });
     check(cudaGetLastError(), "cross-entropy kernel");
@@ -459,14 +455,14 @@ void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void
         if (vectorRows(cols, {x, w, y}))
             dispatchRowShape(cols / 8, [&](auto l, auto k) {
                 constexpr int L = decltype(l)::value, K = decltype(k)::value;
-                rmsNormForwardVecKernel<X, W, Y, L, K><<<static_cast<unsigned>((rows + kThreads / L - 1) / (kThreads / L)), kThreads, 0, s>>>(
+                PB_LAUNCH(static_cast<unsigned>((rows + kThreads / L - 1) / (kThreads / L)), kThreads, 0, s, rmsNormForwardVecKernel<X, W, Y, L, K>)(
                     static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps, form);
             });
         else if (cols <= kWarpRowCols)
-            rmsNormForwardWarpKernel<X, W, Y><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, s>>>(
+            PB_LAUNCH(static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, s, rmsNormForwardWarpKernel<X, W, Y>)(
                 static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps, form);
         else
-            rmsNormForwardKernel<X, W, Y><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(static_cast<const X *>(x), static_cast<const W *>(w),
+            PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, s, rmsNormForwardKernel<X, W, Y>)(static_cast<const X *>(x), static_cast<const W *>(w),
                                                                                             static_cast<Y *>(y), rstd, cols, eps, form);
     });
     check(cudaGetLastError(), "RMSNorm forward kernel");
@@ -493,7 +489,7 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
             dispatchRowShape(cols / 8, [&](auto l, auto k) {
                 constexpr int L = decltype(l)::value, K = decltype(k)::value;
                 const size_t bytes = L < kThreads ? static_cast<size_t>(cols) * sizeof(float) : 0;
-                rmsNormBackwardVecKernel<DY, X, W, L, K><<<static_cast<unsigned>(partials), kThreads, bytes, static_cast<cudaStream_t>(stream)>>>(
+                PB_LAUNCH(static_cast<unsigned>(partials), kThreads, bytes, static_cast<cudaStream_t>(stream), rmsNormBackwardVecKernel<DY, X, W, L, K>)(
                     static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols,
                     form);
             });
@@ -510,7 +506,7 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
         auto kernel = warpRows ? rmsNormBackwardWarpKernel<DY, X, W> : rmsNormBackwardKernel<DY, X, W>;
         if (sharedBytes > 48 * 1024)
             check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes)), "shared memory");
-        kernel<<<static_cast<unsigned>(partials), kThreads, sharedBytes, static_cast<cudaStream_t>(stream)>>>(
+        PB_LAUNCH(static_cast<unsigned>(partials), kThreads, sharedBytes, static_cast<cudaStream_t>(stream), kernel)(
             static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols, form);
     });
     check(cudaGetLastError(), "RMSNorm backward kernel");
@@ -565,10 +561,10 @@ void rotary(const void *x, void *y, Dtype type, const float *cos, const float *s
         using T = decltype(t);
         const auto s = static_cast<cudaStream_t>(stream);
         if ((headDim / 2) % 8 == 0 && aligned16({x, y, cos, sin}))
-            rotaryVecKernel<T><<<elementwiseBlocks(pairs / 8), kThreads, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs / 8, heads,
+            PB_LAUNCH(elementwiseBlocks(pairs / 8), kThreads, 0, s, rotaryVecKernel<T>)(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs / 8, heads,
                                                                                headDim / 2, seqLen, inverse);
         else
-            rotaryKernel<T><<<elementwiseBlocks(pairs), kThreads, 0, s>>>(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs, heads,
+            PB_LAUNCH(elementwiseBlocks(pairs), kThreads, 0, s, rotaryKernel<T>)(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs, heads,
                                                                           headDim / 2, seqLen, inverse);
     });
     check(cudaGetLastError(), "rotary kernel");

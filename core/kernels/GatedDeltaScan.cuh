@@ -4,10 +4,7 @@
 // for __syncthreads), so CI runs this very code against the LibTorch loop; the card runs it through
 // GatedDeltaScanKernels.cu.
 #include "kernels/GatedDeltaScanKernels.h"
-
-#ifndef PB_CUDA_EMULATION
-#define PB_DYNAMIC_SHARED(name) extern __shared__ float name[]
-#endif
+#include "kernels/KernelSupport.cuh"
 
 namespace pb::kernels {
 

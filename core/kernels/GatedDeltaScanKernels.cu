@@ -17,7 +17,7 @@ bool gatedDeltaScan(DeltaScanArgs args, void *stream)
     const size_t bytes = static_cast<size_t>(deltaScanSharedFloats(args, args.tile)) * sizeof(float);
     check(cudaFuncSetAttribute(gatedDeltaScanKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "gated delta scan: shared memory");
     const dim3 grid(static_cast<unsigned>(args.heads), static_cast<unsigned>((args.dv + args.tile - 1) / args.tile));
-    gatedDeltaScanKernel<<<grid, kScanThreads, bytes, static_cast<cudaStream_t>(stream)>>>(args);
+    PB_LAUNCH(grid, kScanThreads, bytes, static_cast<cudaStream_t>(stream), gatedDeltaScanKernel)(args);
     check(cudaGetLastError(), "gated delta scan");
     return true;
 }

@@ -2,9 +2,16 @@
 // Internal to the kernels' .cu files: element conversions through fp32, loads and stores of 8
 // elements in 16-byte pieces, the launch shape of the element-wise kernels and the error check
 // after a launch, shared by FusedKernels.cu, Nf4Kernels.cu and Float8Kernels.cu.
+#ifndef PB_CUDA_EMULATION // the tests' host emulation (tests/core/engine/CudaEmulation.h) brings its own
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+// A launch, PB_LAUNCH(grid, block, sharedBytes, stream, kernel)(arguments...), and the block's
+// dynamic shared memory, written so that the emulation can define them for the host.
+#define PB_LAUNCH(grid, block, shared, stream, ...) __VA_ARGS__<<<grid, block, shared, stream>>>
+#define PB_DYNAMIC_SHARED(name) extern __shared__ float name[]
+#endif
 
 #include <cstdint>
 #include <stdexcept>

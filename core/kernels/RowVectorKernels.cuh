@@ -74,7 +74,7 @@ template <typename DY, typename X, typename W, int L, int K>
 __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial,
                                                                       int64_t rows, int64_t cols, RmsNormForm form)
 {
-    extern __shared__ float dwShared[];
+    PB_DYNAMIC_SHARED(dwShared);
     __shared__ float shared[kThreads / 32];
     constexpr int kGroups = kThreads / L;
     const int lane = threadIdx.x % L;

@@ -1,24 +1,33 @@
 #pragma once
-// Runs a kernel's device code on the host, for CI, which has no GPU: one std::thread per CUDA
-// thread of a block, the blocks one after another, __syncthreads a barrier of the block's threads,
+// Runs the kernels' .cu files on the host, for CI, which has no GPU (included before them, in a test
+// compiled by the host compiler): one std::thread per CUDA thread of a block, the blocks one after
+// another; __syncthreads a barrier of the block's threads, a warp shuffle an exchange between the
+// warp's 32 threads; static __shared__ arrays are function statics (one block runs at a time) and
 // dynamic shared memory one buffer per block filled with NaN (a read of an element no thread wrote
-// shows). It checks a kernel's indexing, ownership and synchronisation; not its speed, nor the
-// card's rounding (nvcc contracts a * b + c into one fma).
+// shows); launches through PB_LAUNCH (kernels/KernelSupport.cuh). bf16 and fp16 are converted with
+// round-to-nearest-even as the card's intrinsics. It checks a kernel's indexing, ownership,
+// synchronisation and arithmetic; not its speed, nor the card's rounding where nvcc contracts a * b
+// + c into one fma or uses the fast __expf.
 #define PB_CUDA_EMULATION 1
 
+#include <cmath>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
 namespace pb::emu {
 
-struct Dim3 {
-    unsigned x = 0, y = 0, z = 0;
-};
-inline thread_local Dim3 threadIndex, blockIndex, blockDimension;
+inline thread_local dim3 threadIndex {0, 0, 0}, blockIndex {0, 0, 0}, blockDimension, gridDimension;
 inline thread_local float *sharedMemory = nullptr;
 
 class Barrier {
@@ -43,23 +52,51 @@ private:
     unsigned m_count, m_arrived = 0, m_generation = 0;
 };
 inline thread_local Barrier *blockBarrier = nullptr;
+inline thread_local Barrier *warpBarrier = nullptr;
+inline thread_local std::vector<uint64_t> *warpSlots = nullptr;   // one per thread of the block
+
+template <typename T> T shuffleXor(T v, int laneMask)
+{
+    static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffled value fits 8 bytes");
+    const unsigned t = threadIndex.x, base = t / 32 * 32;
+    std::memcpy(&(*warpSlots)[t], &v, sizeof(T));
+    warpBarrier->arriveAndWait();
+    T out;
+    std::memcpy(&out, &(*warpSlots)[base + ((t % 32) ^ static_cast<unsigned>(laneMask))], sizeof(T));
+    warpBarrier->arriveAndWait();   // nobody overwrites a slot before every lane has read
+    return out;
+}
+
+inline std::mutex &atomicMutex()
+{
+    static std::mutex m;
+    return m;
+}
 
 template <typename Kernel, typename... Args>
-void launch(Dim3 grid, unsigned threads, size_t sharedBytes, Kernel kernel, Args... args)
+void launch(dim3 grid, dim3 block, size_t sharedBytes, Kernel kernel, Args... args)
 {
+    const unsigned threads = block.x * block.y * block.z;
     for (unsigned by = 0; by < grid.y; ++by)
         for (unsigned bx = 0; bx < grid.x; ++bx) {
             std::vector<float> shared(sharedBytes / sizeof(float) + 1, std::numeric_limits<float>::quiet_NaN());
+            std::vector<uint64_t> slots(threads);
             Barrier barrier(threads);
+            std::vector<std::unique_ptr<Barrier>> warps;
+            for (unsigned w = 0; w < (threads + 31) / 32; ++w)
+                warps.push_back(std::make_unique<Barrier>(std::min(32u, threads - 32 * w)));
             std::vector<std::thread> running;
             running.reserve(threads);
             for (unsigned t = 0; t < threads; ++t)
                 running.emplace_back([&, t] {
                     threadIndex = {t, 0, 0};
                     blockIndex = {bx, by, 0};
-                    blockDimension = {threads, 1, 1};
+                    blockDimension = {block.x, 1, 1};
+                    gridDimension = grid;
                     sharedMemory = shared.data();
                     blockBarrier = &barrier;
+                    warpBarrier = warps[t / 32].get();
+                    warpSlots = &slots;
                     kernel(args...);
                 });
             for (auto &thread : running)
@@ -67,14 +104,125 @@ void launch(Dim3 grid, unsigned threads, size_t sharedBytes, Kernel kernel, Args
         }
 }
 
+// PB_LAUNCH(grid, block, shared, stream, kernel)(arguments...)
+template <typename Kernel> struct Launcher {
+    dim3 grid, block;
+    size_t shared;
+    Kernel kernel;
+    template <typename... Args> void operator()(Args &&...args) const { launch(grid, block, shared, kernel, args...); }
+};
+template <typename Kernel> Launcher<Kernel> launcher(dim3 grid, dim3 block, size_t shared, Kernel kernel) { return {grid, block, shared, kernel}; }
+
 } // namespace pb::emu
 
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
 #define __syncthreads() ::pb::emu::blockBarrier->arriveAndWait()
+#define __shfl_xor_sync(mask, value, laneMask, ...) ::pb::emu::shuffleXor(value, laneMask)
 #define threadIdx ::pb::emu::threadIndex
 #define blockIdx ::pb::emu::blockIndex
 #define blockDim ::pb::emu::blockDimension
+#define gridDim ::pb::emu::gridDimension
 #define PB_DYNAMIC_SHARED(name) float *name = ::pb::emu::sharedMemory
+// The kernel is called through a generic lambda, so its template arguments are deduced from the
+// call's as nvcc deduces them from kernel<<<...>>>(arguments).
+#define PB_LAUNCH(grid, block, shared, stream, ...)                                                                                                  \
+    ::pb::emu::launcher(dim3(grid), dim3(block), static_cast<size_t>(shared), [&](const auto &...emuArgs) { __VA_ARGS__(emuArgs...); })
+
+// The runtime calls the kernels' host code makes.
+using cudaStream_t = void *;
+enum cudaError_t { cudaSuccess = 0 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount, cudaDevAttrMaxSharedMemoryPerBlockOptin };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char *cudaGetErrorString(cudaError_t) { return "no error"; }
+inline cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+// An H200's figures.
+inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attribute, int)
+{
+    *value = attribute == cudaDevAttrMultiProcessorCount ? 132 : 227 * 1024;
+    return cudaSuccess;
+}
+template <typename F> cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+
+inline float atomicAdd(float *address, float value)
+{
+    std::lock_guard<std::mutex> lock(pb::emu::atomicMutex());
+    const float old = *address;
+    *address = old + value;
+    return old;
+}
+
+// Vector types and math intrinsics.
+struct float2 {
+    float x, y;
+};
+struct float4 {
+    float x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline float __expf(float x) { return std::exp(x); }
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+
+// bf16 and fp16 as the card stores them, converted with round-to-nearest-even.
+struct __nv_bfloat16 {
+    uint16_t x;
+};
+struct __nv_bfloat162 {
+    __nv_bfloat16 x, y;
+};
+inline float __bfloat162float(__nv_bfloat16 v)
+{
+    const uint32_t bits = static_cast<uint32_t>(v.x) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+inline __nv_bfloat16 __float2bfloat16(float f)
+{
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays a (quiet) NaN
+        return {static_cast<uint16_t>((bits >> 16) | 0x40u)};
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return {static_cast<uint16_t>(bits >> 16)};
+}
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__float2bfloat16(a), __float2bfloat16(b)}; }
+inline float2 __bfloat1622float2(__nv_bfloat162 v) { return {__bfloat162float(v.x), __bfloat162float(v.y)}; }
+
+struct __half {
+    uint16_t x;
+};
+struct __half2 {
+    __half x, y;
+};
+inline float __half2float(__half v)
+{
+    _Float16 h;
+    std::memcpy(&h, &v.x, sizeof h);
+    return static_cast<float>(h);
+}
+inline __half __float2half(float f)
+{
+    const _Float16 h = static_cast<_Float16>(f);
+    __half out;
+    std::memcpy(&out.x, &h, sizeof h);
+    return out;
+}
+inline __half2 __floats2half2_rn(float a, float b) { return {__float2half(a), __float2half(b)}; }
+inline float2 __half22float2(__half2 v) { return {__half2float(v.x), __half2float(v.y)}; }

@@ -5,14 +5,21 @@
 // partial last tile, 64 and 256 threads a block; and how the launcher picks the tile.
 #include "CudaEmulation.h"
 
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+// In a namespace of its own: on a CUDA build pb_kernels defines the same names for the card.
+namespace emulated {
 #include "kernels/GatedDeltaScan.cuh"
+}
+
 #include "model/GatedDeltaScan.h"
 
 #include <QtTest>
 
-#include <cmath>
-
 using namespace pb;
+namespace kernels = emulated::pb::kernels;
 using kernels::ScanMatrix;
 
 namespace {
@@ -115,8 +122,8 @@ private Q_SLOTS:
         a.innovation = innovation.data_ptr<float>();
         a.reverse = backward;
         a.tile = tile;
-        const emu::Dim3 grid {static_cast<unsigned>(a.heads), static_cast<unsigned>((dv + tile - 1) / tile), 1};
-        emu::launch(grid, threads, static_cast<size_t>(kernels::deltaScanSharedFloats(a, tile)) * sizeof(float), kernels::gatedDeltaScanKernel, a);
+        const dim3 grid(static_cast<unsigned>(a.heads), static_cast<unsigned>((dv + tile - 1) / tile));
+        emu::launch(grid, dim3(threads), static_cast<size_t>(kernels::deltaScanSharedFloats(a, tile)) * sizeof(float), kernels::gatedDeltaScanKernel, a);
 
         QVERIFY(expected.final.abs().max().item<double>() > 1e-2);   // not trivially zero
         for (const auto &[name, actual, wanted] : {std::tuple {"entering", entering, expected.entering}, std::tuple {"final", final, expected.final},

@@ -1,0 +1,219 @@
+// The fused path's CUDA kernels (kernels/FusedKernels.cu: RMSNorm forward and backward, the gated
+// activations, rotary, cross-entropy with its cap), their device and launch code run on the host
+// under CudaEmulation.h, against the same maths written here in float64 LibTorch: each in fp32 and
+// bf16, on the 16-byte row kernels and on the scalar ones they fall back to (odd widths, unaligned
+// pointers). Until now only the card checked them (tests/bench/h200_fused_kernels_check.py).
+#include "CudaEmulation.h"
+
+#include <cfloat>
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+// In a namespace of its own: on a CUDA build pb_kernels defines the same names for the card.
+namespace emulated {
+#include "kernels/FusedKernels.cu"
+}
+
+#include <torch/torch.h>
+
+#include <QtTest>
+
+namespace kernels = emulated::pb::kernels;
+
+namespace {
+
+const auto kF64 = torch::TensorOptions().dtype(torch::kDouble);
+
+kernels::Dtype dtypeOf(torch::ScalarType t) { return t == torch::kFloat ? kernels::Dtype::Float32 : kernels::Dtype::BFloat16; }
+
+// |a - b| over the largest |b|: fp32 kernels within `fp32`, bf16 within a few bf16 units.
+double relativeError(const torch::Tensor &actual, const torch::Tensor &expected)
+{
+    const auto a = actual.to(torch::kDouble), e = expected.to(torch::kDouble);
+    return ((a - e).abs().max() / e.abs().max().clamp_min(1e-30)).item<double>();
+}
+
+double tolerance(torch::ScalarType t, double fp32) { return t == torch::kFloat ? fp32 : 2e-2; }
+
+#define CHECK_CLOSE(actual, expected, bound, what)                                                                                                   \
+    do {                                                                                                                                              \
+        const double e_ = relativeError((actual), (expected));                                                                                        \
+        QVERIFY2(e_ <= (bound), qPrintable(QStringLiteral("%1: relative error %2 (bound %3)").arg(QLatin1String(what)).arg(e_).arg(bound)));         \
+    } while (0)
+
+} // namespace
+
+class TestFusedKernelsEmulated : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void rmsNorm_data()
+    {
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<bool>("bf16");
+        for (bool bf16 : {false, true}) {
+            const char *type = bf16 ? "bf16" : "fp32";
+            QTest::addRow("%s, 64 columns (16-byte rows, 8 threads a row)", type) << 64 << bf16;
+            QTest::addRow("%s, 1032 columns (16-byte rows, a block a row)", type) << 1032 << bf16;
+            QTest::addRow("%s, 100 columns (a warp a row)", type) << 100 << bf16;
+            QTest::addRow("%s, 1030 columns (a block a row)", type) << 1030 << bf16;
+        }
+    }
+
+    void rmsNorm()
+    {
+        QFETCH(int, cols);
+        QFETCH(bool, bf16);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t rows = 6;
+        const float eps = 1e-6f;
+        torch::manual_seed(cols);
+        const auto x = torch::randn({rows, cols}).to(type), w = (1 + 0.3 * torch::randn({cols})).to(type), dy = torch::randn({rows, cols}).to(type);
+        auto y = torch::empty({rows, cols}, type), dx = torch::empty({rows, cols}, type);
+        auto rstd = torch::empty({rows}, torch::kFloat);
+        const kernels::RmsNormForm form {false, false};
+        kernels::rmsNormForward(x.data_ptr(), dtypeOf(type), w.data_ptr(), dtypeOf(type), y.data_ptr(), dtypeOf(type), rstd.data_ptr<float>(), rows, cols,
+                                eps, form, nullptr);
+        const int64_t partials = kernels::rmsNormPartials(rows);
+        auto dwPartial = torch::zeros({partials, cols}, torch::kFloat);
+        kernels::rmsNormBackward(dy.data_ptr(), dtypeOf(type), x.data_ptr(), dtypeOf(type), w.data_ptr(), dtypeOf(type), rstd.data_ptr<float>(),
+                                 dx.data_ptr(), dwPartial.data_ptr<float>(), partials, rows, cols, form, nullptr);
+
+        // LlamaRMSNorm in float64, its gradients by autograd.
+        const auto x64 = x.to(kF64).requires_grad_(true), w64 = w.to(kF64).requires_grad_(true);
+        const auto r64 = torch::rsqrt(x64.pow(2).mean(-1, true) + eps);
+        const auto y64 = w64 * (x64 * r64);
+        const auto grads = torch::autograd::grad({(y64 * dy.to(kF64)).sum()}, {x64, w64});
+        CHECK_CLOSE(rstd, r64.detach().squeeze(-1), 1e-5, "rstd");
+        CHECK_CLOSE(y, y64.detach(), tolerance(type, 1e-5), "y");
+        CHECK_CLOSE(dx, grads[0], tolerance(type, 1e-4), "dx");
+        CHECK_CLOSE(dwPartial.sum(0), grads[1], tolerance(type, 1e-4), "dw");
+    }
+
+    void gatedActivation_data()
+    {
+        QTest::addColumn<int>("activation");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("offset");   // elements: 1 leaves the pointers unaligned (the scalar kernel)
+        for (bool bf16 : {false, true})
+            for (int offset : {0, 1}) {
+                QTest::addRow("silu %s offset %d", bf16 ? "bf16" : "fp32", offset) << int(kernels::GateActivation::Silu) << bf16 << offset;
+                QTest::addRow("gelu tanh %s offset %d", bf16 ? "bf16" : "fp32", offset) << int(kernels::GateActivation::GeluTanh) << bf16 << offset;
+            }
+        QTest::addRow("gelu erf fp32") << int(kernels::GateActivation::GeluErf) << false << 0;
+    }
+
+    void gatedActivation()
+    {
+        QFETCH(int, activation);
+        QFETCH(bool, bf16);
+        QFETCH(int, offset);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t n = 1003;
+        torch::manual_seed(activation + 10 * offset);
+        const auto gAll = torch::randn({n + 1}).to(type), uAll = torch::randn({n + 1}).to(type), dAll = torch::randn({n + 1}).to(type);
+        const auto g = gAll.narrow(0, offset, n), u = uAll.narrow(0, offset, n), dOut = dAll.narrow(0, offset, n);
+        auto outAll = torch::empty({n + 1}, type), dgAll = torch::empty({n + 1}, type), duAll = torch::empty({n + 1}, type);
+        auto out = outAll.narrow(0, offset, n), dg = dgAll.narrow(0, offset, n), du = duAll.narrow(0, offset, n);
+        const auto act = static_cast<kernels::GateActivation>(activation);
+        kernels::swigluForward(g.data_ptr(), u.data_ptr(), out.data_ptr(), dtypeOf(type), n, act, nullptr);
+        kernels::swigluBackward(dOut.data_ptr(), g.data_ptr(), u.data_ptr(), dg.data_ptr(), du.data_ptr(), dtypeOf(type), n, act, nullptr);
+
+        const auto g64 = g.to(kF64).requires_grad_(true), u64 = u.to(kF64).requires_grad_(true);
+        torch::Tensor a64;
+        if (act == kernels::GateActivation::Silu)
+            a64 = torch::silu(g64);
+        else if (act == kernels::GateActivation::GeluTanh)
+            a64 = 0.5 * g64 * (1 + torch::tanh(0.7978845608028654 * (g64 + 0.044715 * g64.pow(3))));
+        else
+            a64 = 0.5 * g64 * (1 + torch::erf(g64 / std::sqrt(2.0)));
+        const auto out64 = a64 * u64;
+        const auto grads = torch::autograd::grad({(out64 * dOut.to(kF64)).sum()}, {g64, u64});
+        CHECK_CLOSE(out, out64.detach(), tolerance(type, 1e-5), "out");
+        CHECK_CLOSE(dg, grads[0], tolerance(type, 1e-5), "dg");
+        CHECK_CLOSE(du, grads[1], tolerance(type, 1e-5), "du");
+    }
+
+    void rotary_data()
+    {
+        QTest::addColumn<int>("headDim");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<bool>("inverse");
+        for (bool bf16 : {false, true})
+            for (int headDim : {32, 12})
+                for (bool inverse : {false, true})
+                    QTest::addRow("%s head %d%s", bf16 ? "bf16" : "fp32", headDim, inverse ? " inverse" : "") << headDim << bf16 << inverse;
+    }
+
+    void rotary()
+    {
+        QFETCH(int, headDim);
+        QFETCH(bool, bf16);
+        QFETCH(bool, inverse);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t batch = 2, seq = 5, heads = 3, half = headDim / 2;
+        torch::manual_seed(headDim);
+        const auto x = torch::randn({batch * seq, heads, headDim}).to(type);
+        const auto angles = torch::randn({seq, half}) * 3;
+        const auto cos = torch::cat({angles.cos(), angles.cos()}, -1), sin = torch::cat({angles.sin(), angles.sin()}, -1);
+        auto y = torch::empty_like(x);
+        kernels::rotary(x.data_ptr(), y.data_ptr(), dtypeOf(type), cos.data_ptr<float>(), sin.data_ptr<float>(), batch * seq, heads, headDim, seq, inverse,
+                        nullptr);
+        // x * cos + rotate_half(x) * sin, position r % seq; the inverse turns by minus the angle.
+        const auto x64 = x.to(kF64).view({batch, seq, heads, headDim});
+        const auto rotated = torch::cat({-x64.narrow(-1, half, half), x64.narrow(-1, 0, half)}, -1);
+        const auto c = cos.to(kF64).view({1, seq, 1, headDim}), s = sin.to(kF64).view({1, seq, 1, headDim});
+        const auto expected = (x64 * c + (inverse ? -1.0 : 1.0) * rotated * s).view({batch * seq, heads, headDim});
+        CHECK_CLOSE(y, expected, tolerance(type, 1e-6), "y");
+    }
+
+    void crossEntropy_data()
+    {
+        QTest::addColumn<int>("vocab");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<double>("divisor");
+        QTest::addColumn<double>("softcap");
+        for (bool bf16 : {false, true})
+            for (int vocab : {64, 61}) {
+                QTest::addRow("%s vocab %d", bf16 ? "bf16" : "fp32", vocab) << vocab << bf16 << 1.0 << 0.0;
+                QTest::addRow("%s vocab %d, divisor 4 and cap 5", bf16 ? "bf16" : "fp32", vocab) << vocab << bf16 << 4.0 << 5.0;
+            }
+    }
+
+    void crossEntropy()
+    {
+        QFETCH(int, vocab);
+        QFETCH(bool, bf16);
+        QFETCH(double, divisor);
+        QFETCH(double, softcap);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t rows = 5;
+        torch::manual_seed(vocab);
+        const auto logits0 = (torch::randn({rows, vocab}) * 4).to(type);
+        auto logits = logits0.clone();
+        auto targets = torch::randint(0, vocab, {rows}, torch::kLong);
+        targets[2] = -100;   // an ignored row: loss 0, gradient 0
+        auto rowLoss = torch::full({rows}, std::numeric_limits<float>::quiet_NaN());
+        const float scale = 0.37f;
+        kernels::crossEntropyGradInPlace(logits.data_ptr(), dtypeOf(type), targets.data_ptr<int64_t>(), rows, vocab, -100, scale,
+                                         {static_cast<float>(divisor), static_cast<float>(softcap)}, rowLoss.data_ptr<float>(), nullptr);
+
+        const auto z64 = logits0.to(kF64).requires_grad_(true);
+        auto capped = z64 / divisor;
+        if (softcap > 0)
+            capped = softcap * torch::tanh(capped / softcap);
+        const auto valid = targets.ne(-100);
+        const auto safe = targets.clamp_min(0);
+        const auto loss64 = (torch::logsumexp(capped, -1) - capped.gather(1, safe.unsqueeze(1)).squeeze(1)) * valid.to(kF64);
+        const auto grad64 = torch::autograd::grad({loss64.sum() * scale}, {z64})[0];
+        CHECK_CLOSE(rowLoss, loss64.detach(), 1e-5, "row loss");
+        CHECK_CLOSE(logits, grad64, tolerance(type, 1e-5), "gradient");
+        QCOMPARE(rowLoss[2].item<float>(), 0.f);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestFusedKernelsEmulated)
+#include "tst_fused_kernels_emulated.moc"

@@ -81,9 +81,9 @@ void nf4Dequantize(const uint8_t *packed, const int8_t *absmax, const float *sca
     auto launch = [&](auto *typed) {
         using T = std::remove_pointer_t<decltype(typed)>;
         if (runs > 0)
-            dequantizeRuns<T><<<elementwiseBlocks(runs), kThreads, 0, s>>>(reinterpret_cast<const uint2 *>(packed), absmax, scales, offset, typed, runs);
+            PB_LAUNCH(elementwiseBlocks(runs), kThreads, 0, s, dequantizeRuns<T>)(reinterpret_cast<const uint2 *>(packed), absmax, scales, offset, typed, runs);
         if (tail > 0)
-            dequantizeTail<T><<<1, kThreads, 0, s>>>(packed, absmax, scales, offset, typed, 16 * runs, numel);
+            PB_LAUNCH(1, kThreads, 0, s, dequantizeTail<T>)(packed, absmax, scales, offset, typed, 16 * runs, numel);
     };
     switch (type) {
     case Dtype::Float32: launch(static_cast<float *>(out)); break;

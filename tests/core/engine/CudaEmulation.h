@@ -120,6 +120,7 @@ template <typename Kernel> Launcher<Kernel> launcher(dim3 grid, dim3 block, size
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static
+#define __constant__ static
 #define __launch_bounds__(...)
 #define __syncthreads() ::pb::emu::blockBarrier->arriveAndWait()
 #define __shfl_xor_sync(mask, value, laneMask, ...) ::pb::emu::shuffleXor(value, laneMask)
@@ -153,6 +154,12 @@ inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attribute, 
 }
 template <typename F> cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 
+template <typename T> cudaError_t cudaMemcpyToSymbol(T &symbol, const void *source, size_t bytes, size_t offset = 0)
+{
+    std::memcpy(reinterpret_cast<char *>(&symbol) + offset, source, bytes);
+    return cudaSuccess;
+}
+
 inline float atomicAdd(float *address, float value)
 {
     std::lock_guard<std::mutex> lock(pb::emu::atomicMutex());
@@ -178,6 +185,8 @@ inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline float __expf(float x) { return std::exp(x); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 
 // bf16 and fp16 as the card stores them, converted with round-to-nearest-even.
 struct __nv_bfloat16 {

@@ -1,8 +1,10 @@
 // The fused path's CUDA kernels (kernels/FusedKernels.cu: RMSNorm forward and backward, the gated
-// activations, rotary, cross-entropy with its cap), their device and launch code run on the host
-// under CudaEmulation.h, against the same maths written here in float64 LibTorch: each in fp32 and
-// bf16, on the 16-byte row kernels and on the scalar ones they fall back to (odd widths, unaligned
-// pointers). Until now only the card checked them (tests/bench/h200_fused_kernels_check.py).
+// activations, rotary, cross-entropy with its cap) and QLoRA's NF4 dequantisation
+// (kernels/Nf4Kernels.cu), their device and launch code run on the host under CudaEmulation.h:
+// the first against the same maths written here in float64 LibTorch, each in fp32 and bf16, on the
+// 16-byte row kernels and on the scalar ones they fall back to (odd widths, unaligned pointers); NF4
+// bit for bit against model/Nf4.cpp's composite, as its header promises. Until now only the card
+// checked them (tests/bench/h200_fused_kernels_check.py, engine_tst_nf4 on a CUDA build).
 #include "CudaEmulation.h"
 
 #include <cfloat>
@@ -12,9 +14,17 @@
 #include <string>
 #include <type_traits>
 
-// In a namespace of its own: on a CUDA build pb_kernels defines the same names for the card.
+#include "config/Nf4Format.h"
+#include "model/Nf4.h"
+
+// In a namespace of its own: on a CUDA build pb_kernels defines the same names for the card. The
+// NF4 kernel reads the format's constants from ::pb.
 namespace emulated {
+namespace pb {
+using namespace ::pb;
+}
 #include "kernels/FusedKernels.cu"
+#include "kernels/Nf4Kernels.cu"
 }
 
 #include <torch/torch.h>
@@ -212,6 +222,31 @@ private Q_SLOTS:
         CHECK_CLOSE(rowLoss, loss64.detach(), 1e-5, "row loss");
         CHECK_CLOSE(logits, grad64, tolerance(type, 1e-5), "gradient");
         QCOMPARE(rowLoss[2].item<float>(), 0.f);
+    }
+
+    // 40,007 weights: 2,500 runs of 16 and a tail of 7, three groups of 256 blocks' scales.
+    void nf4DequantizeMatchesTheComposite_data()
+    {
+        QTest::addColumn<int>("type");
+        QTest::newRow("fp32") << int(torch::kFloat);
+        QTest::newRow("bf16") << int(torch::kBFloat16);
+        QTest::newRow("fp16") << int(torch::kHalf);
+    }
+    void nf4DequantizeMatchesTheComposite()
+    {
+        QFETCH(int, type);
+        const auto t = static_cast<torch::ScalarType>(type);
+        torch::manual_seed(11);
+        const std::vector<int64_t> shape {40007};
+        ::pb::Nf4Storage storage = ::pb::nf4Allocate(shape, torch::Device(torch::kCPU));
+        ::pb::nf4Quantize(torch::randn(shape) * 0.02, storage);
+        const auto expected = ::pb::nf4Dequantize(storage, t);
+        auto out = torch::full(shape, std::numeric_limits<float>::quiet_NaN()).to(t);
+        const auto kernelType = t == torch::kFloat ? kernels::Dtype::Float32 : t == torch::kBFloat16 ? kernels::Dtype::BFloat16 : kernels::Dtype::Float16;
+        kernels::nf4Dequantize(storage.packed.data_ptr<uint8_t>(), storage.absmax.data_ptr<int8_t>(), storage.scales.data_ptr<float>(),
+                               storage.offset.data_ptr<float>(), out.data_ptr(), kernelType, 40007, nullptr);
+        QVERIFY(expected.abs().max().item<double>() > 0);
+        QVERIFY2(torch::equal(out, expected), qPrintable(QStringLiteral("largest difference %1").arg((out.to(torch::kDouble) - expected.to(torch::kDouble)).abs().max().item<double>())));
     }
 };
 

@@ -5,7 +5,12 @@
 // 16-byte row kernels and on the scalar ones they fall back to (odd widths, unaligned pointers); NF4
 // bit for bit against model/Nf4.cpp's composite, as its header promises. Until now only the card
 // checked them (tests/bench/h200_fused_kernels_check.py, engine_tst_nf4 on a CUDA build).
-#include "CudaEmulation.h"
+#include "config/Nf4Format.h"
+#include "model/Nf4.h"
+
+#include <torch/torch.h>
+
+#include <QtTest>
 
 #include <cfloat>
 #include <cstdint>
@@ -14,8 +19,8 @@
 #include <string>
 #include <type_traits>
 
-#include "config/Nf4Format.h"
-#include "model/Nf4.h"
+// After every other header, so its macros (__global__, threadIdx, ...) reach only the kernels' code.
+#include "CudaEmulation.h"
 
 // In a namespace of its own: on a CUDA build pb_kernels defines the same names for the card. The
 // NF4 kernel reads the format's constants from ::pb.
@@ -26,10 +31,6 @@ using namespace ::pb;
 #include "kernels/FusedKernels.cu"
 #include "kernels/Nf4Kernels.cu"
 }
-
-#include <torch/torch.h>
-
-#include <QtTest>
 
 namespace kernels = emulated::pb::kernels;
 

@@ -3,20 +3,21 @@
 // (contiguous operands) and the backward's (transposed views, the extra product, chunks in reverse),
 // with and without an initial state, one chunk and several, value columns split over blocks with a
 // partial last tile, 64 and 256 threads a block; and how the launcher picks the tile.
-#include "CudaEmulation.h"
+#include "model/GatedDeltaScan.h"
+
+#include <QtTest>
 
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+// After every other header, so its macros (__global__, threadIdx, ...) reach only the kernel's code.
+#include "CudaEmulation.h"
+
 // In a namespace of its own: on a CUDA build pb_kernels defines the same names for the card.
 namespace emulated {
 #include "kernels/GatedDeltaScan.cuh"
 }
-
-#include "model/GatedDeltaScan.h"
-
-#include <QtTest>
 
 using namespace pb;
 namespace kernels = emulated::pb::kernels;

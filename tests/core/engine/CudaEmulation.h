@@ -132,7 +132,7 @@ template <typename Kernel> Launcher<Kernel> launcher(dim3 grid, dim3 block, size
 // The kernel is called through a generic lambda, so its template arguments are deduced from the
 // call's as nvcc deduces them from kernel<<<...>>>(arguments).
 #define PB_LAUNCH(grid, block, shared, stream, ...)                                                                                                  \
-    ::pb::emu::launcher(dim3(grid), dim3(block), static_cast<size_t>(shared), [&](const auto &...emuArgs) { __VA_ARGS__(emuArgs...); })
+    (static_cast<void>(stream), ::pb::emu::launcher(dim3(grid), dim3(block), static_cast<size_t>(shared), [&](const auto &...emuArgs) { __VA_ARGS__(emuArgs...); }))
 
 // The runtime calls the kernels' host code makes.
 using cudaStream_t = void *;

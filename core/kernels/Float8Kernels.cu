@@ -7,7 +7,9 @@
 
 #include "kernels/KernelSupport.cuh"
 
+#ifndef PB_CUDA_EMULATION
 #include <cuda_fp8.h>
+#endif
 
 #include <algorithm>
 #include <type_traits>
@@ -271,7 +273,7 @@ template <typename T> void quantizeColumnsTransposedAs(const T *x, int64_t rows,
                                                        float *scales, cudaStream_t s)
 {
     const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
-    quantizeColumnsT<T><<<grid, kThreads, 0, s>>>(x, rows, cols, amax, perColumn, e5m2, out, scales);
+    PB_LAUNCH(grid, kThreads, 0, s, quantizeColumnsT<T>)(x, rows, cols, amax, perColumn, e5m2, out, scales);
 }
 
 template <typename T, int CHUNKS>
@@ -282,9 +284,9 @@ void launchRowsCached(const T *x, int64_t rows, int64_t cols, bool e5m2, uint8_t
     const int64_t rowsPerBlock = colAmax == nullptr ? 1 : std::max<int64_t>(2, (rows + 511) / 512);
     const unsigned blocks = static_cast<unsigned>((rows + rowsPerBlock - 1) / rowsPerBlock);
     if (colAmax != nullptr)
-        quantizeRowsCached<T, CHUNKS, true><<<blocks, kThreads, 0, s>>>(x, rows, cols, rowsPerBlock, e5m2, out, scales, colAmax);
+        PB_LAUNCH(blocks, kThreads, 0, s, quantizeRowsCached<T, CHUNKS, true>)(x, rows, cols, rowsPerBlock, e5m2, out, scales, colAmax);
     else
-        quantizeRowsCached<T, CHUNKS, false><<<blocks, kThreads, 0, s>>>(x, rows, cols, rowsPerBlock, e5m2, out, scales, nullptr);
+        PB_LAUNCH(blocks, kThreads, 0, s, quantizeRowsCached<T, CHUNKS, false>)(x, rows, cols, rowsPerBlock, e5m2, out, scales, nullptr);
 }
 
 bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -299,9 +301,9 @@ template <typename T> void quantizeRowsAs(const T *x, int64_t rows, int64_t cols
     if (vectors && std::is_same<T, __nv_bfloat16>::value && chunks > 4) {
         check(cudaMemsetAsync(scales, 0, static_cast<size_t>(rows) * sizeof(float), s), "float8 row maxima");
         const dim3 grid(static_cast<unsigned>((cols + 8 * kThreads - 1) / (8 * kThreads)), static_cast<unsigned>((rows + kBand - 1) / kBand));
-        rowColumnAmax<T><<<grid, kThreads, 0, s>>>(x, rows, cols, scales, colAmax);
-        quantizeRowsByAmax<T><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, cols, scales, e5m2, out);
-        amaxToScale<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, s>>>(scales, rows, e5m2);
+        PB_LAUNCH(grid, kThreads, 0, s, rowColumnAmax<T>)(x, rows, cols, scales, colAmax);
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, s, quantizeRowsByAmax<T>)(x, cols, scales, e5m2, out);
+        PB_LAUNCH(static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, s, amaxToScale)(scales, rows, e5m2);
         return;
     }
     if (vectors && chunks <= 8) {
@@ -315,10 +317,10 @@ template <typename T> void quantizeRowsAs(const T *x, int64_t rows, int64_t cols
             launchRowsCached<T, 8>(x, rows, cols, e5m2, out, scales, colAmax, s);
         return;
     }
-    quantizeRows<T><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, cols, e5m2, out, scales);
+    PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, s, quantizeRows<T>)(x, cols, e5m2, out, scales);
     if (colAmax != nullptr) {
         const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>((rows + kColumnBand - 1) / kColumnBand));
-        columnAmax<T><<<grid, kThreads, 0, s>>>(x, rows, cols, colAmax);
+        PB_LAUNCH(grid, kThreads, 0, s, columnAmax<T>)(x, rows, cols, colAmax);
     }
 }
 
@@ -371,9 +373,9 @@ void float8QuantizeWithScale(const void *x, Dtype type, int64_t n, bool e5m2, co
     auto s = static_cast<cudaStream_t>(stream);
     const unsigned blocks = elementwiseBlocks(n);
     if (type == Dtype::Float32)
-        quantizeWithScale<float><<<blocks, kThreads, 0, s>>>(static_cast<const float *>(x), n, e5m2, scale, out);
+        PB_LAUNCH(blocks, kThreads, 0, s, quantizeWithScale<float>)(static_cast<const float *>(x), n, e5m2, scale, out);
     else if (type == Dtype::BFloat16)
-        quantizeWithScale<__nv_bfloat16><<<blocks, kThreads, 0, s>>>(static_cast<const __nv_bfloat16 *>(x), n, e5m2, scale, out);
+        PB_LAUNCH(blocks, kThreads, 0, s, quantizeWithScale<__nv_bfloat16>)(static_cast<const __nv_bfloat16 *>(x), n, e5m2, scale, out);
     else
         throw std::invalid_argument("float8QuantizeWithScale: fp32 or bf16 input");
     check(cudaGetLastError(), "float8 cast kernel");

@@ -122,6 +122,7 @@ template <typename Kernel> Launcher<Kernel> launcher(dim3 grid, dim3 block, size
 #define __shared__ static
 #define __constant__ static
 #define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
 #define __syncthreads() ::pb::emu::blockBarrier->arriveAndWait()
 #define __shfl_xor_sync(mask, value, laneMask, ...) ::pb::emu::shuffleXor(value, laneMask)
 #define threadIdx ::pb::emu::threadIndex
@@ -153,6 +154,11 @@ inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attribute, 
     return cudaSuccess;
 }
 template <typename F> cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+inline cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t)
+{
+    std::memset(p, value, bytes);
+    return cudaSuccess;
+}
 
 template <typename T> cudaError_t cudaMemcpyToSymbol(T &symbol, const void *source, size_t bytes, size_t offset = 0)
 {
@@ -182,10 +188,62 @@ struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 inline float2 make_float2(float x, float y) { return {x, y}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline float __expf(float x) { return std::exp(x); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline int __float_as_int(float f)
+{
+    int i;
+    std::memcpy(&i, &f, sizeof i);
+    return i;
+}
+inline int atomicMax(int *address, int value)
+{
+    std::lock_guard<std::mutex> lock(pb::emu::atomicMutex());
+    const int old = *address;
+    *address = old > value ? old : value;
+    return old;
+}
+
+// cuda_fp8.h's saturating cast: the nearest e4m3 (3 mantissa bits, exponents -6..8, 448 at most,
+// no infinity) or e5m2 (2 bits, -14..15, 57344) value, ties to even, finite values saturated; its
+// bits. Written from the formats' definitions, independently of model/Fp8Linear.cpp's rounding.
+using __nv_fp8_storage_t = uint8_t;
+enum __nv_saturation_t { __NV_NOSAT, __NV_SATFINITE };
+enum __nv_fp8_interpretation_t { __NV_E4M3, __NV_E5M2 };
+inline __nv_fp8_storage_t __nv_cvt_float_to_fp8(float v, __nv_saturation_t, __nv_fp8_interpretation_t format)
+{
+    const bool e5m2 = format == __NV_E5M2;
+    const int mantissaBits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, minExponent = 1 - bias;
+    const float largest = e5m2 ? 57344.f : 448.f;
+    const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+    if (std::isnan(v))
+        return static_cast<uint8_t>(sign | (e5m2 ? 0x7f : 0x7f));
+    float a = std::fabs(v);
+    if (a >= largest) // saturated (infinities too)
+        a = largest;
+    int exponent = 0;
+    std::frexp(a, &exponent);   // a = f * 2^exponent, f in [0.5, 1)
+    int e = exponent - 1;
+    if (a == 0.f || e < minExponent)
+        e = minExponent;
+    const float step = std::ldexp(1.f, e - mantissaBits);
+    float q = std::nearbyint(a / step) * step;   // the default rounding mode: ties to even
+    if (q > largest)
+        q = largest;
+    if (q == 0.f)
+        return sign;
+    std::frexp(q, &exponent);
+    e = exponent - 1;
+    if (e < minExponent) // subnormal: exponent field 0
+        return static_cast<uint8_t>(sign | static_cast<int>(q / std::ldexp(1.f, minExponent - mantissaBits)));
+    const int mantissa = static_cast<int>((q / std::ldexp(1.f, e) - 1.f) * static_cast<float>(1 << mantissaBits));
+    return static_cast<uint8_t>(sign | ((e + bias) << mantissaBits) | mantissa);
+}
 inline float __fmul_rn(float a, float b) { return a * b; }
 
 // bf16 and fp16 as the card stores them, converted with round-to-nearest-even.

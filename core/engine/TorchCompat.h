@@ -176,6 +176,28 @@ inline at::ScalarType autocastDtype(c10::DeviceType device)
 #endif
 }
 
+// Autocast for one device type set for a scope and put back as it was when the scope ends, also
+// when an exception leaves it.
+class AutocastGuard {
+public:
+    AutocastGuard(c10::DeviceType device, bool enabled, at::ScalarType dtype)
+        : m_device(device), m_previous(autocastEnabled(device)), m_previousType(autocastDtype(device))
+    {
+        setAutocast(device, enabled, dtype);
+    }
+    ~AutocastGuard() { setAutocast(m_device, m_previous, m_previousType); }
+    AutocastGuard(const AutocastGuard &) = delete;
+    AutocastGuard &operator=(const AutocastGuard &) = delete;
+
+private:
+    c10::DeviceType m_device;
+    bool m_previous;
+    at::ScalarType m_previousType;
+};
+
+// Autocast off for a scope (the kernels and composites that round for themselves).
+inline AutocastGuard autocastOff(c10::DeviceType device) { return AutocastGuard(device, false, autocastDtype(device)); }
+
 // k or v [B, KV, T, D] repeated to `groups` x KV heads, each kv head serving `groups` query heads in
 // a row (Transformers' repeat_kv); the tensor itself when groups == 1.
 inline at::Tensor expandKvHeads(const at::Tensor &t, int64_t groups)

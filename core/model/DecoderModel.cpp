@@ -70,8 +70,6 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         const auto deviceType = saved[0].device().type();
         const bool autocast = ctx->saved_data["autocast"].toBool();
         const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt());
-        const bool previousAutocast = compat::autocastEnabled(deviceType);
-        const auto previousDtype = compat::autocastDtype(deviceType);
         auto generator = at::globalContext().defaultGenerator(saved[0].device());
         const auto rngNow = generator.get_state();
         generator.set_state(ctx->saved_data["rng"].toTensor());
@@ -84,9 +82,8 @@ struct BlockRecompute : public torch::autograd::Function<BlockRecompute> {
         torch::Tensor out;
         {
             torch::AutoGradMode enableGrad(true);
-            compat::setAutocast(deviceType, autocast, dtype);
+            compat::AutocastGuard asInTheForward(deviceType, autocast, dtype);
             out = block->forward(x, layerInputs(inputs));
-            compat::setAutocast(deviceType, previousAutocast, previousDtype);
         }
         generator.set_state(rngNow);
         std::vector<torch::Tensor> roots {out}, grads {gradOutputs[0]};

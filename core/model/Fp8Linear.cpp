@@ -138,13 +138,8 @@ torch::Tensor matmul(const Scaled &a, const Scaled &bT, at::ScalarType outType, 
     }
     // Emulated: fp32 products of grid values (exact in fp32) accumulated in fp32, then scaled, as
     // _scaled_mm does; autocast must not round the operands or the sum to 16 bits.
-    const auto type = a.q.device().type();
-    const bool autocast = compat::autocastEnabled(type);
-    const auto autocastType = compat::autocastDtype(type);
-    compat::setAutocast(type, false, autocastType);
-    auto out = (torch::matmul(a.q, bT.q.t()) * a.scale * scaleB).to(outType);
-    compat::setAutocast(type, autocast, autocastType);
-    return out;
+    const auto autocastOff = compat::autocastOff(a.q.device().type());
+    return (torch::matmul(a.q, bT.q.t()) * a.scale * scaleB).to(outType);
 }
 
 struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {

@@ -62,17 +62,13 @@ struct ChunkLoopFunction : public torch::autograd::Function<ChunkLoopFunction> {
                                                   const torch::Tensor &qDecayed, const torch::Tensor &intra, const torch::Tensor &kToEnd,
                                                   const torch::Tensor &ends, const torch::Tensor &initialState)
     {
-        const auto deviceType = value.device().type();
-        const bool autocast = compat::autocastEnabled(deviceType);
-        const auto autocastType = compat::autocastDtype(deviceType);
-        compat::setAutocast(deviceType, false, autocastType);
+        const auto autocastOff = compat::autocastOff(value.device().type());
         const auto type = c10::promoteTypes(qDecayed.scalar_type(), torch::kFloat);
         const bool hasInitial = initialState.numel() > 0;
         DeltaScanResult scan = deltaStateScan(ends.to(type), kToEnd.to(type), 1.0, value.to(type), kCumDecay.to(type), -1.0, {}, {},
                                               hasInitial ? initialState.to(type) : torch::Tensor(), /*reverse=*/false);
         auto output = torch::matmul(qDecayed.to(type), scan.entering);
         output.add_(torch::matmul(intra.to(type), scan.innovation));
-        compat::setAutocast(deviceType, autocast, autocastType);
         ctx->save_for_backward({kCumDecay, qDecayed, intra, kToEnd, ends, scan.entering, scan.innovation});
         ctx->saved_data["initial"] = hasInitial;
         ctx->set_materialize_grads(false);
@@ -85,10 +81,7 @@ struct ChunkLoopFunction : public torch::autograd::Function<ChunkLoopFunction> {
         const auto &kCumDecay = saved[0], &qDecayed = saved[1], &intra = saved[2], &kToEnd = saved[3], &ends = saved[4], &entering = saved[5],
                    &vNew = saved[6];
         const auto type = entering.scalar_type();
-        const auto deviceType = entering.device().type();
-        const bool autocast = compat::autocastEnabled(deviceType);
-        const auto autocastType = compat::autocastDtype(deviceType);
-        compat::setAutocast(deviceType, false, autocastType);
+        const auto autocastOff = compat::autocastOff(entering.device().type());
         auto gradOut = grads[0].defined() ? grads[0].to(type) : torch::zeros_like(vNew);
         const auto gradFinal = grads[1].defined() ? grads[1].to(type) : grads[1];
         // The state's gradient G runs backwards: entering chunk i from above it is G_{i+1}, and
@@ -115,7 +108,6 @@ struct ChunkLoopFunction : public torch::autograd::Function<ChunkLoopFunction> {
         gradIntra = torch::matmul(gradOut, vNew.transpose(-1, -2));
         if (ctx->saved_data["initial"].toBool())
             gradInitial = scan.final;
-        compat::setAutocast(deviceType, autocast, autocastType);
         return {gradK, gradValue, gradQ, gradIntra, gradKEnd, gradEnds, gradInitial};
     }
 };

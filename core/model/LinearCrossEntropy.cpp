@@ -10,12 +10,9 @@ namespace {
 struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossEntropyFunction> {
     static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor hidden, torch::Tensor weight, torch::Tensor targets, int64_t chunk, double divisor, double softcap)
     {
-        const auto deviceType = hidden.device().type();
-        const bool autocast = compat::autocastEnabled(deviceType);
-        const auto autocastType = compat::autocastDtype(deviceType);
         const auto computeType = eagerComputeType(hidden, weight);
         const bool hiddenGrad = hidden.requires_grad(), weightGrad = weight.requires_grad();
-        compat::setAutocast(deviceType, false, autocastType);
+        const auto autocastOff = compat::autocastOff(hidden.device().type());
         torch::NoGradGuard noGrad;
         const auto hc = hidden.to(computeType), wc = weight.to(computeType);
         const auto valid = targets.ne(-100);
@@ -40,7 +37,6 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
                 compat::addMatmulInto(gradWeight, logits.t(), h);
         }
         const auto mean = lossSum / count; // NaN when every target is ignored, as the eager mean
-        compat::setAutocast(deviceType, autocast, autocastType);
         ctx->save_for_backward({gradHidden, gradWeight});
         ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());
         ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());

@@ -60,8 +60,7 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // and its masked copy ([chunk, chunk] per chunk).
     walk.saved += f * np * (valueDim + hv) + f * np * kr + f * np * kr + f * np * kr + f * np * hv + 2 * f * np * chunk * hv;
     // Autocast's 16-bit copies for the matmuls: kBeta and k (their product with the decay keeps the
-    // 16-bit product too), the inverse (fp32, kept by itself) twice, vBeta, kBeta * exp(g); kCumDecay
-    // (16-bit) kept by the loop's matmuls where there is more than one chunk.
+    // 16-bit product too), the inverse (fp32, kept by itself) twice, vBeta, kBeta * exp(g).
     // kCumDecay (16-bit): kept by the loop's matmuls where there is more than one chunk, by the fused
     // loop's node always.
     const bool fusedLoop = config.train.kernels == KernelPath::Fused;

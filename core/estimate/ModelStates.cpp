@@ -86,21 +86,18 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
     const int64_t s = optimizerStateBytes(prec);
     const bool autocast = usesAutocast(prec);
     ModelStateBytes out;
-    std::map<int, int64_t> byBlock, paramsByBlock, gatheredByBlock, gradientsByBlock, copiesByBlock;
+    std::map<int, int64_t> gatheredByBlock, gradientsByBlock, copiesByBlock;
     int64_t largestTrainableNumel = 0;
     std::map<std::string, std::pair<int64_t, bool>> pools; // bytes, trainable: one block each
     for (const auto &p : parameterTable(config)) {
         out.totalParams += p.numel;
         const int64_t stored = p.nf4 ? nf4StorageBytes(p.numel) : p.numel * (p.trainable ? tw : fw);
-        byBlock[p.layer] += p.layer >= 0 ? stored : 0;
-        paramsByBlock[p.layer] += p.layer >= 0 && !p.nf4 ? p.numel : 0; // an NF4 base is a buffer: never gathered
-        gatheredByBlock[p.layer] += p.layer >= 0 && !p.nf4 ? stored : 0;
+        if (p.layer >= 0 && !p.nf4) // an NF4 base is a buffer: never gathered
+            gatheredByBlock[p.layer] += stored;
         out.nf4Weights += p.nf4 ? stored : 0;
         if (p.layer < 0) {
             out.rootWeightBytes += p.nf4 ? 0 : stored;
             out.rootGradientBytes += p.trainable ? p.numel * tw : 0;
-            out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, stored);
-            out.largestBlockParams = std::max(out.largestBlockParams, p.numel);
         }
         out.largestParamBytes = std::max(out.largestParamBytes, stored);
         if (p.nf4) {
@@ -158,18 +155,13 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
             if (moe.sparse(layer)) {
                 out.frozenWeights += 4 * moe.experts;
                 out.frozenBlockRounding += cudaCachingBlockBytes(4 * moe.experts) - 4 * moe.experts;
-                byBlock[static_cast<int>(layer)] += 4 * moe.experts;
             }
     // Gemma 4's layer scalar: a one-element fp32 buffer per block.
     if (config.model.traits.layerScalar)
         for (int64_t layer = 0; layer < config.model.layers; ++layer) {
             out.frozenWeights += 4;
             out.frozenBlockRounding += cudaCachingBlockBytes(4) - 4;
-            byBlock[static_cast<int>(layer)] += 4;
         }
-    for (const auto &[layer, bytes] : byBlock)
-        if (layer >= 0)
-            out.largestBlockWeightBytes = std::max(out.largestBlockWeightBytes, bytes);
     // Blocks differ where a mixture of experts keeps some layers dense: a block's figures are the
     // largest block's, and the copies of all blocks are summed, not one block's times the count.
     for (const auto &[layer, bytes] : gradientsByBlock)
@@ -187,12 +179,8 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
         out.perLayerCopyBytes = std::max(out.perLayerCopyBytes, bytes);
         out.allLayerCopyBytes += bytes;
     }
-    for (const auto &[layer, params] : paramsByBlock)
-        if (layer >= 0)
-            out.largestBlockParams = std::max(out.largestBlockParams, params);
     for (const auto &[layer, bytes] : gatheredByBlock)
-        if (layer >= 0)
-            out.largestGatheredBlockBytes = std::max(out.largestGatheredBlockBytes, bytes);
+        out.largestGatheredBlockBytes = std::max(out.largestGatheredBlockBytes, bytes);
     out.optimizerStepTemporary = stepTemporaryFor(config, largestTrainableNumel, s);
 
     if (isFp8(prec))

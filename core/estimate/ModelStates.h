@@ -17,7 +17,6 @@ struct ModelStateBytes {
     int64_t optimizerStates = 0;
     int64_t optimizerStepTemporary = 0;  // largest transient of one parameter's update
     int64_t largestParamBytes = 0;       // largest single parameter as stored
-    int64_t largestBlockWeightBytes = 0; // largest decoder block (or embedding/head) as stored
     int64_t perLayerGradientBytes = 0;   // gradients of one decoder block (the largest)
     int64_t perLayerCopyBytes = 0;       // autocast copies of one decoder block (the largest)
     int64_t allLayerCopyBytes = 0;       // ... of every decoder block
@@ -26,7 +25,6 @@ struct ModelStateBytes {
     std::vector<int64_t> gradientBytesByBlock, copyBytesByBlock;
     int64_t headGradientBytes = 0;       // gradients of the final norm and lm_head (made first in backward)
     int64_t embeddingGradientBytes = 0;  // gradient of the embedding (made last in backward)
-    int64_t largestBlockParams = 0;      // parameters of the largest decoder block (or embedding/head)
     int64_t largestGatheredBlockBytes = 0; // the largest decoder block as stored, NF4 bases left out (FSDP's gather)
     // The root unit of FSDP (everything outside the decoder blocks: embedding, final norm, head,
     // Gemma 4's per-layer tables) as stored, and its trainable part's gradients.

@@ -1,7 +1,8 @@
 #pragma once
 // Internal to the kernels' .cu files: element conversions through fp32, loads and stores of 8
 // elements in 16-byte pieces, the launch shape of the element-wise kernels and the error check
-// after a launch, shared by FusedKernels.cu, Nf4Kernels.cu and Float8Kernels.cu.
+// after a launch, and the launch macro the host emulation redefines, shared by the kernels' .cu and
+// .cuh files.
 #ifndef PB_CUDA_EMULATION // the tests' host emulation (tests/core/engine/CudaEmulation.h) brings its own
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

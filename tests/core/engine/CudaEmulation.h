@@ -10,12 +10,14 @@
 // + c into one fma or uses the fast __expf.
 #define PB_CUDA_EMULATION 1
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>

@@ -14,24 +14,17 @@ same loop in float64; exits non-zero when one is off by more than 2e-5 of the la
 at Qwen3-Next's shape (32 value heads of 128 x 128, chunks of 64), the kernel's time against the
 LibTorch loop it replaces (fp32, about ten kernels a chunk), at 2k, 8k and 32k tokens.
 """
-import argparse, ctypes, os, subprocess, sys, tempfile
+import argparse, ctypes, os, sys, tempfile
 
 import torch
+
+import kernel_library
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=tempfile.mkdtemp())
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
-root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-lib = os.path.join(args.out, "libdelta_scan_check.so")
-nvcc = os.environ.get("CUDACXX", "/usr/local/cuda/bin/nvcc")
-subprocess.run([nvcc, "-std=c++17", "-O2", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-I", os.path.join(root, "core"),
-                os.path.join(root, "core/kernels/GatedDeltaScanKernels.cu"), "-o", lib], check=True)
-symbols = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout.split()
-so = ctypes.CDLL(lib)
-mangled = [s for s in symbols if "14gatedDeltaScan" in s and s.startswith("_ZN2pb7kernels")]
-if len(mangled) != 1:
-    raise SystemExit("symbol gatedDeltaScan: %s" % mangled)
+scan_fn = kernel_library.load("core/kernels/GatedDeltaScanKernels.cu", args.out, "libdelta_scan_check.so")("14gatedDeltaScan")
 I64, P, F = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
 
 
@@ -45,7 +38,6 @@ class Args(ctypes.Structure):  # kernels::DeltaScanArgs
                 ("final", P), ("innovation", P), ("reverse", ctypes.c_bool), ("tile", I64)]
 
 
-scan_fn = getattr(so, mangled[0])
 scan_fn.argtypes = [Args, P]
 scan_fn.restype = ctypes.c_bool
 

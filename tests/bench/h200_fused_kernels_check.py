@@ -13,28 +13,17 @@ off by more than its tolerance (fp32: 1e-5 forward, 1e-4 gradients; bf16: one or
 Then, at a step's shapes, each kernel's time and achieved bandwidth (bytes it must move / time;
 the H200's HBM3e is 4.8 TB/s) beside the eager ops it replaces, timed in the same run (issue 34).
 """
-import argparse, ctypes, os, subprocess, sys, tempfile
+import argparse, ctypes, os, sys, tempfile
 
 import torch
+
+import kernel_library
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=tempfile.mkdtemp())
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
-root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-lib = os.path.join(args.out, "libfused_kernels_check.so")
-nvcc = os.environ.get("CUDACXX", "/usr/local/cuda/bin/nvcc")
-subprocess.run([nvcc, "-std=c++17", "-O2", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-I", os.path.join(root, "core"),
-                os.path.join(root, "core/kernels/FusedKernels.cu"), "-o", lib], check=True)
-symbols = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout.split()
-so = ctypes.CDLL(lib)
-
-
-def fn(name):
-    mangled = [s for s in symbols if name in s and s.startswith("_ZN2pb7kernels")]
-    if len(mangled) != 1:
-        raise SystemExit("symbol %s: %s" % (name, mangled))
-    return getattr(so, mangled[0])
+fn = kernel_library.load("core/kernels/FusedKernels.cu", args.out, "libfused_kernels_check.so")
 
 
 class Form(ctypes.Structure):  # kernels::RmsNormForm

@@ -67,29 +67,69 @@ __global__ void __launch_bounds__(kThreads) rmsNormForwardVecKernel(const X *x, 
     }
 }
 
+// 8 elements of T as they lie in memory, held in registers until converted: the backward loads the
+// next row's packs this way before the current row's reduction, so a load is in flight during it.
+template <typename T> struct RawPack {
+    uint4 raw[sizeof(T) * 8 / 16];
+};
+template <typename T> __device__ __forceinline__ void loadRaw(const T *p, RawPack<T> &r)
+{
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(sizeof(T) * 8 / 16); ++i)
+        r.raw[i] = reinterpret_cast<const uint4 *>(p)[i];
+}
+
 // RMSNorm backward: each group of L threads strides over rows with its dw sums in registers (a
 // thread's columns are the same on every row); the block's groups are summed in shared memory
-// (cols floats, dynamic) and written as the block's row of dwPartial.
+// (cols floats, dynamic) and written as the block's row of dwPartial. With K <= 2 packs a thread,
+// the next row's x, dy and rstd are loaded before this row's sum: a grid of a few blocks per SM
+// (one dwPartial row each) otherwise waits out every load's latency once a row.
 template <typename DY, typename X, typename W, int L, int K>
 __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial,
-                                                                      int64_t rows, int64_t cols, RmsNormForm form)
+                                                                     int64_t rows, int64_t cols, RmsNormForm form)
 {
     PB_DYNAMIC_SHARED(dwShared);
     __shared__ float shared[kThreads / 32];
     constexpr int kGroups = kThreads / L;
+    constexpr bool kPrefetch = K <= 2; // four packs a thread would spill with the second set
     const int lane = threadIdx.x % L;
     const int64_t packs = cols / 8;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * kGroups;
     float acc[K][8];
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
         for (int i = 0; i < 8; ++i)
             acc[k][i] = 0.f;
+    RawPack<X> xRaw[K] = {}; // unused (and dropped) without kPrefetch
+    RawPack<DY> dyRaw[K] = {};
+    float rNext = 0.f;
+    auto fetch = [&](int64_t first) {
+        const int64_t row = first + threadIdx.x / L;
+        if (row >= rows)
+            return;
+        rNext = rstd[row];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int64_t p = lane + static_cast<int64_t>(k) * L;
+            if (p < packs) {
+                loadRaw(x + row * cols + p * 8, xRaw[k]);
+                loadRaw(dy + row * cols + p * 8, dyRaw[k]);
+            }
+        }
+    };
+    const int64_t begin = static_cast<int64_t>(blockIdx.x) * kGroups;
+    if constexpr (kPrefetch)
+        fetch(begin);
     // The loop's trip count is the block's, so every lane reaches every groupSum.
-    for (int64_t first = static_cast<int64_t>(blockIdx.x) * kGroups; first < rows; first += static_cast<int64_t>(gridDim.x) * kGroups) {
+    for (int64_t first = begin; first < rows; first += stride) {
         const int64_t row = first + threadIdx.x / L;
         const bool valid = row < rows;
-        const float r = valid ? rstd[row] : 0.f;
+        float r = 0.f;
+        if constexpr (kPrefetch)
+            r = valid ? rNext : 0.f;
+        else
+            r = valid ? rstd[row] : 0.f;
         float xn[K][8], gw[K][8];
         float dot = 0.f;
 #pragma unroll
@@ -97,8 +137,13 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
             const int64_t p = lane + static_cast<int64_t>(k) * L;
             if (valid && p < packs) {
                 float xv[8], gv[8], wv[8];
-                load8(x + row * cols + p * 8, xv);
-                load8(dy + row * cols + p * 8, gv);
+                if constexpr (kPrefetch) {
+                    load8(reinterpret_cast<const X *>(xRaw[k].raw), xv);
+                    load8(reinterpret_cast<const DY *>(dyRaw[k].raw), gv);
+                } else {
+                    load8(x + row * cols + p * 8, xv);
+                    load8(dy + row * cols + p * 8, gv);
+                }
                 load8(w + p * 8, wv);
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
@@ -109,6 +154,8 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
                 }
             }
         }
+        if constexpr (kPrefetch)
+            fetch(first + stride);
         const float mean = groupSum<L>(dot, shared) / static_cast<float>(cols);
 #pragma unroll
         for (int k = 0; k < K; ++k) {

@@ -21,6 +21,7 @@ import kernel_library
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=tempfile.mkdtemp())
+ap.add_argument("--baseline", help="a tree holding core/kernels to time beside this one")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 fn = kernel_library.load("core/kernels/FusedKernels.cu", args.out, "libfused_kernels_check.so")
@@ -32,26 +33,37 @@ class Form(ctypes.Structure):  # kernels::RmsNormForm
 
 DT = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}  # kernels::Dtype
 P, I64, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-rms_fwd = fn("14rmsNormForward")
-rms_fwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, I64, I64, F, Form, P]
-rms_bwd = fn("15rmsNormBackward")
-rms_bwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, P, P, I64, I64, I64, Form, P]
-partials = fn("15rmsNormPartials")
-partials.argtypes, partials.restype = [I64], I64
-glu_fwd = fn("13swigluForward")
-glu_fwd.argtypes = [P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
-glu_bwd = fn("14swigluBackward")
-glu_bwd.argtypes = [P, P, P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
-rot = fn("6rotary")
-rot.argtypes = [P, P, ctypes.c_int, P, P, I64, I64, I64, I64, ctypes.c_bool, P]
-ce = fn("23crossEntropyGradInPlace")
 
 
 class Cap(ctypes.Structure):  # kernels::LogitsCap
     _fields_ = [("divisor", ctypes.c_float), ("softcap", ctypes.c_float)]
 
 
-ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, F, Cap, P, P]
+def bind(fn):
+    """The library's kernels as ctypes functions with their argument types."""
+    k = argparse.Namespace()
+    k.rms_fwd = fn("14rmsNormForward")
+    k.rms_fwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, I64, I64, F, Form, P]
+    k.rms_bwd = fn("15rmsNormBackward")
+    k.rms_bwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, P, P, I64, I64, I64, Form, P]
+    k.partials = fn("15rmsNormPartials")
+    k.partials.argtypes, k.partials.restype = [I64], I64
+    k.glu_fwd = fn("13swigluForward")
+    k.glu_fwd.argtypes = [P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
+    k.glu_bwd = fn("14swigluBackward")
+    k.glu_bwd.argtypes = [P, P, P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
+    k.rot = fn("6rotary")
+    k.rot.argtypes = [P, P, ctypes.c_int, P, P, I64, I64, I64, I64, ctypes.c_bool, P]
+    k.ce = fn("23crossEntropyGradInPlace")
+    k.ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, F, Cap, P, P]
+    return k
+
+
+lib = bind(fn)
+rms_fwd, rms_bwd, partials, glu_fwd, glu_bwd, rot, ce = lib.rms_fwd, lib.rms_bwd, lib.partials, lib.glu_fwd, lib.glu_bwd, lib.rot, lib.ce
+# --baseline: the same kernels from another tree (e.g. the last commit's core/kernels, copied by the
+# caller), timed beside these in the same run so a kernel change shows its before and after.
+base = bind(kernel_library.load("core/kernels/FusedKernels.cu", args.out, "libfused_kernels_base.so", args.baseline)) if args.baseline else None
 stream = lambda: P(torch.cuda.current_stream().cuda_stream)
 ptr = lambda t: P(t.data_ptr())
 
@@ -206,36 +218,55 @@ def timed(f, reps=20):
     return start.elapsed_time(end) * 1000 / reps  # us
 
 
-def bench(what, bytes_moved, ours, eager):
-    us, eus = timed(ours), timed(eager)
-    print("%-52s %8.1f us %6.2f TB/s   eager %8.1f us (%.2fx)" % (what, us, bytes_moved / us / 1e6, eus, eus / us), flush=True)
+def bench(what, bytes_moved, ours, eager, copy_of=None):
+    """ours(k): a call of library k's kernel. Prints its time and achieved bandwidth, the baseline's
+    (--baseline) and the eager ops'; with copy_of (a tensor), a device copy of the same bytes
+    (its elements read and written once): what this size can reach."""
+    us, eus = timed(lambda: ours(lib)), timed(eager)
+    line = "%-56s %8.1f us %5.2f TB/s" % (what, us, bytes_moved / us / 1e6)
+    if base is not None:
+        bus = timed(lambda: ours(base))
+        line += "   before %8.1f us %5.2f TB/s (%.2fx)" % (bus, bytes_moved / bus / 1e6, bus / us)
+    line += "   eager %8.1f us (%.2fx)" % (eus, eus / us)
+    if copy_of is not None:
+        dst = torch.empty_like(copy_of)
+        cus = timed(lambda: dst.copy_(copy_of))
+        line += "   device copy %.2f TB/s" % (2 * copy_of.numel() * copy_of.element_size() / cus / 1e6)
+    print(line, flush=True)
 
 
-print("kernel at a step's shape                              time  achieved   the eager ops it replaces")
+SMS = torch.cuda.get_device_properties(0).multi_processor_count
+print("kernel at a step's shape                                    time  achieved" + ("   before (--baseline)" if base else "") + "   eager ops it replaces")
 bf = torch.bfloat16
 for rows, cols, label in [(8192, 1536, "E2B hidden"), (8192, 2048, "Llama-3.2-1B hidden"), (8192, 3840, "Gemma-3-12B hidden"), (8192, 4096, "8B hidden"),
                           (8192 * 8, 256, "E2B q norm (8 heads of 256)"), (8192 * 32, 128, "Qwen3 q norm (32 heads of 128)")]:
     x = torch.randn(rows, cols, device="cuda", dtype=bf)
     w = torch.randn(cols, device="cuda", dtype=bf)
     y, rstd, dx = torch.empty_like(x), torch.empty(rows, device="cuda"), torch.empty_like(x)
-    n = partials(rows)
-    part = torch.empty(n, cols, device="cuda")
     form = Form(False, False)
     eager_fwd = lambda: w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(bf)
     bench("rmsnorm fwd %s %dx%d bf16" % (label, rows, cols), 2 * x.numel() * 2,
-          lambda: rms_fwd(ptr(x), 1, ptr(w), 1, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, stream()), eager_fwd)
+          lambda k: k.rms_fwd(ptr(x), 1, ptr(w), 1, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, stream()), eager_fwd, copy_of=x)
     xr = x.detach().requires_grad_(True)
     wr = w.detach().requires_grad_(True)
     out = wr * (xr.float() * torch.rsqrt(xr.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(bf)
-    bench("rmsnorm bwd %s %dx%d bf16" % (label, rows, cols), 3 * x.numel() * 2,
-          lambda: (rms_bwd(ptr(x), 1, ptr(x), 1, ptr(w), 1, ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream()), part.sum(0)),
-          lambda: torch.autograd.grad(out, (xr, wr), x, retain_graph=True))
+    bwd_parts = {}
+
+    def bwd(k, n=None):
+        n = n or k.partials(rows)
+        part = bwd_parts.setdefault(n, torch.empty(n, cols, device="cuda"))
+        k.rms_bwd(ptr(x), 1, ptr(x), 1, ptr(w), 1, ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream())
+        part.sum(0)
+
+    bench("rmsnorm bwd %s %dx%d bf16" % (label, rows, cols), 3 * x.numel() * 2, bwd, lambda: torch.autograd.grad(out, (xr, wr), x, retain_graph=True))
+    # The dw partials (one row a block) against the blocks in flight: this kernel at 1..4 blocks an SM.
+    print("    partials: " + "  ".join("%d/SM %.1f us" % (b, timed(lambda: bwd(lib, b * SMS))) for b in (1, 2, 3, 4)), flush=True)
 for seq, heads, hd, label in [(2048, 8, 256, "E2B q"), (2048, 32, 64, "Llama-3.2-1B q"), (2048, 32, 128, "8B q")]:
     x = torch.randn(4, seq, heads, hd, device="cuda", dtype=bf)
     cos, sin = rotary_tables(seq, hd)
     y = torch.empty_like(x)
     bench("rotary %s %dx%dx%dx%d bf16" % (label, 4, seq, heads, hd), 2 * x.numel() * 2,
-          lambda: rot(ptr(x), ptr(y), 1, ptr(cos), ptr(sin), 4 * seq, heads, hd, seq, False, stream()), lambda: rotary_ref(x, cos, sin, False))
+          lambda k: k.rot(ptr(x), ptr(y), 1, ptr(cos), ptr(sin), 4 * seq, heads, hd, seq, False, stream()), lambda: rotary_ref(x, cos, sin, False), copy_of=x)
 for rows, vocab, softcap, label in [(1024, 262144, 30.0, "Gemma 4 chunk, soft cap 30"), (512, 262144, 0.0, "Gemma 3 chunk"),
                                     (1024, 128256, 0.0, "Llama-3 chunk")]:
     logits = torch.randn(rows, vocab, device="cuda", dtype=bf)
@@ -243,14 +274,14 @@ for rows, vocab, softcap, label in [(1024, 262144, 30.0, "Gemma 4 chunk, soft ca
     row_loss = torch.empty(rows, device="cuda")
     capped = (lambda z: softcap * torch.tanh(z / softcap)) if softcap else (lambda z: z)
     bench("cross-entropy %s %dx%d bf16 (in place)" % (label, rows, vocab), 3 * logits.numel() * 2,
-          lambda: ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, 1.0, Cap(1.0, softcap), ptr(row_loss), stream()),
+          lambda k: k.ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, 1.0, Cap(1.0, softcap), ptr(row_loss), stream()),
           lambda: torch.nn.functional.cross_entropy(capped(logits.float()), targets))
 for n, label in [(8192 * 6144, "E2B MLP (gelu tanh)"), (8192 * 8192, "Llama-3.2-1B MLP (silu)")]:
     code = 1 if "gelu" in label else 0
     g, u, d = (torch.randn(n, device="cuda", dtype=bf) for _ in range(3))
     out, dg, du = torch.empty_like(g), torch.empty_like(g), torch.empty_like(g)
     act = (lambda t: torch.nn.functional.gelu(t, approximate="tanh")) if code else torch.nn.functional.silu
-    bench("gated fwd %s %d bf16" % (label, n), 3 * n * 2, lambda: glu_fwd(ptr(g), ptr(u), ptr(out), 1, n, code, stream()), lambda: act(g) * u)
-    bench("gated bwd %s %d bf16" % (label, n), 5 * n * 2, lambda: glu_bwd(ptr(d), ptr(g), ptr(u), ptr(dg), ptr(du), 1, n, code, stream()),
-          lambda: (act(g) * d, d * u))
+    bench("gated fwd %s %d bf16" % (label, n), 3 * n * 2, lambda k: k.glu_fwd(ptr(g), ptr(u), ptr(out), 1, n, code, stream()), lambda: act(g) * u)
+    bench("gated bwd %s %d bf16" % (label, n), 5 * n * 2, lambda k: k.glu_bwd(ptr(d), ptr(g), ptr(u), ptr(dg), ptr(du), 1, n, code, stream()),
+          lambda: (act(g) * d, d * u), copy_of=g)
 sys.exit(1 if failures else 0)

@@ -6,13 +6,14 @@ import ctypes, os, subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def load(source, out_dir, name):
-    """Compiles ROOT/`source` to `out_dir`/`name` (sm_90) and returns fn(part): the one exported
-    pb::kernels function whose mangled name contains `part` (e.g. "14rmsNormForward")."""
+def load(source, out_dir, name, root=ROOT):
+    """Compiles `root`/`source` (this checkout's by default; another tree's for a before/after
+    comparison) to `out_dir`/`name` (sm_90) and returns fn(part): the one exported pb::kernels
+    function whose mangled name contains `part` (e.g. "14rmsNormForward")."""
     lib = os.path.join(out_dir, name)
     nvcc = os.environ.get("CUDACXX", "/usr/local/cuda/bin/nvcc")
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-I", os.path.join(ROOT, "core"),
-                    os.path.join(ROOT, source), "-o", lib], check=True)
+    subprocess.run([nvcc, "-std=c++17", "-O2", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-I", os.path.join(root, "core"),
+                    os.path.join(root, source), "-o", lib], check=True)
     symbols = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout.split()
     so = ctypes.CDLL(lib)
 

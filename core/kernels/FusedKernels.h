@@ -56,6 +56,8 @@ void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, vo
 
 // The rotary embedding of x [rows, heads, headDim] (`type`; row r is position r % seqLen) by the
 // fp32 tables cos, sin [seqLen, headDim]: y = x * cos + rotate_half(x) * sin in fp32, rounded once.
+// Each table row's two halves must be equal (Transformers' cat(freqs, freqs), as DecoderModel builds
+// them for every non-interleaved rope): the 16-byte form reads only the first.
 // `inverse` applies its transpose (rotation by minus the angle), which is its backward.
 void rotary(const void *x, void *y, Dtype type, const float *cos, const float *sin, int64_t rows, int64_t heads, int64_t headDim,
             int64_t seqLen, bool inverse, void *stream);

@@ -193,11 +193,15 @@ void StepRunner::setup()
                 chunked += traits.usesChunks(i) ? 1 : 0;
             m_run.attentionPath += "; chunk mask on " + std::to_string(chunked) + " of " + std::to_string(m_config.model.layers) + " layers";
         }
-        // Qwen3-Next / Qwen3.5: the Gated DeltaNet layers run the chunked rule in LibTorch ops on
-        // every path (no CUDA kernel for it yet), whatever train.kernels says.
+        // Qwen3-Next / Qwen3.5: the eager path runs Transformers' chunked rule op for op; the fused
+        // path runs its chunk loop as one node, on the state-scan kernel where the CUDA kernels are.
         if (m_config.model.linear.enabled()) {
             const int64_t linear = m_config.model.layers - m_config.model.fullAttentionLayers();
-            m_run.attentionPath += "; Gated DeltaNet (eager chunked rule) on " + std::to_string(linear) + " of " + std::to_string(m_config.model.layers) + " layers";
+            const char *rule = train.kernels == KernelPath::Eager ? "eager chunked rule"
+                               : fusedKernelsOn(m_device)         ? "chunk loop on the state-scan kernel"
+                                                                  : "chunk loop as one node, LibTorch ops";
+            m_run.attentionPath += std::string("; Gated DeltaNet (") + rule + ") on " + std::to_string(linear) + " of " + std::to_string(m_config.model.layers)
+                                   + " layers";
         }
     }
     m_run.kernelsPath = train.kernels == KernelPath::Eager ? "eager" : fusedKernelsOn(m_device) ? "fused (CUDA kernels)" : "fused (LibTorch ops)";

@@ -519,6 +519,16 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const int64_t gradWeightScaled = headTrains ? (unitLossGrad ? 0 : 4 * vocab * h) + (headWeightBytes != 4 ? headWeightBytes * vocab * h : 0) : 0;
         const bool inputGradMade = headInputGrad && (!unitLossGrad || headInputBytes != c);
         out.logitsBackwardPeak = out.logitsSaved + (inputGradMade ? headInputBytes * n * h : 0) + gradWeightScaled;
+        // Then the fused final norm's backward (model/FusedOps.cpp's RmsNormFunction), beside the
+        // gradient arriving from the loss: the kernel writes dx (and dw partials of a few hundred
+        // rows); without it, the LibTorch ops hold xn, g (dy's fp32 copy, where dy is 16-bit), gw
+        // and the three temporaries of dx's one expression, then its cast to x's dtype (peak recorder
+        // on CPU, qwen3-next-tiny with a 256-token vocabulary: the run's peak there).
+        if (headInputGrad) {
+            const int64_t dyBytes = inputGradMade ? headInputBytes : c;
+            const int64_t libTorchTemporaries = (20 + (dyBytes != 4 ? 4 : 0) + (r != 4 ? r : 0)) * n * h;
+            out.finalNormBackwardPeak = dyBytes * n * h + (fusedKernels ? r * n * h : libTorchTemporaries);
+        }
         out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +
                                   (fusedKernels ? ", CUDA kernel" : ", LibTorch ops") + "); the full logits are never made");
         out.assumptions.push_back("norms: fused RMSNorm (train.kernels = fused: block, final and q/k norms, in the model's form) keeping its input and "

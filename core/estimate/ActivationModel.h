@@ -40,6 +40,7 @@ struct ActivationBytes {
     int64_t logitsForwardPeak = 0;       // logits, fp32 copy and log-softmax during the loss
     int64_t logitsSaved = 0;             // what the loss keeps for backward (log-softmax output)
     int64_t logitsBackwardPeak = 0;      // log-softmax output, its gradient and the logits' gradient
+    int64_t finalNormBackwardPeak = 0;   // fused path: the final norm's incoming gradient and its backward's temporaries
     // lora_A's 16-bit autocast copies that no matmul keeps (their input needs no gradient); where
     // autocast caches no weight copies (CPU) they do not outlive their matmul.
     int64_t unkeptAutocastCopies = 0;

@@ -274,6 +274,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     auto gradientsAt = [&](int64_t above) { return (accumulating ? accumulated : gradHead + above) + gradientBuffers; };
     if (!train.recompute) {
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, accumulated + bucketsHeld, copiesAll - unkeptCopies - headCopyInBackward);
+        consider(savedAll + act.headSaved + act.finalNormBackwardPeak, 0, gradientsAt(0), copiesAll - unkeptCopies - headCopyInBackward);
         int64_t below = savedAll;
         // The gradients of the blocks above, the copies of this block and those below it.
         int64_t gradsAbove = 0, copiesUpTo = 0;
@@ -293,6 +294,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
         }
     } else {
         consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, accumulated + bucketsHeld, headCopy - headCopyInBackward);
+        consider(layers * residual + layers * rngState + act.headSaved + act.finalNormBackwardPeak, 0, gradientsAt(0), headCopy - headCopyInBackward);
         int64_t gradsAbove = 0;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);

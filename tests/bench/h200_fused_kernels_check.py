@@ -60,7 +60,6 @@ def bind(fn):
 
 
 lib = bind(fn)
-rms_fwd, rms_bwd, partials, glu_fwd, glu_bwd, rot, ce = lib.rms_fwd, lib.rms_bwd, lib.partials, lib.glu_fwd, lib.glu_bwd, lib.rot, lib.ce
 # --baseline: the same kernels from another tree (e.g. the last commit's core/kernels, copied by the
 # caller), timed beside these in the same run so a kernel change shows its before and after.
 base = bind(kernel_library.load("core/kernels/FusedKernels.cu", args.out, "libfused_kernels_base.so", args.baseline)) if args.baseline else None
@@ -109,11 +108,11 @@ for name, unit, fp32, cols in [("llama", False, False, 128), ("llama", False, Fa
         y = torch.empty(rows, cols, device="cuda", dtype=yt)
         rstd = torch.empty(rows, device="cuda")
         form = Form(unit, fp32)
-        rms_fwd(ptr(x), DT[xt], ptr(w), DT[wt], ptr(y), DT[yt], ptr(rstd), rows, cols, eps, form, stream())
-        n = partials(rows)
+        lib.rms_fwd(ptr(x), DT[xt], ptr(w), DT[wt], ptr(y), DT[yt], ptr(rstd), rows, cols, eps, form, stream())
+        n = lib.partials(rows)
         dx = torch.empty_like(x) if not name.endswith("unaligned") else torch.empty(rows * cols + 1, device="cuda", dtype=xt)[1:].view(rows, cols)
         part = torch.empty(n, cols, device="cuda")
-        rms_bwd(ptr(dy), DT[yt], ptr(x), DT[xt], ptr(w), DT[wt], ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream())
+        lib.rms_bwd(ptr(dy), DT[yt], ptr(x), DT[xt], ptr(w), DT[wt], ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream())
         torch.cuda.synchronize()
         dw = part.sum(0)
         low = yt == torch.bfloat16 or xt == torch.bfloat16
@@ -133,9 +132,9 @@ for act, code in [("silu", 0), ("gelu tanh", 1), ("gelu erf", 2)]:
             ref = a * u
             ref.backward(d)
             out = torch.empty(n, device="cuda", dtype=t)
-            glu_fwd(ptr(g), ptr(u), ptr(out), DT[t], n, code, stream())
+            lib.glu_fwd(ptr(g), ptr(u), ptr(out), DT[t], n, code, stream())
             dg, du = torch.empty_like(g), torch.empty_like(u)
-            glu_bwd(ptr(d), ptr(g), ptr(u), ptr(dg), ptr(du), DT[t], n, code, stream())
+            lib.glu_bwd(ptr(d), ptr(g), ptr(u), ptr(dg), ptr(du), DT[t], n, code, stream())
             torch.cuda.synchronize()
             low = t == torch.bfloat16
             report("gated %s %s n %d offset %d" % (act, str(t)[6:], n, offset), {"out": rel(out, ref), "du": rel(du, u.grad), "dg": rel(dg, g.grad)},
@@ -172,7 +171,7 @@ for hd in (128, 256, 96, 40):  # half a multiple of 8 takes the 16-byte form; 40
             x = torch.randn(b, seq, heads, hd, device="cuda").to(t)
             cos, sin = rotary_tables(seq, hd)
             y = torch.empty_like(x)
-            rot(ptr(x), ptr(y), DT[t], ptr(cos), ptr(sin), b * seq, heads, hd, seq, inverse, stream())
+            lib.rot(ptr(x), ptr(y), DT[t], ptr(cos), ptr(sin), b * seq, heads, hd, seq, inverse, stream())
             torch.cuda.synchronize()
             low = t == torch.bfloat16
             report("rotary hd %d %s%s" % (hd, str(t)[6:], " inverse" if inverse else ""), {"y": rel(y, rotary_ref(x, cos, sin, inverse))},
@@ -197,7 +196,7 @@ for vocab, t, divisor, softcap in [(262144, torch.bfloat16, 1.0, 0.0), (151936, 
     ref_grad = lf.grad.to(t)
     row_loss = torch.empty(rows, device="cuda")
     g = logits.clone()
-    ce(ptr(g), DT[t], ptr(targets), rows, vocab, -100, 0.5, Cap(divisor, softcap), ptr(row_loss), stream())
+    lib.ce(ptr(g), DT[t], ptr(targets), rows, vocab, -100, 0.5, Cap(divisor, softcap), ptr(row_loss), stream())
     torch.cuda.synchronize()
     low = t == torch.bfloat16
     report("cross-entropy vocab %d %s divisor %g softcap %g" % (vocab, str(t)[6:], divisor, softcap),

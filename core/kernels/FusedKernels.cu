@@ -448,23 +448,57 @@ void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, i
     check(cudaGetLastError(), "cross-entropy kernel");
 }
 
+// The 16-byte row form of the forward, with or without the residual add.
+static void rmsNormForwardRows(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,
+                               float eps, RmsNormForm form, ResidualIn residual, void *stream)
+{
+    dispatch(xType, wType, yType, [&](auto xt, auto wt, auto yt) {
+        using X = decltype(xt);
+        using W = decltype(wt);
+        using Y = decltype(yt);
+        dispatchRowShape(cols / 8, [&](auto l, auto k) {
+            constexpr int L = decltype(l)::value, K = decltype(k)::value;
+            PB_LAUNCH(static_cast<unsigned>((rows + kThreads / L - 1) / (kThreads / L)), kThreads, 0, static_cast<cudaStream_t>(stream),
+                      rmsNormForwardVecKernel<X, W, Y, L, K>)(static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps,
+                                                              form, residual);
+        });
+    });
+}
+
+// The 16-byte row form of the backward, with or without the residual's gradients.
+static void rmsNormBackwardRows(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
+                         float *dwPartial, int64_t partials, int64_t rows, int64_t cols, RmsNormForm form, ResidualGrad residual, void *stream)
+{
+    dispatch(dyType, xType, wType, [&](auto dyt, auto xt, auto wt) {
+        using DY = decltype(dyt);
+        using X = decltype(xt);
+        using W = decltype(wt);
+        dispatchRowShape(cols / 8, [&](auto l, auto k) {
+            constexpr int L = decltype(l)::value, K = decltype(k)::value;
+            const size_t bytes = L < kThreads ? static_cast<size_t>(cols) * sizeof(float) : 0;
+            PB_LAUNCH(static_cast<unsigned>(partials), kThreads, bytes, static_cast<cudaStream_t>(stream), rmsNormBackwardVecKernel<DY, X, W, L, K>)(
+                static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols, form,
+                residual);
+        });
+    });
+}
+
 void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,
                     float eps, RmsNormForm form, void *stream)
 {
     if (rows == 0)
         return;
+    if (vectorRows(cols, {x, w, y})) {
+        rmsNormForwardRows(x, xType, w, wType, y, yType, rstd, rows, cols, eps, form, {}, stream);
+        check(cudaGetLastError(), "RMSNorm forward kernel");
+        return;
+    }
     dispatch(xType, wType, yType, [&](auto xt, auto wt, auto yt) {
         using X = decltype(xt);
         using W = decltype(wt);
         using Y = decltype(yt);
         const auto s = static_cast<cudaStream_t>(stream);
-        if (vectorRows(cols, {x, w, y}))
-            dispatchRowShape(cols / 8, [&](auto l, auto k) {
-                constexpr int L = decltype(l)::value, K = decltype(k)::value;
-                PB_LAUNCH(static_cast<unsigned>((rows + kThreads / L - 1) / (kThreads / L)), kThreads, 0, s, rmsNormForwardVecKernel<X, W, Y, L, K>)(
-                    static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps, form);
-            });
-        else if (cols <= kWarpRowCols)
+        if (cols <= kWarpRowCols)
             PB_LAUNCH(static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, s, rmsNormForwardWarpKernel<X, W, Y>)(
                 static_cast<const X *>(x), static_cast<const W *>(w), static_cast<Y *>(y), rstd, rows, cols, eps, form);
         else
@@ -488,18 +522,7 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
     if (rows == 0)
         return;
     if (vectorRows(cols, {dy, x, w, dx})) {
-        dispatch(dyType, xType, wType, [&](auto dyt, auto xt, auto wt) {
-            using DY = decltype(dyt);
-            using X = decltype(xt);
-            using W = decltype(wt);
-            dispatchRowShape(cols / 8, [&](auto l, auto k) {
-                constexpr int L = decltype(l)::value, K = decltype(k)::value;
-                const size_t bytes = L < kThreads ? static_cast<size_t>(cols) * sizeof(float) : 0;
-                PB_LAUNCH(static_cast<unsigned>(partials), kThreads, bytes, static_cast<cudaStream_t>(stream), rmsNormBackwardVecKernel<DY, X, W, L, K>)(
-                    static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols,
-                    form);
-            });
-        });
+        rmsNormBackwardRows(dy, dyType, x, xType, w, wType, rstd, dx, dwPartial, partials, rows, cols, form, {}, stream);
         check(cudaGetLastError(), "RMSNorm backward kernel");
         return;
     }
@@ -516,6 +539,40 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
             static_cast<const DY *>(dy), static_cast<const X *>(x), static_cast<const W *>(w), rstd, static_cast<X *>(dx), dwPartial, rows, cols, form);
     });
     check(cudaGetLastError(), "RMSNorm backward kernel");
+}
+
+bool addRmsNormFits(int64_t cols, const void *const *pointers, int count)
+{
+    if (cols % 8 != 0 || cols > kVecMaxCols)
+        return false;
+    for (int i = 0; i < count; ++i)
+        if (pointers[i] && reinterpret_cast<uintptr_t>(pointers[i]) % 16 != 0)
+            return false;
+    return true;
+}
+
+void addRmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,
+                       float eps, RmsNormForm form, ResidualIn residual, void *stream)
+{
+    const void *pointers[] = {x, w, y, residual.branch, residual.sum};
+    if (!addRmsNormFits(cols, pointers, 5) || !residual.branch || !residual.sum)
+        throw std::invalid_argument("add + RMSNorm: rows the 16-byte form does not take, or no branch or sum");
+    if (rows == 0)
+        return;
+    rmsNormForwardRows(x, xType, w, wType, y, yType, rstd, rows, cols, eps, form, residual, stream);
+    check(cudaGetLastError(), "add + RMSNorm forward kernel");
+}
+
+void addRmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
+                        float *dwPartial, int64_t partials, int64_t rows, int64_t cols, RmsNormForm form, ResidualGrad residual, void *stream)
+{
+    const void *pointers[] = {dy, x, w, dx, residual.dSum, residual.dBranch};
+    if (!addRmsNormFits(cols, pointers, 6))
+        throw std::invalid_argument("add + RMSNorm backward: rows the 16-byte form does not take");
+    if (rows == 0)
+        return;
+    rmsNormBackwardRows(dy, dyType, x, xType, w, wType, rstd, dx, dwPartial, partials, rows, cols, form, residual, stream);
+    check(cudaGetLastError(), "add + RMSNorm backward kernel");
 }
 
 // Calls f with the activation as a compile-time constant.

@@ -43,6 +43,31 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
                      float *dwPartial, int64_t partials, int64_t rows, int64_t cols, RmsNormForm form, void *stream);
 int64_t rmsNormPartials(int64_t rows);
 
+// The residual add folded into the norm (issue 34): the norm reads sum = x + branch * scale, written
+// to `sum` (x's dtype) for the residual stream, where eager launched an add kernel and the norm read
+// its output again. `branch` has y's dtype; branch * scale is rounded to it and the sum to x's dtype,
+// as eager's mul and add round them.
+struct ResidualIn {
+    const void *branch = nullptr;
+    float scale = 1.f;
+    void *sum = nullptr;
+};
+// Its backward's extras: dSum (x's dtype), the stream's own gradient, is added to dx as autograd
+// accumulates it; dBranch (dy's dtype) gets dx cast to that dtype, times scale. Null where absent.
+struct ResidualGrad {
+    const void *dSum = nullptr;
+    void *dBranch = nullptr;
+    float scale = 1.f;
+};
+// Whether add + norm takes rows of `cols` at these addresses: the 16-byte row form only.
+bool addRmsNormFits(int64_t cols, const void *const *pointers, int count);
+// rmsNormForward of x + branch * scale, rows of cols where addRmsNormFits.
+void addRmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,
+                       float eps, RmsNormForm form, ResidualIn residual, void *stream);
+// rmsNormBackward with the residual's gradients (x: the sum the forward wrote).
+void addRmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
+                        float *dwPartial, int64_t partials, int64_t rows, int64_t cols, RmsNormForm form, ResidualGrad residual, void *stream);
+
 // The gated MLP's activation: SiLU (SwiGLU, LlamaMLP), tanh-approximated GELU (GeGLU, Gemma's
 // gelu_pytorch_tanh) or the exact erf GELU.
 enum class GateActivation { Silu, GeluTanh, GeluErf };

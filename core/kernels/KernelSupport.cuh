@@ -29,6 +29,8 @@ template <typename T> __device__ __forceinline__ T fromFloat(float v);
 template <> __device__ __forceinline__ float fromFloat<float>(float v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 template <> __device__ __forceinline__ __half fromFloat<__half>(float v) { return __float2half(v); }
+// v as T holds it (rounded to nearest even), back in fp32.
+template <typename T> __device__ __forceinline__ float roundTo(float v) { return toFloat(fromFloat<T>(v)); }
 
 // 8 consecutive elements as fp32, through 16-byte loads and stores (p 16-byte aligned).
 __device__ __forceinline__ void load8(const float *p, float (&v)[8])

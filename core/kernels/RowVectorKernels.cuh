@@ -28,7 +28,7 @@ template <int L> __device__ __forceinline__ float groupSum(float v, float *share
 // RMSNorm forward: L threads a row (kThreads / L rows a block), each holding up to K packs of it.
 template <typename X, typename W, typename Y, int L, int K>
 __global__ void __launch_bounds__(kThreads) rmsNormForwardVecKernel(const X *x, const W *w, Y *y, float *rstd, int64_t rows, int64_t cols, float eps,
-                                                                     RmsNormForm form)
+                                                                     RmsNormForm form, ResidualIn residual)
 {
     __shared__ float shared[kThreads / 32];
     const int lane = threadIdx.x % L;
@@ -43,6 +43,14 @@ __global__ void __launch_bounds__(kThreads) rmsNormForwardVecKernel(const X *x, 
         const int64_t p = lane + static_cast<int64_t>(k) * L;
         if (valid && p < packs) {
             load8(xr + p * 8, v[k]);
+            if (residual.branch) { // the stream plus the branch, rounded as eager's mul and add
+                float b[8];
+                load8(static_cast<const Y *>(residual.branch) + row * cols + p * 8, b);
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    v[k][i] = roundTo<X>(v[k][i] + (residual.scale == 1.f ? b[i] : roundTo<Y>(b[i] * residual.scale)));
+                store8(static_cast<X *>(residual.sum) + row * cols + p * 8, v[k]);
+            }
 #pragma unroll
             for (int i = 0; i < 8; ++i)
                 sq += v[k][i] * v[k][i];
@@ -86,7 +94,7 @@ template <typename T> __device__ __forceinline__ void loadRaw(const T *p, RawPac
 // (one dwPartial row each) otherwise waits out every load's latency once a row.
 template <typename DY, typename X, typename W, int L, int K>
 __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial,
-                                                                     int64_t rows, int64_t cols, RmsNormForm form)
+                                                                     int64_t rows, int64_t cols, RmsNormForm form, ResidualGrad residual)
 {
     PB_DYNAMIC_SHARED(dwShared);
     __shared__ float shared[kThreads / 32];
@@ -165,7 +173,21 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
                     o[i] = r * (gw[k][i] - xn[k][i] * mean);
+                if (residual.dSum) { // the stream's own gradient, added as autograd accumulates x's dtype
+                    float d[8];
+                    load8(static_cast<const X *>(residual.dSum) + row * cols + p * 8, d);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i)
+                        o[i] = roundTo<X>(roundTo<X>(o[i]) + d[i]);
+                }
                 store8(dx + row * cols + p * 8, o);
+                if (residual.dBranch) { // add's gradient cast to the branch's dtype, then mul's
+                    if (residual.scale != 1.f)
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+                            o[i] = roundTo<DY>(roundTo<DY>(o[i]) * residual.scale);
+                    store8(static_cast<DY *>(residual.dBranch) + row * cols + p * 8, o);
+                }
             }
         }
     }

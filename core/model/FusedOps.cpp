@@ -47,6 +47,27 @@ torch::Tensor scaleOf(const torch::Tensor &weight, int64_t form)
 kernels::RmsNormForm kernelForm(int64_t form) { return {(form & kUnitOffset) != 0, (form & kScaleInFp32) != 0}; }
 #endif
 
+// The composite norm's forward and backward (LibTorch ops; the same maths as the kernels) on
+// x2 [rows, cols]: y, and rstd into `rstd`; dx and dw.
+torch::Tensor compositeNorm(const torch::Tensor &x2, const torch::Tensor &weight, double eps, at::ScalarType out, int64_t form, torch::Tensor &rstd)
+{
+    const auto xf = x2.to(torch::kFloat);
+    rstd = torch::rsqrt(xf.pow(2).mean(-1) + eps);
+    const auto xn = xf * rstd.unsqueeze(1);
+    return (form & kScaleInFp32) ? (xn * scaleOf(weight, form).to(torch::kFloat)).to(out) : (scaleOf(weight, form) * xn.to(x2.scalar_type())).to(out);
+}
+
+torch::Tensor compositeNormBackward(const torch::Tensor &dy, const torch::Tensor &x2, const torch::Tensor &weight, const torch::Tensor &rstd, int64_t form,
+                                    torch::Tensor &dw)
+{
+    const auto xn = x2.to(torch::kFloat) * rstd.unsqueeze(1);
+    const auto g = dy.to(torch::kFloat);
+    dw = (g * ((form & kScaleInFp32) ? xn : xn.to(x2.scalar_type()).to(torch::kFloat))).sum(0).to(weight.scalar_type());
+    const auto gw = g * scaleOf(weight, form).to(torch::kFloat);
+    const auto mean = (gw * xn).mean(-1, /*keepdim=*/true);
+    return (rstd.unsqueeze(1) * (gw - xn * mean)).to(x2.scalar_type());
+}
+
 struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     // `form`: bit 0 the unit offset (1 + weight), bit 1 the weight's product in fp32 (Gemma, OLMo 2).
     static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &weight, double eps,
@@ -66,12 +87,8 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
                                     kernelType(out), rstd.data_ptr<float>(), x2.size(0), cols, static_cast<float>(eps), kernelForm(form), currentStream(x2));
         }
 #endif
-        if (!y.defined()) {
-            const auto xf = x2.to(torch::kFloat);
-            rstd = torch::rsqrt(xf.pow(2).mean(-1) + eps);
-            const auto xn = xf * rstd.unsqueeze(1);
-            y = (form & kScaleInFp32) ? (xn * scaleOf(weight, form).to(torch::kFloat)).to(out) : (scaleOf(weight, form) * xn.to(x2.scalar_type())).to(out);
-        }
+        if (!y.defined())
+            y = compositeNorm(x2, weight, eps, out, form, rstd);
         ctx->save_for_backward({x2, weight, rstd});
         auto shape = x.sizes().vec();
         return y.view(shape);
@@ -97,15 +114,95 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
             dw = partials.sum(0).to(weight.scalar_type());
         }
 #endif
-        if (!dx.defined()) {
-            const auto xn = x2.to(torch::kFloat) * rstd.unsqueeze(1);
-            const auto g = dy.to(torch::kFloat);
-            dw = (g * ((form & kScaleInFp32) ? xn : xn.to(x2.scalar_type()).to(torch::kFloat))).sum(0).to(weight.scalar_type());
-            const auto gw = g * scaleOf(weight, form).to(torch::kFloat);
-            const auto mean = (gw * xn).mean(-1, /*keepdim=*/true);
-            dx = (rstd.unsqueeze(1) * (gw - xn * mean)).to(x2.scalar_type());
-        }
+        if (!dx.defined())
+            dx = compositeNormBackward(dy, x2, weight, rstd, form, dw);
         return {dx.view(shape), weight.requires_grad() ? dw : torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+};
+
+// The residual add and the norm after it as one node: h = x + branch * scale, y = norm(h). Where
+// the kernels run it is one launch each way (the add's output was written, then read back by the
+// norm; its gradient was accumulated by an add and cast by another kernel); elsewhere the same ops
+// as the add followed by RmsNormFunction. Keeps what the norm alone keeps (h, the weight, rstd).
+struct AddRmsNormFunction : public torch::autograd::Function<AddRmsNormFunction> {
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &branch,
+                                                  const torch::Tensor &weight, double eps, double scale, int64_t outType, int64_t form)
+    {
+        const auto out = static_cast<at::ScalarType>(outType);
+        ctx->saved_data["form"] = form;
+        ctx->saved_data["scale"] = scale;
+        ctx->saved_data["branch_type"] = static_cast<int64_t>(branch.scalar_type());
+        const auto cols = x.size(-1);
+        torch::Tensor h, y, rstd;
+#ifdef PB_WITH_CUDA_KERNELS
+        if (x.is_cuda()) { // addRmsNormFits held when fusedAddRmsNorm chose this node
+            const auto x2 = x.contiguous().view({-1, cols}), b2 = branch.contiguous().view({-1, cols});
+            const auto w = weight.contiguous();
+            h = torch::empty_like(x2);
+            y = torch::empty(x2.sizes(), x2.options().dtype(out));
+            rstd = torch::empty({x2.size(0)}, x2.options().dtype(torch::kFloat));
+            kernels::addRmsNormForward(x2.data_ptr(), kernelType(x2.scalar_type()), w.data_ptr(), kernelType(w.scalar_type()), y.data_ptr(), kernelType(out),
+                                       rstd.data_ptr<float>(), x2.size(0), cols, static_cast<float>(eps), kernelForm(form),
+                                       kernels::ResidualIn {b2.data_ptr(), static_cast<float>(scale), h.data_ptr()}, currentStream(x2));
+        }
+#endif
+        if (!h.defined()) {
+            h = (x + (scale == 1.0 ? branch : branch * scale)).contiguous().view({-1, cols});
+            y = compositeNorm(h, weight, eps, out, form, rstd);
+        }
+        ctx->save_for_backward({h, weight, rstd});
+        return {h.view(x.sizes()), y.view(x.sizes())};
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const auto &h = saved[0], &weight = saved[1], &rstd = saved[2];
+        const int64_t form = ctx->saved_data["form"].toInt();
+        const double scale = ctx->saved_data["scale"].toDouble();
+        const auto branchType = static_cast<at::ScalarType>(ctx->saved_data["branch_type"].toInt());
+        const auto cols = h.size(1);
+        const auto shape = gradOutputs[1].defined() ? gradOutputs[1].sizes().vec() : gradOutputs[0].sizes().vec();
+        // The stream's own gradient (from the add after the MLP) and the norm output's.
+        const auto dSum = gradOutputs[0].defined() ? gradOutputs[0].contiguous().view({-1, cols}) : torch::Tensor();
+        auto dy = gradOutputs[1].defined() ? gradOutputs[1].contiguous().view({-1, cols}) : torch::zeros({h.size(0), cols}, h.options());
+        // The branch's gradient is dx itself where the add neither casts nor scales it.
+        const bool branchOwnGrad = branchType != h.scalar_type() || scale != 1.0;
+        torch::Tensor dx, dBranch, dw;
+#ifdef PB_WITH_CUDA_KERNELS
+        if (h.is_cuda() && kernelDtype(dy.scalar_type()) && dy.scalar_type() == branchType) {
+            const auto w = weight.contiguous();
+            dx = torch::empty_like(h);
+            if (branchOwnGrad)
+                dBranch = torch::empty(h.sizes(), h.options().dtype(branchType));
+            const auto partials = torch::empty({kernels::rmsNormPartials(h.size(0)), cols}, h.options().dtype(torch::kFloat));
+            const void *pointers[] = {dy.data_ptr(), h.data_ptr(), w.data_ptr(), dx.data_ptr(), dSum.defined() ? dSum.data_ptr() : nullptr,
+                                      dBranch.defined() ? dBranch.data_ptr() : nullptr};
+            if (kernels::addRmsNormFits(cols, pointers, 6)) {
+                kernels::addRmsNormBackward(dy.data_ptr(), kernelType(dy.scalar_type()), h.data_ptr(), kernelType(h.scalar_type()), w.data_ptr(),
+                                            kernelType(w.scalar_type()), rstd.data_ptr<float>(), dx.data_ptr(), partials.data_ptr<float>(), partials.size(0),
+                                            h.size(0), cols, kernelForm(form),
+                                            kernels::ResidualGrad {pointers[4], dBranch.defined() ? dBranch.data_ptr() : nullptr, static_cast<float>(scale)},
+                                            currentStream(h));
+                dw = partials.sum(0).to(weight.scalar_type());
+            } else {
+                dx = torch::Tensor();
+                dBranch = torch::Tensor();
+            }
+        }
+#endif
+        if (!dx.defined()) {
+            // As autograd runs the unfused pair: the norm's dx in the stream's dtype, the stream's
+            // own gradient added to it, then add's gradient cast to the branch's dtype and scaled.
+            dx = compositeNormBackward(dy, h, weight, rstd, form, dw);
+            if (dSum.defined())
+                dx.add_(dSum);
+            if (branchOwnGrad)
+                dBranch = scale == 1.0 ? dx.to(branchType) : dx.to(branchType) * scale;
+        }
+        const auto dxOut = dx.view(shape);
+        return {dxOut, branchOwnGrad ? dBranch.view(shape) : dxOut, weight.requires_grad() ? dw : torch::Tensor(), torch::Tensor(), torch::Tensor(),
+                torch::Tensor(), torch::Tensor()};
     }
 };
 
@@ -282,6 +379,31 @@ torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, 
 {
     return RmsNormFunction::apply(x, weight, eps, static_cast<int64_t>(eagerComputeType(x, weight)),
                                   (unitOffset ? kUnitOffset : 0) | (scaleInFp32 ? kScaleInFp32 : 0));
+}
+
+std::pair<torch::Tensor, torch::Tensor> fusedAddRmsNorm(const torch::Tensor &x, const torch::Tensor &branch, double scale, const torch::Tensor &weight,
+                                                        double eps, bool unitOffset, bool scaleInFp32)
+{
+    const int64_t form = (unitOffset ? kUnitOffset : 0) | (scaleInFp32 ? kScaleInFp32 : 0);
+    const auto out = eagerComputeType(x, weight);
+    // One node where the add keeps the stream's dtype and the branch has the norm output's (the
+    // projections' autocast or model dtype): the kernel's one form. Else the two ops as before.
+    bool oneNode = x.sizes() == branch.sizes() && x.device() == branch.device() && branch.scalar_type() == out &&
+                   at::promote_types(x.scalar_type(), branch.scalar_type()) == x.scalar_type() && x.device() == weight.device();
+#ifdef PB_WITH_CUDA_KERNELS
+    if (oneNode && x.is_cuda()) {
+        const auto x2 = x.contiguous(), b2 = branch.contiguous(), w = weight.contiguous();
+        const void *pointers[] = {x2.data_ptr(), b2.data_ptr(), w.data_ptr()};
+        oneNode = kernelDtype(x.scalar_type()) && kernelDtype(weight.scalar_type()) && kernels::addRmsNormFits(x.size(-1), pointers, 3);
+    }
+#endif
+    if (!oneNode) {
+        auto h = x + (scale == 1.0 ? branch : branch * scale);
+        auto y = fusedRmsNorm(h, weight, eps, unitOffset, scaleInFp32);
+        return {h, y};
+    }
+    const auto both = AddRmsNormFunction::apply(x, branch, weight, eps, scale, static_cast<int64_t>(out), form);
+    return {both[0], both[1]};
 }
 
 torch::Tensor rotateHalf(const torch::Tensor &x)

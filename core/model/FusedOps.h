@@ -31,6 +31,14 @@ bool fusedKernelsOn(const torch::Device &device);
 // per-row rstd only.
 torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps, bool unitOffset = false, bool scaleInFp32 = false);
 
+// The residual add and the norm after it: h = x + branch * scale (branch * scale rounded to the
+// branch's dtype, the sum to x's, as eager's mul and add), then fusedRmsNorm(h, ...); returns {h,
+// norm(h)}. One node (one kernel each way on CUDA) where the add keeps x's dtype and the branch has
+// the norm output's; else the add and fusedRmsNorm as separate ops. Its autograd keeps what the
+// norm alone keeps.
+std::pair<torch::Tensor, torch::Tensor> fusedAddRmsNorm(const torch::Tensor &x, const torch::Tensor &branch, double scale, const torch::Tensor &weight,
+                                                        double eps, bool unitOffset = false, bool scaleInFp32 = false);
+
 // The activation of a gated MLP: SiLU (SwiGLU), tanh-approximated or exact GELU (GeGLU).
 enum class GateActivation { Silu, GeluTanh, GeluErf };
 

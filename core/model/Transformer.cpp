@@ -83,6 +83,16 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor &x)
     return (m_unitOffset ? 1.0 + weight : weight) * h.to(inputType);
 }
 
+std::pair<torch::Tensor, torch::Tensor> RmsNormImpl::addForward(const torch::Tensor &x, const torch::Tensor &branch, double scale)
+{
+    if (m_fused) {
+        RECORD_USER_SCOPE("pb.norm");
+        return fusedAddRmsNorm(x, branch, scale, weight, m_eps, m_unitOffset, m_scaleInFp32);
+    }
+    auto h = x + (scale == 1.0 ? branch : branch * scale);
+    return {h, forward(h)};
+}
+
 namespace {
 
 // Attention as Transformers' eager_attention_forward where the fused kernel cannot take the model's
@@ -342,7 +352,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
 }
 
 DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)
-    : m_residualScale(config.model.traits.residualScale)
+    : m_residualScale(config.model.traits.residualScale), m_foldResidualAdd(runtime.foldResidualAdd)
 {
     const auto &m = config.model;
     const bool fused = config.train.kernels == KernelPath::Fused;
@@ -404,8 +414,13 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInput
                              : latentAttention->forward(attentionInput, in);
     if (afterAttention)
         a = afterAttention->forward(a);
-    auto h = x + scaled(a);
-    const auto normed = beforeMlp ? beforeMlp->forward(h) : h;
+    torch::Tensor h, normed;
+    if (beforeMlp && m_foldResidualAdd)
+        std::tie(h, normed) = beforeMlp->addForward(x, a, m_residualScale);
+    else if (beforeMlp)
+        normed = beforeMlp->forward(h = x + scaled(a));
+    else
+        normed = h = x + scaled(a);
     auto f = moe ? moe->forward(normed) : mlp->forward(normed);
     if (afterMlp)
         f = afterMlp->forward(f);

@@ -31,6 +31,9 @@ public:
 struct ModelRuntime {
     bool fusedAttention = true;     // scaled_dot_product_attention where the build has it
     bool recompute = false;
+    // train.kernels = fused: the residual add folded into the norm after it (fusedAddRmsNorm). Off
+    // only in bench_probe_overhead --residual-ab, which times the step both ways in one run.
+    bool foldResidualAdd = true;
 };
 
 // The rotary inverse frequencies (rotaryDim / 2 of them, float32 on `device`) with the model's rope
@@ -94,6 +97,9 @@ public:
     // `traits` give Gemma's (1 + weight) and the fp32 scaling of Gemma and OLMo 2, on either path.
     RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused = false, const ModelTraits &traits = {});
     torch::Tensor forward(const torch::Tensor &x);
+    // The residual add before this norm and the norm: {h, norm(h)} for h = x + branch * scale; the
+    // fused path folds the add into the norm (model/FusedOps.h's fusedAddRmsNorm).
+    std::pair<torch::Tensor, torch::Tensor> addForward(const torch::Tensor &x, const torch::Tensor &branch, double scale);
     torch::Tensor weight;
 
 private:
@@ -220,6 +226,7 @@ public:
 
 private:
     double m_residualScale;
+    bool m_foldResidualAdd;
     bool m_perLayerErf = false;        // the per-layer gate's GELU exact (hidden_activation gelu), else tanh
 };
 TORCH_MODULE(DecoderBlock);

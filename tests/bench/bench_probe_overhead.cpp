@@ -1,7 +1,9 @@
 // Overhead of the pilot's probes: the engine's instrumented step (synchronised phase timing, memory
 // reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
 // precision that synchronises once at the end. Prints both and their ratio, measured in one run.
-//   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE]
+//   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE] [--residual-ab]
+// --residual-ab instead times the bare fused step with the residual add apart and folded into the
+// norm (issue 34), in one run.
 // --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
 // tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
@@ -13,6 +15,7 @@
 
 #include <QCoreApplication>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -34,10 +37,11 @@ void sync(const torch::Device &device)
 #endif
 }
 
-double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps, const std::string &trace = {})
+double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps, const std::string &trace = {}, bool foldResidualAdd = true)
 {
     torch::manual_seed(config.seed);
     ModelRuntime runtime;
+    runtime.foldResidualAdd = foldResidualAdd;
     runtime.fusedAttention = config.train.attention != AttentionImpl::Math && compat::hasScaledDotProductAttention();
     runtime.recompute = config.train.recompute;
     DecoderModel model(config, runtime, device);
@@ -106,6 +110,18 @@ int main(int argc, char **argv)
     config.data.longestFirst = false;
     const torch::Device device(deviceName);
 
+    if (args.contains(QStringLiteral("--residual-ab"))) {
+        // The fused path's bare step with the residual add as its own kernel and folded into the
+        // norm, alternated twice so drift hits both; the best of each.
+        double apart = 1e30, folded = 1e30;
+        for (int round = 0; round < 2; ++round) {
+            apart = std::min(apart, bareLoopMs(config, device, warmup, steps, {}, false));
+            folded = std::min(folded, bareLoopMs(config, device, warmup, steps, {}, true));
+        }
+        std::printf("preset %s on %s, %d measured steps: residual add apart %.2f ms, folded into the norm %.2f ms, %.3fx\n", qPrintable(preset),
+                    deviceName.c_str(), steps, apart, folded, apart / folded);
+        return 0;
+    }
     PilotEngine engine;
     PilotOptions options;
     options.device = deviceName;

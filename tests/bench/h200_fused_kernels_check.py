@@ -39,6 +39,14 @@ class Cap(ctypes.Structure):  # kernels::LogitsCap
     _fields_ = [("divisor", ctypes.c_float), ("softcap", ctypes.c_float)]
 
 
+class ResidualIn(ctypes.Structure):  # kernels::ResidualIn
+    _fields_ = [("branch", ctypes.c_void_p), ("scale", ctypes.c_float), ("sum", ctypes.c_void_p)]
+
+
+class ResidualGrad(ctypes.Structure):  # kernels::ResidualGrad
+    _fields_ = [("dSum", ctypes.c_void_p), ("dBranch", ctypes.c_void_p), ("scale", ctypes.c_float)]
+
+
 def bind(fn):
     """The library's kernels as ctypes functions with their argument types."""
     k = argparse.Namespace()
@@ -56,6 +64,13 @@ def bind(fn):
     k.rot.argtypes = [P, P, ctypes.c_int, P, P, I64, I64, I64, I64, ctypes.c_bool, P]
     k.ce = fn("23crossEntropyGradInPlace")
     k.ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, F, Cap, P, P]
+    try:  # the residual add folded into the norm (issue 34); a --baseline tree may predate it
+        k.add_fwd = fn("17addRmsNormForward")
+        k.add_fwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, I64, I64, F, Form, ResidualIn, P]
+        k.add_bwd = fn("18addRmsNormBackward")
+        k.add_bwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, P, P, I64, I64, I64, Form, ResidualGrad, P]
+    except SystemExit:
+        k.add_fwd = k.add_bwd = None
     return k
 
 
@@ -119,6 +134,36 @@ for name, unit, fp32, cols in [("llama", False, False, 128), ("llama", False, Fa
         report("rmsnorm %s cols %d x %s w %s y %s" % (name, cols, str(xt)[6:], str(wt)[6:], str(yt)[6:]),
                {"y": rel(y, ref), "dx": rel(dx, x.grad), "dw": rel(dw, w.grad)},
                {"y": 8e-3 if low else 1e-5, "dx": 2e-2 if low else 1e-4, "dw": 2e-2 if low else 1e-4})
+
+# The residual add folded into the norm against torch's add and the norm above, with a gradient
+# arriving at the sum (the next residual add) and at the norm's output: the stream fp32 or bf16, the
+# branch in the norm output's dtype, Granite's residual scale.
+for cols, st, bt, scale in [(2048, torch.float32, torch.bfloat16, 1.0), (896, torch.float32, torch.bfloat16, 1.0),
+                            (4096, torch.bfloat16, torch.bfloat16, 1.0), (2048, torch.float32, torch.float32, 1.0),
+                            (1536, torch.float32, torch.bfloat16, 0.22), (64, torch.bfloat16, torch.bfloat16, 0.22)]:
+    rows = 2 * 2048 + 3
+    x = (torch.randn(rows, cols, device="cuda") * 2).to(st).requires_grad_(True)
+    b = torch.randn(rows, cols, device="cuda").to(bt).requires_grad_(True)
+    w = (1 + 0.2 * torch.randn(cols, device="cuda")).to(st).requires_grad_(True)
+    d_sum, dy = torch.randn(rows, cols, device="cuda").to(st), torch.randn(rows, cols, device="cuda").to(bt)
+    hr = x + (b * scale if scale != 1.0 else b)
+    hf = hr.float()
+    ref = (w * (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(st)).to(bt)
+    torch.autograd.backward([hr, ref], [d_sum, dy])
+    h, y, rstd = torch.empty_like(hr), torch.empty(rows, cols, device="cuda", dtype=bt), torch.empty(rows, device="cuda")
+    dx, db = torch.empty_like(hr), torch.empty(rows, cols, device="cuda", dtype=bt)
+    n = lib.partials(rows)
+    part = torch.empty(n, cols, device="cuda")
+    lib.add_fwd(ptr(x), DT[st], ptr(w), DT[st], ptr(y), DT[bt], ptr(rstd), rows, cols, 1e-6, Form(False, False), ResidualIn(b.data_ptr(), scale, h.data_ptr()),
+                stream())
+    lib.add_bwd(ptr(dy), DT[bt], ptr(h), DT[st], ptr(w), DT[st], ptr(rstd), ptr(dx), ptr(part), n, rows, cols, Form(False, False),
+                ResidualGrad(d_sum.data_ptr(), db.data_ptr(), scale), stream())
+    torch.cuda.synchronize()
+    low = bt == torch.bfloat16
+    report("add + rmsnorm cols %d stream %s branch %s scale %g" % (cols, str(st)[6:], str(bt)[6:], scale),
+           {"h": rel(h, hr.detach()), "y": rel(y, ref.detach()), "dx": rel(dx, x.grad), "dbranch": rel(db, b.grad), "dw": rel(part.sum(0), w.grad)},
+           {"h": 0.0, "y": 8e-3 if low else 1e-5, "dx": 2e-2 if st == torch.bfloat16 else 1e-5, "dbranch": 2e-2 if low else 1e-5,
+            "dw": 2e-2 if low else 1e-4})
 
 for act, code in [("silu", 0), ("gelu tanh", 1), ("gelu erf", 2)]:
     for t in (torch.float32, torch.bfloat16):
@@ -260,6 +305,39 @@ for rows, cols, label in [(8192, 1536, "E2B hidden"), (8192, 2048, "Llama-3.2-1B
     bench("rmsnorm bwd %s %dx%d bf16" % (label, rows, cols), 3 * x.numel() * 2, bwd, lambda: torch.autograd.grad(out, (xr, wr), x, retain_graph=True))
     # The dw partials (one row a block) against the blocks in flight: this kernel at 1..4 blocks an SM.
     print("    partials: " + "  ".join("%d/SM %.1f us" % (b, timed(lambda: bwd(lib, b * SMS))) for b in (1, 2, 3, 4)), flush=True)
+# The residual add folded into the norm against the add kernel plus the norm kernel it replaces
+# (both this library's), at Llama-3.2-1B's and Qwen2.5-0.5B's 2048 x 8 tokens: fp32 stream, bf16
+# branch and output. Bytes an element: forward 4 + 2 read, 4 + 2 written; backward dy 2, the sum 4
+# and its own gradient 4 read, dx 4 and the branch's gradient 2 written.
+for rows, cols, label in [(16384, 2048, "Llama-3.2-1B"), (16384, 896, "Qwen2.5-0.5B")]:
+    x = torch.randn(rows, cols, device="cuda")
+    b, dy = torch.randn(rows, cols, device="cuda", dtype=bf), torch.randn(rows, cols, device="cuda", dtype=bf)
+    w = torch.randn(cols, device="cuda")
+    h, y, rstd = torch.empty_like(x), torch.empty(rows, cols, device="cuda", dtype=bf), torch.empty(rows, device="cuda")
+    d_sum, dx, db = torch.randn_like(x), torch.empty_like(x), torch.empty_like(b)
+    part = torch.empty(lib.partials(rows), cols, device="cuda")
+    form = Form(False, False)
+    folded_f = lambda: lib.add_fwd(ptr(x), 0, ptr(w), 0, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, ResidualIn(b.data_ptr(), 1.0, h.data_ptr()), stream())
+
+    def apart_f():
+        s_ = torch.add(x, b, out=h)
+        lib.rms_fwd(ptr(s_), 0, ptr(w), 0, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, stream())
+
+    def folded_b():
+        lib.add_bwd(ptr(dy), 1, ptr(h), 0, ptr(w), 0, ptr(rstd), ptr(dx), ptr(part), part.shape[0], rows, cols, form,
+                    ResidualGrad(d_sum.data_ptr(), db.data_ptr(), 1.0), stream())
+        part.sum(0)
+
+    def apart_b():  # as autograd ran it: the norm's dx, the stream's gradient added, the branch's cast
+        lib.rms_bwd(ptr(dy), 1, ptr(h), 0, ptr(w), 0, ptr(rstd), ptr(dx), ptr(part), part.shape[0], rows, cols, form, stream())
+        part.sum(0)
+        total = d_sum + dx
+        total.to(bf)
+
+    for what, folded, apart, bytes_el in [("fwd", folded_f, apart_f, 12), ("bwd", folded_b, apart_b, 16)]:
+        fus, aus = timed(folded), timed(apart)
+        print("%-56s %8.1f us %5.2f TB/s   add + norm apart %8.1f us (%.2fx)" % ("add + rmsnorm %s %s %dx%d" % (what, label, rows, cols), fus,
+              bytes_el * rows * cols / fus / 1e6, aus, aus / fus), flush=True)
 for seq, heads, hd, label in [(2048, 8, 256, "E2B q"), (2048, 32, 64, "Llama-3.2-1B q"), (2048, 32, 128, "8B q")]:
     x = torch.randn(4, seq, heads, hd, device="cuda", dtype=bf)
     cos, sin = rotary_tables(seq, hd)

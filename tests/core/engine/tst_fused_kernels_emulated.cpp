@@ -104,6 +104,67 @@ private Q_SLOTS:
         CHECK_CLOSE(dwPartial.sum(0), grads[1], tolerance(type, 1e-4), "dw");
     }
 
+    // The residual add folded into the norm (addRmsNormForward / addRmsNormBackward): the sum it
+    // writes, the norm of that sum, and the gradients with the stream's own gradient added and the
+    // branch's cast and scaled, against float64 with the sum rounded as eager rounds it. The stream
+    // fp32 or bf16, the branch (and the norm's output) bf16 or the stream's dtype; 16-byte rows only.
+    void addRmsNorm_data()
+    {
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<bool>("bf16Stream");
+        QTest::addColumn<bool>("bf16Branch");
+        QTest::addColumn<double>("scale");
+        for (int cols : {64, 1032}) {
+            QTest::addRow("fp32, %d columns", cols) << cols << false << false << 1.0;
+            QTest::addRow("fp32 stream, bf16 branch, %d columns", cols) << cols << false << true << 1.0;
+            QTest::addRow("bf16, %d columns", cols) << cols << true << true << 1.0;
+        }
+        QTest::addRow("bf16, scale 0.22") << 64 << true << true << 0.22;
+        QTest::addRow("fp32 stream, bf16 branch, scale 0.22") << 1032 << false << true << 0.22;
+    }
+
+    void addRmsNorm()
+    {
+        QFETCH(int, cols);
+        QFETCH(bool, bf16Stream);
+        QFETCH(bool, bf16Branch);
+        QFETCH(double, scale);
+        const auto st = bf16Stream ? torch::kBFloat16 : torch::kFloat, bt = bf16Branch ? torch::kBFloat16 : torch::kFloat;
+        const int64_t rows = 5;
+        const float eps = 1e-6f;
+        torch::manual_seed(cols + 7);
+        const auto x = (2 * torch::randn({rows, cols})).to(st), b = torch::randn({rows, cols}).to(bt), w = (1 + 0.3 * torch::randn({cols})).to(st);
+        const auto dy = torch::randn({rows, cols}).to(bt), dSum = torch::randn({rows, cols}).to(st);
+        auto h = torch::empty({rows, cols}, st), y = torch::empty({rows, cols}, bt), dx = torch::empty({rows, cols}, st);
+        auto dBranch = torch::empty({rows, cols}, bt);
+        auto rstd = torch::empty({rows}, torch::kFloat);
+        const kernels::RmsNormForm form {false, false};
+        const void *pointers[] = {x.data_ptr(), b.data_ptr(), w.data_ptr(), y.data_ptr(), h.data_ptr()};
+        QVERIFY(kernels::addRmsNormFits(cols, pointers, 5));
+        QVERIFY(!kernels::addRmsNormFits(100, pointers, 5)); // not a multiple of 8: the caller runs the two ops
+        kernels::addRmsNormForward(x.data_ptr(), dtypeOf(st), w.data_ptr(), dtypeOf(st), y.data_ptr(), dtypeOf(bt), rstd.data_ptr<float>(), rows, cols,
+                                   eps, form, kernels::ResidualIn {b.data_ptr(), static_cast<float>(scale), h.data_ptr()}, nullptr);
+        const int64_t partials = kernels::rmsNormPartials(rows);
+        auto dwPartial = torch::zeros({partials, cols}, torch::kFloat);
+        kernels::addRmsNormBackward(dy.data_ptr(), dtypeOf(bt), h.data_ptr(), dtypeOf(st), w.data_ptr(), dtypeOf(st), rstd.data_ptr<float>(), dx.data_ptr(),
+                                    dwPartial.data_ptr<float>(), partials, rows, cols, form,
+                                    kernels::ResidualGrad {dSum.data_ptr(), dBranch.data_ptr(), static_cast<float>(scale)}, nullptr);
+
+        // The sum as CUDA's eager ops round it: branch * scale (the scale in fp32, as CUDA's mul takes
+        // a scalar; the CPU's 1.13 rounds it to bf16 first) to the branch's dtype, the sum to the stream's.
+        const auto sum = (x.to(torch::kFloat) + (b.to(torch::kFloat) * scale).to(bt).to(torch::kFloat)).to(st);
+        QVERIFY(torch::equal(h, sum));
+        const auto h64 = sum.to(kF64).requires_grad_(true), w64 = w.to(kF64).requires_grad_(true);
+        const auto r64 = torch::rsqrt(h64.pow(2).mean(-1, true) + eps);
+        const auto y64 = w64 * (h64 * r64);
+        const auto grads = torch::autograd::grad({(y64 * dy.to(kF64)).sum()}, {h64, w64});
+        const auto dx64 = grads[0] + dSum.to(kF64);
+        CHECK_CLOSE(y, y64.detach(), tolerance(bt, 1e-5), "y");
+        CHECK_CLOSE(dx, dx64, tolerance(st, 1e-4), "dx");
+        CHECK_CLOSE(dBranch, dx64 * scale, tolerance(bt, 1e-4), "dbranch");
+        CHECK_CLOSE(dwPartial.sum(0), grads[1], tolerance(bt, 1e-4), "dw");
+    }
+
     void gatedActivation_data()
     {
         QTest::addColumn<int>("activation");

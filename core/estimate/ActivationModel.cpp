@@ -15,6 +15,15 @@ namespace pb {
 // The walk's pieces (estimate/ActivationWalk.h), internal to the estimator.
 using namespace activation;
 
+namespace {
+// Whether the fused path folds each block's output add into the next norm (model/Transformer.h's
+// DecoderBlockImpl::defersOutputAdd): a norm before attention, nothing after the output's add.
+bool layersFoldOutputAdd(const ModelShape &m)
+{
+    return !blockNormNames(m).beforeAttention.empty() && m.traits.perLayerInput == 0 && !m.traits.layerScalar;
+}
+} // namespace
+
 int64_t nf4DequantisedBytes(int64_t numel, int64_t c, bool kernel)
 {
     if (numel == 0)
@@ -527,7 +536,13 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         if (headInputGrad) {
             const int64_t dyBytes = inputGradMade ? headInputBytes : c;
             const int64_t libTorchTemporaries = (20 + (dyBytes != 4 ? 4 : 0) + (r != 4 ? r : 0)) * n * h;
-            out.finalNormBackwardPeak = dyBytes * n * h + (fusedKernels ? r * n * h : libTorchTemporaries);
+            // Without recompute the last block's output add is folded into this norm (DecoderModel's
+            // deferred adds): the kernel also writes the branch's gradient in its dtype where that
+            // differs from the stream's (or is scaled). Taken as folded whatever the strategy (FSDP's
+            // hooks keep the add apart: a few MB high there, off the peak).
+            const bool folded = !train.recompute && layersFoldOutputAdd(m);
+            const int64_t branchGrad = folded && (r != c || m.traits.residualScale != 1.0) ? c * n * h : 0;
+            out.finalNormBackwardPeak = dyBytes * n * h + (fusedKernels ? r * n * h + branchGrad : libTorchTemporaries);
         }
         out.assumptions.push_back("loss: fused linear cross-entropy in chunks of " + std::to_string(chunk) + " tokens (train.kernels = fused" +
                                   (fusedKernels ? ", CUDA kernel" : ", LibTorch ops") + "); the full logits are never made");

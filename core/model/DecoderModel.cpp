@@ -7,6 +7,7 @@
 #include "model/LinearCrossEntropy.h"
 #include "engine/TorchCompat.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 #include <tuple>
@@ -296,6 +297,13 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
     // One node for every layer's slice: its backward stacks their gradients once, where select's
     // would make a zero-filled [B, T, layers, P] gradient per layer.
     const std::vector<torch::Tensor> perLayerSlices = perLayer.defined() ? perLayer.unbind(2) : std::vector<torch::Tensor>();
+    // The fused path folds each block's output add into the next block's first norm (and the last
+    // one's into the final norm): the stream between blocks is then h and a pending MLP branch. Not
+    // under recompute (a block's saved input would be both) nor with block hooks (FSDP's, which
+    // read the stream), nor on the eager path.
+    const bool deferAdds = m_kernels == KernelPath::Fused && !(m_runtime.recompute && is_training()) && !m_blockHooks &&
+                           std::all_of(stack->blocks.begin(), stack->blocks.end(), [](const DecoderBlock &b) { return b->defersOutputAdd(); });
+    torch::Tensor pending;
     for (size_t i = 0; i < stack->blocks.size(); ++i) {
         auto &block = stack->blocks[i];
         if (m_blockHooks)
@@ -325,7 +333,10 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             keptKeys = given(outputs[2]);
             keptValues = given(outputs[3]);
         } else {
-            h = block->forward(h, in);
+            if (deferAdds)
+                std::tie(h, pending) = block->forwardDeferred(h, pending, in);
+            else
+                h = block->forward(h, in);
             if (block->moe)
                 layerProbabilities = block->moe->routerProbabilitySum;
             if (block->attention)
@@ -346,6 +357,8 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         const double n = static_cast<double>(routedTokens);
         m_auxLoss = ((choices / n) * (probabilitySum / n).unsqueeze(0)).sum() * static_cast<double>(m_moe.experts);
     }
+    if (pending.defined())
+        return stack->norm->addForward(h, pending, m_shape.traits.residualScale).second;
     return stack->norm->forward(h);
 }
 

@@ -129,6 +129,9 @@ struct AddRmsNormFunction : public torch::autograd::Function<AddRmsNormFunction>
                                                   const torch::Tensor &weight, double eps, double scale, int64_t outType, int64_t form)
     {
         const auto out = static_cast<at::ScalarType>(outType);
+        // The sum's own gradient is absent where nothing else reads it (the final norm's input):
+        // left undefined, not a zero tensor of the stream's size.
+        ctx->set_materialize_grads(false);
         ctx->saved_data["form"] = form;
         ctx->saved_data["scale"] = scale;
         ctx->saved_data["branch_type"] = static_cast<int64_t>(branch.scalar_type());

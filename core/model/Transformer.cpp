@@ -404,11 +404,17 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
         layerScalar = register_buffer("layer_scalar", torch::ones({1}, options.dtype(torch::kFloat)));
 }
 
-torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInputs &in)
+bool DecoderBlockImpl::defersOutputAdd() const { return m_foldResidualAdd && beforeAttention && !perLayerGate && !layerScalar.defined(); }
+
+std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardDeferred(const torch::Tensor &x, const torch::Tensor &pending, const LayerInputs &in)
 {
     RECORD_USER_SCOPE("pb.block"); // the residual adds
     auto scaled = [this](torch::Tensor t) { return m_residualScale == 1.0 ? t : t * m_residualScale; };
-    const auto attentionInput = beforeAttention ? beforeAttention->forward(x) : x;
+    torch::Tensor stream = x, attentionInput;
+    if (pending.defined())
+        std::tie(stream, attentionInput) = beforeAttention->addForward(x, pending, m_residualScale);
+    else
+        attentionInput = beforeAttention ? beforeAttention->forward(x) : x;
     auto a = linearAttention ? linearAttention->forward(attentionInput)
              : attention     ? attention->forward(attentionInput, in)
                              : latentAttention->forward(attentionInput, in);
@@ -416,15 +422,22 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInput
         a = afterAttention->forward(a);
     torch::Tensor h, normed;
     if (beforeMlp && m_foldResidualAdd)
-        std::tie(h, normed) = beforeMlp->addForward(x, a, m_residualScale);
+        std::tie(h, normed) = beforeMlp->addForward(stream, a, m_residualScale);
     else if (beforeMlp)
-        normed = beforeMlp->forward(h = x + scaled(a));
+        normed = beforeMlp->forward(h = stream + scaled(a));
     else
-        normed = h = x + scaled(a);
+        normed = h = stream + scaled(a);
     auto f = moe ? moe->forward(normed) : mlp->forward(normed);
     if (afterMlp)
         f = afterMlp->forward(f);
-    auto out = h + scaled(f);
+    return {h, f};
+}
+
+torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInputs &in)
+{
+    auto [h, f] = forwardDeferred(x, torch::Tensor(), in);
+    RECORD_USER_SCOPE("pb.block");
+    auto out = h + (m_residualScale == 1.0 ? f : f * m_residualScale);
     if (perLayerGate) {
         // Gemma4TextDecoderLayer: gelu(per_layer_input_gate(h)) times the layer's input (fp32 under
         // autocast, so the product is too), projected back, normed, added.

@@ -20,7 +20,8 @@ torch::Tensor emptyParam(std::vector<int64_t> shape, const torch::TensorOptions 
 LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool hasBias, const RunConfig &config, const std::string &role, const torch::TensorOptions &options)
     : m_dropout(config.train.lora.dropout), m_nf4(config.train.mode == TrainMode::Qlora), m_fp8(isFp8(config.train.precision) && !m_nf4),
       m_fp8Scaling(config.train.precision == Precision::Fp8Tensorwise ? Fp8Scaling::Tensorwise : Fp8Scaling::Rowwise),
-      m_computeType(config.train.precision == Precision::Fp16Mixed ? at::kHalf : at::kBFloat16)
+      m_computeType(config.train.precision == Precision::Fp16Mixed ? at::kHalf : at::kBFloat16),
+      m_addInGemm(config.train.kernels == KernelPath::Fused)
 {
     if (m_nf4) {
         base = nf4Allocate({out, in}, options.device());
@@ -57,8 +58,19 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
         return y;
     RECORD_USER_SCOPE("pb.lora");
     auto input = m_dropout > 0 && is_training() ? torch::dropout(x, m_dropout, true) : x;
-    auto adapted = torch::nn::functional::linear(torch::nn::functional::linear(input, loraA->weight), loraB->weight);
-    return y + adapted * m_scaling;
+    const auto down = torch::nn::functional::linear(input, loraA->weight);
+    if (m_addInGemm) {
+        // y += scaling * down @ B^T as the GEMM's own accumulation (beta = 1) into the base
+        // output, which nothing else reads: where PEFT's form launches a scale and an add over the
+        // [tokens, out] product (and their backward). One rounding instead of three; the eager
+        // path keeps PEFT's.
+        if (!y.is_contiguous())
+            y = y.contiguous();
+        const auto flat = y.view({-1, y.size(-1)});
+        flat.addmm_(down.reshape({-1, down.size(-1)}).to(y.scalar_type()), loraB->weight.to(y.scalar_type()).t(), 1.0, m_scaling);
+        return y;
+    }
+    return y + torch::nn::functional::linear(down, loraB->weight) * m_scaling;
 }
 
 RmsNormImpl::RmsNormImpl(int64_t dim, double eps, const torch::TensorOptions &options, bool fused, const ModelTraits &traits)

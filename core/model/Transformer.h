@@ -88,6 +88,7 @@ private:
     bool m_fp8 = false;   // train.precision = fp8-*: the base matmul in float8 (model/Fp8Linear.h)
     Fp8Scaling m_fp8Scaling = Fp8Scaling::Rowwise;
     at::ScalarType m_computeType = at::kBFloat16;
+    bool m_addInGemm = false;   // train.kernels = fused: the adapter's product added by its GEMM
 };
 TORCH_MODULE(LoraLinear);
 

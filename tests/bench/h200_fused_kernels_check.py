@@ -338,6 +338,25 @@ for rows, cols, label in [(16384, 2048, "Llama-3.2-1B"), (16384, 896, "Qwen2.5-0
         fus, aus = timed(folded), timed(apart)
         print("%-56s %8.1f us %5.2f TB/s   add + norm apart %8.1f us (%.2fx)" % ("add + rmsnorm %s %s %dx%d" % (what, label, rows, cols), fus,
               bytes_el * rows * cols / fus / 1e6, aus, aus / fus), flush=True)
+# LoRA's adapter product added by its GEMM (the fused path's LoraLinear: y.addmm_(down, B^T, 1, s))
+# against PEFT's y + linear(down, B) * s, forward and backward, at Llama-3.2-1B's q and k shapes.
+for rows, out_f, rank in [(16384, 2048, 16), (16384, 512, 16)]:
+    y0 = torch.randn(rows, out_f, device="cuda", dtype=bf)
+    down = torch.randn(rows, rank, device="cuda", dtype=bf, requires_grad=True)
+    bw = torch.randn(out_f, rank, device="cuda", dtype=bf, requires_grad=True)
+    gy = torch.randn(rows, out_f, device="cuda", dtype=bf)
+
+    y_leaf = y0.requires_grad_(True)  # each side starts from a copy of it (the base output), the same cost on both
+
+    def peft():
+        (y_leaf.clone() + torch.nn.functional.linear(down, bw) * 2.0).backward(gy)
+
+    def in_gemm():
+        y_leaf.clone().addmm_(down, bw.t(), beta=1.0, alpha=2.0).backward(gy)
+
+    pus, gus = timed(peft), timed(in_gemm)
+    print("%-56s %8.1f us   PEFT's scale + add %8.1f us (%.2fx)" % ("LoRA B product added in its GEMM %dx%d r%d fwd+bwd" % (rows, out_f, rank), gus, pus, pus / gus),
+          flush=True)
 for seq, heads, hd, label in [(2048, 8, 256, "E2B q"), (2048, 32, 64, "Llama-3.2-1B q"), (2048, 32, 128, "8B q")]:
     x = torch.randn(4, seq, heads, hd, device="cuda", dtype=bf)
     cos, sin = rotary_tables(seq, hd)

@@ -334,7 +334,7 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             keptValues = given(outputs[3]);
         } else {
             if (deferAdds)
-                std::tie(h, pending) = block->forwardDeferred(h, pending, in);
+                std::tie(h, pending) = block->forwardDeferred(std::move(h), std::move(pending), in);
             else
                 h = block->forward(h, in);
             if (block->moe)

@@ -418,15 +418,20 @@ DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &
 
 bool DecoderBlockImpl::defersOutputAdd() const { return m_foldResidualAdd && beforeAttention && !perLayerGate && !layerScalar.defined(); }
 
-std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardDeferred(const torch::Tensor &x, const torch::Tensor &pending, const LayerInputs &in)
+std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardDeferred(torch::Tensor x, torch::Tensor pending, const LayerInputs &in)
 {
     RECORD_USER_SCOPE("pb.block"); // the residual adds
     auto scaled = [this](torch::Tensor t) { return m_residualScale == 1.0 ? t : t * m_residualScale; };
-    torch::Tensor stream = x, attentionInput;
-    if (pending.defined())
+    torch::Tensor stream, attentionInput;
+    if (pending.defined()) {
         std::tie(stream, attentionInput) = beforeAttention->addForward(x, pending, m_residualScale);
-    else
-        attentionInput = beforeAttention ? beforeAttention->forward(x) : x;
+        // Their last holders: both parts go now (unless saved), as they did after the add this replaces.
+        pending.reset();
+        x.reset();
+    } else {
+        stream = std::move(x);
+        attentionInput = beforeAttention ? beforeAttention->forward(stream) : stream;
+    }
     auto a = linearAttention ? linearAttention->forward(attentionInput)
              : attention     ? attention->forward(attentionInput, in)
                              : latentAttention->forward(attentionInput, in);

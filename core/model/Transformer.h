@@ -216,9 +216,10 @@ public:
     // The block without its output's residual add, and with its input's given as x + pending (times
     // the residual scale) where `pending` is defined (the previous block's MLP branch): that add is
     // folded into this block's first norm. Returns {h, f}: the stream after attention and the MLP's
-    // branch, whose add the next block's first norm (or the final norm) folds in turn. Only where
+    // branch, whose add the next block's first norm (or the final norm) folds in turn; x and
+    // `pending` are taken by value and dropped once added (move them in). Only where
     // defersOutputAdd(): the fused path, a first norm, nothing after the output's add.
-    std::pair<torch::Tensor, torch::Tensor> forwardDeferred(const torch::Tensor &x, const torch::Tensor &pending, const LayerInputs &in);
+    std::pair<torch::Tensor, torch::Tensor> forwardDeferred(torch::Tensor x, torch::Tensor pending, const LayerInputs &in);
     bool defersOutputAdd() const;
     // model.norm_placement's norms; null where the placement has none (config/ParameterTable.h's blockNormNames).
     RmsNorm beforeAttention {nullptr}, afterAttention {nullptr}, beforeMlp {nullptr}, afterMlp {nullptr};

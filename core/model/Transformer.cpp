@@ -59,15 +59,22 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
     RECORD_USER_SCOPE("pb.lora");
     auto input = m_dropout > 0 && is_training() ? torch::dropout(x, m_dropout, true) : x;
     const auto down = torch::nn::functional::linear(input, loraA->weight);
-    if (m_addInGemm) {
+    // Only where the sum keeps y's dtype (autocast, or one dtype throughout): a 16-bit base output
+    // beside an fp32 adapter without autocast promotes to fp32 in PEFT's form, and keeps doing so.
+    const bool sameType = at::promote_types(at::promote_types(y.scalar_type(), down.scalar_type()), loraB->weight.scalar_type()) == y.scalar_type() ||
+                          compat::autocastEnabled(y.device().type());
+    if (m_addInGemm && sameType) {
         // y += scaling * down @ B^T as the GEMM's own accumulation (beta = 1) into the base
         // output, which nothing else reads: where PEFT's form launches a scale and an add over the
         // [tokens, out] product (and their backward). One rounding instead of three; the eager
         // path keeps PEFT's.
-        if (!y.is_contiguous())
-            y = y.contiguous();
-        const auto flat = y.view({-1, y.size(-1)});
-        flat.addmm_(down.reshape({-1, down.size(-1)}).to(y.scalar_type()), loraB->weight.to(y.scalar_type()).t(), 1.0, m_scaling);
+        const auto down2 = down.reshape({-1, down.size(-1)}).to(y.scalar_type());
+        const auto bT = loraB->weight.to(y.scalar_type()).t();
+        // A view made inside a custom function (the float8 and NF4 bases' outputs) may not be
+        // changed in place: there addmm writes a new tensor (one copy of y, still no scale or add).
+        if (y.is_view() || !y.is_contiguous())
+            return torch::addmm(y.reshape({-1, y.size(-1)}), down2, bT, 1.0, m_scaling).view(y.sizes());
+        y.view({-1, y.size(-1)}).addmm_(down2, bT, 1.0, m_scaling);
         return y;
     }
     return y + torch::nn::functional::linear(down, loraB->weight) * m_scaling;

@@ -3,6 +3,7 @@
 #include "kernels/FusedKernels.h"
 #include "kernels/KernelSupport.cuh"
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <initializer_list>
@@ -543,12 +544,7 @@ void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, c
 
 bool addRmsNormFits(int64_t cols, const void *const *pointers, int count)
 {
-    if (cols % 8 != 0 || cols > kVecMaxCols)
-        return false;
-    for (int i = 0; i < count; ++i)
-        if (pointers[i] && reinterpret_cast<uintptr_t>(pointers[i]) % 16 != 0)
-            return false;
-    return true;
+    return vectorRows(cols, {}) && std::all_of(pointers, pointers + count, [](const void *p) { return aligned16({p}); });
 }
 
 void addRmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void *y, Dtype yType, float *rstd, int64_t rows, int64_t cols,

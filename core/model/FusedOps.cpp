@@ -150,7 +150,7 @@ struct AddRmsNormFunction : public torch::autograd::Function<AddRmsNormFunction>
         }
 #endif
         if (!h.defined()) {
-            h = (x + (scale == 1.0 ? branch : branch * scale)).contiguous().view({-1, cols});
+            h = residualAdd(x, branch, scale).contiguous().view({-1, cols});
             y = compositeNorm(h, weight, eps, out, form, rstd);
         }
         ctx->save_for_backward({h, weight, rstd});
@@ -173,25 +173,20 @@ struct AddRmsNormFunction : public torch::autograd::Function<AddRmsNormFunction>
         const bool branchOwnGrad = branchType != h.scalar_type() || scale != 1.0;
         torch::Tensor dx, dBranch, dw;
 #ifdef PB_WITH_CUDA_KERNELS
-        if (h.is_cuda() && kernelDtype(dy.scalar_type()) && dy.scalar_type() == branchType) {
-            const auto w = weight.contiguous();
+        const auto w = weight.contiguous();
+        // The outputs are new allocations, aligned: whether the kernel takes the rows is the inputs'.
+        const void *read[] = {dy.data_ptr(), h.data_ptr(), w.data_ptr(), dSum.defined() ? dSum.data_ptr() : nullptr};
+        if (h.is_cuda() && kernelDtype(dy.scalar_type()) && dy.scalar_type() == branchType && kernels::addRmsNormFits(cols, read, 4)) {
             dx = torch::empty_like(h);
             if (branchOwnGrad)
                 dBranch = torch::empty(h.sizes(), h.options().dtype(branchType));
             const auto partials = torch::empty({kernels::rmsNormPartials(h.size(0)), cols}, h.options().dtype(torch::kFloat));
-            const void *pointers[] = {dy.data_ptr(), h.data_ptr(), w.data_ptr(), dx.data_ptr(), dSum.defined() ? dSum.data_ptr() : nullptr,
-                                      dBranch.defined() ? dBranch.data_ptr() : nullptr};
-            if (kernels::addRmsNormFits(cols, pointers, 6)) {
-                kernels::addRmsNormBackward(dy.data_ptr(), kernelType(dy.scalar_type()), h.data_ptr(), kernelType(h.scalar_type()), w.data_ptr(),
-                                            kernelType(w.scalar_type()), rstd.data_ptr<float>(), dx.data_ptr(), partials.data_ptr<float>(), partials.size(0),
-                                            h.size(0), cols, kernelForm(form),
-                                            kernels::ResidualGrad {pointers[4], dBranch.defined() ? dBranch.data_ptr() : nullptr, static_cast<float>(scale)},
-                                            currentStream(h));
-                dw = partials.sum(0).to(weight.scalar_type());
-            } else {
-                dx = torch::Tensor();
-                dBranch = torch::Tensor();
-            }
+            kernels::addRmsNormBackward(dy.data_ptr(), kernelType(dy.scalar_type()), h.data_ptr(), kernelType(h.scalar_type()), w.data_ptr(),
+                                        kernelType(w.scalar_type()), rstd.data_ptr<float>(), dx.data_ptr(), partials.data_ptr<float>(), partials.size(0),
+                                        h.size(0), cols, kernelForm(form),
+                                        kernels::ResidualGrad {read[3], dBranch.defined() ? dBranch.data_ptr() : nullptr, static_cast<float>(scale)},
+                                        currentStream(h));
+            dw = partials.sum(0).to(weight.scalar_type());
         }
 #endif
         if (!dx.defined()) {
@@ -384,6 +379,8 @@ torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, 
                                   (unitOffset ? kUnitOffset : 0) | (scaleInFp32 ? kScaleInFp32 : 0));
 }
 
+torch::Tensor residualAdd(const torch::Tensor &x, const torch::Tensor &branch, double scale) { return x + (scale == 1.0 ? branch : branch * scale); }
+
 std::pair<torch::Tensor, torch::Tensor> fusedAddRmsNorm(const torch::Tensor &x, const torch::Tensor &branch, double scale, const torch::Tensor &weight,
                                                         double eps, bool unitOffset, bool scaleInFp32)
 {
@@ -401,7 +398,7 @@ std::pair<torch::Tensor, torch::Tensor> fusedAddRmsNorm(const torch::Tensor &x, 
     }
 #endif
     if (!oneNode) {
-        auto h = x + (scale == 1.0 ? branch : branch * scale);
+        auto h = residualAdd(x, branch, scale);
         auto y = fusedRmsNorm(h, weight, eps, unitOffset, scaleInFp32);
         return {h, y};
     }

@@ -31,6 +31,10 @@ bool fusedKernelsOn(const torch::Device &device);
 // per-row rstd only.
 torch::Tensor fusedRmsNorm(const torch::Tensor &x, const torch::Tensor &weight, double eps, bool unitOffset = false, bool scaleInFp32 = false);
 
+// The residual add as eager's ops round it: x + branch * scale, the product in the branch's dtype
+// (scale 1: no product), the sum in the promotion of the two.
+torch::Tensor residualAdd(const torch::Tensor &x, const torch::Tensor &branch, double scale);
+
 // The residual add and the norm after it: h = x + branch * scale (branch * scale rounded to the
 // branch's dtype, the sum to x's, as eager's mul and add), then fusedRmsNorm(h, ...); returns {h,
 // norm(h)}. One node (one kernel each way on CUDA) where the add keeps x's dtype and the branch has

@@ -61,9 +61,8 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
     const auto down = torch::nn::functional::linear(input, loraA->weight);
     // Only where the sum keeps y's dtype (autocast, or one dtype throughout): a 16-bit base output
     // beside an fp32 adapter without autocast promotes to fp32 in PEFT's form, and keeps doing so.
-    const bool sameType = at::promote_types(at::promote_types(y.scalar_type(), down.scalar_type()), loraB->weight.scalar_type()) == y.scalar_type() ||
-                          compat::autocastEnabled(y.device().type());
-    if (m_addInGemm && sameType) {
+    if (m_addInGemm && (compat::autocastEnabled(y.device().type()) ||
+                        at::promote_types(at::promote_types(y.scalar_type(), down.scalar_type()), loraB->weight.scalar_type()) == y.scalar_type())) {
         // y += scaling * down @ B^T as the GEMM's own accumulation (beta = 1) into the base
         // output, which nothing else reads: where PEFT's form launches a scale and an add over the
         // [tokens, out] product (and their backward). One rounding instead of three; the eager
@@ -108,7 +107,7 @@ std::pair<torch::Tensor, torch::Tensor> RmsNormImpl::addForward(const torch::Ten
         RECORD_USER_SCOPE("pb.norm");
         return fusedAddRmsNorm(x, branch, scale, weight, m_eps, m_unitOffset, m_scaleInFp32);
     }
-    auto h = x + (scale == 1.0 ? branch : branch * scale);
+    auto h = residualAdd(x, branch, scale);
     return {h, forward(h)};
 }
 
@@ -428,7 +427,6 @@ bool DecoderBlockImpl::defersOutputAdd() const { return m_foldResidualAdd && bef
 std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardDeferred(torch::Tensor x, torch::Tensor pending, const LayerInputs &in)
 {
     RECORD_USER_SCOPE("pb.block"); // the residual adds
-    auto scaled = [this](torch::Tensor t) { return m_residualScale == 1.0 ? t : t * m_residualScale; };
     torch::Tensor stream, attentionInput;
     if (pending.defined()) {
         std::tie(stream, attentionInput) = beforeAttention->addForward(x, pending, m_residualScale);
@@ -448,9 +446,9 @@ std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardDeferred(torch:
     if (beforeMlp && m_foldResidualAdd)
         std::tie(h, normed) = beforeMlp->addForward(stream, a, m_residualScale);
     else if (beforeMlp)
-        normed = beforeMlp->forward(h = stream + scaled(a));
+        normed = beforeMlp->forward(h = residualAdd(stream, a, m_residualScale));
     else
-        normed = h = stream + scaled(a);
+        normed = h = residualAdd(stream, a, m_residualScale);
     auto f = moe ? moe->forward(normed) : mlp->forward(normed);
     if (afterMlp)
         f = afterMlp->forward(f);
@@ -461,7 +459,7 @@ torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInput
 {
     auto [h, f] = forwardDeferred(x, torch::Tensor(), in);
     RECORD_USER_SCOPE("pb.block");
-    auto out = h + (m_residualScale == 1.0 ? f : f * m_residualScale);
+    auto out = residualAdd(h, f, m_residualScale);
     if (perLayerGate) {
         // Gemma4TextDecoderLayer: gelu(per_layer_input_gate(h)) times the layer's input (fp32 under
         // autocast, so the product is too), projected back, normed, added.

@@ -267,7 +267,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         GatedDeltaNetBytes gdn;
         if (linearLayer) {
             walk.saved = savedBeforeAttention;
-            gdn = gatedDeltaNet(config, layer, walk, dx1, y1Grad, b, t, out.unkeptAutocastCopies);
+            gdn = gatedDeltaNet(config, layer, walk, dx1, y1Grad, b, t, fusedKernels, out.unkeptAutocastCopies);
             qkvGrad = gdn.grad;
             attnGrad = gdn.grad || proj("out_proj").needsGrad();
             forwardAbove = gdn.forwardAbove;
@@ -435,6 +435,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                            dequantMlp > 0 ? r * n * h + dx2 * n * h + downInput + dequantMlp + c * n * h : 0);
         noGradPeak = std::max({noGradPeak, attnNoGrad, mlpNoGrad});
         gradFlows = gradFlows || attnGrad || y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
+        out.unkeptCopiesUpToBlock.push_back(out.unkeptAutocastCopies);
     }
     out.blockInputBytes = r * n * h;
     out.blockNoGradPeak = noGradPeak;

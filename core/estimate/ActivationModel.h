@@ -44,6 +44,7 @@ struct ActivationBytes {
     // lora_A's 16-bit autocast copies that no matmul keeps (their input needs no gradient); where
     // autocast caches no weight copies (CPU) they do not outlive their matmul.
     int64_t unkeptAutocastCopies = 0;
+    std::vector<int64_t> unkeptCopiesUpToBlock;   // the same, of the blocks up to each one
     int64_t inputBytes = 0;              // token ids and targets of the step plus the prefetched batches
     int64_t sharedTables = 0;            // rotary cos/sin tables of the step
     // Held from the embedding to the end of the backward: Gemma 4's per-layer inputs [B, T, layers, P]

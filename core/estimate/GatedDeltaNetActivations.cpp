@@ -9,7 +9,7 @@ namespace pb::activation {
 // projections in the compute dtype `c` (autocast's), the rule in float32 on T padded to a multiple of
 // the chunk (64). Everything scales with T: the chunk's C x C tensors are per chunk, not T x T.
 GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx1, bool y1Grad, int64_t b, int64_t t,
-                                 int64_t &unkeptCopies)
+                                 bool fusedKernels, int64_t &unkeptCopies)
 {
     const LinearAttention &l = config.model.linear;
     const int64_t n = walk.n, c = walk.c, f = 4;
@@ -35,11 +35,36 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
     // The projections' outputs, alive through the layer (z is a view of in_proj_qkvz's output).
     const int64_t projected = c * n * (interleaved ? 2 * keyDim + 2 * valueDim + 2 * hv : 2 * keyDim + 2 * valueDim + 2 * hv);
-    // Under no_grad: at the chunk rule's kCumDecay (the projections, the conv's input and SiLU's
-    // output, the repeated q and k, then the rule's fp32 q, k, v, beta, decays, kBeta, vBeta, the
-    // inverse and the value, the C x C scores of the chunk's keys).
-    out.noGradLive = dx1 * n * h + projected + c * n * channels + (perKey > 1 ? 2 * c * n * kr : 0) + 4 * n * hv +
-                     f * np * (3 * kr + 2 * valueDim + 2 * hv) + 3 * f * np * chunk * hv + c * np * valueDim + c * np * (kr + chunk * hv);
+    // Under no_grad nothing is kept, but the rule's locals live until it returns (model/
+    // GatedDeltaRule.cpp): the layer's z, beta, a, the conv's SiLU output, g and the repeated q and k;
+    // in the rule, in fp32 over the padded T, k, v, beta, the scaled q, vBeta, kBeta, the summed g,
+    // the decays, the scores, the inverse, the masked q k^T scores, q * exp(g) and k * exp(gLast - g)
+    // (the C x C four per chunk), the value and kCumDecay in the matmuls' dtype, the masks and the
+    // chunk ends' decay.
+    const int64_t m = walk.mixed ? c : f;   // the rule's matmuls: autocast's dtype, else fp32
+    const int64_t copy = walk.mixed ? c : 0; // an operand's autocast copy (without it the operand itself)
+    const int64_t ruleLocals = c * n * valueDim + 2 * c * n * hv + c * n * channels + 4 * n * hv + (perKey > 1 ? 2 * c * n * kr : 0) +
+                               f * np * (5 * kr + 2 * valueDim + 2 * hv) + 4 * f * np * chunk * hv + 2 * chunk * chunk + m * np * (valueDim + kr) +
+                               f * bh * chunks;
+    const int64_t state = f * bh * dk * dv;
+    int64_t loopPeak = 0;
+    if (config.train.kernels == KernelPath::Fused) {
+        // The chunk loop's node: fp32 copies of kCumDecay and the value beside the scan's outputs
+        // (the state entering each chunk, the final one, the new values) and, without the CUDA
+        // kernel, the composite scan's state, its product with the decay, the next state and one
+        // chunk's new values; or, the copies released, the output and the second matmul's product.
+        const int64_t scanOut = state * chunks + state + f * np * valueDim;
+        loopPeak = std::max((m != f ? f * np * (valueDim + kr) : 0) + scanOut + (fusedKernels ? 0 : 3 * state + f * bh * chunk * dv),
+                            scanOut + 2 * f * np * valueDim);
+    } else {
+        // In the last chunk: every chunk's output (the matmuls' dtype), the state entering it, its
+        // product with the decay and the next state, the new values, k * exp(gLast - g)'s copy
+        // under autocast and its product with them. Or at the output's contiguous copy: the
+        // outputs, their stack, the state, then the cast to the input's dtype where that differs.
+        loopPeak = std::max(m * np * valueDim + 3 * state + m * bh * chunk * dv + copy * bh * dk * chunk + m * bh * dk * dv,
+                            state + 2 * m * np * valueDim + m * n * valueDim + (m != c ? c * n * valueDim : 0));
+    }
+    out.noGradLive = dx1 * n * h + ruleLocals + loopPeak;
     if (!out.grad) {
         walk.linears(valueDim, c, {proj("out_proj")});
         out.forwardAbove = walk.saved + out.noGradLive;
@@ -59,34 +84,42 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // scaled q (per chunk q * exp(g)), kBeta (kBeta * exp(g)); exp(g) and the decays' exponential
     // and its masked copy ([chunk, chunk] per chunk).
     walk.saved += f * np * (valueDim + hv) + f * np * kr + f * np * kr + f * np * kr + f * np * hv + 2 * f * np * chunk * hv;
-    // Autocast's 16-bit copies for the matmuls: kBeta and k (their product with the decay keeps the
-    // 16-bit product too), the inverse (fp32, kept by itself) twice, vBeta, kBeta * exp(g).
-    // kCumDecay (16-bit): kept by the loop's matmuls where there is more than one chunk, by the fused
-    // loop's node always.
+    // The matmuls' operands: under autocast 16-bit copies of kBeta and k (their product with the
+    // decay keeps the 16-bit product too), of the inverse (fp32, kept by itself) twice, of vBeta and
+    // of kBeta * exp(g); without it (fp32, pure bf16: the rule runs in fp32) the matmuls keep the
+    // fp32 tensors themselves, so vBeta and kBeta * exp(g) are kept and nothing else is added.
+    // kCumDecay (the matmuls' dtype): kept by the loop's matmuls where there is more than one chunk,
+    // by the fused loop's node always. The two masks (bool, C x C) are kept by masked_fill.
     const bool fusedLoop = config.train.kernels == KernelPath::Fused;
-    walk.saved += 2 * c * np * kr + c * np * chunk * hv + f * np * chunk * hv + 2 * c * np * chunk * hv + c * np * valueDim + c * np * kr +
-                  (fusedLoop || chunks > 1 ? c * np * kr : 0);
+    walk.saved += 2 * copy * np * kr + m * np * chunk * hv + f * np * chunk * hv + 2 * copy * np * chunk * hv + m * np * valueDim + m * np * kr +
+                  (fusedLoop || chunks > 1 ? m * np * kr : 0) + 2 * chunk * chunk;
     const int64_t beforeLoop = walk.saved;
     int64_t atStack = 0;
-    if (fusedLoop) {
-        // The batched terms (16-bit copies of q and k, their product kept by the decay's product, exp(g)
-        // and exp(gLast - g), the chunk ends' decay), then what the node keeps in fp32: the masked
-        // scores, q * exp(g), k * exp(gLast - g), the state entering each chunk and the new values.
-        walk.saved += chunks * (2 * c * bh * chunk * dk + c * bh * chunk * chunk + 2 * 4 * bh * chunk + 4 * bh) +
+    if (fusedLoop || !walk.mixed) {
+        // The batched terms (16-bit copies of q and k under autocast, their product kept by the
+        // decay's product, exp(g) and exp(gLast - g), the chunk ends' decay), then in fp32 the masked
+        // scores, q * exp(g), k * exp(gLast - g), the state entering each chunk and the new values:
+        // kept by the fused loop's node, or without autocast by the loop's own matmuls (each chunk's
+        // view keeps its whole tensor).
+        walk.saved += chunks * (2 * copy * bh * chunk * dk + m * bh * chunk * chunk + 2 * 4 * bh * chunk + 4 * bh) +
                       chunks * f * bh * (chunk * chunk + 2 * chunk * dk + dk * dv + chunk * dv);
+    }
+    if (fusedLoop) {
         // In the node: fp32 copies of kCumDecay and the value during the scan, or its two products
         // at the output's sum; the value and the final state beside them.
-        const int64_t inNode = std::max(f * np * kr + f * np * valueDim, 2 * f * np * valueDim) + c * np * valueDim + f * bh * dk * dv;
+        const int64_t inNode = std::max(m != f ? f * np * kr + f * np * valueDim : 0, 2 * f * np * valueDim) + m * np * valueDim + f * bh * dk * dv;
         atStack = walk.saved + inNode + projected + y1Alive;
     } else {
-        // Per chunk: 16-bit copies of q and k, their product (kept by the decay's product) and the
-        // masked scores' copy, two 16-bit copies of the state, the new values, exp(g); after the first
-        // chunk, q * exp(g)'s copy; for all but the last, the fp32 state, k * exp(gLast - g)'s copy and
-        // that exponential.
-        walk.saved += chunks * (2 * c * bh * chunk * dk + 2 * c * bh * chunk * chunk + 2 * c * bh * dk * dv + c * bh * chunk * dv + 4 * bh * chunk) +
-                      (chunks - 1) * (c * bh * chunk * dk + 4 * bh * dk * dv + c * bh * chunk * dk + 4 * bh * chunk);
-        // At the loop's end: the chunks' outputs, their stack, the value (16-bit) and the fp32 transients.
-        atStack = walk.saved + 2 * c * np * valueDim + c * np * valueDim + projected + y1Alive;
+        if (walk.mixed) {
+            // Per chunk: 16-bit copies of q and k, their product (kept by the decay's product) and
+            // the masked scores' copy, two 16-bit copies of the state, the new values, exp(g); after
+            // the first chunk, q * exp(g)'s copy; for all but the last, the fp32 state, k * exp(gLast -
+            // g)'s copy and that exponential.
+            walk.saved += chunks * (2 * c * bh * chunk * dk + 2 * c * bh * chunk * chunk + 2 * c * bh * dk * dv + c * bh * chunk * dv + 4 * bh * chunk) +
+                          (chunks - 1) * (c * bh * chunk * dk + 4 * bh * dk * dv + c * bh * chunk * dk + 4 * bh * chunk);
+        }
+        // At the loop's end: the chunks' outputs, their stack and the value (the matmuls' dtype).
+        atStack = walk.saved + 3 * m * np * valueDim + projected + y1Alive;
     }
     const int64_t afterLoop = walk.saved;
     // The gated RMSNorm over Dv (fp32): h = x.float() (kept by pow and the rsqrt product; pow's
@@ -101,19 +134,19 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     out.forwardAbove = std::max(atStack, atNorm);
     if (fusedLoop) {
         // The node's backward, its saved tensors alive: the output's gradient (fp32, padded), then
-        // during the scan kCumDecay's fp32 copy, intra^T dOut, the state's gradient entering each
+        // during the scan kCumDecay's fp32 copy (under autocast), intra^T dOut, the state's gradient entering each
         // chunk, the new values' and the final one; at its end the new values' and the four inputs'
-        // gradients (fp32) with the 16-bit casts of kCumDecay's and the value's.
+        // gradients (fp32) with the 16-bit casts of kCumDecay's and the value's (under autocast).
         const int64_t states = f * bh * chunks * dk * dv;
-        const int64_t scan = f * np * kr + f * np * valueDim + states + f * np * valueDim + f * bh * dk * dv;
-        const int64_t end = f * np * valueDim + 3 * f * np * kr + f * np * chunk * hv + c * np * kr + c * np * valueDim;
+        const int64_t scan = (m != f ? f * np * kr : 0) + f * np * valueDim + states + f * np * valueDim + f * bh * dk * dv;
+        const int64_t end = f * np * valueDim + 3 * f * np * kr + f * np * chunk * hv + (m != f ? m * np * kr + m * np * valueDim : 0);
         out.backwardAt = afterLoop + f * np * valueDim + std::max({scan, f * np * valueDim + 2 * states + f * np * kr, end});
         return out;
     }
     // Backward through the chunk loop: every select's gradient is the whole tensor's, accumulated:
-    // q's and k's (fp32), the value's and kCumDecay's (16-bit), the decays' and g's (fp32), and one
+    // q's and k's (fp32), the value's and kCumDecay's (the matmuls' dtype), the decays' and g's (fp32), and one
     // more of the largest being added.
-    out.backwardAt = beforeLoop + 2 * f * np * kr + c * np * valueDim + c * np * kr + f * np * chunk * hv + f * np * hv +
+    out.backwardAt = beforeLoop + 2 * f * np * kr + m * np * valueDim + m * np * kr + f * np * chunk * hv + f * np * hv +
                      std::max(f * np * chunk * hv, f * np * kr);
     return out;
 }

@@ -14,8 +14,9 @@ struct GatedDeltaNetBytes {
 };
 
 // `dx1`: the element size of the block norm's output, `y1Grad` whether it needs a gradient, b x t the
-// tokens; `unkeptCopies` gathers lora_A copies no matmul keeps.
+// tokens, `fusedKernels` whether the CUDA kernels run; `unkeptCopies` gathers lora_A copies no matmul
+// keeps.
 GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &layer, BlockWalk &walk, int64_t dx1, bool y1Grad, int64_t b, int64_t t,
-                                 int64_t &unkeptCopies);
+                                 bool fusedKernels, int64_t &unkeptCopies);
 
 } // namespace pb::activation

@@ -209,6 +209,13 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
                                 : options.strategy == ParallelStrategy::Zero2 ? ms.gradients
                                 : sh.gathered                                 ? gradAll - ceilDiv(ms.rootGradientBytes, sh.gradients)
                                                                               : gradAll;
+    // Copies are per block only where autocast makes them.
+    // Each block's own gradients and copies where the model states list them per block (blocks
+    // differ: Gemma 4's global layers, E2B's double-wide MLPs, a mixture's dense layers); else the
+    // largest block's.
+    const bool byBlock = ms.gradientBytesByBlock.size() == static_cast<size_t>(layers) && ms.copyBytesByBlock.size() == static_cast<size_t>(layers);
+    auto blockGradients = [&](int64_t i) { return byBlock ? ceilDiv(ms.gradientBytesByBlock[static_cast<size_t>(i)], sh.gradients) : gradPerLayer; };
+    auto blockCopies = [&](int64_t i) { return copyPerLayer == 0 ? 0 : byBlock ? ms.copyBytesByBlock[static_cast<size_t>(i)] : copyPerLayer; };
     Phases out;
     // Forward: optimizer state exists from the first step on; gradients were dropped (set_to_none)
     // by the last step, so only a later micro-batch sees them.
@@ -218,17 +225,27 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     if (!train.recompute) {
         // Every trainable matrix's 16-bit copy is kept: by the matmul that passes a gradient
         // through it and, on CUDA, by autocast's cache until the forward ends.
-        out.forward.trainableWeights += copiesAll - unkeptCopies;
-        int64_t inBlocks = 0, below = 0;
+        // Inside a block only the copies of the blocks up to it exist: where the peak is early (the
+        // blocks below LoRA's first adapter run without a gradient) the later ones are not yet made.
+        const int64_t lossCopies = copiesAll - unkeptCopies;
+        int64_t inBlocks = 0, inBlocksCopies = 0, below = 0, copiesUpTo = 0;
         for (int64_t i = 0; i < layers; ++i) {
             const auto k = static_cast<size_t>(i);
-            inBlocks = std::max(inBlocks, below + residual + act.forwardAbovePerBlock[k]);
+            copiesUpTo += blockCopies(i);
+            const int64_t at = below + residual + act.forwardAbovePerBlock[k];
+            const int64_t copies = copiesUpTo - (options.device == DeviceKind::Cpu ? act.unkeptCopiesUpToBlock[k] : 0);
+            if (at + copies > inBlocks + inBlocksCopies) {
+                inBlocks = at;
+                inBlocksCopies = copies;
+            }
             below += act.savedPerBlock[k];
         }
         inBlocks += act.sharedTables - tablesAfterBlocks + gatheredBlock;
         const int64_t atLoss = savedAll + act.headSaved + act.headOutputAlive + act.logitsForwardPeak;
-        out.forward.activations = (atLoss >= inBlocks ? atLoss - act.logitsForwardPeak : inBlocks) + fixed + rootHeld;
-        out.forward.logits = atLoss >= inBlocks ? act.logitsForwardPeak : 0;
+        const bool lossPeak = atLoss + lossCopies >= inBlocks + inBlocksCopies;
+        out.forward.trainableWeights += lossPeak ? lossCopies : inBlocksCopies;
+        out.forward.activations = (lossPeak ? atLoss - act.logitsForwardPeak : inBlocks) + fixed + rootHeld;
+        out.forward.logits = lossPeak ? act.logitsForwardPeak : 0;
     } else {
         // Blocks run under no_grad: nothing keeps their weights' 16-bit copies; only lm_head's
         // copy (made with grad) is kept.
@@ -259,13 +276,6 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             best = b;
         }
     };
-    // Copies are per block only where autocast makes them.
-    // Each block's own gradients and copies where the model states list them per block (blocks
-    // differ: Gemma 4's global layers, E2B's double-wide MLPs, a mixture's dense layers); else the
-    // largest block's.
-    const bool byBlock = ms.gradientBytesByBlock.size() == static_cast<size_t>(layers) && ms.copyBytesByBlock.size() == static_cast<size_t>(layers);
-    auto blockGradients = [&](int64_t i) { return byBlock ? ceilDiv(ms.gradientBytesByBlock[static_cast<size_t>(i)], sh.gradients) : gradPerLayer; };
-    auto blockCopies = [&](int64_t i) { return copyPerLayer == 0 ? 0 : byBlock ? ms.copyBytesByBlock[static_cast<size_t>(i)] : copyPerLayer; };
     auto copiesFreedAtMlp = [&](size_t k) { return copyPerLayer > 0 ? act.backwardMlpCopiesFreedPerBlock[k] : 0; };
     auto copiesFreedAtAttention = [&](size_t k) { return copyPerLayer > 0 ? act.backwardAttentionCopiesFreedPerBlock[k] : 0; };
     // A block's gradients alive at its backward: those of the head and the blocks above it, or

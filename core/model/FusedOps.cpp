@@ -348,7 +348,9 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
         logits.div_(divisor);
     if (softcap > 0) {
         logits.div_(softcap).tanh_();
-        capDerivative = 1 - logits.square();
+        // In place on the square (1 - x^2 rounds as -(x^2) + 1): a second logits-sized temporary
+        // would be the chunk's worst point where the logits are fp32.
+        capDerivative = logits.square().neg_().add_(1);
         logits.mul_(softcap);
     }
     // The same maths in place on one fp32 copy: shift by the row maximum, exponentiate, normalise.

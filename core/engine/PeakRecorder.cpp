@@ -40,10 +40,24 @@ struct Frame {
 };
 thread_local std::vector<Frame> t_frames;
 
+constexpr const char *kLayerPrefix = "pb.layer.";
+
 // The model's own scope a frame names (RECORD_USER_SCOPE("pb.attention") -> "attention"), or null.
+// A decoder block's "pb.layer.<i>" names its layer, not a scope.
 const char *modelScope(const Frame &frame)
 {
-    return frame.scope == at::RecordScope::USER_SCOPE && std::strncmp(frame.name, "pb.", 3) == 0 ? frame.name + 3 : nullptr;
+    return frame.scope == at::RecordScope::USER_SCOPE && std::strncmp(frame.name, "pb.", 3) == 0 &&
+                   std::strncmp(frame.name, kLayerPrefix, std::strlen(kLayerPrefix)) != 0
+               ? frame.name + 3
+               : nullptr;
+}
+
+// The decoder layer a frame names ("pb.layer.7" -> 7), or -1.
+int layerOf(const Frame &frame)
+{
+    return frame.scope == at::RecordScope::USER_SCOPE && std::strncmp(frame.name, kLayerPrefix, std::strlen(kLayerPrefix)) == 0
+               ? std::atoi(frame.name + std::strlen(kLayerPrefix))
+               : -1;
 }
 
 // Operators that only make storage for the operator around them: the site is that outer operator.
@@ -82,10 +96,15 @@ struct PeakRecorder::State {
     struct Label {
         std::string phase, scope, op;
         bool cast;
+        int layer;
     };
-    std::map<std::tuple<std::string, std::string, std::string, bool>, int> labelIds;
+    struct ForwardPlace {
+        std::string scope;
+        int layer;
+    };
+    std::map<std::tuple<std::string, std::string, std::string, bool, int>, int> labelIds;
     std::vector<Label> labels;
-    std::unordered_map<int64_t, std::string> forwardScopeOfSeq;
+    std::unordered_map<int64_t, ForwardPlace> forwardPlaceOfSeq;
     std::unordered_map<const void *, size_t> liveEvent; // ptr -> index of the allocation holding it now
     std::unordered_set<size_t> gradientEvents;
 
@@ -101,10 +120,13 @@ struct PeakRecorder::State {
         std::string scope, op, node;
         int64_t nodeSeq = -1;
         bool cast = false;
+        int layer = -1;
         for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
             if (it->scope == at::RecordScope::USER_SCOPE) {
                 if (const char *own = modelScope(*it); scope.empty() && own)
                     scope = own;
+                if (layer < 0)
+                    layer = layerOf(*it);
             } else if (it->scope == at::RecordScope::BACKWARD_FUNCTION) {
                 if (nodeSeq < 0) {
                     nodeSeq = it->seq;
@@ -118,14 +140,17 @@ struct PeakRecorder::State {
                 cast = cast || it->parameterCast;
             }
         }
-        if (scope.empty() && !node.empty()) {
+        if ((scope.empty() || layer < 0) && !node.empty()) {
             std::lock_guard lock(mutex);
-            const auto found = forwardScopeOfSeq.find(nodeSeq);
-            scope = found != forwardScopeOfSeq.end() ? found->second : node;
+            const auto found = forwardPlaceOfSeq.find(nodeSeq);
+            if (scope.empty())
+                scope = found != forwardPlaceOfSeq.end() && !found->second.scope.empty() ? found->second.scope : node;
+            if (layer < 0 && found != forwardPlaceOfSeq.end())
+                layer = found->second.layer;
         }
         if (op.empty())
             op = node;
-        return {phaseName(phase.load()), scope.empty() ? "model" : scope, op, cast};
+        return {phaseName(phase.load()), scope.empty() ? "model" : scope, op, cast, layer};
     }
 
     void onEvent(void *ptr, int64_t size, int64_t total, const c10::Device &d)
@@ -136,7 +161,7 @@ struct PeakRecorder::State {
         std::lock_guard lock(mutex);
         int id = -1;
         if (size > 0) {
-            const auto [it, inserted] = labelIds.emplace(std::make_tuple(label.phase, label.scope, label.op, label.cast), static_cast<int>(labels.size()));
+            const auto [it, inserted] = labelIds.emplace(std::make_tuple(label.phase, label.scope, label.op, label.cast, label.layer), static_cast<int>(labels.size()));
             if (inserted)
                 labels.push_back(std::move(label));
             id = it->second;
@@ -147,12 +172,17 @@ struct PeakRecorder::State {
         events.push_back({ptr, size, total, id});
     }
 
-    static const char *innermostScope()
+    // The innermost model scope and decoder layer of this thread's frames (empty, -1 where none).
+    static ForwardPlace innermostPlace()
     {
-        for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it)
-            if (const char *own = modelScope(*it))
-                return own;
-        return nullptr;
+        ForwardPlace place {std::string(), -1};
+        for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
+            if (const char *own = modelScope(*it); own && place.scope.empty())
+                place.scope = own;
+            if (place.layer < 0)
+                place.layer = layerOf(*it);
+        }
+        return place;
     }
 };
 
@@ -173,9 +203,9 @@ std::unique_ptr<at::ObserverContext> enterFunction(const at::RecordFunction &fn)
         // The backward node an operator creates carries its sequence number: remember the scope so
         // the node's allocations in the backward pass are booked to the same part of the model.
         if (frame.seq >= 0 && state->phase.load() == PeakRecorder::StepPhase::Forward) {
-            if (const char *scope = PeakRecorder::State::innermostScope()) {
+            if (auto place = PeakRecorder::State::innermostPlace(); !place.scope.empty() || place.layer >= 0) {
                 std::lock_guard lock(state->mutex);
-                state->forwardScopeOfSeq[frame.seq] = scope;
+                state->forwardPlaceOfSeq[frame.seq] = std::move(place);
             }
         }
     }
@@ -308,19 +338,30 @@ MemoryAttribution PeakRecorder::finish(int64_t step, int64_t allocatorPeak)
         add("before", r.what, "", r.part, r.bytes);
     if (unknownResident > 0)
         add("before", "other tensors", "", MemoryPart::Other, unknownResident);
+    auto partOf = [&s](size_t index, const State::Label &label) {
+        if (s.gradientEvents.count(index))
+            return MemoryPart::Gradients;
+        if (label.phase == "optimizer")
+            return MemoryPart::Optimizer;
+        if (label.cast)
+            return MemoryPart::WeightCasts;
+        if (label.scope == "head")
+            return MemoryPart::Logits;
+        return MemoryPart::Activations;
+    };
+    std::vector<size_t> liveInOrder;
+    liveInOrder.reserve(live.size());
     for (const auto &[ptr, index] : live) {
         const auto &e = s.events[index];
         const auto &label = s.labels[static_cast<size_t>(e.label)];
-        MemoryPart part = MemoryPart::Activations;
-        if (s.gradientEvents.count(index))
-            part = MemoryPart::Gradients;
-        else if (label.phase == "optimizer")
-            part = MemoryPart::Optimizer;
-        else if (label.cast)
-            part = MemoryPart::WeightCasts;
-        else if (label.scope == "head")
-            part = MemoryPart::Logits;
-        add(label.phase, label.scope, label.op, part, e.size);
+        add(label.phase, label.scope, label.op, partOf(index, label), e.size);
+        liveInOrder.push_back(index);
+    }
+    std::sort(liveInOrder.begin(), liveInOrder.end());
+    for (const size_t index : liveInOrder) {
+        const auto &e = s.events[index];
+        const auto &label = s.labels[static_cast<size_t>(e.label)];
+        out.live.push_back({label.phase, label.scope, label.op, partOf(index, label), e.size, 1, label.layer});
     }
     int64_t attributed = 0;
     for (auto &[key, site] : sites) {

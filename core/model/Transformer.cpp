@@ -370,7 +370,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
 }
 
 DecoderBlockImpl::DecoderBlockImpl(const RunConfig &config, const ModelRuntime &runtime, const torch::TensorOptions &options, int64_t layer)
-    : m_residualScale(config.model.traits.residualScale), m_foldResidualAdd(runtime.foldResidualAdd)
+    : m_residualScale(config.model.traits.residualScale), m_foldResidualAdd(runtime.foldResidualAdd), m_layerScope("pb.layer." + std::to_string(layer))
 {
     const auto &m = config.model;
     const bool fused = config.train.kernels == KernelPath::Fused;
@@ -426,6 +426,12 @@ bool DecoderBlockImpl::defersOutputAdd() const { return m_foldResidualAdd && bef
 
 std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardDeferred(torch::Tensor x, torch::Tensor pending, const LayerInputs &in)
 {
+    RECORD_USER_SCOPE(m_layerScope.c_str());
+    return forwardParts(std::move(x), std::move(pending), in);
+}
+
+std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardParts(torch::Tensor x, torch::Tensor pending, const LayerInputs &in)
+{
     RECORD_USER_SCOPE("pb.block"); // the residual adds
     torch::Tensor stream, attentionInput;
     if (pending.defined()) {
@@ -457,7 +463,13 @@ std::pair<torch::Tensor, torch::Tensor> DecoderBlockImpl::forwardDeferred(torch:
 
 torch::Tensor DecoderBlockImpl::forward(const torch::Tensor &x, const LayerInputs &in)
 {
-    auto [h, f] = forwardDeferred(x, torch::Tensor(), in);
+    RECORD_USER_SCOPE(m_layerScope.c_str());
+    return forwardWhole(x, in);
+}
+
+torch::Tensor DecoderBlockImpl::forwardWhole(const torch::Tensor &x, const LayerInputs &in)
+{
+    auto [h, f] = forwardParts(x, torch::Tensor(), in);
     RECORD_USER_SCOPE("pb.block");
     auto out = residualAdd(h, f, m_residualScale);
     if (perLayerGate) {

@@ -234,9 +234,15 @@ public:
     RmsNorm perLayerNorm {nullptr};
 
 private:
+    // forwardDeferred's and forward's bodies, outside the layer's record scope.
+    std::pair<torch::Tensor, torch::Tensor> forwardParts(torch::Tensor x, torch::Tensor pending, const LayerInputs &in);
+    torch::Tensor forwardWhole(const torch::Tensor &x, const LayerInputs &in);
     double m_residualScale;
     bool m_foldResidualAdd;
     bool m_perLayerErf = false;        // the per-layer gate's GELU exact (hidden_activation gelu), else tanh
+    // "pb.layer.<index>": the record scope the block runs in, so the peak recorder can place each
+    // live tensor in its layer (engine/PeakRecorder.cpp).
+    std::string m_layerScope;
 };
 TORCH_MODULE(DecoderBlock);
 

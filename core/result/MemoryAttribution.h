@@ -29,6 +29,7 @@ struct MemorySite {
     MemoryPart part = MemoryPart::Other;
     int64_t bytes = 0;
     int64_t blocks = 0;
+    int64_t layer = -1;  // the decoder layer that made it (a live tensor's); -1: none or a site of many
 };
 
 struct MemoryAttribution {
@@ -39,11 +40,15 @@ struct MemoryAttribution {
     std::string peakSite;               // "scope / op" of that allocation
     std::array<int64_t, kMemoryPartCount> parts {}; // sums to peakAllocatedBytes; Other takes what no site explains
     std::vector<MemorySite> sites;      // live at the peak, largest first
+    // Each tensor made in the step and live at the peak, in the order made (one block each, with its
+    // layer): where a site's bytes sit layer by layer. Only the --memory-snapshot file carries it.
+    std::vector<MemorySite> live;
 
     int64_t part(MemoryPart p) const { return parts[static_cast<size_t>(p)]; }
 };
 
-// maxSites < 0 keeps every site (the --memory-snapshot file); the run summary keeps the largest few.
+// maxSites < 0 keeps every site and the live tensors (the --memory-snapshot file); the run summary
+// keeps the largest few sites.
 QJsonObject toJson(const MemoryAttribution &attribution, int maxSites = -1);
 // Throws InvalidInputError naming the field (prefixed with `where`) that is missing or malformed.
 MemoryAttribution memoryAttributionFromJson(const QJsonObject &json, const std::string &where);

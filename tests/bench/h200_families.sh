@@ -7,7 +7,7 @@
 # the whole run's peak, from --memory-snapshot), then (with `all`) Transformers 5.17's own model of the
 # family built from tests/data/hf/PRESET/config.json at the same depth, eager, and + torch.compile
 # where COMPILE=1. EXTRA adds --set options to every config (EXTRA="--set train.mode=lora"). Rows go
-# to $OUT/families.jsonl, a table to stdout.
+# to $OUT/families.jsonl, a table to stdout, each pilot's peak by layer to $OUT/layers-F-K.txt.
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
 FAMILIES=("$@"); [ ${#FAMILIES[@]} = 0 ] && FAMILIES=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)
@@ -19,6 +19,8 @@ for F in "${FAMILIES[@]}"; do
     snap=$W/snapshot-$F-$K.json
     $CLI pilot --config $W/$F.json --device cuda:0 --set train.kernels=$K --steps $STEPS --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$F-$K.err | tail -1 \
       | python3 tests/bench/pilot_row.py $snap "{\"config\": \"$F\", \"impl\": \"pilotbench $K\"}" >> $OUT/families.jsonl || tail -3 $W/$F-$K.err
+    # Where the peak sits layer by layer, to place an estimate's difference (snapshot_layers.py).
+    python3 tests/bench/snapshot_layers.py $snap --scopes > $OUT/layers-$F-$K.txt 2>&1 || true
   done
   [ $WHAT = ours ] && continue
   variants=(""); [ "${COMPILE:-0}" = 1 ] && variants+=(--compile)

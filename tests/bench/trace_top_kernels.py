@@ -98,6 +98,8 @@ def launching_ops(events):
             scope = node = op = ""
             for _, o in stack:
                 name = o.get("name", "")
+                if name.startswith("pb.layer."):
+                    continue  # a decoder block's index: group by what runs inside it, not by layer
                 if o.get("cat") == "user_annotation" or name.startswith("pb."):
                     scope = name
                 elif name.startswith("autograd::engine::evaluate_function: "):

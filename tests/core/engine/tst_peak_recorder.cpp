@@ -6,6 +6,8 @@
 
 #include <QtTest>
 
+#include <map>
+
 using namespace pb;
 
 namespace {
@@ -97,6 +99,49 @@ private Q_SLOTS:
         for (const auto &s : a.sites)
             attention = attention || (s.phase == "forward" && s.scope == "attention" && s.part == MemoryPart::Activations && s.bytes > 0);
         QVERIFY2(attention, "the attention scope's saved tensors are named");
+        // The live tensors are the sites made in the step, one by one, each placed in its layer:
+        // every layer's attention keeps its own tensors, and the head and loss belong to none.
+        int64_t liveBytes = 0, siteBytes = 0;
+        std::map<int64_t, int64_t> attentionByLayer;
+        for (const auto &t : a.live) {
+            QCOMPARE(t.blocks, int64_t(1));
+            QVERIFY(t.layer >= -1 && t.layer < config.model.layers);
+            liveBytes += t.bytes;
+            if (t.scope == "attention" && t.phase == "forward")
+                attentionByLayer[t.layer] += t.bytes;
+            if (t.scope == "head" || t.scope == "embedding")
+                QCOMPARE(t.layer, int64_t(-1));
+        }
+        for (const auto &s : a.sites)
+            siteBytes += s.phase == "before" ? 0 : s.bytes;
+        QCOMPARE(liveBytes, siteBytes);
+        QCOMPARE(static_cast<int64_t>(attentionByLayer.size()), config.model.layers);
+        for (const auto &[layer, bytes] : attentionByLayer) {
+            QVERIFY(layer >= 0);
+            QCOMPARE(bytes, attentionByLayer.begin()->second); // the same block kept the same bytes
+        }
+    }
+
+    // Under recompute a block's tensors are made again in the backward, by the block's own forward:
+    // they keep their layer, and the backward nodes' allocations take the layer of the forward op
+    // that made the node.
+    void recomputedBlocksKeepTheirLayer()
+    {
+        RunConfig config = tiny();
+        config.train.recompute = true;
+        StepPeaks peaks;
+        const PilotRun run = runPilot(config, peaks);
+        QCOMPARE(run.summary.verdict, Verdict::Fits);
+        const MemoryAttribution &a = *run.summary.memoryAttribution;
+        QCOMPARE(a.peakPhase, std::string("backward"));
+        bool rebuilt = false;
+        for (const auto &t : a.live) {
+            rebuilt = rebuilt || (t.phase == "backward" && t.layer >= 0 && (t.scope == "attention" || t.scope == "mlp"));
+            // Whatever a block's scopes made, in its forward or its nodes' backward, is in a layer.
+            if (t.scope == "attention" || t.scope == "mlp" || t.scope == "norm" || t.scope == "block")
+                QVERIFY2(t.layer >= 0, qPrintable(QString::fromStdString(t.phase + " " + t.scope + " / " + t.op)));
+        }
+        QVERIFY2(rebuilt, "a rebuilt block's tensors carry its layer");
     }
 
     void loraFreezesBaseAndCastsUnderAutocast()

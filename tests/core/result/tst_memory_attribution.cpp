@@ -23,6 +23,8 @@ MemoryAttribution sample()
     a.parts[static_cast<size_t>(MemoryPart::Logits)] = 300;
     a.parts[static_cast<size_t>(MemoryPart::Other)] = 200;
     a.sites = {{"forward", "head", "aten::mm", MemoryPart::Logits, 300, 1}, {"forward", "attention", "aten::_to_copy", MemoryPart::WeightCasts, 100, 4}};
+    a.live = {{"forward", "attention", "aten::_to_copy", MemoryPart::WeightCasts, 25, 1, 0}, {"forward", "attention", "aten::_to_copy", MemoryPart::WeightCasts, 75, 1, 3},
+              {"forward", "head", "aten::mm", MemoryPart::Logits, 300, 1, -1}};
     return a;
 }
 
@@ -43,8 +45,22 @@ private Q_SLOTS:
         QCOMPARE(b.sites.size(), size_t(2));
         QCOMPARE(b.sites[1].part, MemoryPart::WeightCasts);
         QCOMPARE(b.sites[1].blocks, int64_t(4));
-        // The summary keeps the largest sites only.
-        QCOMPARE(memoryAttributionFromJson(toJson(a, 1), "m").sites.size(), size_t(1));
+        QCOMPARE(b.sites[1].layer, int64_t(-1));
+        // The live tensors in the order made, each with its layer (none for the head's).
+        QCOMPARE(b.live.size(), size_t(3));
+        QCOMPARE(b.live[0].layer, int64_t(0));
+        QCOMPARE(b.live[1].layer, int64_t(3));
+        QCOMPARE(b.live[1].bytes, int64_t(75));
+        QCOMPARE(b.live[2].layer, int64_t(-1));
+        QVERIFY(!toJson(a).value(QStringLiteral("live")).toArray().at(2).toObject().contains(QStringLiteral("layer")));
+        // The summary keeps the largest sites only, and no live list.
+        const MemoryAttribution summary = memoryAttributionFromJson(toJson(a, 1), "m");
+        QCOMPARE(summary.sites.size(), size_t(1));
+        QVERIFY(summary.live.empty());
+        // A file written before the live list reads as one without it.
+        QJsonObject older = toJson(a);
+        older.remove(QStringLiteral("live"));
+        QVERIFY(memoryAttributionFromJson(older, "m").live.empty());
     }
 
     void foldsIntoTheEstimatorsParts()
@@ -66,6 +82,9 @@ private Q_SLOTS:
         QTest::newRow("fractional") << "parts.logits" << QJsonValue(1.5) << "m.parts.logits";
         QTest::newRow("missing part") << "parts.gradients" << QJsonValue(QJsonValue::Undefined) << "m.parts.gradients";
         QTest::newRow("text") << "peak_phase" << QJsonValue(3) << "m.peak_phase";
+        QTest::newRow("negative layer") << "live.1.layer" << QJsonValue(-2) << "m.live[1].layer";
+        QTest::newRow("layer as text") << "live.0.layer" << QJsonValue(QStringLiteral("3")) << "m.live[0].layer";
+        QTest::newRow("live not a list") << "live" << QJsonValue(7) << "m.live";
     }
 
     void malformedNamesTheField()
@@ -75,12 +94,12 @@ private Q_SLOTS:
         QFETCH(QString, field);
         QJsonObject json = toJson(sample());
         const QStringList keys = path.split(QLatin1Char('.'));
-        if (keys[0] == QLatin1String("sites")) {
-            QJsonArray sites = json.value(QStringLiteral("sites")).toArray();
+        if ((keys[0] == QLatin1String("sites") || keys[0] == QLatin1String("live")) && keys.size() == 3) {
+            QJsonArray sites = json.value(keys[0]).toArray();
             QJsonObject site = sites[keys[1].toInt()].toObject();
             site.insert(keys[2], value);
             sites[keys[1].toInt()] = site;
-            json.insert(QStringLiteral("sites"), sites);
+            json.insert(keys[0], sites);
         } else if (keys[0] == QLatin1String("parts")) {
             QJsonObject parts = json.value(QStringLiteral("parts")).toObject();
             if (value.isUndefined())

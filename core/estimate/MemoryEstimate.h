@@ -94,6 +94,9 @@ struct MemoryEstimate {
     double hardwareFlopsPerStep = 0; // plus recomputation's extra forward
     double bytesMovedPerStep = 0;
     std::vector<std::string> assumptions;
+    // What each decoder block keeps for its backward (without recompute; one micro-batch, this
+    // device's kernels): the peak recorder's per-layer figures check it (--memory-snapshot).
+    std::vector<int64_t> savedPerBlock;
 };
 
 } // namespace pb

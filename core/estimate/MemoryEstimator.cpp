@@ -479,6 +479,7 @@ MemoryEstimate ConfigEstimator::estimate(const EstimateOptions &options) const
                                        [](const PhasePeak &a, const PhasePeak &b) { return a.breakdown.tensors() < b.breakdown.tensors(); });
     e.peakPhase = peak->phase;
     e.breakdown = peak->breakdown;
+    e.savedPerBlock = act->savedPerBlock;
     e.peakAllocatedBytes = e.breakdown.tensors();
     e.totalBytes = e.breakdown.total();
     if (measuredFramework)

@@ -57,10 +57,12 @@ SparseMlpBytes stackedSparseMlp(const RunConfig &config, const LayerFlags &layer
     const int64_t activationKept = expertsGrad ? dGu * nk * (moe.swigluLimit > 0 ? 6 * ei : 3 * ei) : 0;
     walk.saved += activationKept + (down.needsGrad() ? c * nk * ei : 0);
     // cat(outputs) * pairWeights keeps the concatenation when the weights need a gradient, the
-    // weights when the outputs do; index_add keeps the weighted outputs.
+    // weights when the outputs do; index_add keeps its source, the weighted outputs cast to flat's
+    // dtype (a 16-bit copy where the experts' biases made them fp32 and flat is 16-bit: gpt-oss on
+    // the fused path, +64 KiB a layer of its CPU fixture when the fp32 product was counted).
     const int64_t mulKept = (routerGrad ? dOut * nk * h : 0) + (expertsGrad ? dx2 * nk : 0);
     walk.saved += mulKept;
-    const int64_t indexAddKept = expertsGrad ? dWeighted * nk * h : 0;
+    const int64_t indexAddKept = expertsGrad ? dx2 * nk * h : 0;
     walk.saved += indexAddKept;
 
     // Grad-mode forward: beside the kept set, SparseMoe::forward's locals (logits, the routing

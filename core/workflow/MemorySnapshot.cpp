@@ -34,9 +34,13 @@ QJsonObject memorySnapshotJson(const RunConfig &config, const Environment &env, 
         row("logits", b.logits, m.logits);
         row("blas_workspaces_and_other", b.blasWorkspaces, m.blasWorkspaces);
         row("peak_allocated", e.peakAllocatedBytes, measured.peakAllocatedBytes);
+        QJsonArray savedPerBlock;
+        for (const int64_t bytes : e.savedPerBlock)
+            savedPerBlock.append(static_cast<double>(bytes));
         out.insert(QStringLiteral("estimate"), QJsonObject {{QStringLiteral("peak_allocated_bytes"), static_cast<double>(e.peakAllocatedBytes)},
                                                             {QStringLiteral("peak_phase"), QString::fromStdString(e.peakPhase)},
-                                                            {QStringLiteral("breakdown"), toJson(e.breakdown)}});
+                                                            {QStringLiteral("breakdown"), toJson(e.breakdown)},
+                                                            {QStringLiteral("saved_per_block"), savedPerBlock}});
         out.insert(QStringLiteral("comparison"), rows);
 
         // The run phase by phase: the pilot's phases (setup, warmup, train, validation, checkpoint)

@@ -201,8 +201,9 @@ std::unique_ptr<at::ObserverContext> enterFunction(const at::RecordFunction &fn)
                                   && state->parameterData.count(inputs[0].toTensor().data_ptr()) > 0;
         }
         // The backward node an operator creates carries its sequence number: remember the scope so
-        // the node's allocations in the backward pass are booked to the same part of the model.
-        if (frame.seq >= 0 && state->phase.load() == PeakRecorder::StepPhase::Forward) {
+        // the node's allocations in the backward pass are booked to the same part of the model. A
+        // block rebuilt in the backward (recompute) makes its nodes there, inside its scopes.
+        if (frame.seq >= 0) {
             if (auto place = PeakRecorder::State::innermostPlace(); !place.scope.empty() || place.layer >= 0) {
                 std::lock_guard lock(state->mutex);
                 state->forwardPlaceOfSeq[frame.seq] = std::move(place);

@@ -136,6 +136,8 @@ private Q_SLOTS:
         QCOMPARE(a.peakPhase, std::string("backward"));
         bool rebuilt = false;
         for (const auto &t : a.live) {
+            // A rebuilt block's nodes are booked to the scope that made them, not to their own name.
+            QVERIFY2(t.scope.find("Backward") == std::string::npos || t.layer < 0, qPrintable(QString::fromStdString(t.scope)));
             rebuilt = rebuilt || (t.phase == "backward" && t.layer >= 0 && (t.scope == "attention" || t.scope == "mlp"));
             // Whatever a block's scopes made, in its forward or its nodes' backward, is in a layer.
             if (t.scope == "attention" || t.scope == "mlp" || t.scope == "norm" || t.scope == "block")

@@ -36,6 +36,9 @@ struct Frame {
     const char *name;
     at::RecordScope scope;
     int64_t seq;
+    // The thread that numbered `seq`: an op's own, a backward function's forward's. Each thread
+    // counts sequence numbers on its own (a rebuilt block's nodes are numbered on the backward's).
+    uint64_t seqThread;
     bool parameterCast;
 };
 thread_local std::vector<Frame> t_frames;
@@ -104,7 +107,7 @@ struct PeakRecorder::State {
     };
     std::map<std::tuple<std::string, std::string, std::string, bool, int>, int> labelIds;
     std::vector<Label> labels;
-    std::unordered_map<int64_t, ForwardPlace> forwardPlaceOfSeq;
+    std::map<std::pair<uint64_t, int64_t>, ForwardPlace> forwardPlaceOfSeq; // (thread, sequence number) -> where the node was made
     std::unordered_map<const void *, size_t> liveEvent; // ptr -> index of the allocation holding it now
     std::unordered_set<size_t> gradientEvents;
 
@@ -119,6 +122,7 @@ struct PeakRecorder::State {
     {
         std::string scope, op, node;
         int64_t nodeSeq = -1;
+        uint64_t nodeThread = 0;
         bool cast = false;
         int layer = -1;
         for (auto it = t_frames.rbegin(); it != t_frames.rend(); ++it) {
@@ -130,6 +134,7 @@ struct PeakRecorder::State {
             } else if (it->scope == at::RecordScope::BACKWARD_FUNCTION) {
                 if (nodeSeq < 0) {
                     nodeSeq = it->seq;
+                    nodeThread = it->seqThread;
                     node = it->name;
                     if (node.rfind(kBackwardPrefix, 0) == 0)
                         node = node.substr(std::strlen(kBackwardPrefix));
@@ -142,7 +147,7 @@ struct PeakRecorder::State {
         }
         if ((scope.empty() || layer < 0) && !node.empty()) {
             std::lock_guard lock(mutex);
-            const auto found = forwardPlaceOfSeq.find(nodeSeq);
+            const auto found = forwardPlaceOfSeq.find({nodeThread, nodeSeq});
             if (scope.empty())
                 scope = found != forwardPlaceOfSeq.end() && !found->second.scope.empty() ? found->second.scope : node;
             if (layer < 0 && found != forwardPlaceOfSeq.end())
@@ -192,7 +197,7 @@ std::atomic<PeakRecorder::State *> g_active {nullptr};
 
 std::unique_ptr<at::ObserverContext> enterFunction(const at::RecordFunction &fn)
 {
-    Frame frame {fn.name(), fn.scope(), fn.seqNr(), false};
+    Frame frame {fn.name(), fn.scope(), fn.seqNr(), fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? fn.forwardThreadId() : fn.threadId(), false};
     if (auto *state = g_active.load(std::memory_order_acquire); state && frame.scope == at::RecordScope::FUNCTION) {
         // Autocast casts a weight through aten::_to_copy: the copy is a weight cast, not an activation.
         if (std::strcmp(frame.name, "aten::_to_copy") == 0) {
@@ -203,11 +208,15 @@ std::unique_ptr<at::ObserverContext> enterFunction(const at::RecordFunction &fn)
         // The backward node an operator creates carries its sequence number: remember the scope so
         // the node's allocations in the backward pass are booked to the same part of the model. A
         // block rebuilt in the backward (recompute) makes its nodes there, inside its scopes.
+        // An op outside every model scope clears the number, so a node it makes is not booked to
+        // the last scoped op that peeked the same number.
         if (frame.seq >= 0) {
-            if (auto place = PeakRecorder::State::innermostPlace(); !place.scope.empty() || place.layer >= 0) {
-                std::lock_guard lock(state->mutex);
-                state->forwardPlaceOfSeq[frame.seq] = std::move(place);
-            }
+            auto place = PeakRecorder::State::innermostPlace();
+            std::lock_guard lock(state->mutex);
+            if (!place.scope.empty() || place.layer >= 0)
+                state->forwardPlaceOfSeq[{frame.seqThread, frame.seq}] = std::move(place);
+            else
+                state->forwardPlaceOfSeq.erase({frame.seqThread, frame.seq});
         }
     }
     t_frames.push_back(frame);

@@ -33,8 +33,9 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     out.grad = y1Grad || std::any_of(readers.begin(), readers.end(), [](const Projection &p) { return p.needsGrad(); }) || layer.convTrains ||
                layer.decayTrains;
     const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
-    // The projections' outputs, alive through the layer (z is a view of in_proj_qkvz's output).
-    const int64_t projected = c * n * (interleaved ? 2 * keyDim + 2 * valueDim + 2 * hv : 2 * keyDim + 2 * valueDim + 2 * hv);
+    // The projections' outputs, counted whole through the layer (z and a keep them whole where they
+    // are views, one value head per key head; else their copies and the conv's input stand in).
+    const int64_t projected = c * n * (2 * keyDim + 2 * valueDim + 2 * hv);
     // Under no_grad nothing is kept, but the rule's locals live until it returns (model/
     // GatedDeltaRule.cpp): the layer's z, beta, a, the conv's SiLU output, g and the repeated q and k;
     // in the rule, in fp32 over the padded T, k, v, beta, the scaled q, vBeta, kBeta, the summed g,
@@ -43,7 +44,11 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // chunk ends' decay.
     const int64_t m = walk.mixed ? c : f;   // the rule's matmuls: autocast's dtype, else fp32
     const int64_t copy = walk.mixed ? c : 0; // an operand's autocast copy (without it the operand itself)
-    const int64_t ruleLocals = c * n * valueDim + 2 * c * n * hv + c * n * channels + 4 * n * hv + (perKey > 1 ? 2 * c * n * kr : 0) +
+    // With one value head per key head, z and a are views that keep in_proj_qkvz's and in_proj_ba's
+    // whole outputs; otherwise reshape copies them.
+    const bool viewsOfProjections = interleaved && perKey == 1;
+    const int64_t zAndA = viewsOfProjections ? c * n * (2 * keyDim + 2 * valueDim) + 2 * c * n * hv : c * n * valueDim + c * n * hv;
+    const int64_t ruleLocals = zAndA + c * n * hv + c * n * channels + 4 * n * hv + (perKey > 1 ? 2 * c * n * kr : 0) +
                                f * np * (5 * kr + 2 * valueDim + 2 * hv) + 4 * f * np * chunk * hv + 2 * chunk * chunk + m * np * (valueDim + kr) +
                                f * bh * chunks;
     const int64_t state = f * bh * dk * dv;
@@ -58,10 +63,12 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
                             scanOut + 2 * f * np * valueDim);
     } else {
         // In the last chunk: every chunk's output (the matmuls' dtype), the state entering it, its
-        // product with the decay and the next state, the new values, k * exp(gLast - g)'s copy
-        // under autocast and its product with them. Or at the output's contiguous copy: the
-        // outputs, their stack, the state, then the cast to the input's dtype where that differs.
-        loopPeak = std::max(m * np * valueDim + 3 * state + m * bh * chunk * dv + copy * bh * dk * chunk + m * bh * dk * dv,
+        // product with the decay and the next state, the new values, k * exp(gLast - g)'s product
+        // with them and, under autocast, that 16-bit product's fp32 cast which CPU's mixed-dtype add
+        // makes (a CUDA kernel casts in registers: one state over there). Or at the output's
+        // contiguous copy: the outputs, their stack, the state, then the cast to the input's dtype
+        // where that differs.
+        loopPeak = std::max(m * np * valueDim + 3 * state + m * bh * chunk * dv + m * bh * dk * dv + (m != f ? state : 0),
                             state + 2 * m * np * valueDim + m * n * valueDim + (m != c ? c * n * valueDim : 0));
     }
     out.noGradLive = dx1 * n * h + ruleLocals + loopPeak;
@@ -100,14 +107,19 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
         // decay's product, exp(g) and exp(gLast - g), the chunk ends' decay), then in fp32 the masked
         // scores, q * exp(g), k * exp(gLast - g), the state entering each chunk and the new values:
         // kept by the fused loop's node, or without autocast by the loop's own matmuls (each chunk's
-        // view keeps its whole tensor).
-        walk.saved += chunks * (2 * copy * bh * chunk * dk + m * bh * chunk * chunk + 2 * 4 * bh * chunk + 4 * bh) +
-                      chunks * f * bh * (chunk * chunk + 2 * chunk * dk + dk * dv + chunk * dv);
+        // view keeps its whole tensor). There, with one chunk, the final state is dropped and with
+        // its update k * exp(gLast - g), that exponential and the end decay.
+        const int64_t endKept = fusedLoop || chunks > 1 ? 1 : 0;
+        walk.saved += chunks * (2 * copy * bh * chunk * dk + m * bh * chunk * chunk + (1 + endKept) * 4 * bh * chunk + endKept * 4 * bh) +
+                      chunks * f * bh * (chunk * chunk + (1 + endKept) * chunk * dk + dk * dv + chunk * dv);
     }
     if (fusedLoop) {
-        // In the node: fp32 copies of kCumDecay and the value during the scan, or its two products
-        // at the output's sum; the value and the final state beside them.
-        const int64_t inNode = std::max(m != f ? f * np * kr + f * np * valueDim : 0, 2 * f * np * valueDim) + m * np * valueDim + f * bh * dk * dv;
+        // In the node: fp32 copies of kCumDecay and the value during the scan (and without the CUDA
+        // kernel the composite scan's state, its product with the decay, the next state and one
+        // chunk's new values), or its two products at the output's sum; the value and the final
+        // state beside them.
+        const int64_t inNode = std::max((m != f ? f * np * kr + f * np * valueDim : 0) + (fusedKernels ? 0 : 3 * state + f * bh * chunk * dv),
+                                        2 * f * np * valueDim) + m * np * valueDim + f * bh * dk * dv;
         atStack = walk.saved + inNode + projected + y1Alive;
     } else {
         if (walk.mixed) {

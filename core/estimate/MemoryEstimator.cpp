@@ -233,7 +233,8 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             const auto k = static_cast<size_t>(i);
             copiesUpTo += blockCopies(i);
             const int64_t at = below + residual + act.forwardAbovePerBlock[k];
-            const int64_t copies = copiesUpTo - (options.device == DeviceKind::Cpu ? act.unkeptCopiesUpToBlock[k] : 0);
+            // (Without per-block lists each block counts the largest's copies: never past them all.)
+            const int64_t copies = std::min(copiesUpTo, copiesAll - headCopy) - (options.device == DeviceKind::Cpu ? act.unkeptCopiesUpToBlock[k] : 0);
             if (at + copies > inBlocks + inBlocksCopies) {
                 inBlocks = at;
                 inBlocksCopies = copies;

@@ -359,19 +359,18 @@ MemoryAttribution PeakRecorder::finish(int64_t step, int64_t allocatorPeak)
             return MemoryPart::Logits;
         return MemoryPart::Activations;
     };
+    // In the order made: the live list is that order, the sites' sums do not depend on it.
     std::vector<size_t> liveInOrder;
     liveInOrder.reserve(live.size());
-    for (const auto &[ptr, index] : live) {
-        const auto &e = s.events[index];
-        const auto &label = s.labels[static_cast<size_t>(e.label)];
-        add(label.phase, label.scope, label.op, partOf(index, label), e.size);
+    for (const auto &[ptr, index] : live)
         liveInOrder.push_back(index);
-    }
     std::sort(liveInOrder.begin(), liveInOrder.end());
     for (const size_t index : liveInOrder) {
         const auto &e = s.events[index];
         const auto &label = s.labels[static_cast<size_t>(e.label)];
-        out.live.push_back({label.phase, label.scope, label.op, partOf(index, label), e.size, 1, label.layer});
+        const MemoryPart part = partOf(index, label);
+        add(label.phase, label.scope, label.op, part, e.size);
+        out.live.push_back({label.phase, label.scope, label.op, part, e.size, 1, label.layer});
     }
     int64_t attributed = 0;
     for (auto &[key, site] : sites) {

@@ -197,7 +197,11 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // them. q is fp32 under fp32, and under autocast after a q_norm with an fp32 weight.
         // A window goes to SDPA as a mask, and the kernels that take one have no grouped heads either.
         // (So does a head wider than the grouped-head kernels take: Gemma 4's global heads.)
-        const bool expandedKv = layerFused && (dq == 4 || window || hd > kSharedHeadsMaxHeadDim) && groups > 1;
+        // A sliding layer on the fused path of a CUDA device takes flash's own window instead
+        // (model/WindowedAttention.h): grouped heads as they are, where q, k and v are 16-bit.
+        const bool windowKernel = fusedKernels && libTorch2 && train.kernels == KernelPath::Fused && traits.usesSliding(layerIndex) && layerFused &&
+                                  !traits.attentionSinks && c != 4 && dq == c && dkr == c && hd <= kSharedHeadsMaxHeadDim && hd % 8 == 0;
+        const bool expandedKv = layerFused && (dq == 4 || (window && !windowKernel) || hd > kSharedHeadsMaxHeadDim) && groups > 1;
         const int64_t kvKept = expandedKv ? qDim : kvDim;
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast

@@ -3,6 +3,7 @@
 #include "config/ParameterTable.h"
 #include "model/FusedOps.h"
 #include "model/SinkAttention.h"
+#include "model/WindowedAttention.h"
 #include "engine/TorchCompat.h"
 
 #include <cmath>
@@ -170,7 +171,8 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_temperatureNoRope(config.model.traits.queryTemperatureNoRope), m_temperatureFp32(config.model.traits.queryTemperatureFp32),
       m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate),
       m_valueNorm(config.model.traits.valueNorm), m_sharedKv(layer >= 0 && config.model.kvShared(layer)),
-      m_keepsKv(layer >= 0 && config.model.kvSource(layer))
+      m_keepsKv(layer >= 0 && config.model.kvSource(layer)),
+      m_window(config.train.kernels == KernelPath::Fused && runtime.windowKernel && layer >= 0 && config.model.traits.usesSliding(layer) ? config.model.traits.slidingWindow : 0)
 {
     const auto &m = config.model;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
@@ -312,6 +314,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         attended = m_fused ? sinkKeyAttention(qs, ks, vs, sinks, m_scale, in.windowMask) : sinkEagerAttention(qs, ks, vs, sinks, m_scale, in.windowMask);
     else if (usesEagerAttentionForm(m_softcap, m_fused, window, m_rescaled))
         attended = eagerAttention(qs, ks, vs, m_scale, m_softcap, in.windowMask);
+    else if (window && m_window > 0 && windowKernelTakes(qs, ks, vs))
+        attended = windowedAttention(qs, ks, vs, m_scale, m_window);
     else if (window || m_rescaled)
         attended = fusedMaskedAttention(qs, ks, vs, m_scale, in.windowMask);
     else

@@ -34,6 +34,9 @@ struct ModelRuntime {
     // train.kernels = fused: the residual add folded into the norm after it (fusedAddRmsNorm). Off
     // only in bench_probe_overhead --residual-ab, which times the step both ways in one run.
     bool foldResidualAdd = true;
+    // train.kernels = fused: sliding layers on flash's own window where it runs (model/WindowedAttention.h).
+    // Off only in bench_probe_overhead --window-ab.
+    bool windowKernel = true;
 };
 
 // The rotary inverse frequencies (rotaryDim / 2 of them, float32 on `device`) with the model's rope
@@ -145,6 +148,7 @@ private:
     bool m_valueNorm;             // model.value_norm: Gemma 4's weightless RMSNorm of each value head
     bool m_sharedKv = false;      // reads another layer's keys and values (LayerInputs::sharedKeys)
     bool m_keepsKv = false;       // keeps its own for later layers (keptKeys)
+    int64_t m_window = 0;         // a sliding layer's window on the fused path, for the windowed kernel (model/WindowedAttention.h)
 };
 TORCH_MODULE(SelfAttention);
 

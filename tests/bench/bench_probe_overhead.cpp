@@ -2,8 +2,10 @@
 // reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
 // precision that synchronises once at the end. Prints both and their ratio, measured in one run.
 //   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE] [--residual-ab]
+//                        [--window-ab]
 // --residual-ab instead times the bare fused step with the residual add apart and folded into the
-// norm (issue 34), in one run.
+// norm (issue 34), in one run; --window-ab the sliding layers on SDPA's mask and on flash's own
+// window (model/WindowedAttention.h, issue 28).
 // --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
 // tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
@@ -37,11 +39,9 @@ void sync(const torch::Device &device)
 #endif
 }
 
-double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps, const std::string &trace = {}, bool foldResidualAdd = true)
+double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps, const std::string &trace = {}, ModelRuntime runtime = {})
 {
     torch::manual_seed(config.seed);
-    ModelRuntime runtime;
-    runtime.foldResidualAdd = foldResidualAdd;
     runtime.fusedAttention = config.train.attention != AttentionImpl::Math && compat::hasScaledDotProductAttention();
     runtime.recompute = config.train.recompute;
     DecoderModel model(config, runtime, device);
@@ -110,16 +110,25 @@ int main(int argc, char **argv)
     config.data.longestFirst = false;
     const torch::Device device(deviceName);
 
-    if (args.contains(QStringLiteral("--residual-ab"))) {
-        // The fused path's bare step with the residual add as its own kernel and folded into the
-        // norm, alternated twice so drift hits both; the best of each.
-        double apart = 1e30, folded = 1e30;
+    // A/B of one runtime switch on the bare fused step, alternated twice so drift hits both; the best of each.
+    auto ab = [&](const char *what, const char *off, const char *on, auto set) {
+        ModelRuntime a, b;
+        set(a, false);
+        set(b, true);
+        double offMs = 1e30, onMs = 1e30;
         for (int round = 0; round < 2; ++round) {
-            apart = std::min(apart, bareLoopMs(config, device, warmup, steps, {}, false));
-            folded = std::min(folded, bareLoopMs(config, device, warmup, steps, {}, true));
+            offMs = std::min(offMs, bareLoopMs(config, device, warmup, steps, {}, a));
+            onMs = std::min(onMs, bareLoopMs(config, device, warmup, steps, {}, b));
         }
-        std::printf("preset %s on %s, %d measured steps: residual add apart %.2f ms, folded into the norm %.2f ms, %.3fx\n", qPrintable(preset),
-                    deviceName.c_str(), steps, apart, folded, apart / folded);
+        std::printf("preset %s on %s, %d measured steps: %s %s %.2f ms, %s %.2f ms, %.3fx\n", qPrintable(preset), deviceName.c_str(), steps, what, off, offMs, on,
+                    onMs, offMs / onMs);
+    };
+    if (args.contains(QStringLiteral("--residual-ab"))) {
+        ab("residual add", "apart", "folded into the norm", [](ModelRuntime &r, bool on) { r.foldResidualAdd = on; });
+        return 0;
+    }
+    if (args.contains(QStringLiteral("--window-ab"))) {
+        ab("sliding layers", "on SDPA's mask", "on flash's window", [](ModelRuntime &r, bool on) { r.windowKernel = on; });
         return 0;
     }
     PilotEngine engine;

@@ -1,0 +1,78 @@
+#include "model/WindowedAttention.h"
+
+#include "engine/TorchCompat.h"
+
+#ifdef PB_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pb {
+
+#if PB_TORCH_AT_LEAST(2, 5)
+namespace {
+
+// Flash's layout is [B, T, heads, D] (the rotary's output layout, so the callers' transposes are
+// views). The window is flash's left width: keys up to window - 1 places back; right 0 (causal).
+struct WindowedFlashFunction : public torch::autograd::Function<WindowedFlashFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor q, torch::Tensor k, torch::Tensor v, double scale, int64_t window)
+    {
+        const int64_t t = q.size(1);
+        auto [out, lse, rngState, unused, debugMask] =
+            at::_flash_attention_forward(q, k, v, std::nullopt, std::nullopt, t, t, 0.0, /*is_causal=*/true, /*return_debug_mask=*/false, scale, window - 1, 0);
+        (void)debugMask;
+        ctx->save_for_backward({q, k, v, out, lse, rngState, unused});
+        ctx->saved_data["scale"] = scale;
+        ctx->saved_data["window"] = window;
+        return out;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list grads)
+    {
+        const auto s = ctx->get_saved_variables();
+        const int64_t t = s[0].size(1);
+        const double scale = ctx->saved_data["scale"].toDouble();
+        const int64_t window = ctx->saved_data["window"].toInt();
+        const auto grad = grads[0].stride(-1) == 1 ? grads[0] : grads[0].contiguous();
+        auto [dq, dk, dv] = at::_flash_attention_backward(grad, s[0], s[1], s[2], s[3], s[4], at::Tensor(), at::Tensor(), t, t, 0.0, /*is_causal=*/true, s[5], s[6],
+                                                          scale, window - 1, 0);
+        return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+    }
+};
+
+} // namespace
+#endif
+
+bool windowKernelTakes(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v)
+{
+#if PB_TORCH_AT_LEAST(2, 5) && defined(PB_WITH_CUDA)
+    const auto type = q.scalar_type();
+    if (!q.is_cuda() || !at::globalContext().userEnabledFlashSDP() || !(type == at::kBFloat16 || type == at::kHalf) || k.scalar_type() != type ||
+        v.scalar_type() != type || !compat::sharedHeadsKernel(q) || q.size(-1) % 8 != 0 || k.size(-1) != q.size(-1) || v.size(-1) != q.size(-1) ||
+        k.size(1) == 0 || q.size(1) % k.size(1) != 0)
+        return false;
+    // Flash runs on compute capability 8.0 or later (as SDPA's own check).
+    int major = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, static_cast<int>(q.get_device())) == cudaSuccess && major >= 8;
+#else
+    (void)q, (void)k, (void)v;
+    return false;
+#endif
+}
+
+torch::Tensor windowedAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, double scale, int64_t window)
+{
+    TORCH_CHECK(windowKernelTakes(q, k, v) && window > 0, "the windowed attention kernel does not take these inputs");
+#if PB_TORCH_AT_LEAST(2, 5)
+    // The kernel wants the last dimension dense; the rotary's [B, T, heads, D] output already is.
+    auto flashLayout = [](const torch::Tensor &x) {
+        auto t = x.transpose(1, 2);
+        return t.stride(-1) == 1 ? t : t.contiguous();
+    };
+    return WindowedFlashFunction::apply(flashLayout(q), flashLayout(k), flashLayout(v), scale, window).transpose(1, 2);
+#else
+    (void)scale;
+    return torch::Tensor();
+#endif
+}
+
+} // namespace pb

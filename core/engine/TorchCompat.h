@@ -59,6 +59,14 @@ auto addmmOutDtype(T &acc, const T &a, const T &b, int) -> decltype(at::addmm_ou
     return true;
 }
 template <typename T> bool addmmOutDtype(T &, const T &, const T &, long) { return false; }
+// mm's out_dtype overload (the same GEMM with beta = 0: the output is written, never read).
+template <typename T>
+auto mmOutDtype(T &out, const T &a, const T &b, int) -> decltype(at::mm_out(out, a, b, out.scalar_type()), bool())
+{
+    at::mm_out(out, a, b, out.scalar_type());
+    return true;
+}
+template <typename T> bool mmOutDtype(T &, const T &, const T &, long) { return false; }
 } // namespace detail
 
 // acc += a @ b inside the GEMM (beta = 1): a 16-bit a and b into an fp32 acc through addmm's
@@ -73,6 +81,19 @@ inline void addMatmulInto(at::Tensor &acc, const at::Tensor &a, const at::Tensor
     if (PB_TORCH_AT_LEAST(2, 11) && acc.is_cuda() && detail::addmmOutDtype(acc, a, b, 0))
         return;
     acc.add_(at::matmul(a, b));
+}
+
+// out = a @ b written by the GEMM, as addMatmulInto's first term: no zero fill of `out` and no
+// read of it (a [vocab, hidden] fp32 weight gradient is 4 GB at Gemma's 262,144 tokens).
+inline void matmulInto(at::Tensor &out, const at::Tensor &a, const at::Tensor &b)
+{
+    if (a.scalar_type() == out.scalar_type()) {
+        at::mm_out(out, a, b);
+        return;
+    }
+    if (PB_TORCH_AT_LEAST(2, 11) && out.is_cuda() && detail::mmOutDtype(out, a, b, 0))
+        return;
+    out.copy_(at::matmul(a, b));
 }
 
 // Runs `work` under the Kineto profiler (CPU ops and CUDA kernels) and writes its Chrome trace

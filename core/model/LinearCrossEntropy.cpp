@@ -21,8 +21,11 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         const double scale = count > 0 ? 1.0 / count : 0.0;
         auto lossSum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
         torch::Tensor gradHidden = hiddenGrad ? torch::empty_like(hc) : torch::Tensor();
-        torch::Tensor gradWeight = weightGrad ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat)) : torch::Tensor();
         const int64_t n = hidden.size(0);
+        // The first chunk's GEMM writes it (matmulInto), so it is never filled with zeros first.
+        torch::Tensor gradWeight = !weightGrad ? torch::Tensor()
+                                   : n > 0     ? torch::empty(weight.sizes(), weight.options().dtype(torch::kFloat))
+                                               : torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat));
         for (int64_t begin = 0; begin < n; begin += chunk) {
             const int64_t len = std::min(chunk, n - begin);
             const auto h = hc.narrow(0, begin, len);
@@ -33,8 +36,12 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
                 auto out = gradHidden.narrow(0, begin, len);
                 at::mm_out(out, logits, wc);
             }
-            if (weightGrad) // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
-                compat::addMatmulInto(gradWeight, logits.t(), h);
+            if (weightGrad) { // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
+                if (begin == 0)
+                    compat::matmulInto(gradWeight, logits.t(), h);
+                else
+                    compat::addMatmulInto(gradWeight, logits.t(), h);
+            }
         }
         const auto mean = lossSum / count; // NaN when every target is ignored, as the eager mean
         ctx->save_for_backward({gradHidden, gradWeight});

@@ -403,7 +403,7 @@ torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::T
     torch::Tensor loss;
     const ModelTraits &traits = m_shape.traits;
     if (m_kernels == KernelPath::Fused) {
-        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}), 0, LogitsTransform {traits.logitsDivisor, traits.finalSoftcap});
+        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}), m_runtime.lossChunkTokens, LogitsTransform {traits.logitsDivisor, traits.finalSoftcap});
     } else {
         const auto logits = headLogits(h);
         // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.

@@ -37,6 +37,9 @@ struct ModelRuntime {
     // train.kernels = fused: sliding layers on flash's own window where it runs (model/WindowedAttention.h).
     // Off only in bench_probe_overhead --window-ab.
     bool windowKernel = true;
+    // Tokens a chunk of the fused loss (0: as many as keep a chunk's logits within the estimator's
+    // budget, linearCrossEntropyChunkTokens). Set only by bench_probe_overhead --loss-chunk-ab.
+    int64_t lossChunkTokens = 0;
 };
 
 // The rotary inverse frequencies (rotaryDim / 2 of them, float32 on `device`) with the model's rope

@@ -2,10 +2,11 @@
 // reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
 // precision that synchronises once at the end. Prints both and their ratio, measured in one run.
 //   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE] [--residual-ab]
-//                        [--window-ab]
+//                        [--window-ab] [--loss-chunk-ab TOKENS]
 // --residual-ab instead times the bare fused step with the residual add apart and folded into the
 // norm (issue 34), in one run; --window-ab the sliding layers on SDPA's mask and on flash's own
-// window (model/WindowedAttention.h, issue 28).
+// window (model/WindowedAttention.h, issue 28); --loss-chunk-ab the fused loss's chunk as its memory
+// budget makes it and of TOKENS tokens.
 // --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
 // tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
@@ -125,6 +126,13 @@ int main(int argc, char **argv)
     };
     if (args.contains(QStringLiteral("--residual-ab"))) {
         ab("residual add", "apart", "folded into the norm", [](ModelRuntime &r, bool on) { r.foldResidualAdd = on; });
+        return 0;
+    }
+    if (args.contains(QStringLiteral("--loss-chunk-ab"))) {
+        // The fused loss's chunk as the budget makes it against a chunk of N tokens.
+        const int64_t tokens = value("--loss-chunk-ab", QStringLiteral("0")).toLongLong();
+        ab("fused loss chunk", "by the budget", qPrintable(QStringLiteral("of %1 tokens").arg(tokens)),
+           [tokens](ModelRuntime &r, bool on) { r.lossChunkTokens = on ? tokens : 0; });
         return 0;
     }
     if (args.contains(QStringLiteral("--window-ab"))) {

@@ -95,6 +95,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     // Gemma 4's shared keys and values: per source layer, the bytes of its keys and values (and
     // with them their gradients in backward).
     std::map<int64_t, int64_t> sharedKvBytes;
+    // Whether a sliding layer reads the shared window mask (not all of them on flash's own window).
+    bool slidingOnMask = false;
     for (const auto &layer : layers) {
         ++layerIndex;
         const int64_t inter = m.intermediateAt(layerIndex);
@@ -202,6 +204,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool windowKernel = fusedKernels && libTorch2 && train.kernels == KernelPath::Fused && traits.usesSliding(layerIndex) && layerFused &&
                                   !traits.attentionSinks && c != 4 && dq == c && dkr == c && hd <= kSharedHeadsMaxHeadDim && hd % 8 == 0;
         const bool expandedKv = layerFused && (dq == 4 || (window && !windowKernel) || hd > kSharedHeadsMaxHeadDim) && groups > 1;
+        slidingOnMask = slidingOnMask || (traits.usesSliding(layerIndex) && !windowKernel);
         const int64_t kvKept = expandedKv ? qDim : kvDim;
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast
@@ -570,12 +573,12 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         }
     }
     // The fp32 rotary tables (a second pair for sliding layers of their own base), and the window
-    // mask every sliding layer shares.
+    // mask the sliding layers share (none where all of them run flash's own window).
     // (Gemma 4's proportional rotary: the global tables span global_head_dim, the sliding ones head_dim.)
     const int64_t globalTable = traits.ropeProportional ? (traits.globalHeadDim > 0 ? traits.globalHeadDim : m.effectiveHeadDim()) : m.rotaryDim();
     const int64_t localTable = traits.ropeProportional ? m.effectiveHeadDim() : m.rotaryDim();
     out.sharedTables = 2 * 4 * t * (globalTable + (m.traits.localRopeTheta > 0 ? localTable : 0)) +
-                       (m.traits.slidingWindow > 0 || (m.traits.attentionChunk > 0 && t > m.traits.attentionChunk) ? t * t : 0);
+                       (slidingOnMask || (m.traits.attentionChunk > 0 && t > m.traits.attentionChunk) ? t * t : 0);
     out.inputBytes = 2 * 8 * n;
 
     out.assumptions.push_back(fused ? "attention: fused scaled_dot_product_attention (no T x T scores kept)"

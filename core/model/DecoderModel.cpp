@@ -6,6 +6,7 @@
 #include "config/ParameterTable.h"
 #include "model/LinearCrossEntropy.h"
 #include "engine/TorchCompat.h"
+#include "model/WindowedAttention.h"
 
 #include <algorithm>
 #include <cstring>
@@ -245,6 +246,17 @@ void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device,
     }
 }
 
+bool DecoderModelImpl::slidingLayersOnWindowKernel(const torch::Device &device) const
+{
+    // As SelfAttention's choice on each sliding layer: the fused path, no soft cap or sinks, and q in
+    // autocast's dtype, else in the weights' (Gemma's norms and the fused rotary keep it).
+    const auto &traits = m_shape.traits;
+    if (m_kernels != KernelPath::Fused || !m_runtime.windowKernel || !m_runtime.fusedAttention || traits.attentionSoftcap > 0 || traits.attentionSinks)
+        return false;
+    const auto type = compat::autocastEnabled(device.type()) ? compat::autocastDtype(device.type()) : stack->embedTokens->weight.scalar_type();
+    return windowKernelRuns(device, type, m_shape.effectiveHeadDim());
+}
+
 torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
 {
     if (m_blockHooks)
@@ -276,10 +288,10 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
             chunkMask = pos.unsqueeze(1).ge(pos.unsqueeze(0)).logical_and(chunk.unsqueeze(1).eq(chunk.unsqueeze(0)));
         }
         if (traits.slidingWindow > 0) {
-            // One mask for every sliding layer: key j is seen from query i when i - W < j <= i.
-            const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(inputs.device()));
-            const auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);
-            local.windowMask = distance.ge(0).logical_and(distance.lt(traits.slidingWindow));
+            // One mask for every sliding layer: key j is seen from query i when i - W < j <= i. None
+            // where they all run flash's own window (T x T bytes: 16 GiB at Gemma 3's 131,072).
+            if (!slidingLayersOnWindowKernel(inputs.device()))
+                local.windowMask = slidingWindowMask(t, traits.slidingWindow, inputs.device());
             if (traits.localRopeTheta > 0)
                 rotaryTables(t, inputs.device(), traits.localRopeTheta, RopeScaling {}, proportional ? m_shape.effectiveHeadDim() : m_shape.rotaryDim(), -1, local.cos,
                              local.sin);

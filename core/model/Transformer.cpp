@@ -172,7 +172,8 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate),
       m_valueNorm(config.model.traits.valueNorm), m_sharedKv(layer >= 0 && config.model.kvShared(layer)),
       m_keepsKv(layer >= 0 && config.model.kvSource(layer)),
-      m_window(config.train.kernels == KernelPath::Fused && runtime.windowKernel && layer >= 0 && config.model.traits.usesSliding(layer) ? config.model.traits.slidingWindow : 0)
+      m_window(layer >= 0 && config.model.traits.usesSliding(layer) ? config.model.traits.slidingWindow : 0),
+      m_windowKernel(config.train.kernels == KernelPath::Fused && runtime.windowKernel)
 {
     const auto &m = config.model;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
@@ -308,16 +309,19 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         ks = in.sharedKeys;
         vs = in.sharedValues;
     }
-    const bool window = in.windowMask.defined();
+    const bool window = in.windowMask.defined() || m_window > 0;
+    // DecoderModel leaves the shared mask out where it expects every sliding layer on the windowed
+    // kernel; a layer the kernel still refuses makes its own.
+    auto windowMask = [&] { return in.windowMask.defined() || m_window == 0 ? in.windowMask : slidingWindowMask(t, m_window, x.device()); };
     torch::Tensor attended;
     if (sinks.defined()) // gpt-oss: no kernel has sinks; one more key carries them on the fused one
-        attended = m_fused ? sinkKeyAttention(qs, ks, vs, sinks, m_scale, in.windowMask) : sinkEagerAttention(qs, ks, vs, sinks, m_scale, in.windowMask);
+        attended = m_fused ? sinkKeyAttention(qs, ks, vs, sinks, m_scale, windowMask()) : sinkEagerAttention(qs, ks, vs, sinks, m_scale, windowMask());
     else if (usesEagerAttentionForm(m_softcap, m_fused, window, m_rescaled))
-        attended = eagerAttention(qs, ks, vs, m_scale, m_softcap, in.windowMask);
-    else if (window && m_window > 0 && windowKernelTakes(qs, ks, vs))
+        attended = eagerAttention(qs, ks, vs, m_scale, m_softcap, windowMask());
+    else if (m_window > 0 && m_windowKernel && windowKernelTakes(qs, ks, vs))
         attended = windowedAttention(qs, ks, vs, m_scale, m_window);
     else if (window || m_rescaled)
-        attended = fusedMaskedAttention(qs, ks, vs, m_scale, in.windowMask);
+        attended = fusedMaskedAttention(qs, ks, vs, m_scale, windowMask());
     else
         attended = compat::groupedCausalAttention(qs, ks, vs, m_fused);
     auto merged = attended.transpose(1, 2).reshape({b, t, m_heads * m_headDim});

@@ -151,7 +151,8 @@ private:
     bool m_valueNorm;             // model.value_norm: Gemma 4's weightless RMSNorm of each value head
     bool m_sharedKv = false;      // reads another layer's keys and values (LayerInputs::sharedKeys)
     bool m_keepsKv = false;       // keeps its own for later layers (keptKeys)
-    int64_t m_window = 0;         // a sliding layer's window on the fused path, for the windowed kernel (model/WindowedAttention.h)
+    int64_t m_window = 0;         // a sliding layer's window (model.sliding_window), 0 elsewhere
+    bool m_windowKernel = false;  // train.kernels = fused: a sliding layer on flash's own window where it runs (model/WindowedAttention.h)
 };
 TORCH_MODULE(SelfAttention);
 
@@ -295,6 +296,8 @@ private:
     // The rotary tables [T, rotaryDim] (fp32, attention factor applied) of one base and scaling.
     // `rotaryDim`: the tables' width; `turnedPairs` >= 0: Gemma 4's proportional rotary, only the
     // first that many frequencies non-zero (the other dimensions pass with cos 1, sin 0).
+    // Whether every sliding layer runs flash's own window on `device` (then no window mask is made).
+    bool slidingLayersOnWindowKernel(const torch::Device &device) const;
     void rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, int64_t rotaryDim, int64_t turnedPairs,
                       torch::Tensor &cos, torch::Tensor &sin) const;
     ModelRuntime m_runtime;

@@ -42,21 +42,33 @@ struct WindowedFlashFunction : public torch::autograd::Function<WindowedFlashFun
 } // namespace
 #endif
 
-bool windowKernelTakes(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v)
+bool windowKernelRuns(const torch::Device &device, at::ScalarType type, int64_t headDim)
 {
 #if PB_TORCH_AT_LEAST(2, 5) && defined(PB_WITH_CUDA)
-    const auto type = q.scalar_type();
-    if (!q.is_cuda() || !at::globalContext().userEnabledFlashSDP() || !(type == at::kBFloat16 || type == at::kHalf) || k.scalar_type() != type ||
-        v.scalar_type() != type || !compat::sharedHeadsKernel(q) || q.size(-1) % 8 != 0 || k.size(-1) != q.size(-1) || v.size(-1) != q.size(-1) ||
-        k.size(1) == 0 || q.size(1) % k.size(1) != 0)
+    if (!device.is_cuda() || !at::globalContext().userEnabledFlashSDP() || !(type == at::kBFloat16 || type == at::kHalf) || headDim % 8 != 0 ||
+        headDim > kSharedHeadsMaxHeadDim)
         return false;
     // Flash runs on compute capability 8.0 or later (as SDPA's own check).
     int major = 0;
-    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, static_cast<int>(q.get_device())) == cudaSuccess && major >= 8;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.has_index() ? device.index() : 0) == cudaSuccess && major >= 8;
 #else
-    (void)q, (void)k, (void)v;
+    (void)device, (void)type, (void)headDim;
     return false;
 #endif
+}
+
+bool windowKernelTakes(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v)
+{
+    const auto type = q.scalar_type();
+    return k.scalar_type() == type && v.scalar_type() == type && k.size(-1) == q.size(-1) && v.size(-1) == q.size(-1) && k.size(1) > 0 &&
+           q.size(1) % k.size(1) == 0 && windowKernelRuns(q.device(), type, q.size(-1));
+}
+
+torch::Tensor slidingWindowMask(int64_t t, int64_t window, const torch::Device &device)
+{
+    const auto pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(device));
+    const auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);
+    return distance.ge(0).logical_and(distance.lt(window));
 }
 
 torch::Tensor windowedAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, double scale, int64_t window)

@@ -142,6 +142,33 @@ private Q_SLOTS:
         QCOMPARE(checkpointBytesFor(c), bytes);
     }
 
+    // Sliding layers on a CUDA device's fused path run flash's own window (model/WindowedAttention.h):
+    // grouped heads read as they are and no [T, T] mask, exactly as causal layers; elsewhere SDPA
+    // takes the window as a mask, with k and v expanded to every head.
+    void slidingLayersOnFlashWindow()
+    {
+        RunConfig causal = toy();
+        causal.model.kvHeads = 1;
+        causal.model.headDim = 8;
+        causal.train.precision = Precision::Bf16Mixed;
+        causal.train.kernels = KernelPath::Fused;
+        RunConfig sliding = causal;
+        sliding.model.traits.slidingWindow = 2;
+        const int64_t t = causal.train.seqLen;
+        const ActivationBytes cardCausal = activationBytes(causal, true, true, true), cardSliding = activationBytes(sliding, true, true, true);
+        QCOMPARE(cardSliding.savedPerBlock, cardCausal.savedPerBlock);
+        QCOMPARE(cardSliding.sharedTables, cardCausal.sharedTables);
+        // The CPU build, and the eager path on a card: the mask, and k and v expanded (2 heads from 1).
+        for (const bool eagerPath : {false, true}) {
+            RunConfig s = sliding, c = causal;
+            s.train.kernels = c.train.kernels = eagerPath ? KernelPath::Eager : KernelPath::Fused;
+            const bool onCard = eagerPath; // the fused path off the card, the eager path on it
+            const ActivationBytes a = activationBytes(s, true, true, onCard), b = activationBytes(c, true, true, onCard);
+            QCOMPARE(a.sharedTables - b.sharedTables, t * t);
+            QVERIFY2(a.savedPerBlock[0] > b.savedPerBlock[0], qPrintable(QStringLiteral("%1 against %2").arg(a.savedPerBlock[0]).arg(b.savedPerBlock[0])));
+        }
+    }
+
     void activationsMathVersusFused()
     {
         // fp32, B=1, T=4 (n = 4 tokens), hidden 8, 2 heads, inter 16; every element 4 B.

@@ -293,11 +293,11 @@ private:
     // model.per_layer_input: every layer's input [B, T, layers, P] from the tokens and their embedding `h`.
     torch::Tensor perLayerInputs(const torch::Tensor &inputs, const torch::Tensor &h);
     torch::Tensor headLogits(const torch::Tensor &h);
+    // Whether every sliding layer runs flash's own window on `device` (then no window mask is made).
+    bool slidingLayersOnWindowKernel(const torch::Device &device) const;
     // The rotary tables [T, rotaryDim] (fp32, attention factor applied) of one base and scaling.
     // `rotaryDim`: the tables' width; `turnedPairs` >= 0: Gemma 4's proportional rotary, only the
     // first that many frequencies non-zero (the other dimensions pass with cos 1, sin 0).
-    // Whether every sliding layer runs flash's own window on `device` (then no window mask is made).
-    bool slidingLayersOnWindowKernel(const torch::Device &device) const;
     void rotaryTables(int64_t seqLen, const torch::Device &device, double theta, const RopeScaling &scaling, int64_t rotaryDim, int64_t turnedPairs,
                       torch::Tensor &cos, torch::Tensor &sin) const;
     ModelRuntime m_runtime;

@@ -56,6 +56,38 @@ private Q_SLOTS:
         QVERIFY(!windowKernelTakes(qc, kc.to(torch::kHalf), kc));                                          // mixed dtypes
     }
 
+    // A sliding layer given no shared mask (DecoderModel leaves it out where it expects the kernel)
+    // and refused by the kernel (here: the CPU) makes its own: the output of the shared mask's,
+    // not the causal one's.
+    void aSlidingLayerWithoutTheSharedMaskMakesItsOwn()
+    {
+        RunConfig c = presetConfig(QStringLiteral("tiny"));
+        c.model.traits.slidingWindow = 5;
+        c.train.precision = Precision::Fp32;
+        c.train.kernels = KernelPath::Fused;
+        SelfAttention attention(c, ModelRuntime {}, torch::TensorOptions().dtype(torch::kFloat), 0);
+        torch::manual_seed(11);
+        {
+            torch::NoGradGuard noGrad;
+            for (auto &p : attention->parameters())
+                p.set_data(torch::randn(p.sizes()) * 0.3);
+        }
+        const int64_t t = 24;
+        const auto x = torch::randn({2, t, c.model.hiddenSize});
+        LayerInputs shared, own, causal; // no rotary tables: a NoPE layer
+        shared.windowMask = slidingWindowMask(t, 5, x.device());
+        const auto a = attention->forward(x, shared), b = attention->forward(x, own);
+        QVERIFY(torch::equal(a, b));
+        SelfAttention global(c, ModelRuntime {}, torch::TensorOptions().dtype(torch::kFloat), -1); // no layer: not sliding
+        {
+            torch::NoGradGuard noGrad;
+            const auto weights = attention->named_parameters();
+            for (auto &p : global->named_parameters())
+                p.value().set_data(weights[p.key()].clone());
+        }
+        QVERIFY(!torch::allclose(global->forward(x, causal), a, 1e-4, 1e-4));
+    }
+
     void matchesTheFloat64Window_data()
     {
         QTest::addColumn<int>("headDim");

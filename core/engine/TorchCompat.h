@@ -53,47 +53,32 @@ namespace detail {
 // addmm's out_dtype overload (a 16-bit product accumulated into fp32 by the GEMM itself), where
 // this LibTorch declares it; chosen by overload resolution rather than a version number.
 template <typename T>
-auto addmmOutDtype(T &acc, const T &a, const T &b, int) -> decltype(at::addmm_out(acc, acc, a, b, acc.scalar_type()), bool())
+auto addmmOutDtype(T &acc, const T &a, const T &b, double beta, int) -> decltype(at::addmm_out(acc, acc, a, b, acc.scalar_type(), beta), bool())
 {
-    at::addmm_out(acc, acc, a, b, acc.scalar_type());
+    at::addmm_out(acc, acc, a, b, acc.scalar_type(), beta);
     return true;
 }
-template <typename T> bool addmmOutDtype(T &, const T &, const T &, long) { return false; }
-// mm's out_dtype overload (the same GEMM with beta = 0: the output is written, never read).
-template <typename T>
-auto mmOutDtype(T &out, const T &a, const T &b, int) -> decltype(at::mm_out(out, a, b, out.scalar_type()), bool())
-{
-    at::mm_out(out, a, b, out.scalar_type());
-    return true;
-}
-template <typename T> bool mmOutDtype(T &, const T &, const T &, long) { return false; }
+template <typename T> bool addmmOutDtype(T &, const T &, const T &, double, long) { return false; }
 } // namespace detail
 
 // acc += a @ b inside the GEMM (beta = 1): a 16-bit a and b into an fp32 acc through addmm's
 // out_dtype on CUDA (from 2.11, the first release measured here: earlier ones declare the overload
 // but some refuse an fp32 self with 16-bit matrices); elsewhere the product is made and added.
-inline void addMatmulInto(at::Tensor &acc, const at::Tensor &a, const at::Tensor &b)
+// `accumulate` false: acc = a @ b (beta = 0, which addmm defines as acc never read), so a first
+// term needs no zero fill (a [vocab, hidden] fp32 weight gradient is 4 GB at Gemma's 262,144 tokens).
+inline void addMatmulInto(at::Tensor &acc, const at::Tensor &a, const at::Tensor &b, bool accumulate = true)
 {
+    const double beta = accumulate ? 1.0 : 0.0;
     if (a.scalar_type() == acc.scalar_type()) {
-        acc.addmm_(a, b);
+        acc.addmm_(a, b, beta);
         return;
     }
-    if (PB_TORCH_AT_LEAST(2, 11) && acc.is_cuda() && detail::addmmOutDtype(acc, a, b, 0))
+    if (PB_TORCH_AT_LEAST(2, 11) && acc.is_cuda() && detail::addmmOutDtype(acc, a, b, beta, 0))
         return;
-    acc.add_(at::matmul(a, b));
-}
-
-// out = a @ b written by the GEMM, as addMatmulInto's first term: no zero fill of `out` and no
-// read of it (a [vocab, hidden] fp32 weight gradient is 4 GB at Gemma's 262,144 tokens).
-inline void matmulInto(at::Tensor &out, const at::Tensor &a, const at::Tensor &b)
-{
-    if (a.scalar_type() == out.scalar_type()) {
-        at::mm_out(out, a, b);
-        return;
-    }
-    if (PB_TORCH_AT_LEAST(2, 11) && out.is_cuda() && detail::mmOutDtype(out, a, b, 0))
-        return;
-    out.copy_(at::matmul(a, b));
+    if (accumulate)
+        acc.add_(at::matmul(a, b));
+    else
+        acc.copy_(at::matmul(a, b));
 }
 
 // Runs `work` under the Kineto profiler (CPU ops and CUDA kernels) and writes its Chrome trace

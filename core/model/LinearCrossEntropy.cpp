@@ -22,7 +22,7 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         auto lossSum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
         torch::Tensor gradHidden = hiddenGrad ? torch::empty_like(hc) : torch::Tensor();
         const int64_t n = hidden.size(0);
-        // The first chunk's GEMM writes it (matmulInto), so it is never filled with zeros first.
+        // The first chunk's GEMM writes it (beta 0), so it is never filled with zeros first.
         torch::Tensor gradWeight = !weightGrad ? torch::Tensor()
                                    : n > 0     ? torch::empty(weight.sizes(), weight.options().dtype(torch::kFloat))
                                                : torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat));
@@ -36,12 +36,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
                 auto out = gradHidden.narrow(0, begin, len);
                 at::mm_out(out, logits, wc);
             }
-            if (weightGrad) { // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
-                if (begin == 0)
-                    compat::matmulInto(gradWeight, logits.t(), h);
-                else
-                    compat::addMatmulInto(gradWeight, logits.t(), h);
-            }
+            if (weightGrad) // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
+                compat::addMatmulInto(gradWeight, logits.t(), h, /*accumulate=*/begin > 0);
         }
         const auto mean = lossSum / count; // NaN when every target is ignored, as the eager mean
         ctx->save_for_backward({gradHidden, gradWeight});

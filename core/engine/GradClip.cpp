@@ -1,5 +1,6 @@
 #include "engine/GradClip.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -24,6 +25,23 @@ double totalGradNorm(const std::vector<torch::Tensor> &params)
     for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
         totals.push_back(torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).norm(2).cpu());
     return totals.empty() ? 0.0 : torch::stack(totals).norm(2).item<double>();
+}
+
+torch::Tensor totalGradNormOnDevice(const std::vector<torch::Tensor> &params)
+{
+    std::vector<torch::Tensor> totals;
+    for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
+        totals.push_back(torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).norm(2));
+    TORCH_CHECK(totals.empty() || std::all_of(totals.begin(), totals.end(), [&](const torch::Tensor &t) { return t.device() == totals.front().device(); }),
+                "totalGradNormOnDevice: gradients on more than one device");
+    return totals.empty() ? torch::Tensor() : torch::stack(totals).norm(2);
+}
+
+torch::Tensor clipDivisorOnDevice(const torch::Tensor &norm, double maxNorm)
+{
+    // (A scalar over a tensor is LibTorch's reciprocal times the scalar: a division here, as the host's.)
+    const auto coef = torch::scalar_tensor(maxNorm, norm.options()).div(norm + 1e-6).clamp_max(1.0);
+    return coef.reciprocal().to(torch::kFloat);
 }
 
 double clipScale(double norm, double maxNorm)

@@ -16,6 +16,12 @@ double totalGradNorm(const std::vector<torch::Tensor> &params);
 // What clip_grad_norm_ multiplies every gradient by for a total `norm` under `maxNorm`:
 // maxNorm / (norm + 1e-6) when that is below 1, else 1.
 double clipScale(double norm, double maxNorm);
+// The same norm left on the device as a float64 scalar (no host read: a CUDA graph can hold it),
+// for gradients all on one device; undefined where no parameter has a gradient.
+torch::Tensor totalGradNormOnDevice(const std::vector<torch::Tensor> &params);
+// clipScale's divisor, 1 / clipScale(norm, maxNorm), from a device norm as above: fp32, computed in
+// float64 by the same operations as the host's, so equal to it.
+torch::Tensor clipDivisorOnDevice(const torch::Tensor &norm, double maxNorm);
 // Multiplies every gradient of `params` by `scale` (one multi-tensor multiply per device and dtype).
 void scaleGradients(const std::vector<torch::Tensor> &params, double scale);
 

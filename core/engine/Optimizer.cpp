@@ -19,6 +19,11 @@ void TrainingOptimizer::zeroGrad()
         p.mutable_grad() = torch::Tensor();
 }
 
+void TrainingOptimizer::stepOnDevice(const torch::Tensor &, const torch::Tensor &, const torch::Tensor &)
+{
+    throw std::logic_error("stepOnDevice: the " + path() + " optimizer steps with host values");
+}
+
 namespace {
 
 // Per-parameter state tensors, created lazily at the first step (that is when their memory
@@ -189,6 +194,35 @@ public:
             p.addcdiv_(m[i], denom, -lr / bc1);
         }
     }
+
+    bool stepsOnDevice() const override { return m_fused && compat::kDeviceSideAdamW; }
+
+    void stepOnDevice(const torch::Tensor &lr, const torch::Tensor &divisor, const torch::Tensor &skip) override
+    {
+        if (!stepsOnDevice())
+            return TrainingOptimizer::stepOnDevice(lr, divisor, skip);
+        if (m_step == 0 || m_stepTensors.empty())
+            throw std::logic_error("stepOnDevice: the state is made by a step() first (not inside a graph)");
+        torch::NoGradGuard noGrad;
+        auto &m = slot("exp_avg");
+        auto &v = slot("exp_avg_sq");
+        std::vector<torch::Tensor> params, grads, ms, vs, steps;
+        for (size_t i = 0; i < m_params.size(); ++i) {
+            if (!m_params[i].grad().defined())
+                continue;
+            params.push_back(m_params[i]);
+            grads.push_back(m_params[i].grad());
+            ms.push_back(m[i]);
+            vs.push_back(v[i]);
+            steps.push_back(m_stepTensors[i]);
+        }
+        // As doStep's counters, advanced only where the step is taken (the kernel itself skips).
+        const auto taken = skip.neg().add(1);
+        at::_foreach_add_(steps, std::vector<torch::Tensor>(steps.size(), taken));
+        compat::fusedAdamWDeviceSide(params, grads, ms, vs, steps, lr, m_config.beta1, m_config.beta2, m_config.weightDecay, m_config.eps, divisor, skip);
+    }
+
+    void countStep() override { ++m_step; }
 
 private:
     // The fused kernel keeps one float step counter per parameter on the device, here at the count

@@ -37,6 +37,15 @@ public:
         return {};
     }
     virtual std::string path() const = 0;     // "fused", "per-tensor", "torch::optim" (reported)
+    // Whether stepOnDevice() runs here: fused AdamW on CUDA whose kernel takes a tensor rate.
+    virtual bool stepsOnDevice() const { return false; }
+    // One step in which nothing the host holds changes between steps: the rate `lr`, clipping's
+    // divisor (1 / clipScale) and `skip` (1 where the gradients are not finite: no update, the
+    // counters kept) are fp32 device scalars; what a CUDA graph of the step captures. Needs the
+    // state made by one step() first. The host's count follows with countStep().
+    virtual void stepOnDevice(const torch::Tensor &lr, const torch::Tensor &divisor, const torch::Tensor &skip);
+    // The host's step count after a stepOnDevice (or its graph's replay) that was taken.
+    virtual void countStep() {}
     std::vector<torch::Tensor> &parameters() { return m_params; }
 
 protected:

@@ -19,6 +19,9 @@
 #if PB_TORCH_AT_LEAST(2, 0)
 #include <torch/csrc/autograd/profiler_kineto.h>
 #endif
+#ifdef PB_WITH_CUDA
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#endif
 
 namespace pb::compat {
 
@@ -48,6 +51,51 @@ inline at::Tensor toFloat8(const at::Tensor &t, bool e5m2)
 #endif
 }
 inline bool hasFusedAdamW() { return PB_TORCH_AT_LEAST(2, 1); }
+
+// Whether work on `t`'s device is being captured into a CUDA graph on the current stream (where a
+// host read of a device value would fail the capture).
+inline bool streamCapturing(const at::Tensor &t)
+{
+#ifdef PB_WITH_CUDA
+    return t.is_cuda() && c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+    (void)t;
+    return false;
+#endif
+}
+
+namespace detail {
+// _fused_adamw_'s overload with the learning rate as a device tensor (read by the kernel, so a
+// captured step takes each step's rate), where this LibTorch declares it.
+template <typename T, typename = void> struct HasTensorLrAdamW : std::false_type {};
+#if PB_TORCH_AT_LEAST(2, 1) // before, no _fused_adamw_ at all
+template <typename T>
+struct HasTensorLrAdamW<T, std::void_t<decltype(at::_fused_adamw_(std::declval<std::vector<T> &>(), std::declval<std::vector<T> &>(), std::declval<std::vector<T> &>(),
+                                                                  std::declval<std::vector<T> &>(), std::declval<std::vector<T> &>(), std::declval<std::vector<T> &>(),
+                                                                  std::declval<const T &>(), 0.9, 0.999, 0.0, 1e-8, false, false, std::optional<T>(),
+                                                                  std::optional<T>()))>> : std::true_type {};
+#endif
+} // namespace detail
+// Whether an AdamW step can run with no host value that changes between steps (the rate, the
+// clipping divisor and the skip flag all device tensors): what a CUDA graph of the step needs.
+inline constexpr bool kDeviceSideAdamW = detail::HasTensorLrAdamW<at::Tensor>::value;
+// That step (see kDeviceSideAdamW); throws where it is false.
+template <typename T = at::Tensor>
+void fusedAdamWDeviceSide(std::vector<T> &params, std::vector<T> &grads, std::vector<T> &ms, std::vector<T> &vs, std::vector<T> &steps, const T &lr, double beta1,
+                          double beta2, double weightDecay, double eps, const T &divisor, const T &foundInf)
+{
+#if PB_TORCH_AT_LEAST(2, 1)
+    if constexpr (detail::HasTensorLrAdamW<T>::value) {
+        std::vector<T> none;
+        at::_fused_adamw_(params, grads, ms, vs, none, steps, lr, beta1, beta2, weightDecay, eps, false, false, std::optional<T>(divisor), std::optional<T>(foundInf));
+        return;
+    }
+#endif
+    {
+        (void)params, (void)grads, (void)ms, (void)vs, (void)steps, (void)lr, (void)beta1, (void)beta2, (void)weightDecay, (void)eps, (void)divisor, (void)foundInf;
+        throw std::runtime_error("a device-side AdamW step needs _fused_adamw_ with a tensor learning rate (LibTorch 2.2 or later)");
+    }
+}
 
 namespace detail {
 // addmm's out_dtype overload (a 16-bit product accumulated into fp32 by the GEMM itself), where

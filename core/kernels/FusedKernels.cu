@@ -77,7 +77,7 @@ __device__ __forceinline__ float cappedLogit(float z, LogitsCap cap)
 // threads' running (max, sum) merged over the block into the log-sum-exp, the row's loss written
 // (0 where ignored), and the factor its gradient takes (0 where ignored).
 template <typename T>
-__device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t target, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap,
+__device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t target, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap,
                                    float *rowLoss, float &lse, float &rowScale)
 {
     __shared__ float sm[kThreads / 32], ss[kThreads / 32];
@@ -99,11 +99,11 @@ __device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t targe
     __syncthreads(); // every thread has read the target's logit before any overwrites it
     if (threadIdx.x == 0)
         rowLoss[blockIdx.x] = ignored ? 0.f : lse - targetLogit;
-    rowScale = ignored ? 0.f : scale;
+    rowScale = ignored ? 0.f : *scale;
 }
 
 template <typename T>
-__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap, float *rowLoss)
+__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap, float *rowLoss)
 {
     T *row = logits + blockIdx.x * vocab;
     const int64_t target = targets[blockIdx.x];
@@ -436,7 +436,7 @@ bool vectorRows(int64_t cols, std::initializer_list<const void *> pointers) { re
 } // namespace
 
 void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
-                             float scale, LogitsCap cap, float *rowLoss, void *stream)
+                             const float *scale, LogitsCap cap, float *rowLoss, void *stream)
 {
     if (rows == 0)
         return;

@@ -19,8 +19,10 @@ struct LogitsCap {
 // `targets` (int64; ignoreIndex rows give 0), written to rowLoss [rows] (fp32); then, in place, the
 // logits become the loss gradient with respect to the uncapped logits, (softmax - onehot) * scale
 // times the cap's derivative (1 - tanh^2) / divisor, zero on ignored rows, rounded to `type` once.
+// `scale` is read by the kernel (one fp32 on the device), so the mean's 1 / count needs no host read
+// and the step can be captured in a CUDA graph.
 void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
-                             float scale, LogitsCap cap, float *rowLoss, void *stream);
+                             const float *scale, LogitsCap cap, float *rowLoss, void *stream);
 
 // The RMSNorm's form: LlamaRMSNorm scales the x-dtype-rounded normalised input by the weight;
 // Gemma's and OLMo 2's (scaleInFp32) scale the fp32 one; Gemma's by (1 + weight) (unitOffset, the

@@ -252,7 +252,7 @@ __global__ void rotaryVecKernel(const T *x, T *y, const float *cos, const float 
 
 // crossEntropyKernel on packs of 8: the running (max, sum) updated once a pack.
 template <typename T>
-__global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, float scale, LogitsCap cap, float *rowLoss)
+__global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap, float *rowLoss)
 {
     T *row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
     const int64_t target = targets[blockIdx.x], packs = vocab / 8;

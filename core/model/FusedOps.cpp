@@ -329,14 +329,21 @@ bool fusedKernelsOn(const torch::Device &device)
 
 torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale, double divisor, double softcap)
 {
+    return crossEntropyGradInPlace(logits, targets, torch::full({}, scale, logits.options().dtype(torch::kFloat)), divisor, softcap);
+}
+
+torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, const torch::Tensor &scale, double divisor, double softcap)
+{
     TORCH_CHECK(logits.dim() == 2 && logits.is_contiguous(), "crossEntropyGradInPlace: logits must be a contiguous [rows, vocab] tensor");
+    TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == torch::kFloat && scale.device() == logits.device(),
+                "crossEntropyGradInPlace: scale must be one fp32 value on the logits' device");
 #ifdef PB_WITH_CUDA_KERNELS
     if (logits.is_cuda() && kernelDtype(logits.scalar_type())) {
         const auto rows = logits.size(0), vocab = logits.size(1);
         const auto t = targets.to(torch::kLong).contiguous();
         auto rowLoss = torch::empty({rows}, logits.options().dtype(torch::kFloat));
         kernels::crossEntropyGradInPlace(logits.data_ptr(), kernelType(logits.scalar_type()), t.data_ptr<int64_t>(), rows, vocab, -100,
-                                         static_cast<float>(scale), kernels::LogitsCap {static_cast<float>(divisor), static_cast<float>(softcap)},
+                                         scale.data_ptr<float>(), kernels::LogitsCap {static_cast<float>(divisor), static_cast<float>(softcap)},
                                          rowLoss.data_ptr<float>(), currentStream(logits));
         return rowLoss;
     }

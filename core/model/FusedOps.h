@@ -14,6 +14,9 @@ namespace pb {
 // softcap * tanh(z / softcap) (Gemma; 0: none); the gradient is then the stored logits'. The
 // kernel does both in fp32 inside its two passes; the composite rounds each step to the logits'
 // dtype, as eager does. No autograd: LinearCrossEntropy's forward calls it under no_grad.
+// `scale` is a one-element fp32 tensor on the logits' device, read there (the loss's 1 / count
+// is then never read by the host, so a step can be captured in a CUDA graph); a double is made one.
+torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, const torch::Tensor &scale, double divisor = 1.0, double softcap = 0.0);
 torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale, double divisor = 1.0, double softcap = 0.0);
 
 // The dtype an eager linear of `input` and `weight` computes in: autocast's where it is on for

@@ -15,10 +15,11 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         const auto autocastOff = compat::autocastOff(hidden.device().type());
         torch::NoGradGuard noGrad;
         const auto hc = hidden.to(computeType), wc = weight.to(computeType);
-        const auto valid = targets.ne(-100);
-        // One host read per step: the kernel takes the mean's 1/count as a scalar.
-        const double count = static_cast<double>(valid.sum().item<int64_t>());
-        const double scale = count > 0 ? 1.0 / count : 0.0;
+        // The mean's count and 1 / count stay on the device (the kernel reads the factor there): no
+        // host read in the step, so it can be captured in a CUDA graph. 1 / count in double, then
+        // fp32, as the host computed it before.
+        const auto count = targets.ne(-100).sum();
+        const auto scale = torch::where(count.gt(0), count.to(torch::kDouble).reciprocal(), torch::zeros({}, count.options().dtype(torch::kDouble))).to(torch::kFloat);
         auto lossSum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
         torch::Tensor gradHidden = hiddenGrad ? torch::empty_like(hc) : torch::Tensor();
         const int64_t n = hidden.size(0);
@@ -54,8 +55,11 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         // are then handed on as they are, with no pass over the [vocab, hidden] fp32 weight gradient
         // and no second copy of it. (Reading the scalar waits for the forward, which the step has
         // already waited for.)
-        const bool unit = scale.numel() == 1 && scale.item<double>() == 1.0;
-        auto scaled = [&](const torch::Tensor &g) { return unit ? g : g * scale.to(g.scalar_type()); };
+        // Under CUDA graph capture the scalar cannot be read: the kept gradients are scaled in place
+        // (by exactly 1 in a plain step), which costs a pass but no second copy.
+        const bool capturing = compat::streamCapturing(scale);
+        const bool unit = !capturing && scale.numel() == 1 && scale.item<double>() == 1.0;
+        auto scaled = [&](const torch::Tensor &g) { return unit ? g : capturing ? g.mul_(scale.to(g.scalar_type())) : g * scale.to(g.scalar_type()); };
         torch::Tensor gradHidden, gradWeight;
         if (saved[0].defined())
             gradHidden = scaled(saved[0]).to(static_cast<at::ScalarType>(ctx->saved_data["hidden_type"].toInt()));

@@ -2,17 +2,19 @@
 // reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
 // precision that synchronises once at the end. Prints both and their ratio, measured in one run.
 //   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE] [--residual-ab]
-//                        [--window-ab] [--loss-chunk-ab TOKENS]
+//                        [--window-ab] [--loss-chunk-ab TOKENS] [--graph-ab]
 // --residual-ab instead times the bare fused step with the residual add apart and folded into the
 // norm (issue 34), in one run; --window-ab the sliding layers on SDPA's mask and on flash's own
 // window (model/WindowedAttention.h, issue 28); --loss-chunk-ab the fused loss's chunk as its memory
-// budget makes it and of TOKENS tokens.
+// budget makes it and of TOKENS tokens; --graph-ab the bare step as the engine runs it, the same
+// with nothing read by the host, and that step captured as a CUDA graph and replayed (issue 34).
 // --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
 // tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
 #include "engine/GradClip.h"
 #include "engine/Optimizer.h"
 #include "engine/PilotEngine.h"
+#include "engine/StepGraph.h"
 #include "engine/TorchCompat.h"
 #include "model/Transformer.h"
 
@@ -21,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 #ifdef PB_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -40,28 +43,53 @@ void sync(const torch::Device &device)
 #endif
 }
 
+// The bare loop's model, optimizer and one batch of random tokens.
+struct BareSetup {
+    BareSetup(const RunConfig &config, const torch::Device &device, ModelRuntime runtime) : model(nullptr)
+    {
+        torch::manual_seed(config.seed);
+        runtime.fusedAttention = config.train.attention != AttentionImpl::Math && compat::hasScaledDotProductAttention();
+        runtime.recompute = config.train.recompute;
+        model = DecoderModel(config, runtime, device);
+        model->initialise(config.seed);
+        model->train();
+        optimizer = makeOptimizer(config.train.optimizer, model->trainableParameters());
+        const auto tokens = torch::randint(0, config.model.vocabSize, {config.train.microBatch, config.train.seqLen + 1},
+                                           torch::TensorOptions().dtype(torch::kLong).device(device));
+        inputs = tokens.slice(1, 0, config.train.seqLen).contiguous();
+        targets = tokens.slice(1, 1).contiguous();
+        // As the engine (PilotSteps.cpp): fp8's bf16 parts run under bf16 autocast too.
+        autocast = config.train.precision == Precision::Bf16Mixed || isFp8(config.train.precision);
+    }
+    torch::Tensor loss()
+    {
+        const compat::AutocastGuard guard(inputs.device().type(), autocast, at::kBFloat16);
+        return model->loss(inputs, targets);
+    }
+    DecoderModel model;
+    std::unique_ptr<TrainingOptimizer> optimizer;
+    torch::Tensor inputs, targets;
+    bool autocast = false;
+};
+
+double timedMs(const torch::Device &device, int warmup, int steps, const std::function<void()> &step)
+{
+    for (int i = 0; i < warmup; ++i)
+        step();
+    sync(device);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i)
+        step();
+    sync(device);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+}
+
 double bareLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps, const std::string &trace = {}, ModelRuntime runtime = {})
 {
-    torch::manual_seed(config.seed);
-    runtime.fusedAttention = config.train.attention != AttentionImpl::Math && compat::hasScaledDotProductAttention();
-    runtime.recompute = config.train.recompute;
-    DecoderModel model(config, runtime, device);
-    model->initialise(config.seed);
-    model->train();
-    auto optimizer = makeOptimizer(config.train.optimizer, model->trainableParameters());
-    const auto tokens = torch::randint(0, config.model.vocabSize, {config.train.microBatch, config.train.seqLen + 1},
-                                       torch::TensorOptions().dtype(torch::kLong).device(device));
-    const auto inputs = tokens.slice(1, 0, config.train.seqLen).contiguous();
-    const auto targets = tokens.slice(1, 1).contiguous();
-    // As the engine (PilotSteps.cpp): fp8's bf16 parts run under bf16 autocast too.
-    const bool autocast = config.train.precision == Precision::Bf16Mixed || isFp8(config.train.precision);
+    BareSetup bare(config, device, runtime);
+    auto &optimizer = bare.optimizer;
     auto step = [&] {
-        if (autocast)
-            compat::setAutocast(device.type(), true, at::kBFloat16);
-        auto loss = model->loss(inputs, targets);
-        if (autocast)
-            compat::setAutocast(device.type(), false, at::kBFloat16);
-        loss.backward();
+        bare.loss().backward();
         // Clipping as the engine does it (PilotSteps.cpp): one multi-tensor norm, the factor handed
         // to the optimizer (fused AdamW divides by it in its own pass).
         double gradScale = 1.0;
@@ -70,14 +98,7 @@ double bareLoopMs(const RunConfig &config, const torch::Device &device, int warm
         optimizer->step(config.train.optimizer.lr, gradScale);
         optimizer->zeroGrad();
     };
-    for (int i = 0; i < warmup; ++i)
-        step();
-    sync(device);
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i)
-        step();
-    sync(device);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / steps;
+    const double ms = timedMs(device, warmup, steps, step);
     if (!trace.empty()) {
         const bool written = compat::traceToFile(trace, [&] {
             step();
@@ -87,6 +108,46 @@ double bareLoopMs(const RunConfig &config, const torch::Device &device, int warm
         std::printf(written ? "trace of 2 bare steps: %s\n" : "no trace (%s): the C++ profiler needs LibTorch 2.x\n", trace.c_str());
     }
     return ms;
+}
+
+// The bare step with nothing read by the host (the loss's count, clipping and the rate on the
+// device: what a CUDA graph needs), timed as it is and replayed from a graph of it, in one process.
+// Returns {device-side step, graph replay} in ms; the replay is 0 with `failure` set where the
+// capture failed.
+std::pair<double, double> graphLoopMs(const RunConfig &config, const torch::Device &device, int warmup, int steps, std::string &failure)
+{
+    BareSetup bare(config, device, {});
+    auto &optimizer = bare.optimizer;
+    if (!optimizer->stepsOnDevice())
+        throw std::runtime_error("--graph-ab needs fused AdamW with a tensor rate (optimizer adamw, a CUDA device, LibTorch 2.2 or later); the optimizer here is " +
+                                 optimizer->path());
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    const auto lr = torch::full({}, config.train.optimizer.lr, f32);
+    // The optimizer's state comes from one host-valued step (a graph must not make it).
+    bare.loss().backward();
+    optimizer->step(config.train.optimizer.lr);
+    auto step = [&] {
+        optimizer->zeroGrad(); // host-side only: the captured backward then writes fresh gradients
+        bare.loss().backward();
+        const auto &params = optimizer->parameters();
+        torch::Tensor divisor = torch::ones({}, f32), skip = torch::zeros({}, f32);
+        if (config.train.gradClip > 0) {
+            const auto norm = totalGradNormOnDevice(params);
+            divisor = clipDivisorOnDevice(norm, config.train.gradClip);
+            skip = norm.isfinite().logical_not().to(torch::kFloat);
+        }
+        optimizer->stepOnDevice(lr, divisor, skip);
+    };
+    const double deviceMs = timedMs(device, warmup, steps, step);
+    StepGraph graph(device);
+    try {
+        graph.capture(step, 3);
+    } catch (const std::exception &e) {
+        failure = e.what();
+        return {deviceMs, 0.0};
+    }
+    const double graphMs = timedMs(device, warmup, steps, [&] { graph.replay(); });
+    return {deviceMs, graphMs};
 }
 
 } // namespace
@@ -133,6 +194,26 @@ int main(int argc, char **argv)
         const int64_t tokens = value("--loss-chunk-ab", QStringLiteral("0")).toLongLong();
         ab("fused loss chunk", "by the budget", qPrintable(QStringLiteral("of %1 tokens").arg(tokens)),
            [tokens](ModelRuntime &r, bool on) { r.lossChunkTokens = on ? tokens : 0; });
+        return 0;
+    }
+    if (args.contains(QStringLiteral("--graph-ab"))) {
+        // The engine's bare step, the same with nothing read by the host, and its CUDA graph; twice, the best of each.
+        double hostMs = 1e30, deviceMs = 1e30, graphMs = 1e30;
+        std::string failure;
+        for (int round = 0; round < 2 && failure.empty(); ++round) {
+            hostMs = std::min(hostMs, bareLoopMs(config, device, warmup, steps));
+            const auto [d, g] = graphLoopMs(config, device, warmup, steps, failure);
+            deviceMs = std::min(deviceMs, d);
+            if (failure.empty())
+                graphMs = std::min(graphMs, g);
+        }
+        if (!failure.empty()) {
+            std::printf("preset %s on %s: bare step %.2f ms, device-side step %.2f ms; no graph: %s\n", qPrintable(preset), deviceName.c_str(), hostMs, deviceMs,
+                        failure.c_str());
+            return 1;
+        }
+        std::printf("preset %s on %s, %d measured steps: bare step %.2f ms, device-side step %.2f ms (%.3fx), CUDA graph %.2f ms (%.3fx)\n", qPrintable(preset),
+                    deviceName.c_str(), steps, hostMs, deviceMs, hostMs / deviceMs, graphMs, hostMs / graphMs);
         return 0;
     }
     if (args.contains(QStringLiteral("--window-ab"))) {

@@ -63,7 +63,7 @@ def bind(fn):
     k.rot = fn("6rotary")
     k.rot.argtypes = [P, P, ctypes.c_int, P, P, I64, I64, I64, I64, ctypes.c_bool, P]
     k.ce = fn("23crossEntropyGradInPlace")
-    k.ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, F, Cap, P, P]
+    k.ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, P, Cap, P, P]  # the scale: a device fp32
     try:  # the residual add folded into the norm (issue 34); a --baseline tree may predate it
         k.add_fwd = fn("17addRmsNormForward")
         k.add_fwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, I64, I64, F, Form, ResidualIn, P]
@@ -368,9 +368,10 @@ for rows, vocab, softcap, label in [(1024, 262144, 30.0, "Gemma 4 chunk, soft ca
     logits = torch.randn(rows, vocab, device="cuda", dtype=bf)
     targets = torch.randint(0, vocab, (rows,), device="cuda")
     row_loss = torch.empty(rows, device="cuda")
+    unit = torch.ones((), device="cuda")
     capped = (lambda z: softcap * torch.tanh(z / softcap)) if softcap else (lambda z: z)
     bench("cross-entropy %s %dx%d bf16 (in place)" % (label, rows, vocab), 3 * logits.numel() * 2,
-          lambda k: k.ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, 1.0, Cap(1.0, softcap), ptr(row_loss), stream()),
+          lambda k: k.ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, ptr(unit), Cap(1.0, softcap), ptr(row_loss), stream()),
           lambda: torch.nn.functional.cross_entropy(capped(logits.float()), targets))
 for n, label in [(8192 * 6144, "E2B MLP (gelu tanh)"), (8192 * 8192, "Llama-3.2-1B MLP (silu)")]:
     code = 1 if "gelu" in label else 0

@@ -270,7 +270,7 @@ private Q_SLOTS:
         targets[2] = -100;   // an ignored row: loss 0, gradient 0
         auto rowLoss = torch::full({rows}, std::numeric_limits<float>::quiet_NaN());
         const float scale = 0.37f;
-        kernels::crossEntropyGradInPlace(logits.data_ptr(), dtypeOf(type), targets.data_ptr<int64_t>(), rows, vocab, -100, scale,
+        kernels::crossEntropyGradInPlace(logits.data_ptr(), dtypeOf(type), targets.data_ptr<int64_t>(), rows, vocab, -100, &scale,
                                          {static_cast<float>(divisor), static_cast<float>(softcap)}, rowLoss.data_ptr<float>(), nullptr);
 
         const auto z64 = logits0.to(kF64).requires_grad_(true);

@@ -200,12 +200,17 @@ int main(int argc, char **argv)
         // The engine's bare step, the same with nothing read by the host, and its CUDA graph; twice, the best of each.
         double hostMs = 1e30, deviceMs = 1e30, graphMs = 1e30;
         std::string failure;
-        for (int round = 0; round < 2 && failure.empty(); ++round) {
-            hostMs = std::min(hostMs, bareLoopMs(config, device, warmup, steps));
-            const auto [d, g] = graphLoopMs(config, device, warmup, steps, failure);
-            deviceMs = std::min(deviceMs, d);
-            if (failure.empty())
-                graphMs = std::min(graphMs, g);
+        try {
+            for (int round = 0; round < 2 && failure.empty(); ++round) {
+                hostMs = std::min(hostMs, bareLoopMs(config, device, warmup, steps));
+                const auto [d, g] = graphLoopMs(config, device, warmup, steps, failure);
+                deviceMs = std::min(deviceMs, d);
+                if (failure.empty())
+                    graphMs = std::min(graphMs, g);
+            }
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "%s\n", e.what());
+            return 2;
         }
         if (!failure.empty()) {
             std::printf("preset %s on %s: bare step %.2f ms, device-side step %.2f ms; no graph: %s\n", qPrintable(preset), deviceName.c_str(), hostMs, deviceMs,

@@ -170,8 +170,9 @@ void printHuman(CliContext &ctx, const RunConfig &c, const ParamCounts &p)
         mode += QStringLiteral(" (rank %1, alpha %2, %3 adapter params%4)").arg(t.lora.rank).arg(t.lora.alpha).arg(count(p.lora))
                     .arg(t.mode == TrainMode::Qlora ? QStringLiteral("; frozen projections in NF4, 4.127 bits a weight") : QString());
     line("training", QStringLiteral("%1, %2 lr %3, %4").arg(mode, QString::fromLatin1(toString(t.optimizer.kind))).arg(t.optimizer.lr).arg(QString::fromLatin1(toString(t.precision))));
-    line("batch", QStringLiteral("seq %1 x micro-batch %2 x accumulation %3, recompute %4, attention %5")
-                      .arg(t.seqLen).arg(t.microBatch).arg(t.gradAccum).arg(t.recompute ? QStringLiteral("on") : QStringLiteral("off"), QString::fromLatin1(toString(t.attention))));
+    line("batch", QStringLiteral("seq %1 x micro-batch %2 x accumulation %3, recompute %4, attention %5, kernels %6%7")
+                      .arg(t.seqLen).arg(t.microBatch).arg(t.gradAccum).arg(t.recompute ? QStringLiteral("on") : QStringLiteral("off"), QString::fromLatin1(toString(t.attention)),
+                                                                           QString::fromLatin1(toString(t.kernels)), t.cudaGraph ? QStringLiteral(", CUDA graph") : QString()));
     line("data", QStringLiteral("%1%2, %3 lengths%4").arg(QString::fromLatin1(toString(c.data.kind)), c.data.path.empty() ? QString() : QStringLiteral(" ") + QString::fromStdString(c.data.path),
                                                        QString::fromLatin1(toString(c.data.lengths)), c.data.longestFirst ? QStringLiteral(", longest first") : QString()));
     line("job", QStringLiteral("%1 %2%3").arg(c.job.amount).arg(QString::fromLatin1(toString(c.job.unit)), c.job.deadlineHours ? QStringLiteral(", deadline %1 h").arg(*c.job.deadlineHours) : QString()));

@@ -394,6 +394,9 @@ struct TrainConfig {
     double gradClip = 1.0;               // 0: off
     double lossScale = 65536.0;          // fp16-mixed initial loss scale
     KernelPath kernels = KernelPath::Eager;
+    // The step captured once as a CUDA graph and replayed while batches keep its shape (a batch of
+    // another shape ends it: the rest of the run steps eagerly). AdamW on a CUDA device only.
+    bool cudaGraph = false;
 };
 
 struct ValidationConfig {

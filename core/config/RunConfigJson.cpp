@@ -283,6 +283,7 @@ void readTrain(JsonReader r, TrainConfig &t)
     r.read("grad_clip", t.gradClip);
     r.read("loss_scale", t.lossScale);
     r.readEnum("kernels", t.kernels);
+    r.read("cuda_graph", t.cudaGraph);
     r.finish();
 }
 
@@ -394,6 +395,8 @@ QJsonObject toJson(const RunConfig &c)
     // Written only when fused, so every config of the eager path keeps its hash.
     if (t.kernels != KernelPath::Eager)
         train.insert(QStringLiteral("kernels"), QString::fromLatin1(toString(t.kernels)));
+    if (t.cudaGraph) // likewise
+        train.insert(QStringLiteral("cuda_graph"), true);
     const DataConfig &d = c.data;
     QJsonObject data {
         {"kind", toString(d.kind)}, {"path", str(d.path)}, {"token_dtype", str(d.tokenDtype)},

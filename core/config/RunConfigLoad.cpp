@@ -130,6 +130,7 @@ void applyOverride(QJsonObject &json, const QString &assignment)
         full.model.linear.keyHeads = 1; // Qwen3-Next / Qwen3.5's linear_attention section
         full.model.linear.fullLayers = {4, {0}};
         full.train.kernels = KernelPath::Fused;
+        full.train.cudaGraph = true;
         QJsonObject json = toJson(full);
         QJsonObject model = json.value(QStringLiteral("model")).toObject();
         QJsonObject rope = model.value(QStringLiteral("rope_scaling")).toObject();

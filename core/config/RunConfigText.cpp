@@ -25,7 +25,7 @@ const QStringList &keyOrder()
         "linear_attention full_layers key_heads value_heads key_head_dim value_head_dim conv_kernel layout "
         "norm_eps weights_path checkpoint_quantization "
         "mode lora rank alpha dropout targets trainable optimizer lr weight_decay beta1 beta2 eps momentum schedule kind "
-        "warmup_steps total_steps min_lr_ratio precision seq_len micro_batch grad_accum recompute attention grad_clip loss_scale "
+        "warmup_steps total_steps min_lr_ratio precision seq_len micro_batch grad_accum recompute attention grad_clip loss_scale cuda_graph "
         "every_steps batches dir path token_dtype lengths min_length lengths_file longest_first learnable synthetic_samples "
         "validation_per_mille unit amount dataset_tokens deadline_hours").split(QLatin1Char(' '));
     return order;

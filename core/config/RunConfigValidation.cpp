@@ -127,6 +127,12 @@ void checkTrain(Checker &k, const RunConfig &c, bool shapeOk)
     k.range(o.momentum, 0, true, 1, false, "train.momentum");
     k.range(t.gradClip, 0, true, INFINITY, false, "train.grad_clip");
     k.range(t.lossScale, 0, false, INFINITY, false, "train.loss_scale");
+    if (t.cudaGraph) {
+        // What a captured step must not do: read host values that change between steps.
+        k.require(t.optimizer.kind == OptimizerKind::AdamW, "train.cuda_graph",
+                  std::string("a CUDA graph of the step needs optimizer adamw (its fused kernel takes the rate on the device), not ") + toString(t.optimizer.kind));
+        k.require(t.precision != Precision::Fp16Mixed, "train.cuda_graph", "fp16-mixed's loss scale skips and halves from the host: use bf16-mixed with a CUDA graph");
+    }
 
     const ScheduleConfig &s = t.schedule;
     k.nonNegative(s.warmupSteps, "train.schedule.warmup_steps");

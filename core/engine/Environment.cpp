@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "BuildInfo.h"
+#include "engine/StepGraph.h"
 #include "engine/TorchCompat.h"
 #include "util/Errors.h"
 
@@ -138,6 +139,8 @@ int64_t deviceMemoryForPilot(const std::string &device)
     return 0;
 }
 
+namespace {
+
 void requirePrecisionRuns(Precision precision, const Environment &env)
 {
     if (!isFp8(precision))
@@ -150,6 +153,20 @@ void requirePrecisionRuns(Precision precision, const Environment &env)
         throw InvalidInputError("train.precision", why + "; " + env.deviceName + " is " + env.computeCapability);
     if (std::sscanf(env.torchVersion.c_str(), "%d.%d", &torchMajor, &torchMinor) == 2 && torchMajor * 100 + torchMinor < 205)
         throw InvalidInputError("train.precision", why + "; this build has LibTorch " + env.torchVersion);
+}
+
+} // namespace
+
+void requireRunsHere(const RunConfig &config, const Environment &env)
+{
+    requirePrecisionRuns(config.train.precision, env);
+    if (!config.train.cudaGraph)
+        return;
+    if (env.device.rfind("cuda", 0) != 0 || !StepGraph::supported(torch::Device(env.device)))
+        throw InvalidInputError("train.cuda_graph", "a CUDA graph of the step needs a CUDA device and a CUDA build; this run's device is " + env.device);
+    if (!compat::kDeviceSideAdamW)
+        throw InvalidInputError("train.cuda_graph", "a CUDA graph of the step needs fused AdamW taking its rate as a device tensor (LibTorch 2.2 or later); this build has LibTorch " +
+                                                        env.torchVersion);
 }
 
 } // namespace pb

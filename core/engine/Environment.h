@@ -35,9 +35,10 @@ int cudaDeviceCount();
 // What a pilot on `device` can use: a CUDA device's total memory, or for "cpu" the host memory the
 // kernel reports available (MemAvailable, other programs' share left out). 0 where unknown.
 int64_t deviceMemoryForPilot(const std::string &device);
-// Throws InvalidInputError("train.precision", why) where `precision` cannot run in `env` (fp8
-// needs a CUDA device of compute capability 8.9 or later and LibTorch 2.5 or later). Asked before
-// a run is recorded.
-void requirePrecisionRuns(Precision precision, const Environment &env);
+// Throws InvalidInputError naming the field where `config` cannot run in `env`: train.precision
+// (fp8 needs a CUDA device of compute capability 8.9 or later and LibTorch 2.5 or later),
+// train.cuda_graph (a CUDA device, and fused AdamW taking its rate as a device tensor). Asked
+// before a run is recorded.
+void requireRunsHere(const RunConfig &config, const Environment &env);
 
 } // namespace pb

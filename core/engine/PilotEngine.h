@@ -58,6 +58,7 @@ struct PilotRun {
     std::string attentionPath;           // "sdpa", "math", with what the model's traits add ("sdpa; window mask on 40 of 48 layers")
     std::string kernelsPath;             // train.kernels and how it ran: "eager", "fused (CUDA kernels)", "fused (LibTorch ops)"
     std::string numericalFormat;         // train.precision: "bf16-mixed", ...
+    std::string stepGraph;               // train.cuda_graph: "captured at step 4, replayed 9 times", or why not (empty without it)
     std::vector<double> losses;          // every step's loss, warm-up included
     std::string parameterChecksum;       // when asked for
     int64_t firstStep = 1;               // > 1 when resumed from a checkpoint

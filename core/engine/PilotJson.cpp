@@ -22,6 +22,8 @@ QJsonObject summaryJson(const PilotRun &run)
     json.insert(QStringLiteral("optimizer_path"), str(run.optimizerPath));
     json.insert(QStringLiteral("attention_path"), str(run.attentionPath));
     json.insert(QStringLiteral("kernels_path"), str(run.kernelsPath));
+    if (!run.stepGraph.empty())
+        json.insert(QStringLiteral("step_graph"), str(run.stepGraph));
     json.insert(QStringLiteral("numerical_format"), str(run.numericalFormat));
     json.insert(QStringLiteral("first_step"), num(run.firstStep));
     if (!run.parameterChecksum.empty())

@@ -8,6 +8,7 @@
 #include "engine/LrSchedule.h"
 #include "engine/PeakRecorder.h"
 #include "engine/Prefetcher.h"
+#include "engine/StepGraph.h"
 #include "engine/TorchCompat.h"
 #include "model/FusedOps.h"
 #include "model/WeightLoader.h"
@@ -20,6 +21,7 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <numeric>
 
@@ -93,6 +95,8 @@ std::vector<std::pair<torch::Tensor, MemoryPart>> residentTensors(TrainingSessio
 
 } // namespace
 
+StepRunner::~StepRunner() = default;
+
 StepRunner::StepRunner(const RunConfig &config, const PilotOptions &options, const torch::Device &device, MemoryProbe &probe, PilotObserver &observer, PilotRun &run)
     : m_config(config), m_options(options), m_device(device), m_probe(probe), m_observer(observer), m_run(run), m_timer(device),
       m_start(std::chrono::steady_clock::now())
@@ -155,8 +159,10 @@ void StepRunner::setup()
     const auto &train = m_config.train;
     if (train.precision == Precision::Fp16Mixed && !m_device.is_cuda())
         throw InvalidInputError("train.precision", "fp16-mixed needs a CUDA device: CPU autocast supports bf16 only");
-    if (isFp8(train.precision)) // callers that record a run have refused this already
-        requirePrecisionRuns(train.precision, captureEnvironment(m_device.str()));
+    if (isFp8(train.precision) || train.cudaGraph) // callers that record a run have refused these already
+        requireRunsHere(m_config, captureEnvironment(m_device.str()));
+    if (train.cudaGraph && m_options.distributed)
+        throw InvalidInputError("train.cuda_graph", "a scaling run's gradient exchange is driven from the host between backward and optimizer: scale without a CUDA graph");
     if (m_config.deterministic) {
 #ifdef PB_WITH_CUDA
         setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
@@ -253,8 +259,26 @@ void StepRunner::setup()
 
 StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
 {
+    // The graph runs measured steps only: the warm-up steps run eagerly (the peak's attribution
+    // among them), so the measured peak is the eager step's.
+    std::vector<PreparedBatch> popped;
+    double waitedMs = 0;
+    if (m_config.train.cudaGraph && m_graphEnded.empty() && phase == Phase::Train && !attributePeak) {
+        if (cancelled())
+            throw CancelledSignal {};
+        for (int64_t micro = 0; micro < m_config.train.gradAccum; ++micro)
+            popped.push_back(m_prefetcher->pop(waitedMs));
+        if (auto sample = graphStep(popped, waitedMs))
+            return *sample;
+    }
+    return eagerStep(phase, attributePeak, std::move(popped), waitedMs);
+}
+
+StepSample StepRunner::eagerStep(Phase phase, bool attributePeak, std::vector<PreparedBatch> popped, double waitedMs)
+{
     StepSample sample;
     sample.phase = phase;
+    sample.dataWaitMs = waitedMs;
     m_probe.resetPeak();
     std::unique_ptr<PeakRecorder> recorder;
     if (attributePeak)
@@ -273,7 +297,7 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
     for (int64_t micro = 0; micro < train.gradAccum; ++micro) {
         if (cancelled())
             throw CancelledSignal {};
-        PreparedBatch batch = m_prefetcher->pop(sample.dataWaitMs);
+        PreparedBatch batch = static_cast<size_t>(micro) < popped.size() ? std::move(popped[static_cast<size_t>(micro)]) : m_prefetcher->pop(sample.dataWaitMs);
         const auto inputs = batch.inputs.to(m_device, /*non_blocking=*/true);
         const auto targets = batch.targets.to(m_device, /*non_blocking=*/true);
         std::array<size_t, 3> marks {};
@@ -357,6 +381,122 @@ StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
     m_mark.peakDeviceUsedBytes = std::max(m_mark.peakDeviceUsedBytes, reading.deviceUsedBytes);
     m_peakReserved = std::max(m_peakReserved, reading.peakReservedBytes);
     return sample;
+}
+
+std::optional<StepSample> StepRunner::graphStep(std::vector<PreparedBatch> &popped, double waitedMs)
+{
+    auto &io = m_graphTensors;
+    if (m_graph) {
+        for (size_t i = 0; i < popped.size(); ++i)
+            if (popped[i].inputs.sizes() != io.inputs[i].sizes()) {
+                std::ostringstream why;
+                why << "ended at step " << m_session.step + 1 << ": a batch of " << popped[i].inputs.size(0) << " x " << popped[i].inputs.size(1)
+                    << " tokens after capturing " << io.inputs[i].size(0) << " x " << io.inputs[i].size(1) << " (the rest of the run stepped eagerly)";
+                endGraph(why.str());
+                return std::nullopt;
+            }
+    }
+    const auto &train = m_config.train;
+    StepSample sample;
+    sample.phase = Phase::Train;
+    sample.dataWaitMs = waitedMs;
+    m_probe.resetPeak();
+    const auto stepStart = std::chrono::steady_clock::now();
+    sample.learningRate = learningRateAt(train.optimizer, train.schedule, m_session.step);
+    const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(m_device);
+    if (!m_graph) {
+        // The tensors the graph reads and writes, then the capture; its one warm-up on the side
+        // stream is this step, run eagerly on these batches.
+        io.inputs.clear();
+        io.targets.clear();
+        for (const auto &batch : popped) {
+            io.inputs.push_back(batch.inputs.to(m_device));
+            io.targets.push_back(batch.targets.to(m_device));
+        }
+        io.lr = torch::full({}, sample.learningRate, f64.dtype(torch::kFloat));
+        io.loss = torch::zeros({}, f64);
+        io.norm = torch::zeros({}, f64);
+        auto graph = std::make_unique<StepGraph>(m_device);
+        try {
+            graph->capture([this] { capturedStep(); }, 1);
+            m_graph = std::move(graph);
+            m_graphCapturedAt = m_session.step + 1;
+        } catch (const StepGraph::CaptureFailed &e) {
+            endGraph("not used: the capture at step " + std::to_string(m_session.step + 1) + " failed (" + e.what() + "); the run stepped eagerly");
+        }
+    } else {
+        for (size_t i = 0; i < popped.size(); ++i) {
+            io.inputs[i].copy_(popped[i].inputs, /*non_blocking=*/true);
+            io.targets[i].copy_(popped[i].targets, /*non_blocking=*/true);
+        }
+        io.lr.fill_(sample.learningRate);
+        m_graph->replay();
+        ++m_graphReplays;
+    }
+    synchronize();
+    sample.stepTimeMs = elapsedMs(stepStart);
+    sample.loss = io.loss.item<double>();
+    bool finite = true;
+    if (train.gradClip > 0) {
+        sample.gradNorm = io.norm.item<double>();
+        finite = std::isfinite(sample.gradNorm);
+    }
+    if (finite) {
+        m_session.optimizer->countStep();
+        if (m_options.testJitterUlps > 0)
+            jitterParameters(m_session.optimizer->parameters(), m_options.testJitterUlps);
+    }
+    for (const auto &batch : popped)
+        sample.tokens += batch.tokens;
+    m_session.consumed = popped.back().positionAfter;
+    ++m_session.step;
+    sample.step = m_session.step;
+    // Forward, backward and optimizer are one launch here: their split is the eager steps'.
+    const auto reading = m_probe.read();
+    sample.allocatedBytes = reading.allocatedBytes;
+    sample.reservedBytes = reading.reservedBytes;
+    sample.peakAllocatedBytes = reading.peakAllocatedBytes;
+    sample.deviceUsedBytes = reading.deviceUsedBytes;
+    m_mark.peakAllocatedBytes = std::max(m_mark.peakAllocatedBytes, reading.peakAllocatedBytes);
+    m_mark.peakDeviceUsedBytes = std::max(m_mark.peakDeviceUsedBytes, reading.deviceUsedBytes);
+    m_peakReserved = std::max(m_peakReserved, reading.peakReservedBytes);
+    return sample;
+}
+
+void StepRunner::capturedStep()
+{
+    const auto &train = m_config.train;
+    auto &io = m_graphTensors;
+    m_session.optimizer->zeroGrad(); // on the host only: the backward then writes fresh gradients, in the graph's pool
+    torch::Tensor total;
+    for (size_t micro = 0; micro < io.inputs.size(); ++micro) {
+        torch::Tensor loss;
+        {
+            AutocastScope scope(m_device.type(), usesAutocast(train.precision), autocastType(train.precision));
+            loss = m_session.model->loss(io.inputs[micro], io.targets[micro]);
+        }
+        (train.gradAccum > 1 ? loss / static_cast<double>(train.gradAccum) : loss).backward();
+        total = micro == 0 ? loss.detach().to(torch::kDouble) : total + loss.detach().to(torch::kDouble);
+    }
+    io.loss.copy_(total / static_cast<double>(train.gradAccum));
+    const auto &params = m_session.optimizer->parameters();
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(m_device);
+    torch::Tensor divisor = torch::ones({}, f32), skip = torch::zeros({}, f32);
+    if (train.gradClip > 0) {
+        const auto norm = totalGradNormOnDevice(params);
+        io.norm.copy_(norm);
+        divisor = clipDivisorOnDevice(norm, train.gradClip);
+        skip = norm.isfinite().logical_not().to(torch::kFloat);
+    }
+    m_session.optimizer->stepOnDevice(io.lr, divisor, skip);
+}
+
+void StepRunner::endGraph(const std::string &why)
+{
+    m_graphEnded = why;
+    m_graph.reset();
+    m_session.optimizer->zeroGrad(); // the graph's gradients: an eager step makes its own
+    spdlog::info("CUDA graph of the step {}", why);
 }
 
 void StepRunner::validate()
@@ -453,6 +593,12 @@ void StepRunner::execute()
         m_run.summary.failedStep = m_session.step + 1;
     }
     m_prefetcher = nullptr;
+    if (m_config.train.cudaGraph) {
+        std::string graph = m_graphCapturedAt > 0 ? "captured at step " + std::to_string(m_graphCapturedAt) + ", replayed " + std::to_string(m_graphReplays) + " time(s)" : "";
+        if (!m_graphEnded.empty())
+            graph += (graph.empty() ? "" : "; ") + m_graphEnded;
+        m_run.stepGraph = graph.empty() ? "not used: no measured step ran" : graph;
+    }
     if (m_options.distributed && m_run.summary.verdict == Verdict::Fits)
         m_options.distributed->trainingFinished(m_session.model->parameters());
     if (m_options.parameterChecksum && m_run.summary.verdict == Verdict::Fits)

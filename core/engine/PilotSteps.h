@@ -3,18 +3,24 @@
 // checkpoints) with its phase timing (engine/StepTimer.h) and memory probes.
 #include "engine/MemoryProbe.h"
 #include "engine/PilotEngine.h"
+#include "engine/Prefetcher.h"
 #include "engine/StepTimer.h"
 #include "engine/TrainingSession.h"
 
 #include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace pb {
 
-class Prefetcher;
+class StepGraph;
 
 class StepRunner {
 public:
     StepRunner(const RunConfig &config, const PilotOptions &options, const torch::Device &device, MemoryProbe &probe, PilotObserver &observer, PilotRun &run);
+    ~StepRunner();
     void execute();
     void recordOutOfMemory(const std::string &message);
     void recordFailure(const std::string &message);
@@ -24,6 +30,14 @@ public:
 private:
     void setup();
     StepSample trainStep(Phase phase, bool attributePeak);
+    // The step run eagerly; `popped` are micro-batches already taken from the loader (a step that
+    // could not replay its graph), the rest are popped here.
+    StepSample eagerStep(Phase phase, bool attributePeak, std::vector<PreparedBatch> popped, double waitedMs);
+    // train.cuda_graph: the step on these micro-batches as a graph replay (capturing it first where
+    // there is none yet); nothing where the graph has ended, so the step runs eagerly.
+    std::optional<StepSample> graphStep(std::vector<PreparedBatch> &popped, double waitedMs);
+    void capturedStep();                     // what the graph holds: forward, backward, clipping, AdamW
+    void endGraph(const std::string &why);
     void validate();
     void checkpoint();
     void beginPhase(Phase phase);
@@ -48,6 +62,14 @@ private:
     std::vector<StepSample> m_measured;
     int64_t m_peakAllocated = 0, m_peakReserved = 0, m_peakDeviceUsed = 0;
     bool m_finished = false;
+    // train.cuda_graph: the graph, the tensors it reads and writes, and what became of it.
+    std::unique_ptr<StepGraph> m_graph;
+    struct GraphTensors {
+        std::vector<torch::Tensor> inputs, targets;  // one per micro-batch, refilled before each replay
+        torch::Tensor lr, loss, norm;                // device scalars: the rate in, the step's loss and gradient norm out
+    } m_graphTensors;
+    int64_t m_graphCapturedAt = 0, m_graphReplays = 0;
+    std::string m_graphEnded;                        // why the run went on eagerly, once it did
 };
 
 } // namespace pb

@@ -3,6 +3,7 @@
 #ifdef PB_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -56,20 +57,28 @@ void StepGraph::capture(const std::function<void()> &step, int warmups)
         for (int i = 0; i < warmups; ++i)
             step();
         side.synchronize();
-        graph->capture_begin();
+        c10::cuda::CUDACachingAllocator::emptyCache();
         try {
-            step();
-        } catch (...) {
-            // End the broken capture so the stream takes work again, and clear the error it left
-            // (our kernels' launch checks read the last error).
+            graph->capture_begin();
             try {
-                graph->capture_end();
+                step();
             } catch (...) {
+                // End the broken capture so the stream takes work again, and clear the error it
+                // left (our kernels' launch checks read the last error).
+                try {
+                    graph->capture_end();
+                } catch (...) {
+                }
+                throw;
             }
+            graph->capture_end();
+        } catch (const c10::Error &e) { // without LibTorch's C++ backtrace: the message is shown to users
             cudaGetLastError();
-            throw;
+            throw CaptureFailed(e.what_without_backtrace());
+        } catch (const std::exception &e) {
+            cudaGetLastError();
+            throw CaptureFailed(e.what());
         }
-        graph->capture_end();
     }
     at::cuda::CUDAEvent done;
     done.record(side);

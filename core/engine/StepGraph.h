@@ -7,11 +7,17 @@
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 namespace pb {
 
 class StepGraph {
 public:
+    // What capture() throws when the capture itself failed (the warm-ups' own errors pass as they are).
+    struct CaptureFailed : std::runtime_error {
+        using std::runtime_error::runtime_error;
+    };
+
     explicit StepGraph(const torch::Device &device);
     ~StepGraph();
     StepGraph(const StepGraph &) = delete;
@@ -22,9 +28,11 @@ public:
 
     // Runs `step` `warmups` times on a side stream (as PyTorch's capture recipe does, so lazily made
     // state and library workspaces exist before the capture), then captures one more call of it.
-    // What the captured call allocates lives in the graph's own memory pool from then on. Throws
-    // where the step did something a capture cannot hold (a host read, a pageable copy), with no
-    // graph kept and the device left usable, so the caller can go on without one.
+    // What the captured call allocates lives in the graph's own memory pool from then on (the
+    // allocator's cached blocks are released first, so the step's memory is not held twice).
+    // Throws CaptureFailed where the step did something a capture cannot hold (a host read, a
+    // pageable copy), with no graph kept and the device left usable, so the caller can go on
+    // without one.
     void capture(const std::function<void()> &step, int warmups);
     // The captured step again, on the current stream (tensors the step read are read again: copy
     // new inputs into them first).

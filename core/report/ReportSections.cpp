@@ -153,7 +153,8 @@ void paintEnvironment(ReportCanvas &c, const ReportData &d)
                                                                                : QStringLiteral("-"),
                                              !str(s, "numerical_format").isEmpty() ? str(s, "numerical_format")
                                              : d.config                            ? QString::fromLatin1(toString(d.config->train.precision))
-                                                                                   : QStringLiteral("-"))},
+                                                                                   : QStringLiteral("-"))
+                                        + (str(s, "step_graph").isEmpty() ? QString() : QStringLiteral("; CUDA graph of the step: ") + str(s, "step_graph"))},
     },
                 125, 7.5); // a sha256 revision (71 characters) stays on one line
 

@@ -22,7 +22,7 @@ int64_t PilotRecorder::begin(const RunConfig &config, const PilotOptions &option
     m_device = options.device;
     m_distributed = options.distributed != nullptr;
     m_environment = captureEnvironment(options.device);
-    requirePrecisionRuns(config.train.precision, m_environment); // before a run is recorded
+    requireRunsHere(config, m_environment); // before a run is recorded
     start.environmentJson = toJson(m_environment);
     start.parentRunId = parentRunId;
     m_runId = m_writer.beginRun(start);

@@ -11,7 +11,7 @@ namespace pb {
 RecordedRestoreCheck runRecordedRestoreCheck(const RunConfig &config, const RestoreCheckOptions &options, const QString &databasePath)
 {
     const Environment environment = captureEnvironment(options.device);
-    requirePrecisionRuns(config.train.precision, environment); // as a pilot: before a run is recorded
+    requireRunsHere(config, environment); // as a pilot: before a run is recorded
     HistoryWriter writer(databasePath);
     RunStart start = runStartFor(config, QStringLiteral("restore-check"), options.device);
     start.environmentJson = toJson(environment);

@@ -492,6 +492,11 @@ private Q_SLOTS:
         QTest::newRow("config field") << QStringList {QStringLiteral("--set"), QStringLiteral("train.seq_len=0")} << QStringLiteral("train.seq_len");
         // fp8 on a device without float8 tensor cores (this CPU): refused before a run is recorded.
         QTest::newRow("fp8 on cpu") << QStringList {QStringLiteral("--set"), QStringLiteral("train.precision=fp8-rowwise")} << QStringLiteral("train.precision: fp8-rowwise needs a CUDA device");
+        // A CUDA graph of the step: on this CPU, and (anywhere) with an optimizer that steps from the host.
+        QTest::newRow("cuda graph on cpu") << QStringList {QStringLiteral("--set"), QStringLiteral("train.cuda_graph=true")}
+                                           << QStringLiteral("train.cuda_graph: a CUDA graph of the step needs a CUDA device");
+        QTest::newRow("cuda graph with sgd") << QStringList {QStringLiteral("--set"), QStringLiteral("train.cuda_graph=true"), QStringLiteral("--set"), QStringLiteral("train.optimizer=sgd")}
+                                             << QStringLiteral("train.cuda_graph: a CUDA graph of the step needs optimizer adamw");
     }
     void badInputExitsTwoNamingIt()
     {
@@ -514,6 +519,10 @@ private Q_SLOTS:
                                 QStringLiteral("train.precision=fp8-rowwise"), QStringLiteral("--db"), fresh});
         QCOMPARE(proof.exitCode, 2);
         QVERIFY2(proof.err.contains("train.precision: fp8-rowwise needs a CUDA device"), proof.err.constData());
+        // So is a CUDA graph of the step on this CPU.
+        const auto graph = cli({QStringLiteral("pilot"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--set"),
+                                QStringLiteral("train.cuda_graph=true"), QStringLiteral("--db"), fresh});
+        QCOMPARE(graph.exitCode, 2);
         const auto h = cli({QStringLiteral("history"), QStringLiteral("--db"), fresh, QStringLiteral("--json")});
         QCOMPARE(h.exitCode, 0);
         QVERIFY2(QJsonDocument::fromJson(h.out).object().value(QStringLiteral("runs")).toArray().isEmpty(), h.out.constData());

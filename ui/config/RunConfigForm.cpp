@@ -123,6 +123,12 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     auto *kernels = addCombo(QStringLiteral("train.kernels"), enumNames({KernelPath::Eager, KernelPath::Fused}));
     kernels->setToolTip(tr("eager: Transformers' ops; fused: the language-model head and its cross-entropy in chunks of tokens, never the full logits"));
     tf->addRow(tr("Kernels"), kernels);
+    m_cudaGraph = new QCheckBox(tr("CUDA graph of the step"), train);
+    m_cudaGraph->setObjectName(QStringLiteral("train.cuda_graph"));
+    m_cudaGraph->setToolTip(tr("The step captured once and replayed while batches keep its shape (AdamW on a CUDA device); a batch of another shape ends it"));
+    m_fields.insert(m_cudaGraph->objectName(), m_cudaGraph);
+    connect(m_cudaGraph, &QCheckBox::toggled, this, &RunConfigForm::onEdited);
+    tf->addRow(QString(), m_cudaGraph);
     m_seed = new QLineEdit(train);
     m_seed->setObjectName(QStringLiteral("seed"));
     m_seed->setMaximumWidth(170);
@@ -418,6 +424,7 @@ void RunConfigForm::setConfig(const RunConfig &config)
     spin("train.micro_batch", t.microBatch);
     spin("train.grad_accum", t.gradAccum);
     m_recompute->setChecked(t.recompute);
+    m_cudaGraph->setChecked(t.cudaGraph);
     combo("train.attention", toString(t.attention));
     combo("train.kernels", toString(t.kernels));
     m_seed->setText(QString::number(config.seed));
@@ -515,6 +522,7 @@ RunConfig RunConfigForm::config() const
     c.train.microBatch = spin("train.micro_batch");
     c.train.gradAccum = spin("train.grad_accum");
     c.train.recompute = m_recompute->isChecked();
+    c.train.cudaGraph = m_cudaGraph->isChecked();
     if (auto v = parseEnum<AttentionImpl>(combo("train.attention")))
         c.train.attention = *v;
     if (auto v = parseEnum<KernelPath>(combo("train.kernels")))

@@ -71,6 +71,7 @@ private:
     QDoubleSpinBox *m_alpha = nullptr;
     QCheckBox *m_tie = nullptr;
     QCheckBox *m_recompute = nullptr;
+    QCheckBox *m_cudaGraph = nullptr;
     QDoubleSpinBox *m_minLrRatio = nullptr;
     QComboBox *m_tokenDtype = nullptr;
     QWidget *m_dataPathRow = nullptr;

@@ -177,6 +177,19 @@ private Q_SLOTS:
         QCOMPARE(pb::toJson(c).value(QStringLiteral("model")).toObject().value(QStringLiteral("rope_scaling")).toObject(), (QJsonObject {{"type", "linear"}, {"factor", 4}}));
         QCOMPARE(pb::runConfigFromJson(pb::toJson(c)).model.ropeScaling.factor, 4.0);
     }
+    // train.cuda_graph round-trips, changes the hash, and is written only when on.
+    void cudaGraphRoundTrip()
+    {
+        pb::RunConfig c = pb::presetConfig(QStringLiteral("tiny"));
+        const std::string plainHash = pb::configHash(c);
+        QVERIFY(!pb::toJson(c).value(QStringLiteral("train")).toObject().contains(QStringLiteral("cuda_graph")));
+        c.train.cudaGraph = true;
+        const QJsonObject json = pb::toJson(c);
+        QCOMPARE(json.value(QStringLiteral("train")).toObject().value(QStringLiteral("cuda_graph")).toBool(), true);
+        QVERIFY(pb::configHash(c) != plainHash);
+        QVERIFY(pb::runConfigFromJson(json).train.cudaGraph);
+    }
+
     // Every model trait round-trips through the file, changes the hash, and is written only when
     // it differs from Llama's (tiny-copy.json's hash above stays what it was).
     void modelTraitsRoundTrip()

@@ -114,6 +114,9 @@ private Q_SLOTS:
         row("job amount 0", [](auto &c) { c.job.amount = 0; }, "job.amount", "must lie in (0, inf)");
         row("epochs without dataset", [](auto &c) { c.job.unit = pb::JobUnit::Epochs; c.job.datasetTokens = 0; }, "job.dataset_tokens", "must lie in (0, inf)");
         row("deadline 0", [](auto &c) { c.job.deadlineHours = 0.0; }, "job.deadline_hours", "must lie in (0, inf)");
+        // A CUDA graph of the step: only what takes its changing values on the device.
+        row("cuda graph with sgd", [](auto &c) { c.train.cudaGraph = true; c.train.optimizer.kind = pb::OptimizerKind::Sgd; }, "train.cuda_graph", "needs optimizer adamw");
+        row("cuda graph with fp16 loss scaling", [](auto &c) { c.train.cudaGraph = true; c.train.precision = pb::Precision::Fp16Mixed; }, "train.cuda_graph", "fp16-mixed");
         // Overflow: each size is representable, their products are not; never wrapped.
         // Sizes beyond any model are refused by name before any product is formed.
         row("hidden size beyond any model", [](auto &c) { c.model.hiddenSize = int64_t(1) << 40; c.model.intermediateSize = int64_t(1) << 40; c.model.maxPositions = 1 << 20; }, "model.hidden_size", "at most 1048576 is supported");

@@ -2,10 +2,12 @@
 // TrainingOptimizer::stepOnDevice, the fused loss's device count) and its CUDA graph
 // (engine/StepGraph.h): on the CPU, the device-side clipping against the host's, bit for bit, and
 // the refusals; on a CUDA device, a device-side AdamW step against the host-valued one, a skipped
-// step, and a model trained by graph replays against the same steps run eagerly.
+// step, a model trained by graph replays against the same steps run eagerly, and a pilot with
+// train.cuda_graph against the eager pilot.
 #include "config/Presets.h"
 #include "engine/GradClip.h"
 #include "engine/Optimizer.h"
+#include "engine/PilotEngine.h"
 #include "engine/StepGraph.h"
 #include "engine/TorchCompat.h"
 #include "model/Transformer.h"
@@ -195,6 +197,38 @@ private Q_SLOTS:
         for (size_t i = 0; i < eager.size(); ++i)
             worst = std::max(worst, (graphed[i] - eager[i]).abs().max().item<double>() / std::max(eager[i].abs().max().item<double>(), 1e-12));
         QVERIFY2(worst < 1e-3, qPrintable(QStringLiteral("worst relative parameter difference %1").arg(worst)));
+    }
+
+    // On a card: a pilot with train.cuda_graph captures its first measured step and replays the
+    // rest, with the eager pilot's losses; batches of changing widths end the graph and the run
+    // goes on eagerly, saying so.
+    void aPilotReplaysItsStep()
+    {
+        if (!cudaGraphsHere())
+            QSKIP("needs a CUDA device and fused AdamW with a tensor rate");
+        RunConfig c = presetConfig(QStringLiteral("tiny"));
+        c.train.precision = Precision::Bf16Mixed;
+        c.train.kernels = KernelPath::Fused;
+        c.train.seqLen = 64;
+        PilotOptions options;
+        options.device = "cuda:0";
+        options.warmupSteps = 2;
+        options.steps = 4;
+        PilotEngine engine;
+        const PilotRun eager = engine.run(c, options);
+        c.train.cudaGraph = true;
+        const PilotRun graphed = engine.run(c, options);
+        QCOMPARE(graphed.summary.verdict, Verdict::Fits);
+        QCOMPARE(QString::fromStdString(graphed.stepGraph), QStringLiteral("captured at step 3, replayed 3 time(s)"));
+        QCOMPARE(graphed.losses.size(), eager.losses.size());
+        for (size_t i = 0; i < eager.losses.size(); ++i)
+            QVERIFY2(std::abs(graphed.losses[i] - eager.losses[i]) <= 1e-3 * std::abs(eager.losses[i]),
+                     qPrintable(QStringLiteral("step %1: %2 against %3").arg(i + 1).arg(graphed.losses[i]).arg(eager.losses[i])));
+        c.data.lengths = LengthDistribution::Uniform;
+        c.data.minLength = 8;
+        const PilotRun varying = engine.run(c, options);
+        QCOMPARE(varying.summary.verdict, Verdict::Fits);
+        QVERIFY2(QString::fromStdString(varying.stepGraph).contains(QLatin1String("ended at step")), varying.stepGraph.c_str());
     }
 };
 

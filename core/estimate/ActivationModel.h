@@ -73,8 +73,9 @@ int64_t nf4DequantisedBytes(int64_t numel, int64_t c, bool kernel);
 // the compute dtype `c`, and without the kernel their fp32 copy (and a soft cap's derivative).
 int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softcap = false);
 // The tokens per chunk: as many as keep a chunk within 512 MiB at `bytesPerLogit` (the weight
-// gradient then takes a few accumulations a step, not one per hidden-sized chunk), at least 1, at
+// gradient then takes a few accumulations a step, not one per hidden-sized chunk), on the CUDA
+// kernel's path (`kernel`) at least 4,096 or 2 GiB of logits, whichever is fewer; at least 1, at
 // most `tokens`.
-int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t bytesPerLogit);
+int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t bytesPerLogit, bool kernel = false);
 
 } // namespace pb

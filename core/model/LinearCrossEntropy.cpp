@@ -77,7 +77,8 @@ torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tenso
     int64_t chunk = chunkTokens;
     if (chunk <= 0) {
         const int64_t c = static_cast<int64_t>(c10::elementSize(eagerComputeType(hidden, weight)));
-        chunk = linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), linearCrossEntropyBytesPerLogit(c, fusedKernelsOn(hidden.device()), transform.softcap > 0));
+        const bool kernel = fusedKernelsOn(hidden.device());
+        chunk = linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), linearCrossEntropyBytesPerLogit(c, kernel, transform.softcap > 0), kernel);
     }
     return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk, transform.divisor, transform.softcap);
 }

@@ -143,9 +143,9 @@ private Q_SLOTS:
 
     void chunkRule()
     {
-        // A chunk stays within 512 MiB: Llama-3.2-1B's 128,256-token vocabulary in bf16 with the
-        // kernel (2 bytes a logit) takes 2,092 tokens; without it (bf16 and an fp32 copy, 6 bytes)
-        // 697; fp32 needs no copy (4 bytes).
+        // The budget keeps a chunk within 512 MiB: Llama-3.2-1B's 128,256-token vocabulary at 2
+        // bytes a logit takes 2,092 tokens; without the kernel (bf16 and an fp32 copy, 6 bytes) 697;
+        // fp32 needs no copy (4 bytes).
         QCOMPARE(linearCrossEntropyBytesPerLogit(2, true), int64_t(2));
         QCOMPARE(linearCrossEntropyBytesPerLogit(2, false), int64_t(6));
         QCOMPARE(linearCrossEntropyBytesPerLogit(4, false), int64_t(4));
@@ -153,6 +153,12 @@ private Q_SLOTS:
         QCOMPARE(linearCrossEntropyChunkTokens(16384, 128256, 6), int64_t(697));
         QCOMPARE(linearCrossEntropyChunkTokens(10, 50, 4), int64_t(10)); // a small vocabulary: one chunk
         QCOMPARE(linearCrossEntropyChunkTokens(10, int64_t(1) << 40, 4), int64_t(1)); // never fewer than one token
+        // On the kernel's path at least 4,096 tokens (Gemma's vocabulary in bf16: 2 GiB), or 2 GiB of logits.
+        QCOMPARE(linearCrossEntropyChunkTokens(8192, 262144, 2, true), int64_t(4096));
+        QCOMPARE(linearCrossEntropyChunkTokens(8192, 262144, 4, true), int64_t(2048));
+        QCOMPARE(linearCrossEntropyChunkTokens(16384, 128256, 2, true), int64_t(4096));
+        QCOMPARE(linearCrossEntropyChunkTokens(16384, 32000, 2, true), int64_t(8388)); // the budget's is larger
+        QCOMPARE(linearCrossEntropyChunkTokens(1000, 262144, 2, true), int64_t(1000));
     }
 };
 

@@ -28,11 +28,11 @@ torch::Tensor referenceAttention(const torch::Tensor &q, const torch::Tensor &k,
     return torch::matmul(torch::softmax(scores, -1), ve);
 }
 
-// |a - b| over the largest |b|: one figure for a whole bf16 tensor.
-double relativeError(const torch::Tensor &a, const torch::Tensor &b)
+// |a - b| over the largest |b| (or `floor` where that is larger): one figure for a whole bf16 tensor.
+double relativeError(const torch::Tensor &a, const torch::Tensor &b, double floor = 1e-30)
 {
     const auto ref = b.to(torch::kDouble).cpu();
-    return (a.to(torch::kDouble).cpu() - ref).abs().max().item<double>() / std::max(1e-30, ref.abs().max().item<double>());
+    return (a.to(torch::kDouble).cpu() - ref).abs().max().item<double>() / std::max(floor, ref.abs().max().item<double>());
 }
 
 } // namespace
@@ -123,15 +123,20 @@ private Q_SLOTS:
         auto q = dev(q0), k = dev(k0), v = dev(v0);
         const auto out = windowedAttention(q, k, v, scale, window);
         out.backward(gradOut.to(torch::kBFloat16).cuda());
-        const double eo = relativeError(out, ref), eq = relativeError(q.grad(), qr.grad()), ek = relativeError(k.grad(), kr.grad()),
+        // With a window of 1 the softmax has one key: dq and dk are exactly 0, so they are judged
+        // against dv's scale (the same products of O(1) values) rather than their own.
+        const double gradScale = vr.grad().abs().max().item<double>();
+        const double eo = relativeError(out, ref), eq = relativeError(q.grad(), qr.grad(), gradScale), ek = relativeError(k.grad(), kr.grad(), gradScale),
                      ev = relativeError(v.grad(), vr.grad());
         // bf16 output and gradients (8 bits of mantissa) from fp32 accumulation: a few roundings.
         QVERIFY2(eo < 2e-2 && eq < 2e-2 && ek < 2e-2 && ev < 2e-2,
                  qPrintable(QStringLiteral("relative: out %1, dq %2, dk %3, dv %4").arg(eo).arg(eq).arg(ek).arg(ev)));
-        // A window one narrower must differ: the test sees the window's edge.
+        // A window one narrower must differ: the test sees the window's edge (where the two windows'
+        // outputs differ by more than bf16 can tell: not at 299 of 300 keys, one key in 299 apart).
         if (window > 1 && window < t) {
             const auto narrower = referenceAttention(qr.detach(), kr.detach(), vr.detach(), scale, window - 1);
-            QVERIFY(relativeError(out, narrower) > 5e-2);
+            if (relativeError(narrower, ref) > 0.1)
+                QVERIFY2(relativeError(out, narrower) > 5e-2, qPrintable(QStringLiteral("against the narrower window %1").arg(relativeError(out, narrower))));
         }
     }
 

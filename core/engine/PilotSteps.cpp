@@ -257,18 +257,16 @@ void StepRunner::setup()
     m_run.summary.setupMs = m_run.phases.back().durationMs;
 }
 
-StepSample StepRunner::trainStep(Phase phase, bool attributePeak)
+StepSample StepRunner::trainStep(Phase phase, bool attributePeak, bool graphable)
 {
-    // The graph runs measured steps only: the warm-up steps run eagerly (the peak's attribution
-    // among them), so the measured peak is the eager step's.
     std::vector<PreparedBatch> popped;
     double waitedMs = 0;
-    if (m_config.train.cudaGraph && m_graphEnded.empty() && phase == Phase::Train && !attributePeak) {
+    if (graphable && m_graphEnded.empty()) {
         if (cancelled())
             throw CancelledSignal {};
         for (int64_t micro = 0; micro < m_config.train.gradAccum; ++micro)
             popped.push_back(m_prefetcher->pop(waitedMs));
-        if (auto sample = graphStep(popped, waitedMs))
+        if (auto sample = graphStep(phase, popped, waitedMs))
             return *sample;
     }
     return eagerStep(phase, attributePeak, std::move(popped), waitedMs);
@@ -370,9 +368,15 @@ StepSample StepRunner::eagerStep(Phase phase, bool attributePeak, std::vector<Pr
     sample.loss = lossTotal.item<double>() / static_cast<double>(train.gradAccum);
     ++m_session.step;
     sample.step = m_session.step;
-    const auto reading = m_probe.read();
+    const auto reading = readStepMemory(sample);
     if (recorder)
         m_run.summary.memoryAttribution = recorder->finish(m_session.step, reading.peakAllocatedBytes);
+    return sample;
+}
+
+MemoryReading StepRunner::readStepMemory(StepSample &sample)
+{
+    const auto reading = m_probe.read();
     sample.allocatedBytes = reading.allocatedBytes;
     sample.reservedBytes = reading.reservedBytes;
     sample.peakAllocatedBytes = reading.peakAllocatedBytes;
@@ -380,10 +384,10 @@ StepSample StepRunner::eagerStep(Phase phase, bool attributePeak, std::vector<Pr
     m_mark.peakAllocatedBytes = std::max(m_mark.peakAllocatedBytes, reading.peakAllocatedBytes);
     m_mark.peakDeviceUsedBytes = std::max(m_mark.peakDeviceUsedBytes, reading.deviceUsedBytes);
     m_peakReserved = std::max(m_peakReserved, reading.peakReservedBytes);
-    return sample;
+    return reading;
 }
 
-std::optional<StepSample> StepRunner::graphStep(std::vector<PreparedBatch> &popped, double waitedMs)
+std::optional<StepSample> StepRunner::graphStep(Phase phase, std::vector<PreparedBatch> &popped, double waitedMs)
 {
     auto &io = m_graphTensors;
     if (m_graph) {
@@ -398,7 +402,7 @@ std::optional<StepSample> StepRunner::graphStep(std::vector<PreparedBatch> &popp
     }
     const auto &train = m_config.train;
     StepSample sample;
-    sample.phase = Phase::Train;
+    sample.phase = phase;
     sample.dataWaitMs = waitedMs;
     m_probe.resetPeak();
     const auto stepStart = std::chrono::steady_clock::now();
@@ -452,14 +456,7 @@ std::optional<StepSample> StepRunner::graphStep(std::vector<PreparedBatch> &popp
     ++m_session.step;
     sample.step = m_session.step;
     // Forward, backward and optimizer are one launch here: their split is the eager steps'.
-    const auto reading = m_probe.read();
-    sample.allocatedBytes = reading.allocatedBytes;
-    sample.reservedBytes = reading.reservedBytes;
-    sample.peakAllocatedBytes = reading.peakAllocatedBytes;
-    sample.deviceUsedBytes = reading.deviceUsedBytes;
-    m_mark.peakAllocatedBytes = std::max(m_mark.peakAllocatedBytes, reading.peakAllocatedBytes);
-    m_mark.peakDeviceUsedBytes = std::max(m_mark.peakDeviceUsedBytes, reading.deviceUsedBytes);
-    m_peakReserved = std::max(m_peakReserved, reading.peakReservedBytes);
+    readStepMemory(sample);
     return sample;
 }
 
@@ -547,18 +544,22 @@ void StepRunner::execute()
     const auto *dist = m_options.distributed;
     Prefetcher prefetcher(*m_session.trainBatches, 3, m_device.is_cuda(), dist ? dist->rank() : 0, dist ? dist->worldSize() : 1);
     m_prefetcher = &prefetcher;
-    const int64_t total = m_options.warmupSteps + m_options.steps;
+    // The peak's attribution costs host time, so it is taken on the last warm-up step (the first
+    // measured one when there is no warm-up: its time then counts).
+    const int64_t attributed = m_options.attributePeak ? std::max<int64_t>(m_options.warmupSteps - 1, 0) : -1;
+    // train.cuda_graph: the step after the warm-ups and the attributed step (those run eagerly, so
+    // the peak is the eager step's) is captured, one more warm-up step since the capture costs
+    // time; every later step replays the graph.
+    const int64_t captured = m_config.train.cudaGraph ? std::max(m_options.warmupSteps, attributed + 1) : -1;
+    const int64_t total = m_options.warmupSteps + m_options.steps + (captured >= 0 ? 1 : 0);
     try {
         for (int64_t i = 0; i < total; ++i) {
-            const Phase phase = i < m_options.warmupSteps ? Phase::Warmup : Phase::Train;
+            const Phase phase = i < m_options.warmupSteps || i == captured ? Phase::Warmup : Phase::Train;
             if (!m_phaseOpen || m_phase != phase) {
                 endPhase();
                 beginPhase(phase);
             }
-            // The peak's attribution costs host time, so it is taken on the last warm-up step (the
-            // first measured one when there is no warm-up: its time then counts).
-            const bool attribute = m_options.attributePeak && i == std::max<int64_t>(m_options.warmupSteps - 1, 0);
-            const StepSample sample = trainStep(phase, attribute);
+            const StepSample sample = trainStep(phase, i == attributed, captured >= 0 && i >= captured);
             m_run.losses.push_back(sample.loss);
             if (phase == Phase::Train)
                 m_measured.push_back(sample);

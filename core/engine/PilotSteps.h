@@ -29,15 +29,19 @@ public:
 
 private:
     void setup();
-    StepSample trainStep(Phase phase, bool attributePeak);
+    // `graphable`: train.cuda_graph's captured step or a later one (graphStep), else eager.
+    StepSample trainStep(Phase phase, bool attributePeak, bool graphable);
     // The step run eagerly; `popped` are micro-batches already taken from the loader (a step that
     // could not replay its graph), the rest are popped here.
     StepSample eagerStep(Phase phase, bool attributePeak, std::vector<PreparedBatch> popped, double waitedMs);
-    // train.cuda_graph: the step on these micro-batches as a graph replay (capturing it first where
-    // there is none yet); nothing where the graph has ended, so the step runs eagerly.
-    std::optional<StepSample> graphStep(std::vector<PreparedBatch> &popped, double waitedMs);
+    // train.cuda_graph: the step on these micro-batches as a graph replay, or (where there is none
+    // yet) the step run once eagerly and then captured; nothing where the graph has ended (a batch
+    // of another shape), so the step runs eagerly.
+    std::optional<StepSample> graphStep(Phase phase, std::vector<PreparedBatch> &popped, double waitedMs);
     void capturedStep();                     // what the graph holds: forward, backward, clipping, AdamW
     void endGraph(const std::string &why);
+    // The probe's reading after a step, into the sample and the phase's and run's peaks.
+    MemoryReading readStepMemory(StepSample &sample);
     void validate();
     void checkpoint();
     void beginPhase(Phase phase);

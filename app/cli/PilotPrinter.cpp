@@ -153,6 +153,8 @@ void PilotPrinter::printSummary(const PilotRun &run, int64_t runId, const QStrin
           << "throughput: " << QString::number(s.tokensPerSecond, 'f', 0) << " tokens/s";
     if (s.mfu)
         m_out << ", MFU " << QString::number(*s.mfu * 100, 'f', 1) << '%';
+    if (!run.stepGraph.empty())
+        m_out << "\nCUDA graph of the step: " << QString::fromStdString(run.stepGraph);
     m_out << "\npeak allocated: " << formatBytes(s.peakAllocatedBytes) << ", peak reserved "
           << formatBytes(s.peakReservedBytes) << ", peak device use " << formatBytes(s.peakDeviceUsedBytes) << '\n'
           << "data stalls: " << QString::number(s.dataStallFraction * 100, 'f', 2) << "% of step time; validation " << QString::number(s.validationMs, 'f', 1)

@@ -21,7 +21,7 @@ ab)
   E2B=(--preset gemma-4-e2b --set model.layers=10 --set model.kv_shared_layers=4 --set train.seq_len=2048 --set train.micro_batch=4 --set train.kernels=fused)
   L1B=(--preset llama-3.2-1b --set train.seq_len=2048 --set train.micro_batch=8 --set train.kernels=fused)
   Q05=(--preset qwen2.5-0.5b --set train.seq_len=512 --set train.micro_batch=1 --set train.kernels=fused)
-  for args in "${G3[*]} --window-ab" "${E2B[*]} --window-ab" "${G3[*]} --loss-chunk-ab 4096" "${L1B[*]} --graph-ab" "${Q05[*]} --graph-ab"; do
+  for args in "${G3[*]} --window-ab" "${E2B[*]} --window-ab" "${G3[*]} --loss-chunk-ab 8192" "${L1B[*]} --graph-ab" "${Q05[*]} --graph-ab"; do
     echo "== bench_probe_overhead $args" | tee -a $OUT/pending.txt
     # shellcheck disable=SC2086
     timeout 150 $P --device cuda:0 $args 2>&1 | tail -4 | tee -a $OUT/pending.txt

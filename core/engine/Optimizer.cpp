@@ -6,6 +6,7 @@
 #include "util/Errors.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -151,17 +152,8 @@ public:
         auto &v = slot("exp_avg_sq");
 #if PB_TORCH_AT_LEAST(2, 1)
         if (m_fused) {
-            std::vector<torch::Tensor> params, grads, ms, vs, steps;
             syncStepTensors();
-            for (size_t i = 0; i < m_params.size(); ++i) {
-                if (!m_params[i].grad().defined())
-                    continue;
-                params.push_back(m_params[i]);
-                grads.push_back(m_params[i].grad());
-                ms.push_back(m[i]);
-                vs.push_back(v[i]);
-                steps.push_back(m_stepTensors[i]);
-            }
+            auto [params, grads, ms, vs, steps] = fusedLists(m, v);
             // Like torch.optim's _fused_adamw, the counters are advanced before the kernel, which
             // only reads them for the bias corrections (a counter left at 0 divides by zero).
             at::_foreach_add_(steps, 1);
@@ -204,18 +196,7 @@ public:
         if (m_step == 0 || m_stepTensors.empty())
             throw std::logic_error("stepOnDevice: the state is made by a step() first (not inside a graph)");
         torch::NoGradGuard noGrad;
-        auto &m = slot("exp_avg");
-        auto &v = slot("exp_avg_sq");
-        std::vector<torch::Tensor> params, grads, ms, vs, steps;
-        for (size_t i = 0; i < m_params.size(); ++i) {
-            if (!m_params[i].grad().defined())
-                continue;
-            params.push_back(m_params[i]);
-            grads.push_back(m_params[i].grad());
-            ms.push_back(m[i]);
-            vs.push_back(v[i]);
-            steps.push_back(m_stepTensors[i]);
-        }
+        auto [params, grads, ms, vs, steps] = fusedLists(slot("exp_avg"), slot("exp_avg_sq"));
         // As doStep's counters, advanced only where the step is taken (the kernel itself skips).
         const auto taken = skip.neg().add(1);
         at::_foreach_add_(steps, std::vector<torch::Tensor>(steps.size(), taken));
@@ -225,6 +206,22 @@ public:
     void countStep() override { ++m_step; }
 
 private:
+    // The fused kernel's lists: the parameters with a gradient, their gradients, moments and counters.
+    std::array<std::vector<torch::Tensor>, 5> fusedLists(const std::vector<torch::Tensor> &m, const std::vector<torch::Tensor> &v) const
+    {
+        std::array<std::vector<torch::Tensor>, 5> lists;
+        for (size_t i = 0; i < m_params.size(); ++i) {
+            if (!m_params[i].grad().defined())
+                continue;
+            lists[0].push_back(m_params[i]);
+            lists[1].push_back(m_params[i].grad());
+            lists[2].push_back(m[i]);
+            lists[3].push_back(v[i]);
+            lists[4].push_back(m_stepTensors[i]);
+        }
+        return lists;
+    }
+
     // The fused kernel keeps one float step counter per parameter on the device, here at the count
     // of steps already taken (step() advances them before the kernel).
     void syncStepTensors()

@@ -53,8 +53,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         const auto scale = gradOutputs[0];
         // The loss's gradient is exactly 1 without accumulation or loss scaling: the kept gradients
         // are then handed on as they are, with no pass over the [vocab, hidden] fp32 weight gradient
-        // and no second copy of it. (Reading the scalar waits for the forward, which the step has
-        // already waited for.)
+        // and no second copy of it. (Reading the scalar waits for the forward's kernels: the eager
+        // step's one host read before clipping's.)
         // Under CUDA graph capture the scalar cannot be read: the kept gradients are scaled in place
         // (by exactly 1 in a plain step), which costs a pass but no second copy.
         const bool capturing = compat::streamCapturing(scale);

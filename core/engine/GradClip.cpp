@@ -17,21 +17,28 @@ std::map<std::string, std::vector<torch::Tensor>> gradientsByDeviceAndDtype(cons
     return groups;
 }
 
+// The float64 2-norm of each device-and-dtype group's gradients, on that group's device.
+std::vector<torch::Tensor> groupNorms(const std::vector<torch::Tensor> &params)
+{
+    std::vector<torch::Tensor> totals;
+    for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
+        totals.push_back(torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).norm(2));
+    return totals;
+}
+
 } // namespace
 
 double totalGradNorm(const std::vector<torch::Tensor> &params)
 {
-    std::vector<torch::Tensor> totals;
-    for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
-        totals.push_back(torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).norm(2).cpu());
+    std::vector<torch::Tensor> totals = groupNorms(params);
+    for (auto &t : totals)
+        t = t.cpu();
     return totals.empty() ? 0.0 : torch::stack(totals).norm(2).item<double>();
 }
 
 torch::Tensor totalGradNormOnDevice(const std::vector<torch::Tensor> &params)
 {
-    std::vector<torch::Tensor> totals;
-    for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
-        totals.push_back(torch::stack(at::_foreach_norm(grads, 2)).to(torch::kFloat64).norm(2));
+    const std::vector<torch::Tensor> totals = groupNorms(params);
     TORCH_CHECK(totals.empty() || std::all_of(totals.begin(), totals.end(), [&](const torch::Tensor &t) { return t.device() == totals.front().device(); }),
                 "totalGradNormOnDevice: gradients on more than one device");
     return totals.empty() ? torch::Tensor() : torch::stack(totals).norm(2);

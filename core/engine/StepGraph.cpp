@@ -103,13 +103,4 @@ void StepGraph::replay()
 #endif
 }
 
-bool StepGraph::captured() const
-{
-#ifdef PB_WITH_CUDA
-    return m->graph != nullptr;
-#else
-    return false;
-#endif
-}
-
 } // namespace pb

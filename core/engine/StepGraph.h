@@ -37,7 +37,6 @@ public:
     // The captured step again, on the current stream (tensors the step read are read again: copy
     // new inputs into them first).
     void replay();
-    bool captured() const;
 
 private:
     struct Impl;

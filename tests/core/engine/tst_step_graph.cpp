@@ -39,6 +39,15 @@ std::vector<torch::Tensor> parametersWithGradients(const torch::Device &device, 
 
 bool cudaGraphsHere() { return torch::cuda::is_available() && StepGraph::supported(torch::kCUDA) && compat::kDeviceSideAdamW; }
 
+// The tiny preset on the fused path under bf16 autocast: what a graphed step runs on a card.
+RunConfig tinyFusedBf16()
+{
+    RunConfig c = presetConfig(QStringLiteral("tiny"));
+    c.train.precision = Precision::Bf16Mixed;
+    c.train.kernels = KernelPath::Fused;
+    return c;
+}
+
 } // namespace
 
 class TestStepGraph : public QObject {
@@ -144,9 +153,7 @@ private Q_SLOTS:
     {
         if (!cudaGraphsHere())
             QSKIP("needs a CUDA device and fused AdamW with a tensor rate");
-        RunConfig c = presetConfig(QStringLiteral("tiny"));
-        c.train.precision = Precision::Bf16Mixed;
-        c.train.kernels = KernelPath::Fused;
+        RunConfig c = tinyFusedBf16();
         c.train.gradClip = 1.0;
         torch::manual_seed(5);
         const auto tokens = torch::randint(0, c.model.vocabSize, {2, 65}, torch::kLong).cuda();
@@ -206,9 +213,7 @@ private Q_SLOTS:
     {
         if (!cudaGraphsHere())
             QSKIP("needs a CUDA device and fused AdamW with a tensor rate");
-        RunConfig c = presetConfig(QStringLiteral("tiny"));
-        c.train.precision = Precision::Bf16Mixed;
-        c.train.kernels = KernelPath::Fused;
+        RunConfig c = tinyFusedBf16();
         c.train.seqLen = 64;
         PilotOptions options;
         options.device = "cuda:0";

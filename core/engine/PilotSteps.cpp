@@ -184,11 +184,14 @@ void StepRunner::setup()
     runtime.recompute = train.recompute;
     m_run.attentionPath = runtime.fusedAttention ? "sdpa" : "math";
     {
-        // What the traits change in it: Gemma 2's soft-capped scores always take the eager form; a
-        // window goes to SDPA as one mask shared by the sliding layers.
+        // What the traits change in it: Gemma 2's soft-capped scores take the eager form, or on the
+        // fused path of a CUDA device its capped softmax's kernel; a window goes to SDPA as one mask
+        // shared by the sliding layers.
         const int64_t sliding = m_config.model.slidingLayers();
         if (m_config.model.traits.attentionSoftcap > 0)
-            m_run.attentionPath = "eager (soft-capped scores)";
+            m_run.attentionPath = train.kernels == KernelPath::Fused && fusedKernelsOn(m_device)
+                                      ? "capped softmax kernel between two bmms (soft-capped scores)"
+                                      : "eager (soft-capped scores)";
         else if (sliding > 0)
             m_run.attentionPath += "; window mask on " + std::to_string(sliding) + " of " + std::to_string(m_config.model.layers) + " layers";
         // Llama 4's chunks: a mask only where the sequence spans more than one chunk.

@@ -58,6 +58,8 @@ int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t byt
     return std::clamp<int64_t>(chunk, 1, std::max<int64_t>(tokens, 1));
 }
 
+int64_t linearCrossEntropyRowStride(int64_t vocab, bool kernel) { return kernel ? (vocab + 7) / 8 * 8 : vocab; }
+
 ActivationBytes activationBytes(const RunConfig &config, bool fusedAttentionAvailable, bool libTorch2, bool fusedKernels)
 {
     return activationBytes(config, modelFlags(config, parameterTable(config)), fusedAttentionAvailable, libTorch2, fusedKernels);
@@ -126,6 +128,11 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // gpt-oss's sinks: Transformers' eager composite without a fused kernel, else the kernel
         // with one more key (model/SinkAttention.h), on every layer.
         const bool eagerForm = traits.attentionSinks ? !fused : usesEagerAttentionForm(traits.attentionSoftcap, fused, window, rescaled);
+        // Soft-capped scores on the fused path of a CUDA device: the capped softmax's kernel
+        // (model/FusedOps.h's cappedSoftmax) between the two bmms, which keeps the scores and two
+        // fp32 numbers a row where eager kept tanh's output, the fp32 probabilities and a mask.
+        const bool cappedKernel = fusedKernels && train.kernels == KernelPath::Fused && traits.attentionSoftcap > 0 && !traits.attentionSinks;
+        const int64_t rowStats = cappedKernel ? 8 * b * heads * t : 0;
         // The composite's [B, heads, T, T + 1] tensors, in the dtype the sinks promote the scores to
         // (fp32 for trained sinks under autocast, else the compute dtype).
         const int64_t sinkDtype = traits.attentionSinks ? std::max(c, layer.sinksTrain ? trainableParamBytes(train.precision) : frozenParamBytes(train.precision)) : 0;
@@ -212,7 +219,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool windowKernel = fusedKernels && libTorch2 && train.kernels == KernelPath::Fused && traits.usesSliding(layerIndex) && layerFused &&
                                   !traits.attentionSinks && c != 4 && dq == c && dkr == c && hd <= kSharedHeadsMaxHeadDim && hd % 8 == 0;
         const bool expandedKv = layerFused && (dq == 4 || (window && !windowKernel) || hd > kSharedHeadsMaxHeadDim) && groups > 1;
-        slidingOnMask = slidingOnMask || (traits.usesSliding(layerIndex) && !windowKernel);
+        slidingOnMask = slidingOnMask || (traits.usesSliding(layerIndex) && !windowKernel && !cappedKernel);
         const int64_t kvKept = expandedKv ? qDim : kvDim;
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast
@@ -256,14 +263,16 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                 // the scores to (fp32 for trained sinks under autocast, else the compute dtype),
                 // its 16-bit cast for the product with v, and max's indices.
                 const int64_t probabilities = traits.attentionSinks ? sinkScores + (sinkDtype != c ? scores : 0) + 8 * b * heads * t
-                                              : eagerForm && c != 4           ? scores * 4 / c + scores
-                                                                              : scores;
-                const int64_t capped = traits.attentionSoftcap > 0 ? scores : 0;
-                walk.saved += 3 * c * n * qDim + t * t + layerRotaryCasts + probabilities + capped;
+                                              : eagerForm && c != 4 && !cappedKernel ? scores * 4 / c + scores
+                                                                                     : scores;
+                // The cap's kept tanh output, or the kernel's kept scores and row statistics.
+                const int64_t capped = traits.attentionSoftcap > 0 ? scores + rowStats : 0;
+                walk.saved += 3 * c * n * qDim + (cappedKernel ? 0 : t * t) + layerRotaryCasts + probabilities + capped;
                 atAttention = walk.saved;
-                // At the second bmm: the masked scores and the output beside the kept set, and
-                // q, k, v as the rotary left them (and an fp32 k expanded, cast for the bmm).
-                forwardAbove = walk.saved + scores + c * n * qDim + qkvAlive + y1Alive + (dkr != c && groups > 1 ? dkr * n * qDim : 0);
+                // At the second bmm: the masked scores (the kernel's are the kept ones) and the output
+                // beside the kept set, and q, k, v as the rotary left them (and an fp32 k expanded,
+                // cast for the bmm).
+                forwardAbove = walk.saved + (cappedKernel ? 0 : scores) + c * n * qDim + qkvAlive + y1Alive + (dkr != c && groups > 1 ? dkr * n * qDim : 0);
                 // The sinks' composite holds two [T, T + 1] tensors at a time (the concatenation and
                 // its shifted copy, then that and the softmax), none beside the product with v.
                 if (traits.attentionSinks)
@@ -414,7 +423,9 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // the cap's), the 16-bit probabilities already released. On CPU (a recomputed gemma2 layer,
         // bf16-mixed) the peak is softmax's backward, with two: the probabilities' fp32 gradient and
         // softmax's own, beside its fp32 output and tanh's (+12% to +24% with three).
-        const int64_t cappedGrads = (fusedKernels ? 3 : 2) * (scores / c) * 4 - (c != 4 ? scores : 0);
+        // The capped softmax's kernel: the probabilities' gradient and the scores', the probabilities
+        // (kept by the second bmm alone) already released.
+        const int64_t cappedGrads = cappedKernel ? scores : (fusedKernels ? 3 : 2) * (scores / c) * 4 - (c != 4 ? scores : 0);
         // The eager form without a cap, seen by the peak recorder on CPU (a recomputed phi3 layer,
         // bf16-mixed): at the softmax's backward the fp32 gradient of the probabilities and the
         // softmax's own fp32 gradient, the 16-bit probabilities already released.
@@ -444,7 +455,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                           : dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
                                                 (layerFused ? c * n * qDim + expandedAlive
                                                  : traits.attentionSinks ? (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * sinkScores + 8 * b * heads * t + c * n * qDim + t * t
-                                                                         : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim + t * t);
+                                                                         : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim +
+                                                                               (cappedKernel ? rowStats : t * t));
         // (qlora: at down_proj, its input, the matrix and its output beside the residual and the norm output.)
         const int64_t mlpNoGrad = std::max(layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h,
                                            dequantMlp > 0 ? r * n * h + dx2 * n * h + downInput + dequantMlp + c * n * h : 0);
@@ -534,7 +546,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // The weight gradient accumulates inside the GEMM, except for a 16-bit product into fp32
         // without the CUDA path (the product is made, then added).
         const bool productMade = headTrains && c != 4 && !fusedKernels;
-        out.logitsForwardPeak = std::max(perLogit * chunk * vocab, c * chunk * vocab + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
+        const int64_t ld = linearCrossEntropyRowStride(vocab, fusedKernels);
+        out.logitsForwardPeak = std::max(perLogit * chunk * ld, c * chunk * ld + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
         out.logitsSaved = gradInput + gradWeight;
         // Backward scales the kept gradients into new tensors while they are still held (the input's
         // in its dtype, the weight's in fp32, then cast to a 16-bit weight's dtype) where the loss's

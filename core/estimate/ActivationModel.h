@@ -77,5 +77,9 @@ int64_t linearCrossEntropyBytesPerLogit(int64_t c, bool fusedKernels, bool softc
 // kernel's path (`kernel`) at least 4,096 or 2 GiB of logits, whichever is fewer; at least 1, at
 // most `tokens`.
 int64_t linearCrossEntropyChunkTokens(int64_t tokens, int64_t vocab, int64_t bytesPerLogit, bool kernel = false);
+// The elements between two rows of a chunk's logits: on the CUDA kernel's path the vocabulary
+// rounded up to 8, so that every row is 16-byte aligned and cuBLAS keeps its Hopper GEMMs (Granite's
+// 49,159 tokens fell to sm75 kernels, the head's GEMMs 5x slower on an H100); else the vocabulary.
+int64_t linearCrossEntropyRowStride(int64_t vocab, bool kernel);
 
 } // namespace pb

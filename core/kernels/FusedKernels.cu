@@ -76,9 +76,8 @@ __device__ __forceinline__ float cappedLogit(float z, LogitsCap cap)
 // The end of a cross-entropy row's first pass, shared by the scalar and the 16-byte kernel: the
 // threads' running (max, sum) merged over the block into the log-sum-exp, the row's loss written
 // (0 where ignored), and the factor its gradient takes (0 where ignored).
-template <typename T>
-__device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t target, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap,
-                                   float *rowLoss, float &lse, float &rowScale)
+// The threads' running (max, sum of exp(x - max)) merged over the block; every thread gets the result.
+__device__ void blockMergeLse(float &m, float &s)
 {
     __shared__ float sm[kThreads / 32], ss[kThreads / 32];
     for (int o = 16; o > 0; o >>= 1)
@@ -93,6 +92,24 @@ __device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t targe
     s = 0.f;
     for (int i = 0; i < kThreads / 32; ++i)
         mergeLse(m, s, sm[i], ss[i]);
+}
+
+// One value into a running (max, sum of exp(x - max)).
+__device__ __forceinline__ void addToLse(float v, float &m, float &s)
+{
+    if (v > m) {
+        s = s * __expf(m - v) + 1.f;
+        m = v;
+    } else {
+        s += __expf(v - m);
+    }
+}
+
+template <typename T>
+__device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t target, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap,
+                                   float *rowLoss, float &lse, float &rowScale)
+{
+    blockMergeLse(m, s);
     lse = m + logf(s);
     const bool ignored = target == ignoreIndex || target < 0 || target >= vocab;
     const float targetLogit = ignored ? 0.f : cappedLogit(toFloat(row[target]), cap);
@@ -103,20 +120,14 @@ __device__ void crossEntropyRowEnd(float m, float s, const T *row, int64_t targe
 }
 
 template <typename T>
-__global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap, float *rowLoss)
+__global__ void crossEntropyKernel(T *logits, int64_t ld, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap,
+                                   float *rowLoss)
 {
-    T *row = logits + blockIdx.x * vocab;
+    T *row = logits + blockIdx.x * ld;
     const int64_t target = targets[blockIdx.x];
     float m = -FLT_MAX, s = 0.f;
-    for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-        const float v = cappedLogit(toFloat(row[j]), cap);
-        if (v > m) {
-            s = s * __expf(m - v) + 1.f;
-            m = v;
-        } else {
-            s += __expf(v - m);
-        }
-    }
+    for (int64_t j = threadIdx.x; j < vocab; j += kThreads)
+        addToLse(cappedLogit(toFloat(row[j]), cap), m, s);
     float lse, rowScale;
     crossEntropyRowEnd(m, s, row, target, vocab, ignoreIndex, scale, cap, rowLoss, lse, rowScale);
     for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
@@ -124,6 +135,70 @@ __global__ void crossEntropyKernel(T *logits, const int64_t *targets, int64_t vo
         const float d = cappedLogitGrad(toFloat(row[j]), cap, capped);
         const float p = __expf(capped - lse);
         row[j] = fromFloat<T>((p - (j == target ? 1.f : 0.f)) * rowScale * d);
+    }
+}
+
+// A stored attention score as Gemma 2's eager chain makes it, and tanh's rounded output `t`.
+template <typename T> __device__ __forceinline__ float cappedScore(float s, const ScoreCap &cap, float invCap, float &t)
+{
+    t = roundTo<T>(tanhf(roundTo<T>(roundTo<T>(s * cap.scale) * invCap)));
+    return roundTo<T>(t * cap.softcap);
+}
+
+// The keys query row `row` sees: [lo, hi).
+__device__ __forceinline__ void visibleKeys(int64_t row, int64_t keys, int64_t window, int64_t &lo, int64_t &hi)
+{
+    const int64_t i = row % keys;
+    lo = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+    hi = i + 1;
+}
+
+// One block a row: the row's (max, sum) over the keys it sees, then every probability (0 where hidden).
+template <typename T>
+__global__ void cappedSoftmaxForwardKernel(const T *scores, T *probs, float *rowMax, float *rowSum, int64_t keys, ScoreCap cap)
+{
+    const int64_t row = blockIdx.x;
+    const T *s = scores + row * keys;
+    T *p = probs + row * keys;
+    const float invCap = 1.f / cap.softcap;
+    int64_t lo, hi;
+    visibleKeys(row, keys, cap.window, lo, hi);
+    float m = -FLT_MAX, sum = 0.f, t;
+    for (int64_t j = lo + threadIdx.x; j < hi; j += kThreads)
+        addToLse(cappedScore<T>(toFloat(s[j]), cap, invCap, t), m, sum);
+    blockMergeLse(m, sum);
+    if (threadIdx.x == 0) {
+        rowMax[row] = m;
+        rowSum[row] = sum;
+    }
+    for (int64_t j = threadIdx.x; j < keys; j += kThreads)
+        p[j] = fromFloat<T>(j >= lo && j < hi ? expf(cappedScore<T>(toFloat(s[j]), cap, invCap, t) - m) / sum : 0.f);
+}
+
+// One block a row: sum_j p_j * dp_j over the seen keys, then the scores' gradient through the chain.
+template <typename T>
+__global__ void cappedSoftmaxBackwardKernel(const T *scores, const float *rowMax, const float *rowSum, const T *dProbs, T *dScores, int64_t keys, ScoreCap cap)
+{
+    __shared__ float shared[kThreads / 32];
+    const int64_t row = blockIdx.x;
+    const T *s = scores + row * keys, *dp = dProbs + row * keys;
+    T *ds = dScores + row * keys;
+    const float invCap = 1.f / cap.softcap, m = rowMax[row], sum = rowSum[row];
+    int64_t lo, hi;
+    visibleKeys(row, keys, cap.window, lo, hi);
+    float dot = 0.f, t;
+    for (int64_t j = lo + threadIdx.x; j < hi; j += kThreads)
+        dot += expf(cappedScore<T>(toFloat(s[j]), cap, invCap, t) - m) / sum * toFloat(dp[j]);
+    dot = blockSum(dot, shared);
+    for (int64_t j = threadIdx.x; j < keys; j += kThreads) {
+        float g = 0.f;
+        if (j >= lo && j < hi) {
+            const float pf = expf(cappedScore<T>(toFloat(s[j]), cap, invCap, t) - m) / sum;
+            const float dx = roundTo<T>(pf * (toFloat(dp[j]) - dot));        // softmax's, cast back to the scores' dtype
+            const float dTanh = roundTo<T>(roundTo<T>(dx * cap.softcap) * (1.f - t * t)); // * softcap, then tanh's
+            g = roundTo<T>(dTanh * invCap) * cap.scale;                     // / softcap, then * scale
+        }
+        ds[j] = fromFloat<T>(g);
     }
 }
 
@@ -435,18 +510,44 @@ bool vectorRows(int64_t cols, std::initializer_list<const void *> pointers) { re
 
 } // namespace
 
-void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
+void crossEntropyGradInPlace(void *logits, int64_t ld, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
                              const float *scale, LogitsCap cap, float *rowLoss, void *stream)
 {
     if (rows == 0)
         return;
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        const auto kernel = vocab % 8 == 0 && aligned16({logits}) ? crossEntropyVecKernel<T> : crossEntropyKernel<T>;
-        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(static_cast<T *>(logits), targets, vocab, ignoreIndex,
-                                                                                             scale, cap, rowLoss);
+        const auto kernel = ld % 8 == 0 && aligned16({logits}) ? crossEntropyVecKernel<T> : crossEntropyKernel<T>;
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(static_cast<T *>(logits), ld, targets, vocab,
+                                                                                             ignoreIndex, scale, cap, rowLoss);
     });
     check(cudaGetLastError(), "cross-entropy kernel");
+}
+
+void cappedSoftmaxForward(const void *scores, void *probs, Dtype type, float *rowMax, float *rowSum, int64_t rows, int64_t keys, ScoreCap cap,
+                          void *stream)
+{
+    if (rows == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), cappedSoftmaxForwardKernel<T>)(
+            static_cast<const T *>(scores), static_cast<T *>(probs), rowMax, rowSum, keys, cap);
+    });
+    check(cudaGetLastError(), "capped softmax kernel");
+}
+
+void cappedSoftmaxBackward(const void *scores, const float *rowMax, const float *rowSum, const void *dProbs, void *dScores, Dtype type, int64_t rows,
+                           int64_t keys, ScoreCap cap, void *stream)
+{
+    if (rows == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), cappedSoftmaxBackwardKernel<T>)(
+            static_cast<const T *>(scores), rowMax, rowSum, static_cast<const T *>(dProbs), static_cast<T *>(dScores), keys, cap);
+    });
+    check(cudaGetLastError(), "capped softmax backward kernel");
 }
 
 // The 16-byte row form of the forward, with or without the residual add.

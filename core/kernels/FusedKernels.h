@@ -15,14 +15,33 @@ struct LogitsCap {
     float divisor = 1.f;
     float softcap = 0.f;
 };
-// Cross-entropy of each row of `logits` [rows, vocab] (dtype `type`; capped by `cap`) against
+// Cross-entropy of each row of `logits` [rows, vocab] (rows `ld` elements apart; dtype `type`; capped by `cap`) against
 // `targets` (int64; ignoreIndex rows give 0), written to rowLoss [rows] (fp32); then, in place, the
 // logits become the loss gradient with respect to the uncapped logits, (softmax - onehot) * scale
 // times the cap's derivative (1 - tanh^2) / divisor, zero on ignored rows, rounded to `type` once.
 // `scale` is read by the kernel (one fp32 on the device), so the mean's 1 / count needs no host read
 // and the step can be captured in a CUDA graph.
-void crossEntropyGradInPlace(void *logits, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
+void crossEntropyGradInPlace(void *logits, int64_t ld, Dtype type, const int64_t *targets, int64_t rows, int64_t vocab, int64_t ignoreIndex,
                              const float *scale, LogitsCap cap, float *rowLoss, void *stream);
+
+// Gemma 2's soft-capped attention probabilities, where SDPA's kernels have no cap: Transformers'
+// eager chain on the scores [rows, keys] of one head each (row r is query r % keys, keys == queries),
+// (s * scale) * (1 / softcap), tanh, * softcap, the causal mask (and a sliding window: key j seen
+// from query i when i - window < j <= i; 0: none), softmax in fp32 rounded to `type`, every step
+// rounded to `type` as eager's CUDA ops round it (a division by a scalar there is a product with its
+// fp32 reciprocal). One pass over the scores in place of eight element-wise kernels. The rows' max
+// and sum of exponentials (fp32) are kept for the backward, which recomputes the fp32 probabilities
+// from the scores (eager kept them, 4 bytes a score) and writes the scores' gradient through the same
+// chain: softmax's backward in fp32, then the cap's and the scale's, each rounded as eager's.
+struct ScoreCap {
+    float scale = 1.f;
+    float softcap = 0.f;
+    int64_t window = 0;
+};
+void cappedSoftmaxForward(const void *scores, void *probs, Dtype type, float *rowMax, float *rowSum, int64_t rows, int64_t keys, ScoreCap cap,
+                          void *stream);
+void cappedSoftmaxBackward(const void *scores, const float *rowMax, const float *rowSum, const void *dProbs, void *dScores, Dtype type, int64_t rows,
+                           int64_t keys, ScoreCap cap, void *stream);
 
 // The RMSNorm's form: LlamaRMSNorm scales the x-dtype-rounded normalised input by the weight;
 // Gemma's and OLMo 2's (scaleInFp32) scale the fp32 one; Gemma's by (1 + weight) (unitOffset, the

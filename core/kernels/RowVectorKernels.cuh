@@ -252,9 +252,10 @@ __global__ void rotaryVecKernel(const T *x, T *y, const float *cos, const float 
 
 // crossEntropyKernel on packs of 8: the running (max, sum) updated once a pack.
 template <typename T>
-__global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap, float *rowLoss)
+__global__ void crossEntropyVecKernel(T *logits, int64_t ld, const int64_t *targets, int64_t vocab, int64_t ignoreIndex, const float *scale, LogitsCap cap,
+                                      float *rowLoss)
 {
-    T *row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+    T *row = logits + static_cast<int64_t>(blockIdx.x) * ld;
     const int64_t target = targets[blockIdx.x], packs = vocab / 8;
     float m = -FLT_MAX, s = 0.f;
     for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
@@ -275,6 +276,9 @@ __global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t
         for (int i = 0; i < 8; ++i)
             s += __expf(v[i] - m);
     }
+    // A vocabulary that is not a multiple of 8 (rows padded to one, ld): its last few logits singly.
+    for (int64_t j = packs * 8 + threadIdx.x; j < vocab; j += kThreads)
+        addToLse(cappedLogit(toFloat(row[j]), cap), m, s);
     float lse, rowScale;
     crossEntropyRowEnd(m, s, row, target, vocab, ignoreIndex, scale, cap, rowLoss, lse, rowScale);
     for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
@@ -287,5 +291,10 @@ __global__ void crossEntropyVecKernel(T *logits, const int64_t *targets, int64_t
             v[i] = (__expf(capped - lse) - (p * 8 + i == target ? 1.f : 0.f)) * rowScale * d;
         }
         store8(row + p * 8, v);
+    }
+    for (int64_t j = packs * 8 + threadIdx.x; j < vocab; j += kThreads) {
+        float capped;
+        const float d = cappedLogitGrad(toFloat(row[j]), cap, capped);
+        row[j] = fromFloat<T>((__expf(capped - lse) - (j == target ? 1.f : 0.f)) * rowScale * d);
     }
 }

@@ -4,6 +4,7 @@
 #include "model/Transformer.h"
 
 #include "config/ParameterTable.h"
+#include "model/FusedOps.h"
 #include "model/LinearCrossEntropy.h"
 #include "engine/TorchCompat.h"
 #include "model/WindowedAttention.h"
@@ -246,14 +247,17 @@ void DecoderModelImpl::rotaryTables(int64_t seqLen, const torch::Device &device,
     }
 }
 
-bool DecoderModelImpl::slidingLayersOnWindowKernel(const torch::Device &device) const
+bool DecoderModelImpl::slidingLayersNeedNoMask(const torch::Device &device) const
 {
-    // As SelfAttention's choice on each sliding layer: the fused path, no soft cap or sinks, and q in
-    // autocast's dtype, else in the weights' (Gemma's norms and the fused rotary keep it).
+    // As SelfAttention's choice on each sliding layer: on the fused path, soft-capped scores on the
+    // capped softmax's kernel; else, without sinks, flash's own window; q in autocast's dtype, else in
+    // the weights' (Gemma's norms and the fused rotary keep it).
     const auto &traits = m_shape.traits;
+    const auto type = compat::autocastEnabled(device.type()) ? compat::autocastDtype(device.type()) : stack->embedTokens->weight.scalar_type();
+    if (m_kernels == KernelPath::Fused && traits.attentionSoftcap > 0 && !traits.attentionSinks)
+        return cappedSoftmaxRuns(device, type);
     if (m_kernels != KernelPath::Fused || !m_runtime.windowKernel || !m_runtime.fusedAttention || traits.attentionSoftcap > 0 || traits.attentionSinks)
         return false;
-    const auto type = compat::autocastEnabled(device.type()) ? compat::autocastDtype(device.type()) : stack->embedTokens->weight.scalar_type();
     return windowKernelRuns(device, type, m_shape.effectiveHeadDim());
 }
 
@@ -289,8 +293,9 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
         }
         if (traits.slidingWindow > 0) {
             // One mask for every sliding layer: key j is seen from query i when i - W < j <= i. None
-            // where they all run flash's own window (T x T bytes: 16 GiB at Gemma 3's 131,072).
-            if (!slidingLayersOnWindowKernel(inputs.device()))
+            // where they all run flash's own window or the capped softmax's kernel (T x T bytes:
+            // 16 GiB at Gemma 3's 131,072).
+            if (!slidingLayersNeedNoMask(inputs.device()))
                 local.windowMask = slidingWindowMask(t, traits.slidingWindow, inputs.device());
             if (traits.localRopeTheta > 0)
                 rotaryTables(t, inputs.device(), traits.localRopeTheta, RopeScaling {}, proportional ? m_shape.effectiveHeadDim() : m_shape.rotaryDim(), -1, local.cos,

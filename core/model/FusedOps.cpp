@@ -327,6 +327,68 @@ bool fusedKernelsOn(const torch::Device &device)
 #endif
 }
 
+#ifdef PB_WITH_CUDA_KERNELS
+namespace {
+
+struct CappedSoftmaxFunction : public torch::autograd::Function<CappedSoftmaxFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &scores, double scale, double softcap, int64_t window)
+    {
+        const auto s = scores.contiguous();
+        const int64_t keys = s.size(-1), rows = s.numel() / std::max<int64_t>(keys, 1);
+        auto probs = torch::empty_like(s);
+        auto stats = torch::empty({2, rows}, s.options().dtype(torch::kFloat));
+        const kernels::ScoreCap cap {static_cast<float>(scale), static_cast<float>(softcap), window};
+        kernels::cappedSoftmaxForward(s.data_ptr(), probs.data_ptr(), kernelType(s.scalar_type()), stats[0].data_ptr<float>(), stats[1].data_ptr<float>(), rows,
+                                      keys, cap, currentStream(s));
+        ctx->save_for_backward({s, stats});
+        ctx->saved_data["scale"] = scale;
+        ctx->saved_data["softcap"] = softcap;
+        ctx->saved_data["window"] = window;
+        return probs;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const auto &s = saved[0], &stats = saved[1];
+        const auto dp = gradOutputs[0].to(s.scalar_type()).contiguous();
+        auto ds = torch::empty_like(s);
+        const int64_t keys = s.size(-1), rows = s.numel() / std::max<int64_t>(keys, 1);
+        const kernels::ScoreCap cap {static_cast<float>(ctx->saved_data["scale"].toDouble()), static_cast<float>(ctx->saved_data["softcap"].toDouble()),
+                                     ctx->saved_data["window"].toInt()};
+        kernels::cappedSoftmaxBackward(s.data_ptr(), stats[0].data_ptr<float>(), stats[1].data_ptr<float>(), dp.data_ptr(), ds.data_ptr(),
+                                       kernelType(s.scalar_type()), rows, keys, cap, currentStream(s));
+        return {ds, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+};
+
+} // namespace
+#endif
+
+bool cappedSoftmaxRuns(const torch::Device &device, at::ScalarType scores)
+{
+#ifdef PB_WITH_CUDA_KERNELS
+    return device.is_cuda() && kernelDtype(scores);
+#else
+    (void)device;
+    (void)scores;
+    return false;
+#endif
+}
+
+torch::Tensor cappedSoftmax(const torch::Tensor &scores, double scale, double softcap, int64_t window)
+{
+    TORCH_CHECK(cappedSoftmaxRuns(scores.device(), scores.scalar_type()) && softcap > 0 && scores.dim() >= 2 && scores.size(-1) == scores.size(-2),
+                "cappedSoftmax: the kernel takes square [..., T, T] fp32, bf16 or fp16 scores on a CUDA device with a soft cap");
+#ifdef PB_WITH_CUDA_KERNELS
+    return CappedSoftmaxFunction::apply(scores, scale, softcap, window);
+#else
+    (void)scale;
+    (void)window;
+    return {};
+#endif
+}
+
 torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale, double divisor, double softcap)
 {
     return crossEntropyGradInPlace(logits, targets, torch::full({}, scale, logits.options().dtype(torch::kFloat)), divisor, softcap);
@@ -334,7 +396,8 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
 
 torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, const torch::Tensor &scale, double divisor, double softcap)
 {
-    TORCH_CHECK(logits.dim() == 2 && logits.is_contiguous(), "crossEntropyGradInPlace: logits must be a contiguous [rows, vocab] tensor");
+    TORCH_CHECK(logits.dim() == 2 && logits.stride(1) == 1 && logits.stride(0) >= logits.size(1),
+                "crossEntropyGradInPlace: logits must be a [rows, vocab] tensor of whole rows (contiguous, or rows padded apart)");
     TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == torch::kFloat && scale.device() == logits.device(),
                 "crossEntropyGradInPlace: scale must be one fp32 value on the logits' device");
 #ifdef PB_WITH_CUDA_KERNELS
@@ -342,7 +405,7 @@ torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor
         const auto rows = logits.size(0), vocab = logits.size(1);
         const auto t = targets.to(torch::kLong).contiguous();
         auto rowLoss = torch::empty({rows}, logits.options().dtype(torch::kFloat));
-        kernels::crossEntropyGradInPlace(logits.data_ptr(), kernelType(logits.scalar_type()), t.data_ptr<int64_t>(), rows, vocab, -100,
+        kernels::crossEntropyGradInPlace(logits.data_ptr(), logits.stride(0), kernelType(logits.scalar_type()), t.data_ptr<int64_t>(), rows, vocab, -100,
                                          scale.data_ptr<float>(), kernels::LogitsCap {static_cast<float>(divisor), static_cast<float>(softcap)},
                                          rowLoss.data_ptr<float>(), currentStream(logits));
         return rowLoss;

@@ -60,6 +60,15 @@ torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up);
 // tables and each of its three ops). Its autograd keeps only the tables, which the model holds anyway.
 torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin);
 
+// Gemma 2's soft-capped attention probabilities from scores [..., T, T] (q k^T, unscaled, contiguous
+// or made so) on the CUDA kernel (kernels::cappedSoftmaxForward): Transformers' eager chain (scale,
+// cap, the causal mask and a sliding `window` (0: none), softmax in fp32) rounded as eager rounds it,
+// in the scores' dtype. Its autograd keeps the scores and two fp32 numbers a row (eager keeps tanh's
+// output, the fp32 probabilities and a mask). Only where cappedSoftmaxRuns; there is no composite
+// (the eager chain is model/Transformer.cpp's own).
+bool cappedSoftmaxRuns(const torch::Device &device, at::ScalarType scores);
+torch::Tensor cappedSoftmax(const torch::Tensor &scores, double scale, double softcap, int64_t window);
+
 // Transformers' rotate_half, (x1, x2) -> (-x2, x1) over the last dimension: the eager rotary's.
 torch::Tensor rotateHalf(const torch::Tensor &x);
 

@@ -22,7 +22,8 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         const auto scale = torch::where(count.gt(0), count.to(torch::kDouble).reciprocal(), torch::zeros({}, count.options().dtype(torch::kDouble))).to(torch::kFloat);
         auto lossSum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
         torch::Tensor gradHidden = hiddenGrad ? torch::empty_like(hc) : torch::Tensor();
-        const int64_t n = hidden.size(0);
+        const int64_t n = hidden.size(0), vocab = wc.size(0);
+        const int64_t ld = linearCrossEntropyRowStride(vocab, fusedKernelsOn(hidden.device()));
         // The first chunk's GEMM writes it (beta 0), so it is never filled with zeros first.
         torch::Tensor gradWeight = !weightGrad ? torch::Tensor()
                                    : n > 0     ? torch::empty(weight.sizes(), weight.options().dtype(torch::kFloat))
@@ -31,7 +32,9 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
             const int64_t len = std::min(chunk, n - begin);
             const auto h = hc.narrow(0, begin, len);
             // The chunk's logits become their own gradient, (softmax - onehot) / count, in place.
-            auto logits = torch::matmul(h, wc.t());
+            auto logits = ld == vocab ? torch::matmul(h, wc.t()) : torch::empty({len, ld}, hc.options()).narrow(1, 0, vocab);
+            if (ld != vocab)
+                at::mm_out(logits, h, wc.t());
             lossSum += crossEntropyGradInPlace(logits, targets.narrow(0, begin, len), scale, divisor, softcap).sum();
             if (hiddenGrad) {
                 auto out = gradHidden.narrow(0, begin, len);

@@ -131,6 +131,15 @@ torch::Tensor eagerAttention(const torch::Tensor &q, const torch::Tensor &k, con
     return torch::matmul(torch::softmax(scores, -1, torch::kFloat).to(q.scalar_type()), compat::expandKvHeads(v, groups));
 }
 
+// Soft-capped attention on the capped softmax's kernel: eagerAttention's maths with one kernel (and
+// its backward) between the two bmms in place of eight element-wise ops; no mask is built.
+torch::Tensor cappedKernelAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, double scale, double softcap, int64_t window)
+{
+    const int64_t groups = q.size(1) / k.size(1);
+    const auto scores = torch::matmul(q, compat::expandKvHeads(k, groups).transpose(-2, -1));
+    return torch::matmul(cappedSoftmax(scores, scale, softcap, window), compat::expandKvHeads(v, groups));
+}
+
 // Sliding-window or rescaled attention on the fused kernel: SDPA with the window as a boolean mask
 // (shared by every sliding layer) and the model's scale; k and v expanded to all heads, since the
 // kernels that take a mask have no grouped heads.
@@ -173,7 +182,8 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_valueNorm(config.model.traits.valueNorm), m_sharedKv(layer >= 0 && config.model.kvShared(layer)),
       m_keepsKv(layer >= 0 && config.model.kvSource(layer)),
       m_window(layer >= 0 && config.model.traits.usesSliding(layer) ? config.model.traits.slidingWindow : 0),
-      m_windowKernel(config.train.kernels == KernelPath::Fused && runtime.windowKernel)
+      m_windowKernel(config.train.kernels == KernelPath::Fused && runtime.windowKernel),
+      m_cappedKernel(config.train.kernels == KernelPath::Fused && config.model.traits.attentionSoftcap > 0)
 {
     const auto &m = config.model;
     m_scale = m.traits.attentionScale > 0 ? m.traits.attentionScale : 1.0 / std::sqrt(static_cast<double>(m_headDim));
@@ -316,6 +326,8 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
     torch::Tensor attended;
     if (sinks.defined()) // gpt-oss: no kernel has sinks; one more key carries them on the fused one
         attended = m_fused ? sinkKeyAttention(qs, ks, vs, sinks, m_scale, windowMask()) : sinkEagerAttention(qs, ks, vs, sinks, m_scale, windowMask());
+    else if (m_cappedKernel && (m_window > 0 || !in.windowMask.defined()) && cappedSoftmaxRuns(qs.device(), eagerComputeType(qs, ks)))
+        attended = cappedKernelAttention(qs, ks, vs, m_scale, m_softcap, m_window);
     else if (usesEagerAttentionForm(m_softcap, m_fused, window, m_rescaled))
         attended = eagerAttention(qs, ks, vs, m_scale, m_softcap, windowMask());
     else if (m_window > 0 && m_windowKernel && windowKernelTakes(qs, ks, vs))

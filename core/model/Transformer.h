@@ -153,6 +153,7 @@ private:
     bool m_keepsKv = false;       // keeps its own for later layers (keptKeys)
     int64_t m_window = 0;         // a sliding layer's window (model.sliding_window), 0 elsewhere
     bool m_windowKernel = false;  // train.kernels = fused: a sliding layer on flash's own window where it runs (model/WindowedAttention.h)
+    bool m_cappedKernel = false;  // train.kernels = fused: soft-capped scores on the capped softmax's kernel where it runs (model/FusedOps.h)
 };
 TORCH_MODULE(SelfAttention);
 
@@ -293,8 +294,9 @@ private:
     // model.per_layer_input: every layer's input [B, T, layers, P] from the tokens and their embedding `h`.
     torch::Tensor perLayerInputs(const torch::Tensor &inputs, const torch::Tensor &h);
     torch::Tensor headLogits(const torch::Tensor &h);
-    // Whether every sliding layer runs flash's own window on `device` (then no window mask is made).
-    bool slidingLayersOnWindowKernel(const torch::Device &device) const;
+    // Whether every sliding layer runs flash's own window or the capped softmax's kernel on `device`
+    // (then no window mask is made).
+    bool slidingLayersNeedNoMask(const torch::Device &device) const;
     // The rotary tables [T, rotaryDim] (fp32, attention factor applied) of one base and scaling.
     // `rotaryDim`: the tables' width; `turnedPairs` >= 0: Gemma 4's proportional rotary, only the
     // first that many frequencies non-zero (the other dimensions pass with cos 1, sin 0).

@@ -248,11 +248,19 @@ private Q_SLOTS:
         QTest::addColumn<bool>("bf16");
         QTest::addColumn<double>("divisor");
         QTest::addColumn<double>("softcap");
+        QTest::addColumn<int>("ld");
         for (bool bf16 : {false, true})
             for (int vocab : {64, 61}) {
-                QTest::addRow("%s vocab %d", bf16 ? "bf16" : "fp32", vocab) << vocab << bf16 << 1.0 << 0.0;
-                QTest::addRow("%s vocab %d, divisor 4 and cap 5", bf16 ? "bf16" : "fp32", vocab) << vocab << bf16 << 4.0 << 5.0;
+                QTest::addRow("%s vocab %d", bf16 ? "bf16" : "fp32", vocab) << vocab << bf16 << 1.0 << 0.0 << vocab;
+                QTest::addRow("%s vocab %d, divisor 4 and cap 5", bf16 ? "bf16" : "fp32", vocab) << vocab << bf16 << 4.0 << 5.0 << vocab;
             }
+        // A vocabulary that is not a multiple of 8 in rows padded to one (the fused loss's logits,
+        // so cuBLAS keeps its aligned kernels): the 16-byte kernel with a tail, the padding untouched.
+        for (bool bf16 : {false, true}) {
+            QTest::addRow("%s vocab 61 in rows of 64", bf16 ? "bf16" : "fp32") << 61 << bf16 << 1.0 << 0.0 << 64;
+            QTest::addRow("%s vocab 61 in rows of 64, divisor 4 and cap 5", bf16 ? "bf16" : "fp32") << 61 << bf16 << 4.0 << 5.0 << 64;
+            QTest::addRow("%s vocab 1031 in rows of 1032", bf16 ? "bf16" : "fp32") << 1031 << bf16 << 1.0 << 0.0 << 1032;
+        }
     }
 
     void crossEntropy()
@@ -261,16 +269,19 @@ private Q_SLOTS:
         QFETCH(bool, bf16);
         QFETCH(double, divisor);
         QFETCH(double, softcap);
+        QFETCH(int, ld);
         const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
         const int64_t rows = 5;
         torch::manual_seed(vocab);
         const auto logits0 = (torch::randn({rows, vocab}) * 4).to(type);
-        auto logits = logits0.clone();
+        auto padded = torch::full({rows, ld}, 123.0, type);
+        auto logits = padded.narrow(1, 0, vocab);
+        logits.copy_(logits0);
         auto targets = torch::randint(0, vocab, {rows}, torch::kLong);
         targets[2] = -100;   // an ignored row: loss 0, gradient 0
         auto rowLoss = torch::full({rows}, std::numeric_limits<float>::quiet_NaN());
         const float scale = 0.37f;
-        kernels::crossEntropyGradInPlace(logits.data_ptr(), dtypeOf(type), targets.data_ptr<int64_t>(), rows, vocab, -100, &scale,
+        kernels::crossEntropyGradInPlace(logits.data_ptr(), ld, dtypeOf(type), targets.data_ptr<int64_t>(), rows, vocab, -100, &scale,
                                          {static_cast<float>(divisor), static_cast<float>(softcap)}, rowLoss.data_ptr<float>(), nullptr);
 
         const auto z64 = logits0.to(kF64).requires_grad_(true);
@@ -284,6 +295,61 @@ private Q_SLOTS:
         CHECK_CLOSE(rowLoss, loss64.detach(), 1e-5, "row loss");
         CHECK_CLOSE(logits, grad64, tolerance(type, 1e-5), "gradient");
         QCOMPARE(rowLoss[2].item<float>(), 0.f);
+        if (ld > vocab)
+            QVERIFY(torch::equal(padded.narrow(1, vocab, ld - vocab), torch::full({rows, ld - vocab}, 123.0, type)));
+    }
+
+    void cappedSoftmax_data()
+    {
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("window");
+        for (bool bf16 : {false, true}) {
+            QTest::addRow("%s, causal", bf16 ? "bf16" : "fp32") << bf16 << 0;
+            QTest::addRow("%s, sliding window of 5", bf16 ? "bf16" : "fp32") << bf16 << 5;
+        }
+    }
+
+    // Gemma 2's soft-capped attention probabilities and their backward, against the float64 maths
+    // and, in bf16, against eager's own chain of rounded LibTorch ops (which the kernel reproduces
+    // step by step: without those roundings it would be several bf16 units off).
+    void cappedSoftmax()
+    {
+        QFETCH(bool, bf16);
+        QFETCH(int, window);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t heads = 2, keys = 20, rows = heads * keys;
+        const double scale = 0.25, softcap = 5.0;
+        torch::manual_seed(window + 7);
+        const auto scores = (torch::randn({heads, keys, keys}) * 30).to(type);
+        const auto dProbs = torch::randn({heads, keys, keys}).to(type);
+        auto probs = torch::full({heads, keys, keys}, std::numeric_limits<float>::quiet_NaN()).to(type);
+        auto dScores = probs.clone();
+        auto rowMax = torch::empty({rows}), rowSum = torch::empty({rows});
+        const kernels::ScoreCap cap {static_cast<float>(scale), static_cast<float>(softcap), window};
+        kernels::cappedSoftmaxForward(scores.data_ptr(), probs.data_ptr(), dtypeOf(type), rowMax.data_ptr<float>(), rowSum.data_ptr<float>(), rows, keys, cap,
+                                      nullptr);
+        kernels::cappedSoftmaxBackward(scores.data_ptr(), rowMax.data_ptr<float>(), rowSum.data_ptr<float>(), dProbs.data_ptr(), dScores.data_ptr(),
+                                       dtypeOf(type), rows, keys, cap, nullptr);
+
+        const auto pos = torch::arange(keys);
+        const auto distance = pos.unsqueeze(1) - pos.unsqueeze(0);
+        auto seen = distance.ge(0);
+        if (window > 0)
+            seen = seen.logical_and(distance.lt(window));
+        const auto s64 = scores.to(kF64).requires_grad_(true);
+        const auto capped = softcap * torch::tanh(s64 * scale / softcap);
+        const auto p64 = torch::softmax(capped.masked_fill(seen.logical_not(), -std::numeric_limits<double>::infinity()), -1);
+        const auto ds64 = torch::autograd::grad({(p64 * dProbs.to(kF64)).sum()}, {s64})[0];
+        CHECK_CLOSE(probs, p64.detach(), tolerance(type, 1e-5), "probabilities");
+        CHECK_CLOSE(dScores, ds64, tolerance(type, 1e-4), "scores' gradient");
+        QVERIFY(torch::equal(probs.masked_select(seen.logical_not().expand_as(probs)), torch::zeros({heads * (seen.numel() - seen.sum().item<int64_t>())}, type)));
+        if (bf16) {
+            // Eager's ops on the host: each rounds its fp32 result to bf16 as the card's do.
+            auto eager = (scores * scale) * static_cast<double>(1.f / static_cast<float>(softcap));
+            eager = torch::tanh(eager) * softcap;
+            eager = torch::softmax(eager.masked_fill(seen.logical_not(), -std::numeric_limits<float>::infinity()), -1, torch::kFloat).to(type);
+            CHECK_CLOSE(probs, eager, 8e-3, "probabilities against eager's rounded chain");
+        }
     }
 
     // 40,007 weights: 2,500 runs of 16 and a tail of 7, three groups of 256 blocks' scales.

@@ -90,8 +90,9 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     const int64_t r = paramBytes(embeddingTrains);
 
     const ModelTraits &traits = m.traits;
-    // The dense MLP's form: the fused gated activation (SwiGLU, GeGLU) only for separate gate and up projections.
-    const bool fusedGate = train.kernels == KernelPath::Fused && m.activation != ActivationKind::Gelu && !traits.fusedGateUp;
+    // The dense MLP's form: the fused gated activation (SwiGLU, GeGLU), on separate gate and up
+    // projections or on a fused gate_up_proj's output (fusedGatedActivationPacked).
+    const bool fusedGate = train.kernels == KernelPath::Fused && m.activation != ActivationKind::Gelu;
     int64_t noGradPeak = 0;
     bool anySparse = false;
     int64_t layerIndex = -1;
@@ -347,8 +348,9 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             // Backward: down's input gradient (replacing the product when down kept it), then
             // the gradients of gate's and up's outputs are made while the kept inputs are held.
             mlpBackward = 3 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
-            // A fused gate_up_proj gathers its halves' gradients into one [n, 2 x inter] tensor.
-            if (traits.fusedGateUp && (gGrad || uGrad))
+            // A fused gate_up_proj gathers its halves' gradients into one [n, 2 x inter] tensor; the
+            // packed activation's kernel writes them there, its composite beside one temporary.
+            if (traits.fusedGateUp && (gGrad || uGrad) && !(fusedGate && fusedKernels))
                 mlpBackward += c * n * inter;
             // Under no_grad: gate's and up's outputs and the product (eager: silu(g) beside them).
             mlpLive = (fusedGate ? 3 : 4) * c * n * inter;

@@ -386,13 +386,23 @@ template <GateActivation A> __device__ __forceinline__ float activationGrad(floa
     }
 }
 
+// The gated functors' element i of the output [rows, width] reads g and u (and writes dg and du) at
+// row i / width, `stride` elements a row: contiguous inputs have width == stride == n; a fused
+// gate_up output's halves are rows of `width` elements `2 x width` apart.
+struct GatedLayout {
+    int64_t width, stride;
+    __device__ __forceinline__ int64_t at(int64_t i) const { return width == stride ? i : (i / width) * stride + i % width; }
+};
+
 template <typename T, GateActivation A> struct GatedForward {
     const T *g, *u;
     T *out;
+    GatedLayout layout;
     template <int W> __device__ void operator()(int64_t i) const
     {
-        const auto gp = *reinterpret_cast<const Pack<T, W> *>(g + i);
-        const auto up = *reinterpret_cast<const Pack<T, W> *>(u + i);
+        const int64_t a = layout.at(i);
+        const auto gp = *reinterpret_cast<const Pack<T, W> *>(g + a);
+        const auto up = *reinterpret_cast<const Pack<T, W> *>(u + a);
         Pack<T, W> o;
 #pragma unroll
         for (int k = 0; k < W; ++k) {
@@ -406,11 +416,13 @@ template <typename T, GateActivation A> struct GatedForward {
 template <typename T, GateActivation A> struct GatedBackward {
     const T *dOut, *g, *u;
     T *dg, *du;
+    GatedLayout layout;
     template <int W> __device__ void operator()(int64_t i) const
     {
+        const int64_t a = layout.at(i);
         const auto dp = *reinterpret_cast<const Pack<T, W> *>(dOut + i);
-        const auto gp = *reinterpret_cast<const Pack<T, W> *>(g + i);
-        const auto up = *reinterpret_cast<const Pack<T, W> *>(u + i);
+        const auto gp = *reinterpret_cast<const Pack<T, W> *>(g + a);
+        const auto up = *reinterpret_cast<const Pack<T, W> *>(u + a);
         Pack<T, W> dgp, dup;
 #pragma unroll
         for (int k = 0; k < W; ++k) {
@@ -419,8 +431,8 @@ template <typename T, GateActivation A> struct GatedBackward {
             const float ds = toFloat(fromFloat<T>(d * toFloat(up.v[k])));
             dgp.v[k] = fromFloat<T>(ds * activationGrad<A>(x));
         }
-        *reinterpret_cast<Pack<T, W> *>(dg + i) = dgp;
-        *reinterpret_cast<Pack<T, W> *>(du + i) = dup;
+        *reinterpret_cast<Pack<T, W> *>(dg + a) = dgp;
+        *reinterpret_cast<Pack<T, W> *>(du + a) = dup;
     }
 };
 
@@ -472,11 +484,12 @@ template <typename F> void dispatch(Dtype a, Dtype b, Dtype c, F &&f)
     dispatch(a, [&](auto x) { dispatch(b, [&](auto y) { dispatch(c, [&](auto z) { f(x, y, z); }); }); });
 }
 
-// Launches f over n elements of T in 16-byte packs where every pointer is 16-byte aligned.
-template <typename T, typename F> void launchPacked(int64_t n, std::initializer_list<const void *> pointers, void *stream, const F &f)
+// Launches f over n elements of T in 16-byte packs where every pointer is 16-byte aligned (and,
+// for rows of `width` elements apart from one another, no pack crosses a row).
+template <typename T, typename F> void launchPacked(int64_t n, std::initializer_list<const void *> pointers, void *stream, const F &f, int64_t width = 0)
 {
     constexpr int V = 16 / sizeof(T);
-    if (aligned16(pointers))
+    if (aligned16(pointers) && (width == 0 || width == n || width % V == 0))
         PB_LAUNCH(elementwiseBlocks(n / V + 1), kThreads, 0, static_cast<cudaStream_t>(stream), packKernel<V>)(n, f);
     else
         PB_LAUNCH(elementwiseBlocks(n), kThreads, 0, static_cast<cudaStream_t>(stream), packKernel<1>)(n, f);
@@ -682,7 +695,7 @@ template <typename F> void dispatch(GateActivation a, F &&f)
     }
 }
 
-void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, GateActivation act, void *stream)
+static void gatedForward(const void *g, const void *u, void *out, Dtype type, int64_t n, GatedLayout layout, GateActivation act, void *stream)
 {
     if (n == 0)
         return;
@@ -690,13 +703,15 @@ void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t 
         using T = decltype(t);
         dispatch(act, [&](auto a) {
             launchPacked<T>(n, {g, u, out}, stream,
-                            GatedForward<T, decltype(a)::value> {static_cast<const T *>(g), static_cast<const T *>(u), static_cast<T *>(out)});
+                            GatedForward<T, decltype(a)::value> {static_cast<const T *>(g), static_cast<const T *>(u), static_cast<T *>(out), layout},
+                            layout.width);
         });
     });
     check(cudaGetLastError(), "gated activation forward kernel");
 }
 
-void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, GateActivation act, void *stream)
+static void gatedBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, GatedLayout layout, GateActivation act,
+                          void *stream)
 {
     if (n == 0)
         return;
@@ -705,10 +720,38 @@ void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, vo
         dispatch(act, [&](auto a) {
             launchPacked<T>(n, {dOut, g, u, dg, du}, stream,
                             GatedBackward<T, decltype(a)::value> {static_cast<const T *>(dOut), static_cast<const T *>(g), static_cast<const T *>(u),
-                                                                  static_cast<T *>(dg), static_cast<T *>(du)});
+                                                                  static_cast<T *>(dg), static_cast<T *>(du), layout},
+                            layout.width);
         });
     });
     check(cudaGetLastError(), "gated activation backward kernel");
+}
+
+void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t n, GateActivation act, void *stream)
+{
+    gatedForward(g, u, out, type, n, {n, n}, act, stream);
+}
+
+void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, GateActivation act, void *stream)
+{
+    gatedBackward(dOut, g, u, dg, du, type, n, {n, n}, act, stream);
+}
+
+// The second half of each row starts `width` elements after the first.
+static const void *upHalf(const void *gateUp, Dtype type, int64_t width)
+{
+    return static_cast<const char *>(gateUp) + width * (type == Dtype::Float32 ? 4 : 2);
+}
+
+void gatedForwardPacked(const void *gateUp, void *out, Dtype type, int64_t rows, int64_t width, GateActivation act, void *stream)
+{
+    gatedForward(gateUp, upHalf(gateUp, type, width), out, type, rows * width, {width, 2 * width}, act, stream);
+}
+
+void gatedBackwardPacked(const void *dOut, const void *gateUp, void *dGateUp, Dtype type, int64_t rows, int64_t width, GateActivation act, void *stream)
+{
+    gatedBackward(dOut, gateUp, upHalf(gateUp, type, width), dGateUp, const_cast<void *>(upHalf(dGateUp, type, width)), type, rows * width,
+                  {width, 2 * width}, act, stream);
 }
 
 void rotary(const void *x, void *y, Dtype type, const float *cos, const float *sin, int64_t rows, int64_t heads, int64_t headDim,

@@ -99,6 +99,12 @@ void swigluForward(const void *g, const void *u, void *out, Dtype type, int64_t 
 // Its backward, rounding where eager's mul and activation backward round: ds = dOut * u; du = dOut *
 // act(g) (recomputed, never kept); dg = ds * act'(g).
 void swigluBackward(const void *dOut, const void *g, const void *u, void *dg, void *du, Dtype type, int64_t n, GateActivation act, void *stream);
+// The same on a fused gate_up projection's output gateUp [rows, 2 x width] (gate the first half of
+// each row, up the second: Phi-3's and GLM-4's gate_up_proj), out [rows, width]; the backward writes
+// both halves' gradients into one dGateUp [rows, 2 x width], where split views would need copies
+// in and a cat out.
+void gatedForwardPacked(const void *gateUp, void *out, Dtype type, int64_t rows, int64_t width, GateActivation act, void *stream);
+void gatedBackwardPacked(const void *dOut, const void *gateUp, void *dGateUp, Dtype type, int64_t rows, int64_t width, GateActivation act, void *stream);
 
 // The rotary embedding of x [rows, heads, headDim] (`type`; row r is position r % seqLen) by the
 // fp32 tables cos, sin [seqLen, headDim]: y = x * cos + rotate_half(x) * sin in fp32, rounded once.

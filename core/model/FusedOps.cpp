@@ -267,6 +267,60 @@ struct GatedActivationFunction : public torch::autograd::Function<GatedActivatio
     }
 };
 
+// The gated activation on a fused gate_up output [..., 2 x width]: one node keeping that output
+// alone, whose backward makes its gradient in one tensor (split views would be copied for the
+// kernel, and their two gradients concatenated).
+struct PackedGatedActivationFunction : public torch::autograd::Function<PackedGatedActivationFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &gateUp, int64_t activation)
+    {
+        const auto gu = gateUp.contiguous();
+        ctx->save_for_backward({gu});
+        ctx->saved_data["activation"] = activation;
+        const auto act = static_cast<GateActivation>(activation);
+        const int64_t width = gu.size(-1) / 2;
+#ifdef PB_WITH_CUDA_KERNELS
+        if (gu.is_cuda() && kernelDtype(gu.scalar_type())) {
+            auto shape = gu.sizes().vec();
+            shape.back() = width;
+            auto out = torch::empty(shape, gu.options());
+            kernels::gatedForwardPacked(gu.data_ptr(), out.data_ptr(), kernelType(gu.scalar_type()), gu.numel() / std::max<int64_t>(2 * width, 1), width,
+                                        kernelActivation(act), currentStream(gu));
+            return out;
+        }
+#endif
+        return timesInPlace(activate(gu.narrow(-1, 0, width), act), gu.narrow(-1, width, width));
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list gradOutputs)
+    {
+        const auto gu = ctx->get_saved_variables()[0];
+        const auto &dOut = gradOutputs[0];
+        const auto act = static_cast<GateActivation>(ctx->saved_data["activation"].toInt());
+        const int64_t width = gu.size(-1) / 2;
+        auto dgu = torch::empty_like(gu);
+#ifdef PB_WITH_CUDA_KERNELS
+        if (gu.is_cuda() && kernelDtype(gu.scalar_type()) && dOut.scalar_type() == gu.scalar_type()) {
+            const auto d = dOut.contiguous();
+            kernels::gatedBackwardPacked(d.data_ptr(), gu.data_ptr(), dgu.data_ptr(), kernelType(gu.scalar_type()), gu.numel() / std::max<int64_t>(2 * width, 1),
+                                         width, kernelActivation(act), currentStream(gu));
+            return {dgu, torch::Tensor()};
+        }
+#endif
+        // GatedActivationFunction's composite, each half written into its place in the one gradient.
+        const auto g = gu.narrow(-1, 0, width), u = gu.narrow(-1, width, width);
+        auto dg = dgu.narrow(-1, 0, width), du = dgu.narrow(-1, width, width);
+        {
+            const auto grad = (dOut * u).to(g.scalar_type());
+            if (act == GateActivation::Silu)
+                at::silu_backward_out(dg, grad, g);
+            else
+                at::gelu_backward_out(dg, grad, g, act == GateActivation::GeluTanh ? "tanh" : "none");
+        }
+        du.copy_(timesInPlace(activate(g, act), dOut));
+        return {dgu, torch::Tensor()};
+    }
+};
+
 // rotate_half's transpose: (x1, x2) -> (x2, -x1).
 torch::Tensor rotateHalfTransposed(const torch::Tensor &x)
 {
@@ -490,6 +544,12 @@ torch::Tensor fusedGatedActivation(const torch::Tensor &gate, const torch::Tenso
 }
 
 torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up) { return fusedGatedActivation(gate, up, GateActivation::Silu); }
+
+torch::Tensor fusedGatedActivationPacked(const torch::Tensor &gateUp, GateActivation activation)
+{
+    TORCH_CHECK(gateUp.dim() >= 1 && gateUp.size(-1) % 2 == 0, "fusedGatedActivationPacked: the last dimension must hold gate and up halves");
+    return PackedGatedActivationFunction::apply(gateUp, static_cast<int64_t>(activation));
+}
 
 torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {

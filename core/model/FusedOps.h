@@ -54,6 +54,10 @@ enum class GateActivation { Silu, GeluTanh, GeluErf };
 torch::Tensor fusedGatedActivation(const torch::Tensor &gate, const torch::Tensor &up, GateActivation activation);
 // LlamaMLP's silu(gate) * up.
 torch::Tensor fusedSwiglu(const torch::Tensor &gate, const torch::Tensor &up);
+// The same on a fused gate_up projection's output [..., 2 x width] (Phi-3's and GLM-4's: gate the
+// first half, up the second), same roundings: its autograd keeps that output alone and returns its
+// gradient as one tensor.
+torch::Tensor fusedGatedActivationPacked(const torch::Tensor &gateUp, GateActivation activation);
 
 // q or k [batch, seq, heads, headDim] times the rotary tables cos, sin [seq, headDim] (fp32), as
 // x * cos + rotate_half(x) * sin computed in fp32 and rounded once to x's dtype (eager rounds the

@@ -344,7 +344,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
 
 MlpImpl::MlpImpl(const RunConfig &config, const torch::TensorOptions &options, int64_t intermediate, const std::array<std::string, 3> &names,
                  bool fusedGate, int64_t layerIndex)
-    : m_fusedGate(fusedGate && !config.model.traits.fusedGateUp),
+    : m_fusedGate(fusedGate && !config.model.traits.fusedGateUp), m_packedGate(fusedGate && config.model.traits.fusedGateUp),
       m_activation(config.model.activation)
 {
     const auto &m = config.model;
@@ -373,6 +373,10 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
     torch::Tensor g, u;
     if (gateUp) {
         const auto both = gateUp->forward(x);
+        if (m_packedGate)
+            return down->forward(fusedGatedActivationPacked(both, m_activation == ActivationKind::GeGlu      ? GateActivation::GeluTanh
+                                                                  : m_activation == ActivationKind::GeGluErf ? GateActivation::GeluErf
+                                                                                                             : GateActivation::Silu));
         const int64_t width = both.size(-1) / 2;
         g = both.narrow(-1, 0, width);
         u = both.narrow(-1, width, width);

@@ -182,6 +182,7 @@ public:
 
 private:
     bool m_fusedGate;
+    bool m_packedGate;  // the fused gated activation on a fused gate_up_proj's output (fusedGatedActivationPacked)
     ActivationKind m_activation;
 };
 TORCH_MODULE(Mlp);

@@ -209,6 +209,41 @@ private Q_SLOTS:
         CHECK_CLOSE(du, grads[1], tolerance(type, 1e-5), "du");
     }
 
+    void gatedActivationPacked_data()
+    {
+        QTest::addColumn<int>("activation");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("width");
+        for (bool bf16 : {false, true})
+            for (int width : {24, 13}) { // 16-byte packs within each half-row; 13: one at a time
+                QTest::addRow("silu %s width %d", bf16 ? "bf16" : "fp32", width) << int(kernels::GateActivation::Silu) << bf16 << width;
+                QTest::addRow("gelu tanh %s width %d", bf16 ? "bf16" : "fp32", width) << int(kernels::GateActivation::GeluTanh) << bf16 << width;
+            }
+    }
+
+    // A fused gate_up output's halves, read in place and written back as one gradient: bit for bit
+    // the contiguous kernels' results on copies of the two halves.
+    void gatedActivationPacked()
+    {
+        QFETCH(int, activation);
+        QFETCH(bool, bf16);
+        QFETCH(int, width);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t rows = 5, n = rows * width;
+        torch::manual_seed(activation + width);
+        const auto gateUp = torch::randn({rows, 2 * width}).to(type), dOut = torch::randn({rows, width}).to(type);
+        const auto g = gateUp.narrow(1, 0, width).contiguous(), u = gateUp.narrow(1, width, width).contiguous();
+        const auto act = static_cast<kernels::GateActivation>(activation);
+        auto out = torch::full({rows, width}, 7.0, type), dGateUp = torch::full({rows, 2 * width}, 7.0, type);
+        kernels::gatedForwardPacked(gateUp.data_ptr(), out.data_ptr(), dtypeOf(type), rows, width, act, nullptr);
+        kernels::gatedBackwardPacked(dOut.data_ptr(), gateUp.data_ptr(), dGateUp.data_ptr(), dtypeOf(type), rows, width, act, nullptr);
+        auto outRef = torch::empty_like(g), dg = torch::empty_like(g), du = torch::empty_like(u);
+        kernels::swigluForward(g.data_ptr(), u.data_ptr(), outRef.data_ptr(), dtypeOf(type), n, act, nullptr);
+        kernels::swigluBackward(dOut.data_ptr(), g.data_ptr(), u.data_ptr(), dg.data_ptr(), du.data_ptr(), dtypeOf(type), n, act, nullptr);
+        QVERIFY(torch::equal(out, outRef));
+        QVERIFY(torch::equal(dGateUp, torch::cat({dg, du}, 1)));
+    }
+
     void rotary_data()
     {
         QTest::addColumn<int>("headDim");

@@ -407,6 +407,46 @@ private Q_SLOTS:
         QVERIFY(torch::allclose(g.grad().to(torch::kFloat), refDg.to(torch::kFloat), bwd, 1e-6));
     }
 
+    void packedGatedActivationMatchesEager_data()
+    {
+        QTest::addColumn<int>("width");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<bool>("gelu");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 silu width 40", qPrintable(device)) << 40 << false << false << device;
+            QTest::addRow("%s bf16 silu width 1024", qPrintable(device)) << 1024 << true << false << device;
+            QTest::addRow("%s bf16 gelu tanh width 1027 (no packs)", qPrintable(device)) << 1027 << true << true << device;
+        }
+    }
+    // Phi-3's and GLM-4's MLP on one fused gate_up output: as eager's chunk, activation and product,
+    // and the one gradient of that output as autograd gathers the two halves' (same tolerances as
+    // swigluMatchesEager: the composite is eager's ops, the kernel its roundings).
+    void packedGatedActivationMatchesEager()
+    {
+        QFETCH(int, width);
+        QFETCH(bool, bf16);
+        QFETCH(bool, gelu);
+        QFETCH(QString, device);
+        torch::manual_seed(width);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        auto gateUp = (torch::randn({2, 3, 2 * width}) * 3).to(dev, type).requires_grad_(true);
+        const auto dy = torch::randn({2, 3, width}).to(dev, type);
+        const auto g = gateUp.narrow(-1, 0, width), u = gateUp.narrow(-1, width, width);
+        const auto ref = (gelu ? torch::gelu(g, "tanh") : torch::silu(g)) * u;
+        ref.backward(dy);
+        const auto refGrad = gateUp.grad().clone();
+        gateUp.grad().zero_();
+        const auto out = fusedGatedActivationPacked(gateUp, gelu ? GateActivation::GeluTanh : GateActivation::Silu);
+        QCOMPARE(out.sizes(), ref.sizes());
+        out.backward(dy);
+        const double fwd = bf16 ? 8e-3 : 1e-6, bwd = bf16 ? 1.6e-2 : 1e-5;
+        QVERIFY(torch::allclose(out.to(torch::kFloat), ref.to(torch::kFloat), fwd, 1e-6));
+        QVERIFY(torch::allclose(gateUp.grad().to(torch::kFloat), refGrad.to(torch::kFloat), bwd, 1e-6));
+        QVERIFY(!torch::allclose(gateUp.grad().narrow(-1, 0, width).to(torch::kFloat), gateUp.grad().narrow(-1, width, width).to(torch::kFloat)));
+    }
+
     void rotaryMatchesReference_data()
     {
         QTest::addColumn<int>("headDim");

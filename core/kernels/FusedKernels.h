@@ -29,10 +29,11 @@ void crossEntropyGradInPlace(void *logits, int64_t ld, Dtype type, const int64_t
 // (s * scale) * (1 / softcap), tanh, * softcap, the causal mask (and a sliding window: key j seen
 // from query i when i - window < j <= i; 0: none), softmax in fp32 rounded to `type`, every step
 // rounded to `type` as eager's CUDA ops round it (a division by a scalar there is a product with its
-// fp32 reciprocal). One pass over the scores in place of eight element-wise kernels. The rows' max
-// and sum of exponentials (fp32) are kept for the backward, which recomputes the fp32 probabilities
-// from the scores (eager kept them, 4 bytes a score) and writes the scores' gradient through the same
-// chain: softmax's backward in fp32, then the cap's and the scale's, each rounded as eager's.
+// fp32 reciprocal). One kernel (two reads of each row, the second mostly from L2) in place of eight
+// element-wise ones. The rows' max and sum of exponentials (fp32) are kept for the backward, which
+// recomputes the fp32 probabilities from the scores (eager kept them, 4 bytes a score) and writes
+// the scores' gradient through the same chain: softmax's backward in fp32, then the cap's and the
+// scale's, each rounded as eager's.
 struct ScoreCap {
     float scale = 1.f;
     float softcap = 0.f;

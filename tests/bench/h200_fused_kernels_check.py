@@ -62,8 +62,12 @@ def bind(fn):
     k.glu_bwd.argtypes = [P, P, P, P, P, ctypes.c_int, I64, ctypes.c_int, P]
     k.rot = fn("6rotary")
     k.rot.argtypes = [P, P, ctypes.c_int, P, P, I64, I64, I64, I64, ctypes.c_bool, P]
-    k.ce = fn("23crossEntropyGradInPlace")
-    k.ce.argtypes = [P, ctypes.c_int, P, I64, I64, I64, P, Cap, P, P]  # the scale: a device fp32
+    ce = fn("23crossEntropyGradInPlace")
+    # Rows `ld` apart since the padded logits; a --baseline tree may predate that (its name's
+    # parameters start with the dtype, not an int64 after the pointer).
+    strided = "crossEntropyGradInPlaceEPvl" in ce.__name__
+    ce.argtypes = ([P, I64] if strided else [P]) + [ctypes.c_int, P, I64, I64, I64, P, Cap, P, P]  # the scale: a device fp32
+    k.ce = lambda logits, ld, *rest: ce(logits, ld, *rest) if strided else ce(logits, *rest)
     try:  # the residual add folded into the norm (issue 34); a --baseline tree may predate it
         k.add_fwd = fn("17addRmsNormForward")
         k.add_fwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, I64, I64, F, Form, ResidualIn, P]
@@ -241,7 +245,8 @@ for vocab, t, divisor, softcap in [(262144, torch.bfloat16, 1.0, 0.0), (151936, 
     ref_grad = lf.grad.to(t)
     row_loss = torch.empty(rows, device="cuda")
     g = logits.clone()
-    lib.ce(ptr(g), DT[t], ptr(targets), rows, vocab, -100, 0.5, Cap(divisor, softcap), ptr(row_loss), stream())
+    half = torch.full((), 0.5, device="cuda")
+    lib.ce(ptr(g), vocab, DT[t], ptr(targets), rows, vocab, -100, ptr(half), Cap(divisor, softcap), ptr(row_loss), stream())
     torch.cuda.synchronize()
     low = t == torch.bfloat16
     report("cross-entropy vocab %d %s divisor %g softcap %g" % (vocab, str(t)[6:], divisor, softcap),
@@ -371,7 +376,7 @@ for rows, vocab, softcap, label in [(1024, 262144, 30.0, "Gemma 4 chunk, soft ca
     unit = torch.ones((), device="cuda")
     capped = (lambda z: softcap * torch.tanh(z / softcap)) if softcap else (lambda z: z)
     bench("cross-entropy %s %dx%d bf16 (in place)" % (label, rows, vocab), 3 * logits.numel() * 2,
-          lambda k: k.ce(ptr(logits), 1, ptr(targets), rows, vocab, -100, ptr(unit), Cap(1.0, softcap), ptr(row_loss), stream()),
+          lambda k: k.ce(ptr(logits), vocab, 1, ptr(targets), rows, vocab, -100, ptr(unit), Cap(1.0, softcap), ptr(row_loss), stream()),
           lambda: torch.nn.functional.cross_entropy(capped(logits.float()), targets))
 for n, label in [(8192 * 6144, "E2B MLP (gelu tanh)"), (8192 * 8192, "Llama-3.2-1B MLP (silu)")]:
     code = 1 if "gelu" in label else 0

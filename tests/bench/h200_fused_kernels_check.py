@@ -18,6 +18,7 @@ import argparse, ctypes, os, sys, tempfile
 import torch
 
 import kernel_library
+from kernel_library import DT, Cap, failures, ptr, rel, report, stream, timed
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=tempfile.mkdtemp())
@@ -31,12 +32,7 @@ class Form(ctypes.Structure):  # kernels::RmsNormForm
     _fields_ = [("unitOffset", ctypes.c_bool), ("scaleInFp32", ctypes.c_bool)]
 
 
-DT = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}  # kernels::Dtype
 P, I64, F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-
-
-class Cap(ctypes.Structure):  # kernels::LogitsCap
-    _fields_ = [("divisor", ctypes.c_float), ("softcap", ctypes.c_float)]
 
 
 class ResidualIn(ctypes.Structure):  # kernels::ResidualIn
@@ -82,25 +78,6 @@ lib = bind(fn)
 # --baseline: the same kernels from another tree (e.g. the last commit's core/kernels, copied by the
 # caller), timed beside these in the same run so a kernel change shows its before and after.
 base = bind(kernel_library.load("core/kernels/FusedKernels.cu", args.out, "libfused_kernels_base.so", args.baseline)) if args.baseline else None
-stream = lambda: P(torch.cuda.current_stream().cuda_stream)
-ptr = lambda t: P(t.data_ptr())
-
-
-def rel(a, b):
-    a, b = a.double(), b.double()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
-failures = []
-
-
-def report(case, errors, tols):
-    bad = [k for k in errors if errors[k] > tols[k]]
-    print("%-46s %s %s" % (case, " ".join("%s %.2e" % kv for kv in errors.items()), "FAIL " + ",".join(bad) if bad else "ok"), flush=True)
-    if bad:
-        failures.append(case)
-
-
 torch.manual_seed(0)
 # Widths for each row shape of the 16-byte forms (8, 16, 32 threads a row with 1, 2, 4 packs each;
 # a block a row with 1, 2, 4), the scalar fallbacks (67: not a multiple of 8; 9000: over 8192;
@@ -253,18 +230,6 @@ for vocab, t, divisor, softcap in [(262144, torch.bfloat16, 1.0, 0.0), (151936, 
            {"loss": rel(row_loss, ref_loss.detach()), "grad": rel(g, ref_grad)}, {"loss": 1e-5, "grad": 8e-3 if low else 1e-5})
 
 print("%d failed" % len(failures))
-
-
-def timed(f, reps=20):
-    f()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        f()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000 / reps  # us
 
 
 def bench(what, bytes_moved, ours, eager, copy_of=None):

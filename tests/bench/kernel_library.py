@@ -1,7 +1,11 @@
 """One of core/kernels' .cu files compiled by nvcc into a shared library for ctypes, and its
 pb::kernels functions found by name: the card checks (h200_fused_kernels_check.py,
-h200_delta_scan_check.py) call the kernels on tensors' storage without building PilotBench."""
+h200_delta_scan_check.py, h200_new_kernels_check.py) call the kernels on tensors' storage without
+building PilotBench; and what the FusedKernels.cu checks share: its Dtype and LogitsCap, pointers and
+the current stream for ctypes, the relative error, the pass/fail report and a CUDA-event timer."""
 import ctypes, os, subprocess
+
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,3 +28,46 @@ def load(source, out_dir, name, root=ROOT):
         return getattr(so, mangled[0])
 
     return fn
+
+
+DT = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}  # kernels::Dtype
+
+
+class Cap(ctypes.Structure):  # kernels::LogitsCap
+    _fields_ = [("divisor", ctypes.c_float), ("softcap", ctypes.c_float)]
+
+
+def stream():
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+def ptr(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+failures = []  # the cases report() found off by more than their tolerance
+
+
+def report(case, errors, tols, width=46):
+    bad = [k for k in errors if errors[k] > tols[k]]
+    print("%-*s %s %s" % (width, case, " ".join("%s %.2e" % kv for kv in errors.items()), "FAIL " + ",".join(bad) if bad else "ok"), flush=True)
+    if bad:
+        failures.append(case)
+
+
+def timed(f, reps=20):
+    """f's mean time over `reps` calls after one warm-up, in microseconds, by CUDA events."""
+    f()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        f()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000 / reps  # us

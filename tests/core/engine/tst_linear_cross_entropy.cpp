@@ -72,6 +72,48 @@ private Q_SLOTS:
         }
     }
 
+    // Rows padded to a multiple of 8 (the CUDA kernel's rule): where the cast copies the weight
+    // (fp32 weight, double compute) into zero-padded rows, and where it does not (double weight),
+    // the loss and both gradients are the unpadded call's, and the weight's gradient has its shape,
+    // contiguous. A stride below the vocabulary is refused.
+    void paddedRowsMatch_data()
+    {
+        QTest::addColumn<bool>("castWeight");
+        QTest::addColumn<bool>("weightTrains");
+        QTest::newRow("cast weight, padded rows") << true << true;
+        QTest::newRow("cast frozen weight") << true << false;
+        QTest::newRow("weight in the compute dtype: logits rows only") << false << true;
+    }
+    void paddedRowsMatch()
+    {
+        QFETCH(bool, castWeight);
+        QFETCH(bool, weightTrains);
+        torch::manual_seed(6);
+        const int64_t tokens = 23, hidden = 16, vocab = 51, ld = 56;
+        auto h = torch::randn({tokens, hidden}, torch::kDouble).requires_grad_(true);
+        auto w = torch::randn({vocab, hidden}, castWeight ? torch::kFloat : torch::kDouble).mul_(0.5).requires_grad_(weightTrains);
+        auto t = torch::randint(0, vocab, {tokens}, torch::kLong);
+        t[4] = -100;
+        const auto inputs = weightTrains ? std::vector<torch::Tensor> {h, w} : std::vector<torch::Tensor> {h};
+        const auto plain = linearCrossEntropy(h, w, t, 7);
+        const auto padded = linearCrossEntropy(h, w, t, 7, {}, ld);
+        QVERIFY2(std::abs(padded.item<double>() - plain.item<double>()) < 1e-12, qPrintable(QStringLiteral("%1 vs %2").arg(padded.item<double>()).arg(plain.item<double>())));
+        const auto g = torch::autograd::grad({padded}, inputs);
+        const auto r = torch::autograd::grad({plain}, inputs);
+        for (size_t i = 0; i < g.size(); ++i) {
+            QCOMPARE(g[i].sizes(), r[i].sizes());
+            QVERIFY(g[i].is_contiguous());
+            QVERIFY2(torch::allclose(g[i], r[i], 1e-12, 1e-12), qPrintable(QString::number((g[i] - r[i]).abs().max().item<double>())));
+        }
+        bool refused = false;
+        try {
+            linearCrossEntropy(h, w, t, 7, {}, vocab - 1);
+        } catch (const c10::Error &) {
+            refused = true;
+        }
+        QVERIFY(refused);
+    }
+
     // Under bf16 autocast both paths compute the head in bf16 and the loss in fp32; the tolerance
     // is bf16's: logits rounded to 8 bits of mantissa (relative 2^-8) move the loss by well under 1%.
     void matchesUnderAutocast()

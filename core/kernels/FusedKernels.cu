@@ -537,15 +537,30 @@ void crossEntropyGradInPlace(void *logits, int64_t ld, Dtype type, const int64_t
     check(cudaGetLastError(), "cross-entropy kernel");
 }
 
+// The packs of 8 a thread holds in the register-resident capped softmax (1, 2 or 4: rows up to 8,192
+// keys), or 0 for the scalar kernel (keys not a multiple of 8, storage not 16-byte aligned, longer rows).
+static int cappedSoftmaxPacksPerThread(int64_t keys, std::initializer_list<const void *> pointers)
+{
+    if (keys % 8 != 0 || !aligned16(pointers))
+        return 0;
+    const int64_t perThread = (keys / 8 + kThreads - 1) / kThreads;
+    return perThread <= 1 ? 1 : perThread == 2 ? 2 : perThread <= 4 ? 4 : 0;
+}
+
 void cappedSoftmaxForward(const void *scores, void *probs, Dtype type, float *rowMax, float *rowSum, int64_t rows, int64_t keys, ScoreCap cap,
                           void *stream)
 {
     if (rows == 0)
         return;
+    const int packsPerThread = cappedSoftmaxPacksPerThread(keys, {scores, probs});
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), cappedSoftmaxForwardKernel<T>)(
-            static_cast<const T *>(scores), static_cast<T *>(probs), rowMax, rowSum, keys, cap);
+        auto kernel = packsPerThread == 1   ? cappedSoftmaxForwardVecKernel<T, 1>
+                      : packsPerThread == 2 ? cappedSoftmaxForwardVecKernel<T, 2>
+                      : packsPerThread == 4 ? cappedSoftmaxForwardVecKernel<T, 4>
+                                            : cappedSoftmaxForwardKernel<T>;
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(static_cast<const T *>(scores), static_cast<T *>(probs),
+                                                                                             rowMax, rowSum, keys, cap);
     });
     check(cudaGetLastError(), "capped softmax kernel");
 }
@@ -555,9 +570,14 @@ void cappedSoftmaxBackward(const void *scores, const float *rowMax, const float 
 {
     if (rows == 0)
         return;
+    const int packsPerThread = cappedSoftmaxPacksPerThread(keys, {scores, dProbs, dScores});
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), cappedSoftmaxBackwardKernel<T>)(
+        auto kernel = packsPerThread == 1   ? cappedSoftmaxBackwardVecKernel<T, 1>
+                      : packsPerThread == 2 ? cappedSoftmaxBackwardVecKernel<T, 2>
+                      : packsPerThread == 4 ? cappedSoftmaxBackwardVecKernel<T, 4>
+                                            : cappedSoftmaxBackwardKernel<T>;
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(
             static_cast<const T *>(scores), rowMax, rowSum, static_cast<const T *>(dProbs), static_cast<T *>(dScores), keys, cap);
     });
     check(cudaGetLastError(), "capped softmax backward kernel");

@@ -1,12 +1,12 @@
 #pragma once
 // The 16-byte-load forms of FusedKernels.cu's row kernels (RMSNorm forward and backward, rotary,
-// cross-entropy): a thread owns 8 consecutive elements per pack and keeps a row's packs in
-// registers between the statistics and the output, so each input is read once. The scalar
-// kernels there took 2-byte loads and read each row twice (about 0.8 TB/s for an RMSNorm backward
-// of 8192 x 1536 bf16 on the H200, against the card's 4.8). Included by FusedKernels.cu, inside its
-// anonymous namespace, after blockSum, warpSum, scaleValue, scaledInput and crossEntropyRowEnd; the
-// scalar kernels stay for rows these do not take (widths not a multiple of 8, unaligned storage,
-// over kVecMaxCols).
+// cross-entropy, the capped attention softmax and its backward): a thread owns 8 consecutive
+// elements per pack and keeps a row's packs in registers between the statistics and the output, so
+// each input is read once. The scalar kernels there took 2-byte loads and read each row twice
+// (about 0.8 TB/s for an RMSNorm backward of 8192 x 1536 bf16 on the H200, against the card's 4.8).
+// Included by FusedKernels.cu, inside its anonymous namespace, after blockSum, warpSum, scaleValue,
+// scaledInput, crossEntropyRowEnd, cappedScore and visibleKeys; the scalar kernels stay for rows
+// these do not take (widths not a multiple of 8, unaligned storage, over kVecMaxCols).
 
 // The widest row the register-resident forms take: 4 packs of 8 for each of a block's threads.
 constexpr int64_t kVecMaxCols = 4 * 8 * kThreads;
@@ -296,5 +296,110 @@ __global__ void crossEntropyVecKernel(T *logits, int64_t ld, const int64_t *targ
         float capped;
         const float d = cappedLogitGrad(toFloat(row[j]), cap, capped);
         row[j] = fromFloat<T>((__expf(capped - lse) - (j == target ? 1.f : 0.f)) * rowScale * d);
+    }
+}
+
+// cappedSoftmaxForwardKernel on packs of 8, a block a row, the row's packs held in registers (at
+// most K a thread): each score is read and capped once (the scalar kernel reads and caps it twice,
+// tanhf being most of its cost), and a pack wholly outside the keys the row sees is never read.
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const T *scores, T *probs, float *rowMax, float *rowSum, int64_t keys, ScoreCap cap)
+{
+    const int64_t row = blockIdx.x, packs = keys / 8;
+    const T *s = scores + row * keys;
+    T *p = probs + row * keys;
+    const float invCap = 1.f / cap.softcap;
+    int64_t lo, hi;
+    visibleKeys(row, keys, cap.window, lo, hi);
+    float v[K][8];
+    float m = -FLT_MAX, sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
+        if (j0 / 8 < packs && j0 < hi && j0 + 8 > lo) {
+            load8(s + j0, v[k]);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                float t;
+                const bool seen = j0 + i >= lo && j0 + i < hi;
+                v[k][i] = seen ? cappedScore<T>(v[k][i], cap, invCap, t) : -FLT_MAX;
+                if (seen)
+                    addToLse(v[k][i], m, sum);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                v[k][i] = -FLT_MAX;
+        }
+    }
+    blockMergeLse(m, sum);
+    if (threadIdx.x == 0) {
+        rowMax[row] = m;
+        rowSum[row] = sum;
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
+        if (j0 / 8 < packs) {
+            float o[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                o[i] = v[k][i] == -FLT_MAX ? 0.f : expf(v[k][i] - m) / sum;
+            store8(p + j0, o);
+        }
+    }
+}
+
+// cappedSoftmaxBackwardKernel on packs of 8, a block a row: the scores and their incoming gradient
+// read once each (only where the row sees keys), the probability and tanh's output kept in
+// registers between the row's dot product and the gradient.
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads) cappedSoftmaxBackwardVecKernel(const T *scores, const float *rowMax, const float *rowSum, const T *dProbs, T *dScores,
+                                                                           int64_t keys, ScoreCap cap)
+{
+    __shared__ float shared[kThreads / 32];
+    const int64_t row = blockIdx.x, packs = keys / 8;
+    const T *s = scores + row * keys, *dp = dProbs + row * keys;
+    T *ds = dScores + row * keys;
+    const float invCap = 1.f / cap.softcap, m = rowMax[row], sum = rowSum[row];
+    int64_t lo, hi;
+    visibleKeys(row, keys, cap.window, lo, hi);
+    float pf[K][8], t[K][8], g[K][8];
+    float dot = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            pf[k][i] = t[k][i] = g[k][i] = 0.f;
+        if (j0 / 8 < packs && j0 < hi && j0 + 8 > lo) {
+            float sv[8];
+            load8(s + j0, sv);
+            load8(dp + j0, g[k]);
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                if (j0 + i >= lo && j0 + i < hi) {
+                    pf[k][i] = expf(cappedScore<T>(sv[i], cap, invCap, t[k][i]) - m) / sum;
+                    dot += pf[k][i] * g[k][i];
+                }
+        }
+    }
+    dot = blockSum(dot, shared);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
+        if (j0 / 8 >= packs)
+            continue;
+        float o[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            o[i] = 0.f;
+            if (j0 + i >= lo && j0 + i < hi) {
+                const float dx = roundTo<T>(pf[k][i] * (g[k][i] - dot));                       // softmax's, cast back to the scores' dtype
+                const float dTanh = roundTo<T>(roundTo<T>(dx * cap.softcap) * (1.f - t[k][i] * t[k][i])); // * softcap, then tanh's
+                o[i] = roundTo<T>(dTanh * invCap) * cap.scale;                                  // / softcap, then * scale
+            }
+        }
+        store8(ds + j0, o);
     }
 }

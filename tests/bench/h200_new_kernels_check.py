@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """This session's fused-path kernels on a card without building PilotBench (as
 h200_fused_kernels_check.py: nvcc compiles core/kernels/FusedKernels.cu alone, ctypes calls it):
-Gemma 2's capped softmax and its backward against Transformers' eager chain run by PyTorch on the
+Gemma 2's capped softmax and its backward (16-byte and scalar kernels) against Transformers' eager chain run by PyTorch on the
 card (every op's rounding, so the kernel should agree to a bf16 unit), the cross-entropy kernel on
 logits rows padded to a multiple of 8 (Granite's 49,159 tokens), and the gated activation on a
 fused gate_up output. Then each at a step's shape, timed against the eager ops it replaces.
@@ -69,19 +69,29 @@ def capped(s, scale, softcap, window):
 
 torch.manual_seed(0)
 scale, softcap = 256 ** -0.5, 50.0
+# Keys 256: the 16-byte kernels, a pack a thread; 2,056 and 4,104: two and four packs a thread; 36:
+# the scalar ones (not a multiple of 8), as is every shape on storage 2 bytes off 16 (`shifted`).
 for t in (torch.float32, torch.bfloat16):
-    for window in (0, 64):
-        s = (torch.randn(2, 4, 256, 256, device="cuda") * 600).to(t).requires_grad_(True)
-        dp = torch.randn(2, 4, 256, 256, device="cuda").to(t)
-        ref = eager_capped(s, scale, softcap, window)
-        ref.backward(dp)
-        p, stats = capped(s.detach(), scale, softcap, window)
-        ds = torch.empty_like(p)
-        cap_bwd(ptr(s), ptr(stats[0]), ptr(stats[1]), ptr(dp), ptr(ds), DT[t], s.numel() // 256, 256, ScoreCap(scale, softcap, window), stream())
-        torch.cuda.synchronize()
-        low = t == torch.bfloat16
-        report("capped softmax %s window %d" % (str(t)[6:], window), {"probs": rel(p, ref.detach()), "dscores": rel(ds, s.grad)},
-               {"probs": 8e-3 if low else 1e-5, "dscores": 1.6e-2 if low else 1e-4})
+    for (b, h, keys), window in [((2, 4, 256), 0), ((2, 4, 256), 64), ((1, 1, 2056), 1500), ((1, 1, 4104), 0), ((1, 2, 36), 5)]:
+        for shifted in (False, True):
+            if shifted and keys != 256:
+                continue
+            n = b * h * keys * keys
+            buf = torch.empty(n + 8, device="cuda", dtype=t)
+            s = buf[1:n + 1].view(b, h, keys, keys) if shifted else buf[:n].view(b, h, keys, keys)
+            s.copy_(torch.randn(b, h, keys, keys, device="cuda") * 600)
+            s.requires_grad_(True)
+            dp = torch.randn(b, h, keys, keys, device="cuda").to(t)
+            ref = eager_capped(s, scale, softcap, window)
+            ref.backward(dp)
+            p, stats = capped(s.detach(), scale, softcap, window)
+            ds = torch.empty_like(p)
+            cap_bwd(ptr(s), ptr(stats[0]), ptr(stats[1]), ptr(dp), ptr(ds), DT[t], s.numel() // keys, keys, ScoreCap(scale, softcap, window), stream())
+            torch.cuda.synchronize()
+            low = t == torch.bfloat16
+            report("capped softmax %s %d keys window %d%s" % (str(t)[6:], keys, window, " (2 bytes off)" if shifted else ""),
+                   {"probs": rel(p, ref.detach()), "dscores": rel(ds, s.grad)}, {"probs": 8e-3 if low else 1e-5, "dscores": 1.6e-2 if low else 1e-4})
+            del buf, s, dp, ref, p, ds
 
 for t in (torch.float32, torch.bfloat16):
     rows, vocab, ld = 64, 49159, 49160
@@ -122,22 +132,37 @@ print("%d failed" % len(failures), flush=True)
 
 
 bf = torch.bfloat16
-# Gemma-2-9B at 2048 x 4: 16 heads of [2048, 2048] scores per sequence.
-s = torch.randn(4, 16, 2048, 2048, device="cuda", dtype=bf) * 600
-dp = torch.randn_like(s)
-p, stats = capped(s, scale, softcap, 4096)
-ds = torch.empty_like(s)
-fwd_us = timed(lambda: capped(s, scale, softcap, 4096), reps=10)
-bwd_us = timed(lambda: cap_bwd(ptr(s), ptr(stats[0]), ptr(stats[1]), ptr(dp), ptr(ds), 1, s.numel() // 2048, 2048, ScoreCap(scale, softcap, 4096), stream()), reps=10)
-sr = s.detach().requires_grad_(True)
-eager_fwd_us = timed(lambda: eager_capped(sr, scale, softcap, 4096), reps=3)
-out = eager_capped(sr, scale, softcap, 4096)
-eager_both_us = timed(lambda: torch.autograd.grad(eager_capped(sr, scale, softcap, 4096), sr, dp), reps=3)
-n = s.numel() * 2
-print("capped softmax Gemma-2-9B 4x16x2048x2048 bf16: fwd %.0f us (%.2f TB/s, eager %.0f us, %.2fx); bwd %.0f us (%.2f TB/s); fwd+bwd %.0f us against eager's %.0f us (%.2fx)"
-      % (fwd_us, 2 * n / fwd_us / 1e6, eager_fwd_us, eager_fwd_us / fwd_us, bwd_us, 3 * n / bwd_us / 1e6, fwd_us + bwd_us, eager_both_us,
-         eager_both_us / (fwd_us + bwd_us)), flush=True)
-del s, dp, p, ds, sr, out
+
+
+def time_capped_at_gemma2():
+    """Gemma-2-9B at 2048 x 4: 16 heads of [2048, 2048] scores per sequence; the 16-byte kernels
+    against eager and against the scalar kernels (stop 54's, still the fallback), run on the same
+    scores 2 bytes off 16."""
+    s = torch.randn(4, 16, 2048, 2048, device="cuda", dtype=bf) * 600
+    dp = torch.randn_like(s)
+    p, stats = capped(s, scale, softcap, 4096)
+    ds = torch.empty_like(s)
+    rows = s.numel() // 2048
+    fwd_us = timed(lambda: capped(s, scale, softcap, 4096), reps=10)
+    bwd_us = timed(lambda: cap_bwd(ptr(s), ptr(stats[0]), ptr(stats[1]), ptr(dp), ptr(ds), 1, rows, 2048, ScoreCap(scale, softcap, 4096), stream()), reps=10)
+    sr = s.detach().requires_grad_(True)
+    eager_fwd_us = timed(lambda: eager_capped(sr, scale, softcap, 4096), reps=3)
+    eager_both_us = timed(lambda: torch.autograd.grad(eager_capped(sr, scale, softcap, 4096), sr, dp), reps=3)
+    n = s.numel() * 2
+    print("capped softmax Gemma-2-9B 4x16x2048x2048 bf16: fwd %.0f us (%.2f TB/s, eager %.0f us, %.2fx); bwd %.0f us (%.2f TB/s); fwd+bwd %.0f us against eager's %.0f us (%.2fx)"
+          % (fwd_us, 2 * n / fwd_us / 1e6, eager_fwd_us, eager_fwd_us / fwd_us, bwd_us, 3 * n / bwd_us / 1e6, fwd_us + bwd_us, eager_both_us,
+             eager_both_us / (fwd_us + bwd_us)), flush=True)
+    buf = torch.empty(s.numel() + 8, device="cuda", dtype=bf)
+    s2 = buf[1:s.numel() + 1].view_as(s)
+    s2.copy_(s)
+    scalar_fwd_us = timed(lambda: cap_fwd(ptr(s2), ptr(p), 1, ptr(stats[0]), ptr(stats[1]), rows, 2048, ScoreCap(scale, softcap, 4096), stream()), reps=10)
+    scalar_bwd_us = timed(lambda: cap_bwd(ptr(s2), ptr(stats[0]), ptr(stats[1]), ptr(dp), ptr(ds), 1, rows, 2048, ScoreCap(scale, softcap, 4096), stream()), reps=10)
+    print("capped softmax Gemma-2-9B shape, scalar kernels: fwd %.0f us, bwd %.0f us; 16-byte / scalar time %.3f"
+          % (scalar_fwd_us, scalar_bwd_us, (fwd_us + bwd_us) / (scalar_fwd_us + scalar_bwd_us)), flush=True)
+
+
+time_capped_at_gemma2()
+torch.cuda.empty_cache()
 rows, width = 8192, 17920  # Phi-4's MLP at 2048 x 4
 gu = torch.randn(rows, 2 * width, device="cuda", dtype=bf)
 d = torch.randn(rows, width, device="cuda", dtype=bf)

@@ -535,11 +535,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const int64_t perLogit = linearCrossEntropyBytesPerLogit(c, fusedKernels, m.traits.finalSoftcap > 0);
         const int64_t chunk = linearCrossEntropyChunkTokens(n, vocab, perLogit, fusedKernels);
         const int64_t gradInput = headInputGrad ? c * n * h : 0;
-        const int64_t ld = linearCrossEntropyRowStride(vocab, fusedKernels);
-        // Where the cast copies the head's weight, it copies it into ld rows (LinearCrossEntropy.cpp):
-        // the copy's padding (forward only) and the weight gradient's (its storage's tail).
-        const int64_t padRows = ld != vocab && paramBytes(headTrains) != c ? (ld - vocab) * h : 0;
-        const int64_t gradWeight = headTrains ? 4 * (vocab * h + padRows) : 0;
+        const int64_t gradWeight = headTrains ? 4 * vocab * h : 0;
         // The head keeps no input; the final norm (fused) keeps its own input and per-row statistics,
         // seen by the peak recorder on CPU at the chunk's forward (the last block's output).
         out.headSaved = finalNormSaved;
@@ -552,7 +548,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // The weight gradient accumulates inside the GEMM, except for a 16-bit product into fp32
         // without the CUDA path (the product is made, then added).
         const bool productMade = headTrains && c != 4 && !fusedKernels;
-        out.logitsForwardPeak = std::max(perLogit * chunk * ld, c * chunk * ld + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms + c * padRows;
+        const int64_t ld = linearCrossEntropyRowStride(vocab, fusedKernels);
+        out.logitsForwardPeak = std::max(perLogit * chunk * ld, c * chunk * ld + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
         out.logitsSaved = gradInput + gradWeight;
         // Backward scales the kept gradients into new tensors while they are still held (the input's
         // in its dtype, the weight's in fp32, then cast to a 16-bit weight's dtype) where the loss's

@@ -17,23 +17,15 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         torch::NoGradGuard noGrad;
         const int64_t n = hidden.size(0), vocab = weight.size(0);
         const int64_t ld = rowStride > 0 ? rowStride : linearCrossEntropyRowStride(vocab, fusedKernelsOn(hidden.device()));
-        // Where the cast copies the weight anyway, it copies it into ld rows, the last ones zero, so
-        // that every dimension of the three GEMMs is a multiple of 8: cuBLAS's sm90 kernels need it
-        // (Granite's 49,159-token vocabulary otherwise ran sm75 cutlass ones, 63 of a 153 ms step on
-        // an H100). The padding's logits are h . 0 = 0 and its gradient rows 0, never read. A weight
-        // already in the compute dtype is not copied for it (a [V, h] transient); its logits rows
-        // alone are padded apart.
         TORCH_CHECK(ld >= vocab, "linearCrossEntropy: the logits rows' stride ", ld, " is below the vocabulary's ", vocab);
-        const bool padRows = ld != vocab && weight.scalar_type() != computeType;
-        const auto hc = hidden.to(computeType);
-        torch::Tensor wc;
-        if (padRows) {
-            wc = torch::empty({ld, weight.size(1)}, weight.options().dtype(computeType));
-            wc.narrow(0, 0, vocab).copy_(weight);
-            wc.narrow(0, vocab, ld - vocab).zero_();
-        } else {
-            wc = weight.to(computeType);
-        }
+        // Where the rows are padded (a vocabulary not a multiple of 8), the GEMMs take the first
+        // `lead` rows of the vocabulary, every dimension then a multiple of 8 as cuBLAS's sm90
+        // kernels need (Granite's 49,159 tokens in one GEMM ran sm75 cutlass ones, 63 of a 153 ms
+        // step on an H100), and the last few rows in GEMMs of their own, tiny. (Padding a copy of
+        // the weight would cost a [V, h] transient where the weight is already in the compute dtype.)
+        const int64_t lead = ld != vocab ? vocab / 8 * 8 : vocab, tail = vocab - lead;
+        const auto hc = hidden.to(computeType), wc = weight.to(computeType);
+        const auto wLead = wc.narrow(0, 0, lead), wTail = wc.narrow(0, lead, tail);
         // The mean's count and 1 / count stay on the device (the kernel reads the factor there): no
         // host read in the step, so it can be captured in a CUDA graph. 1 / count in double, then
         // fp32, as the host computed it before.
@@ -41,31 +33,43 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         const auto scale = torch::where(count.gt(0), count.to(torch::kDouble).reciprocal(), torch::zeros({}, count.options().dtype(torch::kDouble))).to(torch::kFloat);
         auto lossSum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
         torch::Tensor gradHidden = hiddenGrad ? torch::empty_like(hc) : torch::Tensor();
-        const int64_t rows = wc.size(0);
         // The first chunk's GEMM writes it (beta 0), so it is never filled with zeros first.
         torch::Tensor gradWeight = !weightGrad ? torch::Tensor()
-                                   : n > 0     ? torch::empty({rows, weight.size(1)}, weight.options().dtype(torch::kFloat))
-                                               : torch::zeros({rows, weight.size(1)}, weight.options().dtype(torch::kFloat));
+                                   : n > 0     ? torch::empty(weight.sizes(), weight.options().dtype(torch::kFloat))
+                                               : torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat));
         for (int64_t begin = 0; begin < n; begin += chunk) {
             const int64_t len = std::min(chunk, n - begin);
             const auto h = hc.narrow(0, begin, len);
-            // The chunk's logits become their own gradient, (softmax - onehot) / count, in place;
-            // the GEMMs read the rows whole (padding included where the weight is padded).
-            auto full = padRows || ld == vocab ? torch::matmul(h, wc.t()) : torch::empty({len, ld}, hc.options()).narrow(1, 0, vocab);
-            if (!padRows && ld != vocab)
-                at::mm_out(full, h, wc.t());
-            auto logits = padRows ? full.narrow(1, 0, vocab) : full;
+            // The chunk's logits become their own gradient, (softmax - onehot) / count, in place.
+            auto logits = ld == vocab ? torch::matmul(h, wc.t()) : torch::empty({len, ld}, hc.options()).narrow(1, 0, vocab);
+            auto lLead = logits.narrow(1, 0, lead), lTail = logits.narrow(1, lead, tail);
+            if (ld != vocab) {
+                at::mm_out(lLead, h, wLead.t());
+                if (tail > 0)
+                    at::mm_out(lTail, h, wTail.t());
+            }
             lossSum += crossEntropyGradInPlace(logits, targets.narrow(0, begin, len), scale, divisor, softcap).sum();
             if (hiddenGrad) {
                 auto out = gradHidden.narrow(0, begin, len);
-                at::mm_out(out, full, wc);
+                // The tail's few terms first, then the lead's added inside its GEMM's fp32 sum: one
+                // rounding of the tail's small part, none of the whole between the two.
+                if (tail > 0) {
+                    at::mm_out(out, lTail, wTail);
+                    out.addmm_(lLead, wLead);
+                } else {
+                    at::mm_out(out, logits, wc);
+                }
             }
-            if (weightGrad) // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
-                compat::addMatmulInto(gradWeight, full.t(), h, /*accumulate=*/begin > 0);
+            if (weightGrad) { // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
+                if (tail > 0) {
+                    auto gLead = gradWeight.narrow(0, 0, lead), gTail = gradWeight.narrow(0, lead, tail);
+                    compat::addMatmulInto(gLead, lLead.t(), h, /*accumulate=*/begin > 0);
+                    compat::addMatmulInto(gTail, lTail.t(), h, /*accumulate=*/begin > 0);
+                } else {
+                    compat::addMatmulInto(gradWeight, logits.t(), h, /*accumulate=*/begin > 0);
+                }
+            }
         }
-        // The weight's rows (contiguous: the padding is the storage's tail, 4 x h bytes).
-        if (padRows && weightGrad)
-            gradWeight = gradWeight.narrow(0, 0, vocab);
         const auto mean = lossSum / count; // NaN when every target is ignored, as the eager mean
         ctx->save_for_backward({gradHidden, gradWeight});
         ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());

@@ -72,24 +72,28 @@ private Q_SLOTS:
         }
     }
 
-    // Rows padded to a multiple of 8 (the CUDA kernel's rule): where the cast copies the weight
-    // (fp32 weight, double compute) into zero-padded rows, and where it does not (double weight),
-    // the loss and both gradients are the unpadded call's, and the weight's gradient has its shape,
-    // contiguous. A stride below the vocabulary is refused.
+    // Rows padded to a multiple of 8 (the CUDA kernel's rule), the vocabulary's last few rows in
+    // GEMMs of their own: the loss and both gradients are the unpadded call's (double compute), for
+    // a weight cast or not, trained or frozen, and for a vocabulary already a multiple of 8 in
+    // wider rows. A stride below the vocabulary is refused.
     void paddedRowsMatch_data()
     {
         QTest::addColumn<bool>("castWeight");
         QTest::addColumn<bool>("weightTrains");
-        QTest::newRow("cast weight, padded rows") << true << true;
-        QTest::newRow("cast frozen weight") << true << false;
-        QTest::newRow("weight in the compute dtype: logits rows only") << false << true;
+        QTest::addColumn<int>("vocab");
+        QTest::newRow("51 tokens, fp32 weight cast") << true << true << 51;
+        QTest::newRow("51 tokens, frozen fp32 weight") << true << false << 51;
+        QTest::newRow("51 tokens, weight in the compute dtype") << false << true << 51;
+        QTest::newRow("48 tokens in rows of 56") << false << true << 48;
+        QTest::newRow("5 tokens: no lead rows") << false << true << 5;
     }
     void paddedRowsMatch()
     {
         QFETCH(bool, castWeight);
         QFETCH(bool, weightTrains);
+        QFETCH(int, vocab);
         torch::manual_seed(6);
-        const int64_t tokens = 23, hidden = 16, vocab = 51, ld = 56;
+        const int64_t tokens = 23, hidden = 16, ld = 56;
         auto h = torch::randn({tokens, hidden}, torch::kDouble).requires_grad_(true);
         auto w = torch::randn({vocab, hidden}, castWeight ? torch::kFloat : torch::kDouble).mul_(0.5).requires_grad_(weightTrains);
         auto t = torch::randint(0, vocab, {tokens}, torch::kLong);
@@ -116,14 +120,22 @@ private Q_SLOTS:
 
     // Under bf16 autocast both paths compute the head in bf16 and the loss in fp32; the tolerance
     // is bf16's: logits rounded to 8 bits of mantissa (relative 2^-8) move the loss by well under 1%.
+    // (Also with rows padded to 80, the 77-token vocabulary's last 5 rows in GEMMs of their own.)
+    void matchesUnderAutocast_data()
+    {
+        QTest::addColumn<int>("rowStride");
+        QTest::newRow("rows of the vocabulary") << 0;
+        QTest::newRow("rows padded to 80") << 80;
+    }
     void matchesUnderAutocast()
     {
+        QFETCH(int, rowStride);
         torch::manual_seed(5);
         auto h = torch::randn({29, 32}).requires_grad_(true);
         auto w = torch::randn({77, 32}).mul_(0.2).requires_grad_(true);
         auto t = torch::randint(0, 77, {29}, torch::kLong);
         compat::setAutocast(c10::DeviceType::CPU, true, torch::kBFloat16);
-        const auto fused = linearCrossEntropy(h, w, t, 6);
+        const auto fused = linearCrossEntropy(h, w, t, 6, {}, rowStride);
         const auto reference = eager(h, w, t);
         compat::setAutocast(c10::DeviceType::CPU, false, torch::kBFloat16);
         QVERIFY(std::abs(fused.item<double>() - reference.item<double>()) < 1e-2 * std::abs(reference.item<double>()));

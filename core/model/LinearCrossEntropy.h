@@ -20,8 +20,8 @@ struct LogitsTransform {
 // hidden [N, h], weight [V, h], targets [N] (int64). chunkTokens <= 0: chosen from memory by
 // estimate/ActivationModel.h's linearCrossEntropyChunkTokens, which the estimator shares.
 // rowStride <= 0: the logits rows' stride by the device's rule (linearCrossEntropyRowStride: padded
-// to 8 on the CUDA kernel's path); a larger one pads them (and, where the weight is cast, the
-// weight's rows) on any device, so a CPU test reaches the padded path.
+// to 8 on the CUDA kernel's path); a larger one pads them on any device, so a CPU test reaches the
+// padded path (the vocabulary's last few rows in GEMMs of their own).
 torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens = 0,
                                  const LogitsTransform &transform = {}, int64_t rowStride = 0);
 

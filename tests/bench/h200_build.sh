@@ -3,6 +3,9 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/pb-out}
 mkdir -p "$OUT"
+# Run from the device snapshot (.pbsnap, carried afresh each call), the staged dependencies are the
+# checkout's, one level up: linked here when missing (a call without the link fails at once).
+[ -e .cuda-deps ] || { [ -d ../.cuda-deps ] && ln -s ../.cuda-deps .cuda-deps; }
 . .cuda-deps/env.sh
 export BUILD_DIR=${BUILD_DIR:-/tmp/build-cuda}
 PB_TARGETS=${PB_TARGETS:-pilotbench-cli}

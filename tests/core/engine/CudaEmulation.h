@@ -1,26 +1,32 @@
 #pragma once
 // Runs the kernels' .cu files on the host, for CI, which has no GPU (included before them, in a test
-// compiled by the host compiler): one std::thread per CUDA thread of a block, the blocks one after
-// another; __syncthreads a barrier of the block's threads, a warp shuffle an exchange between the
-// warp's 32 threads; static __shared__ arrays are function statics (one block runs at a time) and
-// dynamic shared memory one buffer per block filled with NaN (a read of an element no thread wrote
-// shows); launches through PB_LAUNCH (kernels/KernelSupport.cuh). bf16 and fp16 are converted with
-// round-to-nearest-even as the card's intrinsics. It checks a kernel's indexing, ownership,
-// synchronisation and arithmetic; not its speed, nor the card's rounding where nvcc contracts a * b
-// + c into one fma or uses the fast __expf.
+// compiled by the host compiler): a block's CUDA threads as fibers (ucontext) on the calling host
+// thread, each run until it waits at a barrier, the blocks one after another; __syncthreads a
+// barrier of the block's threads, a warp shuffle an exchange between the warp's 32 threads; static
+// __shared__ arrays are function statics (one block runs at a time) and dynamic shared memory one
+// buffer per block filled with NaN (a read of an element no thread wrote shows); launches through
+// PB_LAUNCH (kernels/KernelSupport.cuh). bf16 and fp16 are converted with round-to-nearest-even as
+// the card's intrinsics. It checks a kernel's indexing, ownership, synchronisation and arithmetic;
+// not its speed, nor the card's rounding where nvcc contracts a * b + c into one fma or uses the
+// fast __expf. The threads run in index order between barriers, so a missing __syncthreads shows
+// where a thread reads what a higher-numbered one writes (it reads NaN or stale data), not the
+// other way round.
 #define PB_CUDA_EMULATION 1
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
+
+#include <ucontext.h>
 
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
@@ -29,28 +35,46 @@ struct dim3 {
 
 namespace pb::emu {
 
+// What a CUDA thread reads as its own; the scheduler sets them before it resumes each thread.
 inline thread_local dim3 threadIndex {0, 0, 0}, blockIndex {0, 0, 0}, blockDimension, gridDimension;
 inline thread_local float *sharedMemory = nullptr;
 
+class Barrier;
+
+// A CUDA thread of the running block: its context, and the barrier generation it waits to pass.
+struct Fiber {
+    ucontext_t context {};
+    std::unique_ptr<char[]> stack;
+    bool done = false;
+    const Barrier *waitingOn = nullptr;
+    unsigned waitGeneration = 0;
+};
+inline thread_local ucontext_t *schedulerContext = nullptr;
+inline thread_local Fiber *currentFiber = nullptr;
+inline thread_local const std::function<void()> *fiberBody = nullptr;
+
+// swapcontext returns twice (as setjmp): called apart, so the scheduler's locals stay in its frame.
+[[gnu::noinline]] inline void switchTo(ucontext_t *from, ucontext_t *to) { swapcontext(from, to); }
+
+// Threads arriving wait (hand the host thread back to the scheduler) until the last one arrives.
 class Barrier {
 public:
     explicit Barrier(unsigned count) : m_count(count) {}
     void arriveAndWait()
     {
-        std::unique_lock<std::mutex> lock(m_mutex);
         const unsigned generation = m_generation;
         if (++m_arrived == m_count) {
             m_arrived = 0;
             ++m_generation;
-            m_wake.notify_all();
             return;
         }
-        m_wake.wait(lock, [&] { return m_generation != generation; });
+        currentFiber->waitingOn = this;
+        currentFiber->waitGeneration = generation;
+        switchTo(&currentFiber->context, schedulerContext);
     }
+    bool passed(unsigned generation) const { return m_generation != generation; }
 
 private:
-    std::mutex m_mutex;
-    std::condition_variable m_wake;
     unsigned m_count, m_arrived = 0, m_generation = 0;
 };
 inline thread_local Barrier *blockBarrier = nullptr;
@@ -75,10 +99,39 @@ inline std::mutex &atomicMutex()
     return m;
 }
 
+inline void fiberEntry()
+{
+    (*fiberBody)();
+    currentFiber->done = true; // then uc_link returns to the scheduler
+}
+
+// A fiber at the start of fiberEntry on its own stack, returning to `scheduler` when it ends
+// (getcontext, too, returns twice).
+[[gnu::noinline]] inline void startFiber(Fiber &f, size_t stackBytes, ucontext_t *scheduler)
+{
+    f.done = false;
+    f.waitingOn = nullptr;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = stackBytes;
+    f.context.uc_link = scheduler;
+    makecontext(&f.context, fiberEntry, 0);
+}
+
+// A block's CUDA threads as fibers on the calling host thread, each run until it waits at a barrier
+// or ends, in turn (one host thread per CUDA thread made a 2,056-block launch take two minutes, its
+// time in thread handoffs). Threads that can never pass their barrier (one ended before a
+// __syncthreads the others reached) stop the test with a message instead of hanging.
 template <typename Kernel, typename... Args>
 void launch(dim3 grid, dim3 block, size_t sharedBytes, Kernel kernel, Args... args)
 {
+    constexpr size_t kStackBytes = 256 * 1024;
     const unsigned threads = block.x * block.y * block.z;
+    std::vector<Fiber> fibers(threads);
+    for (auto &f : fibers)
+        f.stack.reset(new char[kStackBytes]);
+    ucontext_t scheduler {};
+    const std::function<void()> body = [&] { kernel(args...); };
     for (unsigned by = 0; by < grid.y; ++by)
         for (unsigned bx = 0; bx < grid.x; ++bx) {
             std::vector<float> shared(sharedBytes / sizeof(float) + 1, std::numeric_limits<float>::quiet_NaN());
@@ -87,10 +140,16 @@ void launch(dim3 grid, dim3 block, size_t sharedBytes, Kernel kernel, Args... ar
             std::vector<std::unique_ptr<Barrier>> warps;
             for (unsigned w = 0; w < (threads + 31) / 32; ++w)
                 warps.push_back(std::make_unique<Barrier>(std::min(32u, threads - 32 * w)));
-            std::vector<std::thread> running;
-            running.reserve(threads);
-            for (unsigned t = 0; t < threads; ++t)
-                running.emplace_back([&, t] {
+            for (auto &f : fibers)
+                startFiber(f, kStackBytes, &scheduler);
+            unsigned remaining = threads;
+            while (remaining > 0) {
+                bool ran = false;
+                for (unsigned t = 0; t < threads; ++t) {
+                    Fiber &f = fibers[t];
+                    if (f.done || (f.waitingOn && !f.waitingOn->passed(f.waitGeneration)))
+                        continue;
+                    f.waitingOn = nullptr;
                     threadIndex = {t, 0, 0};
                     blockIndex = {bx, by, 0};
                     blockDimension = {block.x, 1, 1};
@@ -99,10 +158,18 @@ void launch(dim3 grid, dim3 block, size_t sharedBytes, Kernel kernel, Args... ar
                     blockBarrier = &barrier;
                     warpBarrier = warps[t / 32].get();
                     warpSlots = &slots;
-                    kernel(args...);
-                });
-            for (auto &thread : running)
-                thread.join();
+                    schedulerContext = &scheduler;
+                    currentFiber = &f;
+                    fiberBody = &body;
+                    switchTo(&scheduler, &f.context);
+                    ran = true;
+                    remaining -= f.done ? 1 : 0;
+                }
+                if (!ran) {
+                    std::fprintf(stderr, "CudaEmulation: block (%u, %u): %u threads wait at a barrier that the others ended without reaching\n", bx, by, remaining);
+                    std::abort();
+                }
+            }
         }
 }
 

@@ -71,6 +71,10 @@ private Q_SLOTS:
             QTest::addRow("%s, 1032 columns (16-byte rows, a block a row)", type) << 1032 << bf16;
             QTest::addRow("%s, 100 columns (a warp a row)", type) << 100 << bf16;
             QTest::addRow("%s, 1030 columns (a block a row)", type) << 1030 << bf16;
+            // Each other row shape of dispatchRowShape: 16 lanes a row; a warp with 2 and 4 packs
+            // a lane; a block with 2 and 4 (hidden sizes such as 4,096 and 5,120 take these).
+            for (int cols : {72, 264, 520, 2056, 4104})
+                QTest::addRow("%s, %d columns (16-byte rows)", type, cols) << cols << bf16;
         }
     }
 
@@ -114,7 +118,7 @@ private Q_SLOTS:
         QTest::addColumn<bool>("bf16Stream");
         QTest::addColumn<bool>("bf16Branch");
         QTest::addColumn<double>("scale");
-        for (int cols : {64, 1032}) {
+        for (int cols : {64, 1032, 4104}) {
             QTest::addRow("fp32, %d columns", cols) << cols << false << false << 1.0;
             QTest::addRow("fp32 stream, bf16 branch, %d columns", cols) << cols << false << true << 1.0;
             QTest::addRow("bf16, %d columns", cols) << cols << true << true << 1.0;

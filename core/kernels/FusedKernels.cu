@@ -537,14 +537,14 @@ void crossEntropyGradInPlace(void *logits, int64_t ld, Dtype type, const int64_t
     check(cudaGetLastError(), "cross-entropy kernel");
 }
 
-// The packs of 8 a thread holds in the register-resident capped softmax (1, 2 or 4: rows up to 8,192
-// keys), or 0 for the scalar kernel (keys not a multiple of 8, storage not 16-byte aligned, longer rows).
+// The packs of 8 a thread holds in the register-resident capped softmax (1, 2 or 4: rows up to
+// kVecMaxCols keys), or 0 for the scalar kernel (rows vectorRows does not take).
 static int cappedSoftmaxPacksPerThread(int64_t keys, std::initializer_list<const void *> pointers)
 {
-    if (keys % 8 != 0 || !aligned16(pointers))
+    if (!vectorRows(keys, pointers))
         return 0;
     const int64_t perThread = (keys / 8 + kThreads - 1) / kThreads;
-    return perThread <= 1 ? 1 : perThread == 2 ? 2 : perThread <= 4 ? 4 : 0;
+    return perThread <= 1 ? 1 : perThread == 2 ? 2 : 4;
 }
 
 void cappedSoftmaxForward(const void *scores, void *probs, Dtype type, float *rowMax, float *rowSum, int64_t rows, int64_t keys, ScoreCap cap,

@@ -36,21 +36,6 @@ __device__ __forceinline__ uint2 cast8(const float (&v)[8], float scale, bool e5
     return make_uint2(lo, hi);
 }
 
-// The block's maximum of `m`, in every thread; `partial` is reusable when it returns.
-__device__ __forceinline__ float blockMax(float m, float *partial)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x % 32 == 0)
-        partial[threadIdx.x / 32] = m;
-    __syncthreads();
-    m = partial[0];
-    for (int i = 1; i < kThreads / 32; ++i)
-        m = fmaxf(m, partial[i]);
-    __syncthreads();
-    return m;
-}
-
 // Non-negative floats order as their bit patterns: a column's maximum by integer atomicMax on a
 // zero-initialised fp32 array.
 __device__ __forceinline__ void atomicMaxNonNegative(float *address, float v) { atomicMax(reinterpret_cast<int *>(address), __float_as_int(v)); }

@@ -32,6 +32,21 @@ template <> __device__ __forceinline__ __half fromFloat<__half>(float v) { retur
 // v as T holds it (rounded to nearest even), back in fp32.
 template <typename T> __device__ __forceinline__ float roundTo(float v) { return toFloat(fromFloat<T>(v)); }
 
+// The block's maximum of `m`, in every thread; `partial` is reusable when it returns.
+__device__ __forceinline__ float blockMax(float m, float *partial)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x % 32 == 0)
+        partial[threadIdx.x / 32] = m;
+    __syncthreads();
+    m = partial[0];
+    for (int i = 1; i < kThreads / 32; ++i)
+        m = fmaxf(m, partial[i]);
+    __syncthreads();
+    return m;
+}
+
 // 8 consecutive elements as fp32, through 16-byte loads and stores (p 16-byte aligned).
 __device__ __forceinline__ void load8(const float *p, float (&v)[8])
 {

@@ -5,7 +5,7 @@
 // each input is read once. The scalar kernels there took 2-byte loads and read each row twice
 // (about 0.8 TB/s for an RMSNorm backward of 8192 x 1536 bf16 on the H200, against the card's 4.8).
 // Included by FusedKernels.cu, inside its anonymous namespace, after blockSum, warpSum, scaleValue,
-// scaledInput, crossEntropyRowEnd, cappedScore and visibleKeys; the scalar kernels stay for rows
+// scaledInput, crossEntropyRowEnd, cappedScore, cappedProbability and visibleKeys; the scalar kernels stay for rows
 // these do not take (widths not a multiple of 8, unaligned storage, over kVecMaxCols).
 
 // The widest row the register-resident forms take: 4 packs of 8 for each of a block's threads.
@@ -300,11 +300,12 @@ __global__ void crossEntropyVecKernel(T *logits, int64_t ld, const int64_t *targ
 }
 
 // cappedSoftmaxForwardKernel on packs of 8, a block a row, the row's packs held in registers (at
-// most K a thread): each score is read and capped once (the scalar kernel reads and caps it twice,
-// tanhf being most of its cost), and a pack wholly outside the keys the row sees is never read.
+// most K a thread): each score is read and capped once, then exponentiated once (its exp kept for
+// the output), and a pack wholly outside the keys the row sees is never read.
 template <typename T, int K>
 __global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const T *scores, T *probs, float *rowMax, float *rowSum, int64_t keys, ScoreCap cap)
 {
+    __shared__ float shared[kThreads / 32];
     const int64_t row = blockIdx.x, packs = keys / 8;
     const T *s = scores + row * keys;
     T *p = probs + row * keys;
@@ -316,27 +317,32 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const 
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
-        if (j0 / 8 < packs && j0 < hi && j0 + 8 > lo) {
+        const bool read = j0 / 8 < packs && j0 < hi && j0 + 8 > lo;
+        if (read)
             load8(s + j0, v[k]);
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                float t;
-                const bool seen = j0 + i >= lo && j0 + i < hi;
-                v[k][i] = seen ? cappedScore<T>(v[k][i], cap, invCap, t) : -FLT_MAX;
-                if (seen)
-                    addToLse(v[k][i], m, sum);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-                v[k][i] = -FLT_MAX;
+        for (int i = 0; i < 8; ++i) {
+            float t;
+            const bool seen = read && j0 + i >= lo && j0 + i < hi;
+            v[k][i] = seen ? cappedScore<T>(v[k][i], cap, invCap, t) : -FLT_MAX;
+            m = fmaxf(m, v[k][i]);
         }
     }
-    blockMergeLse(m, sum);
+    m = blockMax(m, shared);
+    // Each seen score's exp(score - max) in its place, 0 for the unseen (never the max: a row sees its own key).
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            v[k][i] = v[k][i] == -FLT_MAX ? 0.f : __expf(v[k][i] - m);
+            sum += v[k][i];
+        }
+    sum = blockSum(sum, shared);
     if (threadIdx.x == 0) {
         rowMax[row] = m;
         rowSum[row] = sum;
     }
+    const float invSum = 1.f / sum;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
@@ -344,7 +350,7 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const 
             float o[8];
 #pragma unroll
             for (int i = 0; i < 8; ++i)
-                o[i] = v[k][i] == -FLT_MAX ? 0.f : expf(v[k][i] - m) / sum;
+                o[i] = v[k][i] * invSum; // cappedProbability's product, its exp already taken
             store8(p + j0, o);
         }
     }
@@ -361,7 +367,7 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxBackwardVecKernel(const
     const int64_t row = blockIdx.x, packs = keys / 8;
     const T *s = scores + row * keys, *dp = dProbs + row * keys;
     T *ds = dScores + row * keys;
-    const float invCap = 1.f / cap.softcap, m = rowMax[row], sum = rowSum[row];
+    const float invCap = 1.f / cap.softcap, m = rowMax[row], invSum = 1.f / rowSum[row];
     int64_t lo, hi;
     visibleKeys(row, keys, cap.window, lo, hi);
     float pf[K][8], t[K][8], g[K][8];
@@ -379,7 +385,7 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxBackwardVecKernel(const
 #pragma unroll
             for (int i = 0; i < 8; ++i)
                 if (j0 + i >= lo && j0 + i < hi) {
-                    pf[k][i] = expf(cappedScore<T>(sv[i], cap, invCap, t[k][i]) - m) / sum;
+                    pf[k][i] = cappedProbability(cappedScore<T>(sv[i], cap, invCap, t[k][i]), m, invSum);
                     dot += pf[k][i] * g[k][i];
                 }
         }

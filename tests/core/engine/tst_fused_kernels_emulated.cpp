@@ -354,6 +354,26 @@ private Q_SLOTS:
         QTest::addRow("bf16, 2056 keys, sliding window of 1500") << true << 1500 << 2056;
     }
 
+    // The capped softmax's tanh for 16-bit scores: within 3e-7 of tanh relative over the whole
+    // range (tiny arguments, both sides of the branch at 0.55, saturation), so rounded to bf16 it
+    // gives tanhf's value except where tanh lies within that of a rounding boundary.
+    void tanhNearlyExactIsTanh()
+    {
+        const auto x = torch::cat({torch::linspace(-12, 12, 400001, kF64), torch::logspace(-30, 0, 20001, 10, kF64), torch::linspace(0.549, 0.551, 2001, kF64)});
+        auto approx = torch::empty_like(x);
+        const auto *xs = x.data_ptr<double>();
+        auto *out = approx.data_ptr<double>();
+        for (int64_t i = 0; i < x.numel(); ++i)
+            out[i] = kernels::tanhNearlyExact(static_cast<float>(xs[i]));
+        const auto xf = x.to(torch::kFloat).to(kF64); // the argument as the kernel holds it
+        const auto reference = torch::tanh(xf);
+        const double worst = ((approx - reference).abs() / reference.abs().clamp_min(1e-37)).max().item<double>();
+        QVERIFY2(worst <= 3e-7, qPrintable(QStringLiteral("worst relative error %1").arg(worst)));
+        QVERIFY(torch::equal(approx.sign(), reference.sign()));
+        const auto flips = approx.to(torch::kBFloat16).ne(reference.to(torch::kBFloat16)).sum().item<int64_t>();
+        QVERIFY2(flips * 1000 < x.numel(), qPrintable(QStringLiteral("%1 of %2 round to another bf16 value").arg(flips).arg(x.numel())));
+    }
+
     // Gemma 2's soft-capped attention probabilities and their backward, against the float64 maths
     // and, in bf16, against eager's own chain of rounded LibTorch ops (which the kernel reproduces
     // step by step: without those roundings it would be several bf16 units off).

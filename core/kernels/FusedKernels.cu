@@ -139,10 +139,11 @@ __global__ void crossEntropyKernel(T *logits, int64_t ld, const int64_t *targets
 }
 
 // tanh within about 2e-7 relative (fastTanh's cancellation near 0 replaced by an odd polynomial,
-// least-squares fitted on [0, 0.6]), for about ten instructions where tanhf takes about forty: the
-// capped attention softmax's cost on a card was mostly tanhf (its 16-byte kernel 0.82x the time of
-// its scalar one, far from the bandwidth). Rounded to bf16 or fp16 it rounds as tanhf does except
-// within 2e-7 of a rounding boundary.
+// least-squares fitted on [0, 0.6]): five multiply-adds, or a fast exp and division, where tanhf
+// takes an accurate exp and division. The capped attention softmax's 16-byte kernel took 0.82x its
+// scalar one's time on an H100, far from the bandwidth, which I read as its arithmetic (tanhf the
+// most of it; not profiled). Rounded to bf16 or fp16 it rounds as tanhf does except within 2e-7
+// of a rounding boundary.
 __device__ __forceinline__ float tanhNearlyExact(float x)
 {
     const float a = fabsf(x);
@@ -158,8 +159,7 @@ __device__ __forceinline__ float tanhNearlyExact(float x)
 }
 
 // A stored attention score as Gemma 2's eager chain makes it, and tanh's rounded output `t`
-// (tanhf in fp32, whose chain the kernel then follows exactly; tanhNearlyExact for 16-bit scores,
-// whose rounding hides its error).
+// (tanhf in fp32, as eager; tanhNearlyExact for 16-bit scores, whose rounding hides its error).
 template <typename T> __device__ __forceinline__ float cappedScore(float s, const ScoreCap &cap, float invCap, float &t)
 {
     const float x = roundTo<T>(roundTo<T>(s * cap.scale) * invCap);

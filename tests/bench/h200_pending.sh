@@ -3,8 +3,13 @@
 # from the repository root on a CUDA host with .cuda-deps staged:
 #   bash tests/bench/h200_pending.sh check   # build, then the kernel tests that skip on the CPU
 #   bash tests/bench/h200_pending.sh ab      # one-process A/Bs: flash's window, the loss chunk, the CUDA graph
+#   bash tests/bench/h200_pending.sh gemma2  # stop 56's capped softmax: its card check while the build runs,
+#                                            # then Gemma-2-9B full and LoRA against Transformers + compile
+#                                            # (about 520 s on a cold H100, as stop 56 ran it by hand)
 # (the families, QLoRA and gpt-oss rows have their own scripts: h200_families.sh, h200_qlora.sh, h200_sparse.sh).
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_windowed_attention engine_tst_step_graph}"
+# The kernel check builds FusedKernels.cu alone with nvcc, so it runs beside PilotBench's build.
+[ "${1:-check}" = gemma2 ] && { mkdir -p "${OUT:-/tmp/pb-out}"; python3 tests/bench/h200_new_kernels_check.py --out /tmp/kout > "${OUT:-/tmp/pb-out}/kernels_check.txt" 2>&1 & }
 . tests/bench/h200_build.sh
 B=$BUILD_DIR
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a $OUT/pending.txt
@@ -26,5 +31,12 @@ ab)
     # shellcheck disable=SC2086
     timeout 150 $P --device cuda:0 $args 2>&1 | tail -4 | tee -a $OUT/pending.txt
   done
+  ;;
+gemma2)
+  wait # the kernel check
+  grep -E "failed|capped softmax Gemma" $OUT/kernels_check.txt | tee -a $OUT/pending.txt
+  KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -4 | tee -a $OUT/pending.txt
+  mv $OUT/families.jsonl $OUT/families-full.jsonl
+  EXTRA="--set train.mode=lora" KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -4 | tee -a $OUT/pending.txt
   ;;
 esac

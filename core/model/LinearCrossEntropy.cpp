@@ -61,12 +61,11 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
                 }
             }
             if (weightGrad) { // accumulated in fp32 by the GEMM, no 16-bit [V, h] product per chunk (where LibTorch can)
+                auto gLead = gradWeight.narrow(0, 0, lead); // the whole gradient where nothing is split off
+                compat::addMatmulInto(gLead, lLead.t(), h, /*accumulate=*/begin > 0);
                 if (tail > 0) {
-                    auto gLead = gradWeight.narrow(0, 0, lead), gTail = gradWeight.narrow(0, lead, tail);
-                    compat::addMatmulInto(gLead, lLead.t(), h, /*accumulate=*/begin > 0);
+                    auto gTail = gradWeight.narrow(0, lead, tail);
                     compat::addMatmulInto(gTail, lTail.t(), h, /*accumulate=*/begin > 0);
-                } else {
-                    compat::addMatmulInto(gradWeight, logits.t(), h, /*accumulate=*/begin > 0);
                 }
             }
         }

@@ -132,6 +132,8 @@ void launch(dim3 grid, dim3 block, size_t sharedBytes, Kernel kernel, Args... ar
         f.stack.reset(new char[kStackBytes]);
     ucontext_t scheduler {};
     const std::function<void()> body = [&] { kernel(args...); };
+    schedulerContext = &scheduler;
+    fiberBody = &body;
     for (unsigned by = 0; by < grid.y; ++by)
         for (unsigned bx = 0; bx < grid.x; ++bx) {
             std::vector<float> shared(sharedBytes / sizeof(float) + 1, std::numeric_limits<float>::quiet_NaN());
@@ -158,9 +160,7 @@ void launch(dim3 grid, dim3 block, size_t sharedBytes, Kernel kernel, Args... ar
                     blockBarrier = &barrier;
                     warpBarrier = warps[t / 32].get();
                     warpSlots = &slots;
-                    schedulerContext = &scheduler;
                     currentFiber = &f;
-                    fiberBody = &body;
                     switchTo(&scheduler, &f.context);
                     ran = true;
                     remaining -= f.done ? 1 : 0;

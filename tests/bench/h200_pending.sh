@@ -4,7 +4,8 @@
 #   bash tests/bench/h200_pending.sh check   # build, then the kernel tests that skip on the CPU
 #   bash tests/bench/h200_pending.sh ab      # one-process A/Bs: flash's window, the loss chunk, the CUDA graph
 #   bash tests/bench/h200_pending.sh gemma2  # stop 56's capped softmax: its card check while the build runs,
-#                                            # then Gemma-2-9B full and LoRA against Transformers + compile
+#                                            # then Gemma-2-9B full and LoRA, eager and fused, against Transformers
+#                                            # eager and + compile
 #                                            # (about 520 s on a cold H100, as stop 56 ran it by hand)
 # (the families, QLoRA and gpt-oss rows have their own scripts: h200_families.sh, h200_qlora.sh, h200_sparse.sh).
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_windowed_attention engine_tst_step_graph}"
@@ -35,8 +36,8 @@ ab)
 gemma2)
   wait # the kernel check
   grep -E "failed|capped softmax Gemma|counting only" $OUT/kernels_check.txt | tee -a $OUT/pending.txt
-  KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -4 | tee -a $OUT/pending.txt
+  KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -5 | tee -a $OUT/pending.txt
   mv $OUT/families.jsonl $OUT/families-full.jsonl
-  EXTRA="--set train.mode=lora" KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -4 | tee -a $OUT/pending.txt
+  EXTRA="--set train.mode=lora" KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -5 | tee -a $OUT/pending.txt
   ;;
 esac

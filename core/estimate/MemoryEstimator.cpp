@@ -192,6 +192,12 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // summed out of place (the peak recorder saw both and their sum live at once on an H200).
     const int64_t tiedGradient = config.model.tieEmbeddings ? ceilDiv(ms.embeddingGradientBytes, sh.gradients) : 0;
     const int64_t gradHead = ceilDiv(ms.headGradientBytes, sh.gradients) + tiedGradient;
+    // On the fused path the lookup adds its rows into the head's gradient where that is the fp32
+    // weight's own (model/TiedEmbedding.h): no dense lookup gradient, no sum; the head's gradient
+    // alone arrives at the weight, beside its .grad where one exists (accumulation, FSDP's views).
+    const bool tiedShared = train.kernels == KernelPath::Fused && train.precision != Precision::Bf16;
+    const bool gradExists = train.gradAccum > 1 || sh.gathered;
+    const int64_t tiedAtEnd = !tiedShared ? 2 * tiedGradient : gradExists ? tiedGradient : 0;
     const int64_t gradAll = ceilDiv(ms.gradients, sh.gradients);
     int64_t savedAll = 0;
     for (auto s : act.savedPerBlock)
@@ -323,7 +329,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }
     }
-    consider(0, 0, gradAll + gradientBuffers + 2 * tiedGradient, 0);
+    consider(0, 0, gradAll + gradientBuffers + tiedAtEnd, 0);
     out.backward = best;
 
     // Optimizer step: weights, gradients, states and the largest per-parameter transient.

@@ -261,7 +261,7 @@ bool DecoderModelImpl::slidingLayersNeedNoMask(const torch::Device &device) cons
     return windowKernelRuns(device, type, m_shape.effectiveHeadDim());
 }
 
-torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
+torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs, const c10::intrusive_ptr<TiedHeadGradient> &tied)
 {
     if (m_blockHooks)
         m_blockHooks->beforeModel();
@@ -271,7 +271,7 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs)
     LayerInputs global, local;
     {
         RECORD_USER_SCOPE("pb.embedding");
-        h = torch::embedding(stack->embedTokens->weight, inputs);
+        h = tied ? tiedEmbedding(stack->embedTokens->weight, inputs, tied) : torch::embedding(stack->embedTokens->weight, inputs);
         if (traits.embeddingScale != 1.0) // Gemma rounds sqrt(hidden) to the embedding's dtype first
             h = traits.embeddingScaleRounded ? h * torch::scalar_tensor(traits.embeddingScale, h.options()) : h * traits.embeddingScale;
         if (m_inputNeedsGrad)
@@ -414,13 +414,18 @@ torch::Tensor DecoderModelImpl::logits(const torch::Tensor &inputs)
 
 torch::Tensor DecoderModelImpl::loss(const torch::Tensor &inputs, const torch::Tensor &targets)
 {
-    auto h = hidden(inputs);
-    RECORD_USER_SCOPE("pb.head"); // the language-model head and the loss (the peak recorder's logits)
+    // A trained tied embedding on the fused path: the lookup adds its gradient into the head's.
     const auto &headWeight = lmHead ? lmHead->weight : stack->embedTokens->weight;
+    c10::intrusive_ptr<TiedHeadGradient> tied;
+    if (m_kernels == KernelPath::Fused && !lmHead && headWeight.requires_grad() && torch::GradMode::is_enabled())
+        tied = c10::make_intrusive<TiedHeadGradient>();
+    auto h = hidden(inputs, tied);
+    RECORD_USER_SCOPE("pb.head"); // the language-model head and the loss (the peak recorder's logits)
     torch::Tensor loss;
     const ModelTraits &traits = m_shape.traits;
     if (m_kernels == KernelPath::Fused) {
-        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}), m_runtime.lossChunkTokens, LogitsTransform {traits.logitsDivisor, traits.finalSoftcap});
+        loss = linearCrossEntropy(h.reshape({-1, h.size(-1)}), headWeight, targets.reshape({-1}), m_runtime.lossChunkTokens,
+                                  LogitsTransform {traits.logitsDivisor, traits.finalSoftcap}, 0, tied);
     } else {
         const auto logits = headLogits(h);
         // As Transformers' ForCausalLMLoss: the logits are upcast to fp32 before the cross-entropy.

@@ -3,13 +3,14 @@
 #include "engine/TorchCompat.h"
 #include "model/FusedOps.h"
 #include "estimate/ActivationModel.h"
+#include "model/TiedEmbedding.h"
 
 namespace pb {
 namespace {
 
 struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossEntropyFunction> {
     static torch::Tensor forward(torch::autograd::AutogradContext *ctx, torch::Tensor hidden, torch::Tensor weight, torch::Tensor targets, int64_t chunk, double divisor, double softcap,
-                                 int64_t rowStride)
+                                 int64_t rowStride, const c10::intrusive_ptr<TiedHeadGradient> &tied)
     {
         const auto computeType = eagerComputeType(hidden, weight);
         const bool hiddenGrad = hidden.requires_grad(), weightGrad = weight.requires_grad();
@@ -70,6 +71,10 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
             }
         }
         const auto mean = lossSum / count; // NaN when every target is ignored, as the eager mean
+        const bool shared = tied && weightGrad && gradWeight.scalar_type() == weight.scalar_type();
+        if (shared)
+            tied->grad = gradWeight;
+        ctx->saved_data["shared"] = shared;
         ctx->save_for_backward({gradHidden, gradWeight});
         ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());
         ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
@@ -86,22 +91,26 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
         // step's one host read before clipping's.)
         // Under CUDA graph capture the scalar cannot be read: the kept gradients are scaled in place
         // (by exactly 1 in a plain step), which costs a pass but no second copy.
+        // A weight gradient shared with a tied lookup is scaled in place too: the lookup adds its
+        // rows into that tensor, which must be the one handed on.
         const bool capturing = compat::streamCapturing(scale);
         const bool unit = !capturing && scale.numel() == 1 && scale.item<double>() == 1.0;
-        auto scaled = [&](const torch::Tensor &g) { return unit ? g : capturing ? g.mul_(scale.to(g.scalar_type())) : g * scale.to(g.scalar_type()); };
+        auto scaled = [&](const torch::Tensor &g, bool inPlace) {
+            return unit ? g : capturing || inPlace ? g.mul_(scale.to(g.scalar_type())) : g * scale.to(g.scalar_type());
+        };
         torch::Tensor gradHidden, gradWeight;
         if (saved[0].defined())
-            gradHidden = scaled(saved[0]).to(static_cast<at::ScalarType>(ctx->saved_data["hidden_type"].toInt()));
+            gradHidden = scaled(saved[0], false).to(static_cast<at::ScalarType>(ctx->saved_data["hidden_type"].toInt()));
         if (saved[1].defined())
-            gradWeight = scaled(saved[1]).to(static_cast<at::ScalarType>(ctx->saved_data["weight_type"].toInt()));
-        return {gradHidden, gradWeight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+            gradWeight = scaled(saved[1], ctx->saved_data["shared"].toBool()).to(static_cast<at::ScalarType>(ctx->saved_data["weight_type"].toInt()));
+        return {gradHidden, gradWeight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
 };
 
 } // namespace
 
 torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens,
-                                 const LogitsTransform &transform, int64_t rowStride)
+                                 const LogitsTransform &transform, int64_t rowStride, const c10::intrusive_ptr<TiedHeadGradient> &tied)
 {
     int64_t chunk = chunkTokens;
     if (chunk <= 0) {
@@ -109,7 +118,7 @@ torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tenso
         const bool kernel = fusedKernelsOn(hidden.device());
         chunk = linearCrossEntropyChunkTokens(hidden.size(0), weight.size(0), linearCrossEntropyBytesPerLogit(c, kernel, transform.softcap > 0), kernel);
     }
-    return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk, transform.divisor, transform.softcap, rowStride);
+    return LinearCrossEntropyFunction::apply(hidden, weight, targets, chunk, transform.divisor, transform.softcap, rowStride, tied);
 }
 
 } // namespace pb

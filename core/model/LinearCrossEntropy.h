@@ -6,6 +6,8 @@
 // made in the forward pass (as Liger-Kernel's fused linear cross-entropy does), so the backward
 // only scales them. The maths is Transformers' ForCausalLMLoss: logits upcast to fp32, targets of
 // -100 ignored, mean over the rest.
+#include "model/TiedEmbedding.h"
+
 #include <torch/torch.h>
 
 namespace pb {
@@ -21,8 +23,11 @@ struct LogitsTransform {
 // estimate/ActivationModel.h's linearCrossEntropyChunkTokens, which the estimator shares.
 // rowStride <= 0: the logits rows' stride by the device's rule (linearCrossEntropyRowStride: padded
 // to 8 on the CUDA kernel's path); a larger one pads them on any device, so a CPU test reaches the
-// padded path (the vocabulary's last few rows in GEMMs of their own).
+// padded path (the vocabulary's last few rows in GEMMs of their own). `tied`: the embedding's
+// lookup (model/TiedEmbedding.h) whose weight this is; given the weight's gradient where it is that
+// very tensor (an fp32 weight), which the backward then scales in place rather than in a copy.
 torch::Tensor linearCrossEntropy(const torch::Tensor &hidden, const torch::Tensor &weight, const torch::Tensor &targets, int64_t chunkTokens = 0,
-                                 const LogitsTransform &transform = {}, int64_t rowStride = 0);
+                                 const LogitsTransform &transform = {}, int64_t rowStride = 0,
+                                 const c10::intrusive_ptr<TiedHeadGradient> &tied = {});
 
 } // namespace pb

@@ -9,6 +9,7 @@
 #include "model/GatedDeltaNet.h"
 #include "model/Nf4.h"
 #include "model/StackedExperts.h"
+#include "model/TiedEmbedding.h"
 
 #include <torch/torch.h>
 
@@ -291,7 +292,8 @@ public:
     WeightHolder lmHead {nullptr}; // null when tied to the embedding
 
 private:
-    torch::Tensor hidden(const torch::Tensor &inputs);
+    // `tied`: where the fused loss shares the head's gradient with the embedding's lookup (loss()).
+    torch::Tensor hidden(const torch::Tensor &inputs, const c10::intrusive_ptr<TiedHeadGradient> &tied = {});
     // model.per_layer_input: every layer's input [B, T, layers, P] from the tokens and their embedding `h`.
     torch::Tensor perLayerInputs(const torch::Tensor &inputs, const torch::Tensor &h);
     torch::Tensor headLogits(const torch::Tensor &h);

@@ -7,10 +7,13 @@
 #                                            # then Gemma-2-9B full and LoRA, eager and fused, against Transformers
 #                                            # eager and + compile
 #                                            # (about 520 s on a cold H100, as stop 56 ran it by hand)
+#   bash tests/bench/h200_pending.sh tied    # stop 57's tied lookup gradient: the tied families' full rows
+#                                            # (Gemma 2, SmolLM3, Granite) fused against Transformers + compile,
+#                                            # then Gemma 3 and Phi-4 eager and fused against both (~560 s cold)
 # (the families, QLoRA and gpt-oss rows have their own scripts: h200_families.sh, h200_qlora.sh, h200_sparse.sh).
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_windowed_attention engine_tst_step_graph}"
 # The kernel check builds FusedKernels.cu alone with nvcc, so it runs beside PilotBench's build.
-[ "${1:-check}" = gemma2 ] && { mkdir -p "${OUT:-/tmp/pb-out}"; python3 tests/bench/h200_new_kernels_check.py --out /tmp/kout > "${OUT:-/tmp/pb-out}/kernels_check.txt" 2>&1 & }
+[ "${1:-check}" = gemma2 ] || [ "${1:-check}" = tied ] && { mkdir -p "${OUT:-/tmp/pb-out}"; python3 tests/bench/h200_new_kernels_check.py --out /tmp/kout > "${OUT:-/tmp/pb-out}/kernels_check.txt" 2>&1 & }
 . tests/bench/h200_build.sh
 B=$BUILD_DIR
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a $OUT/pending.txt
@@ -39,5 +42,12 @@ gemma2)
   KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -5 | tee -a $OUT/pending.txt
   mv $OUT/families.jsonl $OUT/families-full.jsonl
   EXTRA="--set train.mode=lora" KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -5 | tee -a $OUT/pending.txt
+  ;;
+tied)
+  wait # the kernel check
+  grep -E "failed" $OUT/kernels_check.txt | tee -a $OUT/pending.txt
+  KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b smollm3-3b granite-3.3-8b 2>&1 | tail -10 | tee -a $OUT/pending.txt
+  mv $OUT/families.jsonl $OUT/families-tied.jsonl
+  KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-3-12b phi-4 2>&1 | tail -9 | tee -a $OUT/pending.txt
   ;;
 esac

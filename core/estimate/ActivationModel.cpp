@@ -268,12 +268,16 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                                                                      : scores;
                 // The cap's kept tanh output, or the kernel's kept scores and row statistics.
                 const int64_t capped = traits.attentionSoftcap > 0 ? scores + rowStats : 0;
-                walk.saved += 3 * c * n * qDim + (cappedKernel ? 0 : t * t) + layerRotaryCasts + probabilities + capped;
+                // The capped kernel's bmms read the shared key/value heads as they are
+                // (model/FusedOps.h's groupedHeadsAttention): contiguous copies of k and v, not
+                // expanded to all heads.
+                walk.saved += c * n * (cappedKernel ? qDim + 2 * kvDim : 3 * qDim) + (cappedKernel ? 0 : t * t) + layerRotaryCasts + probabilities + capped;
                 atAttention = walk.saved;
                 // At the second bmm: the masked scores (the kernel's are the kept ones) and the output
                 // beside the kept set, and q, k, v as the rotary left them (and an fp32 k expanded,
                 // cast for the bmm).
-                forwardAbove = walk.saved + (cappedKernel ? 0 : scores) + c * n * qDim + qkvAlive + y1Alive + (dkr != c && groups > 1 ? dkr * n * qDim : 0);
+                forwardAbove = walk.saved + (cappedKernel ? 0 : scores) + c * n * qDim + qkvAlive + y1Alive +
+                               (dkr == c ? 0 : cappedKernel ? dkr * n * kvDim : groups > 1 ? dkr * n * qDim : 0);
                 // The sinks' composite holds two [T, T + 1] tensors at a time (the concatenation and
                 // its shifted copy, then that and the softmax), none beside the product with v.
                 if (traits.attentionSinks)
@@ -419,7 +423,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
         // it, and at the softmax's backward its input and output gradients (plus, on the math
-        // path, the expanded v's gradient, or q, k, v's gradients from the fused kernel).
+        // path, the expanded v's gradient (v's own on the capped kernel's), or q, k, v's gradients from the fused kernel).
         // Soft-capped eager attention (Gemma 2), seen by the peak recorder on an H200: at the cap's
         // backward three fp32 score-sized gradients are alive (the probabilities', softmax's and
         // the cap's), the 16-bit probabilities already released. On CPU (a recomputed gemma2 layer,
@@ -435,7 +439,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const int64_t attnGrads = latent       ? mla.softmaxGrads
                                   : layerFused ? 3 * c * n * qDim
                                   : traits.attentionSinks ? 2 * sinkScores - (sinkDtype != c ? scores : 0) + c * n * qDim // softmax's gradient in and out
-                                               : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * qDim;
+                                               : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * (cappedKernel ? kvDim : qDim);
         const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + (linearLayer ? 0 : attnGrads) - walk.saved;
         // The q norm's backward without the CUDA kernel (model/FusedOps.cpp's composite, train.kernels
         // = fused on CPU): in its last statement the fp32 normalised input, the fp32 gradient, its
@@ -457,7 +461,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                           : dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
                                                 (layerFused ? c * n * qDim + expandedAlive
                                                  : traits.attentionSinks ? (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * sinkScores + 8 * b * heads * t + c * n * qDim + t * t
-                                                                         : (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * scores + c * n * qDim +
+                                                                         : (groups > 1 ? (dkr + c) * n * (cappedKernel ? kvDim : qDim) : 0) + 2 * scores + c * n * qDim +
                                                                                (cappedKernel ? rowStats : t * t));
         // (qlora: at down_proj, its input, the matrix and its output beside the residual and the norm output.)
         const int64_t mlpNoGrad = std::max(layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h,

@@ -443,6 +443,17 @@ torch::Tensor cappedSoftmax(const torch::Tensor &scores, double scale, double so
 #endif
 }
 
+torch::Tensor groupedHeadsAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v,
+                                    const std::function<torch::Tensor(const torch::Tensor &)> &probabilities)
+{
+    const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3), kv = k.size(1);
+    TORCH_CHECK(k.dim() == 4 && v.sizes() == k.sizes() && kv > 0 && heads % kv == 0 && k.size(0) == b && k.size(2) == t && k.size(3) == d,
+                "groupedHeadsAttention: q [B, H, T, D] and k, v [B, KV, T, D] with H a multiple of KV");
+    const int64_t rows = heads / kv * t;
+    const auto scores = torch::bmm(q.reshape({b * kv, rows, d}), k.reshape({b * kv, t, d}).transpose(1, 2)).view({b, heads, t, t});
+    return torch::bmm(probabilities(scores).reshape({b * kv, rows, t}), v.reshape({b * kv, t, d})).view({b, heads, t, d});
+}
+
 torch::Tensor crossEntropyGradInPlace(torch::Tensor &logits, const torch::Tensor &targets, double scale, double divisor, double softcap)
 {
     return crossEntropyGradInPlace(logits, targets, torch::full({}, scale, logits.options().dtype(torch::kFloat)), divisor, softcap);

@@ -5,6 +5,8 @@
 // CPU build and CI test what the CUDA build runs.
 #include <torch/torch.h>
 
+#include <functional>
+
 namespace pb {
 
 // Cross-entropy of each row of `logits` [rows, vocab] (any float dtype; changed in place) against
@@ -72,6 +74,14 @@ torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, cons
 // (the eager chain is model/Transformer.cpp's own).
 bool cappedSoftmaxRuns(const torch::Device &device, at::ScalarType scores);
 torch::Tensor cappedSoftmax(const torch::Tensor &scores, double scale, double softcap, int64_t window);
+
+// softmax(q k^T) v with q [B, H, T, D] and k, v [B, KV, T, D], H a multiple of KV, `probabilities`
+// mapping the scores [B, H, T, T] to probabilities of the same shape. The heads that share a key and
+// value head are stacked along the rows (q as [B * KV, H / KV * T, D]), so the scores come out in
+// [B, H, T, T]'s layout with no copy of k or v per head, and each bmm's backward sums the group's key
+// and value gradients inside its GEMM (no expand, no sum after it). Output [B, H, T, D], contiguous.
+torch::Tensor groupedHeadsAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v,
+                                    const std::function<torch::Tensor(const torch::Tensor &)> &probabilities);
 
 // Transformers' rotate_half, (x1, x2) -> (-x2, x1) over the last dimension: the eager rotary's.
 torch::Tensor rotateHalf(const torch::Tensor &x);

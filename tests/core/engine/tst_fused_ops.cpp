@@ -495,6 +495,47 @@ private Q_SLOTS:
     // branch tensor higher (a folded add holds its branch while the norm's output is made). LoRA
     // on down_proj alone under bf16 autocast (a 16-bit stream, gradient-free attention outputs)
     // and full training; a 64-token head leaves the forward's peak inside the blocks.
+    // The capped kernel's grouped bmms (heads sharing a key/value head stacked along the rows)
+    // against softmax(q k^T) v with k and v expanded to every head, as Transformers' repeat_kv:
+    // the same output and the same gradients of q, k and v (the group's sum made inside the GEMM),
+    // in double, for a probability map of scores made of positions (a causal, capped softmax).
+    void groupedHeadsAttentionMatchesExpandedHeads_data()
+    {
+        QTest::addColumn<int>("heads");
+        QTest::addColumn<int>("kvHeads");
+        QTest::newRow("groups of 2") << 4 << 2;
+        QTest::newRow("groups of 3, one key/value head") << 3 << 1;
+        QTest::newRow("no groups") << 2 << 2;
+    }
+    void groupedHeadsAttentionMatchesExpandedHeads()
+    {
+        QFETCH(int, heads);
+        QFETCH(int, kvHeads);
+        const int64_t b = 2, t = 5, d = 3;
+        torch::manual_seed(11);
+        const auto opts = torch::TensorOptions().dtype(torch::kDouble);
+        // Laid out [B, T, heads, D] and transposed, as the projections leave them.
+        auto q = torch::randn({b, t, heads, d}, opts).requires_grad_(true), k = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(true),
+             v = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(true);
+        const auto causal = torch::ones({t, t}, torch::kBool).triu(1);
+        auto probabilities = [&](const torch::Tensor &scores) {
+            return torch::softmax((torch::tanh(scores * 0.5 / 3.0) * 3.0).masked_fill(causal, -std::numeric_limits<double>::infinity()), -1);
+        };
+        const auto upstream = torch::randn({b, heads, t, d}, opts);
+        const auto grouped = groupedHeadsAttention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), probabilities);
+        QCOMPARE(grouped.sizes().vec(), (std::vector<int64_t> {b, heads, t, d}));
+        QVERIFY(grouped.is_contiguous());
+        const auto gradsGrouped = torch::autograd::grad({grouped}, {q, k, v}, {upstream});
+        const int64_t groups = heads / kvHeads;
+        const auto expanded =
+            torch::matmul(probabilities(torch::matmul(q.transpose(1, 2), compat::expandKvHeads(k.transpose(1, 2), groups).transpose(-2, -1))),
+                          compat::expandKvHeads(v.transpose(1, 2), groups));
+        const auto gradsExpanded = torch::autograd::grad({expanded}, {q, k, v}, {upstream});
+        QVERIFY(torch::allclose(grouped, expanded, 1e-12, 1e-12));
+        for (int i = 0; i < 3; ++i)
+            QVERIFY2(torch::allclose(gradsGrouped[i], gradsExpanded[i], 1e-12, 1e-12), qPrintable(QString::number(i)));
+    }
+
     void foldedAddsKeepLossAndPeak_data()
     {
         QTest::addColumn<bool>("lora");

@@ -423,7 +423,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
         // it, and at the softmax's backward its input and output gradients (plus, on the math
-        // path, the expanded v's gradient (v's own on the capped kernel's), or q, k, v's gradients from the fused kernel).
+        // path, the expanded v's gradient, v's own on the capped kernel's; or q, k, v's gradients
+        // from the fused kernel).
         // Soft-capped eager attention (Gemma 2), seen by the peak recorder on an H200: at the cap's
         // backward three fp32 score-sized gradients are alive (the probabilities', softmax's and
         // the cap's), the 16-bit probabilities already released. On CPU (a recomputed gemma2 layer,

@@ -7,9 +7,11 @@
 #                                            # then Gemma-2-9B full and LoRA, eager and fused, against Transformers
 #                                            # eager and + compile
 #                                            # (about 520 s on a cold H100, as stop 56 ran it by hand)
-#   bash tests/bench/h200_pending.sh tied    # stop 57's tied lookup gradient: the tied families' full rows
-#                                            # (Gemma 2, SmolLM3, Granite) fused against Transformers + compile,
-#                                            # then Gemma 3 and Phi-4 eager and fused against both (~560 s cold)
+#   bash tests/bench/h200_pending.sh tied    # stop 57's tied lookup gradient and grouped capped attention: the
+#                                            # tied families' full rows (Gemma 2, SmolLM3, Granite) fused against
+#                                            # Transformers + compile (and the estimator's new terms against the
+#                                            # recorder), then Gemma 3 and Phi-4 eager and fused against both
+#                                            # (~560 s cold)
 # (the families, QLoRA and gpt-oss rows have their own scripts: h200_families.sh, h200_qlora.sh, h200_sparse.sh).
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_windowed_attention engine_tst_step_graph}"
 # The kernel check builds FusedKernels.cu alone with nvcc, so it runs beside PilotBench's build.

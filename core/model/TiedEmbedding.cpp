@@ -21,8 +21,7 @@ struct TiedEmbeddingFunction : public torch::autograd::Function<TiedEmbeddingFun
         // The loss's backward ran before this one (the lookup's output reaches the loss only through
         // it), so the head's gradient is final and waits in the engine's buffer for this edge. The
         // slot's reference goes first, so the weight's accumulator can keep the tensor uncopied.
-        auto into = std::move(slot->grad);
-        slot->grad = torch::Tensor();
+        auto into = std::move(slot->grad); // leaves the slot empty
         if (!into.defined())
             return {torch::embedding_backward(g, ids, ctx->saved_data["vocab"].toInt(), -1, false, false), torch::Tensor(), torch::Tensor()};
         torch::NoGradGuard noGrad;

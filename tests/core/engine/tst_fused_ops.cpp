@@ -489,16 +489,10 @@ private Q_SLOTS:
         QVERIFY(torch::allclose(x.grad().to(torch::kFloat), refDx.to(torch::kFloat), tol, 1e-5));
     }
 
-    // The folded residual adds (the norm nodes that take the add, and the adds deferred from block
-    // to block) against the same model with every add apart (ModelRuntime::foldResidualAdd off):
-    // the same loss and gradients bit for bit, no higher step peak, and a forward peak at most one
-    // branch tensor higher (a folded add holds its branch while the norm's output is made). LoRA
-    // on down_proj alone under bf16 autocast (a 16-bit stream, gradient-free attention outputs)
-    // and full training; a 64-token head leaves the forward's peak inside the blocks.
     // The capped kernel's grouped bmms (heads sharing a key/value head stacked along the rows)
     // against softmax(q k^T) v with k and v expanded to every head, as Transformers' repeat_kv:
     // the same output and the same gradients of q, k and v (the group's sum made inside the GEMM),
-    // in double, for a probability map of scores made of positions (a causal, capped softmax).
+    // in double, through a causal, capped softmax.
     void groupedHeadsAttentionMatchesExpandedHeads_data()
     {
         QTest::addColumn<int>("heads");
@@ -536,6 +530,12 @@ private Q_SLOTS:
             QVERIFY2(torch::allclose(gradsGrouped[i], gradsExpanded[i], 1e-12, 1e-12), qPrintable(QString::number(i)));
     }
 
+    // The folded residual adds (the norm nodes that take the add, and the adds deferred from block
+    // to block) against the same model with every add apart (ModelRuntime::foldResidualAdd off):
+    // the same loss and gradients bit for bit, no higher step peak, and a forward peak at most one
+    // branch tensor higher (a folded add holds its branch while the norm's output is made). LoRA
+    // on down_proj alone under bf16 autocast (a 16-bit stream, gradient-free attention outputs)
+    // and full training; a 64-token head leaves the forward's peak inside the blocks.
     void foldedAddsKeepLossAndPeak_data()
     {
         QTest::addColumn<bool>("lora");

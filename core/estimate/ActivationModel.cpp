@@ -227,6 +227,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // the kernels keep 16-bit casts of an fp32 q and k).
         // (A shared layer's k and v are its source's, alive anyway.)
         const int64_t qkvAlive = n * (dq * qDim + (sharedKv ? 0 : dkr * kvDim + c * kvDim));
+        // The capped kernel's products read q, k, v where the projections and the rotary left them,
+        // of one dtype (model/HeadLayoutProducts.h): what they keep is q, k and v themselves (not
+        // copies beside them), and no copy of k and v is alive at the second.
+        const bool headLayout = cappedKernel && dq == c && dkr == c && !traits.fusedQkv && b * groups <= 64;
         if (m.kvSource(layerIndex))
             sharedKvBytes[layerIndex] = n * (dkr + c) * kvDim;
         const int64_t expandedAlive = expandedKv ? (dkr + c) * n * qDim : 0;
@@ -269,14 +273,14 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                 // The cap's kept tanh output, or the kernel's kept scores and row statistics.
                 const int64_t capped = traits.attentionSoftcap > 0 ? scores + rowStats : 0;
                 // The capped kernel's bmms read the shared key/value heads as they are
-                // (model/FusedOps.h's groupedHeadsAttention): contiguous copies of k and v, not
-                // expanded to all heads.
+                // (model/FusedOps.h's groupedHeadsAttention): q, k and v at their own widths (the
+                // tensors themselves where headLayout, else contiguous copies), not expanded.
                 walk.saved += c * n * (cappedKernel ? qDim + 2 * kvDim : 3 * qDim) + (cappedKernel ? 0 : t * t) + layerRotaryCasts + probabilities + capped;
                 atAttention = walk.saved;
                 // At the second bmm: the masked scores (the kernel's are the kept ones) and the output
                 // beside the kept set, and q, k, v as the rotary left them (and an fp32 k expanded,
                 // cast for the bmm).
-                forwardAbove = walk.saved + (cappedKernel ? 0 : scores) + c * n * qDim + qkvAlive + y1Alive +
+                forwardAbove = walk.saved + (cappedKernel ? 0 : scores) + c * n * qDim + (headLayout ? 0 : qkvAlive) + y1Alive +
                                (dkr == c ? 0 : cappedKernel ? dkr * n * kvDim : groups > 1 ? dkr * n * qDim : 0);
                 // The sinks' composite holds two [T, T + 1] tensors at a time (the concatenation and
                 // its shifted copy, then that and the softmax), none beside the product with v.
@@ -462,7 +466,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                           : dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
                                                 (layerFused ? c * n * qDim + expandedAlive
                                                  : traits.attentionSinks ? (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * sinkScores + 8 * b * heads * t + c * n * qDim + t * t
-                                                                         : (groups > 1 ? (dkr + c) * n * (cappedKernel ? kvDim : qDim) : 0) + 2 * scores + c * n * qDim +
+                                                                         : (groups > 1 && !headLayout ? (dkr + c) * n * (cappedKernel ? kvDim : qDim) : 0) + 2 * scores + c * n * qDim +
                                                                                (cappedKernel ? rowStats : t * t));
         // (qlora: at down_proj, its input, the matrix and its output beside the residual and the norm output.)
         const int64_t mlpNoGrad = std::max(layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h,

@@ -1,6 +1,7 @@
 #include "model/FusedOps.h"
 
 #include "engine/TorchCompat.h"
+#include "model/HeadLayoutProducts.h"
 
 #ifdef PB_WITH_CUDA_KERNELS
 #include "kernels/FusedKernels.h"
@@ -449,6 +450,12 @@ torch::Tensor groupedHeadsAttention(const torch::Tensor &q, const torch::Tensor 
     const int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3), kv = k.size(1);
     TORCH_CHECK(k.dim() == 4 && v.sizes() == k.sizes() && kv > 0 && heads % kv == 0 && k.size(0) == b && k.size(2) == t && k.size(3) == d,
                 "groupedHeadsAttention: q [B, H, T, D] and k, v [B, KV, T, D] with H a multiple of KV");
+    // Laid out [B, T, heads, D] (the projections' and the rotary's outputs, transposed), the
+    // products read them in place and leave the output so for o_proj.
+    const auto q4 = q.transpose(1, 2), k4 = k.transpose(1, 2), v4 = v.transpose(1, 2);
+    if (q4.is_contiguous() && k4.is_contiguous() && v4.is_contiguous() &&
+        headLayoutProductsTake(q.scalar_type(), k.scalar_type(), v.scalar_type(), b, heads / kv))
+        return headLayoutValues(probabilities(headLayoutScores(q4, k4)), v4).transpose(1, 2);
     const int64_t rows = heads / kv * t;
     const auto scores = torch::bmm(q.reshape({b * kv, rows, d}), k.reshape({b * kv, t, d}).transpose(1, 2)).view({b, heads, t, t});
     return torch::bmm(probabilities(scores).reshape({b * kv, rows, t}), v.reshape({b * kv, t, d})).view({b, heads, t, d});

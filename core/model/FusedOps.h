@@ -80,6 +80,9 @@ torch::Tensor cappedSoftmax(const torch::Tensor &scores, double scale, double so
 // value head are stacked along the rows (q as [B * KV, H / KV * T, D]), so the scores come out in
 // [B, H, T, T]'s layout with no copy of k or v per head, and each bmm's backward sums the group's key
 // and value gradients inside its GEMM (no expand, no sum after it). Output [B, H, T, D], contiguous.
+// Where q, k, v are transposed views of [B, T, heads, D] tensors of one dtype (the projections'
+// layout), model/HeadLayoutProducts.h's products read them in place instead, with no copy either
+// way, and the output is a transposed view of [B, T, H, D].
 torch::Tensor groupedHeadsAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v,
                                     const std::function<torch::Tensor(const torch::Tensor &)> &probabilities);
 

@@ -134,7 +134,8 @@ torch::Tensor eagerAttention(const torch::Tensor &q, const torch::Tensor &k, con
 // Soft-capped attention on the capped softmax's kernel: eagerAttention's maths with one kernel (and
 // its backward) between the two bmms in place of eight element-wise ops; no mask is built, and the
 // heads sharing a key/value head read it as it is (groupedHeadsAttention: on an H100 profile of
-// Gemma-2-9B, k and v expanded to all heads cost 2 copies a layer and 1.1 ms a step of sums back).
+// Gemma-2-9B, k and v expanded to all heads cost 2 copies a layer and 1.1 ms a step of sums back),
+// in the layout the projections and the rotary left q, k, v (model/HeadLayoutProducts.h).
 torch::Tensor cappedKernelAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v, double scale, double softcap, int64_t window)
 {
     return groupedHeadsAttention(q, k, v, [&](const torch::Tensor &scores) { return cappedSoftmax(scores, scale, softcap, window); });

@@ -1,0 +1,119 @@
+#include "model/HeadLayoutProducts.h"
+
+namespace pb {
+namespace {
+
+// Beyond this many GEMM calls a product, launches cost more than the copies they avoid.
+constexpr int64_t kMaxCalls = 64;
+
+// Head g of every key/value group of batch row b, [KV, T, D] over x [B, T, H, D] (rows H * D apart).
+torch::Tensor groupHead(const torch::Tensor &x, int64_t b, int64_t g, int64_t kv)
+{
+    return x.select(0, b).view({x.size(1), kv, x.size(2) / kv, x.size(3)}).select(2, g).permute({1, 0, 2});
+}
+
+// The key/value heads of batch row b, [KV, T, D] over x [B, T, KV, D].
+torch::Tensor kvHeads(const torch::Tensor &x, int64_t b) { return x.select(0, b).permute({1, 0, 2}); }
+
+// Head g of every group of batch row b, [KV, T, T] over s [B, H, T, T].
+torch::Tensor groupScores(const torch::Tensor &s, int64_t b, int64_t g, int64_t kv)
+{
+    return s.select(0, b).view({kv, s.size(1) / kv, s.size(2), s.size(3)}).select(1, g);
+}
+
+// out (a view) = a b, or += a b after the group's first head.
+void product(torch::Tensor out, const torch::Tensor &a, const torch::Tensor &b, bool accumulate)
+{
+    if (accumulate)
+        out.baddbmm_(a, b);
+    else
+        at::bmm_out(out, a, b);
+}
+
+void checkShapes(const torch::Tensor &q, const torch::Tensor &kv, const char *what)
+{
+    TORCH_CHECK(q.dim() == 4 && kv.dim() == 4 && q.size(0) == kv.size(0) && q.size(1) == kv.size(1) && q.size(3) == kv.size(3) && kv.size(2) > 0 &&
+                    q.size(2) % kv.size(2) == 0 && q.scalar_type() == kv.scalar_type(),
+                what, ": [B, T, H, D] and [B, T, KV, D] of one dtype, H a multiple of KV");
+}
+
+struct ScoresFunction : public torch::autograd::Function<ScoresFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &q, const torch::Tensor &k)
+    {
+        const int64_t batch = q.size(0), t = q.size(1), heads = q.size(2), kv = k.size(2);
+        auto s = torch::empty({batch, heads, t, t}, q.options());
+        for (int64_t b = 0; b < batch; ++b)
+            for (int64_t g = 0; g < heads / kv; ++g)
+                product(groupScores(s, b, g, kv), groupHead(q, b, g, kv), kvHeads(k, b).transpose(1, 2), false);
+        ctx->save_for_backward({q, k});
+        return s;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list grads)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const auto &q = saved[0], &k = saved[1];
+        const auto ds = grads[0].to(q.scalar_type()).contiguous();
+        const int64_t batch = q.size(0), kv = k.size(2);
+        auto dq = torch::empty(q.sizes(), q.options()), dk = torch::empty(k.sizes(), k.options());
+        for (int64_t b = 0; b < batch; ++b)
+            for (int64_t g = 0; g < q.size(2) / kv; ++g) {
+                const auto dsg = groupScores(ds, b, g, kv);
+                product(groupHead(dq, b, g, kv), dsg, kvHeads(k, b), false);
+                product(kvHeads(dk, b), dsg.transpose(1, 2), groupHead(q, b, g, kv), g > 0);
+            }
+        return {dq, dk};
+    }
+};
+
+struct ValuesFunction : public torch::autograd::Function<ValuesFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &p, const torch::Tensor &v)
+    {
+        const int64_t batch = p.size(0), heads = p.size(1), t = p.size(2), kv = v.size(2);
+        auto out = torch::empty({batch, t, heads, v.size(3)}, v.options());
+        for (int64_t b = 0; b < batch; ++b)
+            for (int64_t g = 0; g < heads / kv; ++g)
+                product(groupHead(out, b, g, kv), groupScores(p, b, g, kv), kvHeads(v, b), false);
+        ctx->save_for_backward({p, v});
+        return out;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list grads)
+    {
+        const auto saved = ctx->get_saved_variables();
+        const auto &p = saved[0], &v = saved[1];
+        const auto dout = grads[0].to(v.scalar_type()).contiguous();
+        const int64_t batch = p.size(0), kv = v.size(2);
+        auto dp = torch::empty(p.sizes(), p.options()), dv = torch::empty(v.sizes(), v.options());
+        for (int64_t b = 0; b < batch; ++b)
+            for (int64_t g = 0; g < p.size(1) / kv; ++g) {
+                const auto dog = groupHead(dout, b, g, kv);
+                product(groupScores(dp, b, g, kv), dog, kvHeads(v, b).transpose(1, 2), false);
+                product(kvHeads(dv, b), groupScores(p, b, g, kv).transpose(1, 2), dog, g > 0);
+            }
+        return {dp, dv};
+    }
+};
+
+} // namespace
+
+bool headLayoutProductsTake(at::ScalarType q, at::ScalarType k, at::ScalarType v, int64_t batch, int64_t groups)
+{
+    return q == k && k == v && batch * groups <= kMaxCalls;
+}
+
+torch::Tensor headLayoutScores(const torch::Tensor &q, const torch::Tensor &k)
+{
+    checkShapes(q, k, "headLayoutScores");
+    return ScoresFunction::apply(q.contiguous(), k.contiguous());
+}
+
+torch::Tensor headLayoutValues(const torch::Tensor &probs, const torch::Tensor &v)
+{
+    TORCH_CHECK(probs.dim() == 4 && v.dim() == 4 && probs.size(0) == v.size(0) && probs.size(2) == v.size(1) && probs.size(3) == v.size(1) &&
+                    v.size(2) > 0 && probs.size(1) % v.size(2) == 0 && probs.scalar_type() == v.scalar_type(),
+                "headLayoutValues: probabilities [B, H, T, T] and v [B, T, KV, D] of one dtype, H a multiple of KV");
+    return ValuesFunction::apply(probs.contiguous(), v.contiguous());
+}
+
+} // namespace pb

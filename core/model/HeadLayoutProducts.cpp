@@ -55,12 +55,16 @@ struct ScoresFunction : public torch::autograd::Function<ScoresFunction> {
         const auto &q = saved[0], &k = saved[1];
         const auto ds = grads[0].to(q.scalar_type()).contiguous();
         const int64_t batch = q.size(0), kv = k.size(2);
-        auto dq = torch::empty(q.sizes(), q.options()), dk = torch::empty(k.sizes(), k.options());
+        // (A frozen projection's output, e.g. k without an adapter under LoRA, gets no gradient.)
+        const bool wantQ = ctx->needs_input_grad(0), wantK = ctx->needs_input_grad(1);
+        torch::Tensor dq = wantQ ? torch::empty(q.sizes(), q.options()) : torch::Tensor(), dk = wantK ? torch::empty(k.sizes(), k.options()) : torch::Tensor();
         for (int64_t b = 0; b < batch; ++b)
             for (int64_t g = 0; g < q.size(2) / kv; ++g) {
                 const auto dsg = groupScores(ds, b, g, kv);
-                product(groupHead(dq, b, g, kv), dsg, kvHeads(k, b), false);
-                product(kvHeads(dk, b), dsg.transpose(1, 2), groupHead(q, b, g, kv), g > 0);
+                if (wantQ)
+                    product(groupHead(dq, b, g, kv), dsg, kvHeads(k, b), false);
+                if (wantK)
+                    product(kvHeads(dk, b), dsg.transpose(1, 2), groupHead(q, b, g, kv), g > 0);
             }
         return {dq, dk};
     }
@@ -84,12 +88,15 @@ struct ValuesFunction : public torch::autograd::Function<ValuesFunction> {
         const auto &p = saved[0], &v = saved[1];
         const auto dout = grads[0].to(v.scalar_type()).contiguous();
         const int64_t batch = p.size(0), kv = v.size(2);
-        auto dp = torch::empty(p.sizes(), p.options()), dv = torch::empty(v.sizes(), v.options());
+        const bool wantP = ctx->needs_input_grad(0), wantV = ctx->needs_input_grad(1);
+        torch::Tensor dp = wantP ? torch::empty(p.sizes(), p.options()) : torch::Tensor(), dv = wantV ? torch::empty(v.sizes(), v.options()) : torch::Tensor();
         for (int64_t b = 0; b < batch; ++b)
             for (int64_t g = 0; g < p.size(1) / kv; ++g) {
                 const auto dog = groupHead(dout, b, g, kv);
-                product(groupScores(dp, b, g, kv), dog, kvHeads(v, b).transpose(1, 2), false);
-                product(kvHeads(dv, b), groupScores(p, b, g, kv).transpose(1, 2), dog, g > 0);
+                if (wantP)
+                    product(groupScores(dp, b, g, kv), dog, kvHeads(v, b).transpose(1, 2), false);
+                if (wantV)
+                    product(kvHeads(dv, b), groupScores(p, b, g, kv).transpose(1, 2), dog, g > 0);
             }
         return {dp, dv};
     }

@@ -500,22 +500,26 @@ private Q_SLOTS:
         QTest::addColumn<int>("heads");
         QTest::addColumn<int>("kvHeads");
         QTest::addColumn<bool>("projectionLayout");
-        QTest::newRow("groups of 2") << 4 << 2 << true;
-        QTest::newRow("groups of 3, one key/value head") << 3 << 1 << true;
-        QTest::newRow("no groups") << 2 << 2 << true;
-        QTest::newRow("groups of 2, heads-first copies") << 4 << 2 << false;
-        QTest::newRow("groups of 3, heads-first copies") << 6 << 2 << false;
+        QTest::addColumn<bool>("frozenKeys");
+        QTest::newRow("groups of 2") << 4 << 2 << true << false;
+        QTest::newRow("groups of 3, one key/value head") << 3 << 1 << true << false;
+        QTest::newRow("no groups") << 2 << 2 << true << false;
+        QTest::newRow("groups of 2, keys frozen (LoRA on q and v)") << 4 << 2 << true << true;
+        QTest::newRow("groups of 2, heads-first copies") << 4 << 2 << false << false;
+        QTest::newRow("groups of 3, heads-first copies") << 6 << 2 << false << false;
     }
     void groupedHeadsAttentionMatchesExpandedHeads()
     {
         QFETCH(int, heads);
         QFETCH(int, kvHeads);
         QFETCH(bool, projectionLayout);
+        QFETCH(bool, frozenKeys);
         const int64_t b = 2, t = 5, d = 3;
         torch::manual_seed(11);
         const auto opts = torch::TensorOptions().dtype(torch::kDouble);
-        auto q = torch::randn({b, t, heads, d}, opts).requires_grad_(true), k = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(true),
+        auto q = torch::randn({b, t, heads, d}, opts).requires_grad_(true), k = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(!frozenKeys),
              v = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(true);
+        const std::vector<torch::Tensor> trained = frozenKeys ? std::vector<torch::Tensor> {q, v} : std::vector<torch::Tensor> {q, k, v};
         const auto causal = torch::ones({t, t}, torch::kBool).triu(1);
         auto probabilities = [&](const torch::Tensor &scores) {
             return torch::softmax((torch::tanh(scores * 0.5 / 3.0) * 3.0).masked_fill(causal, -std::numeric_limits<double>::infinity()), -1);
@@ -525,16 +529,16 @@ private Q_SLOTS:
         const auto grouped = groupedHeadsAttention(laidOut(q), laidOut(k), laidOut(v), probabilities);
         QCOMPARE(grouped.sizes().vec(), (std::vector<int64_t> {b, heads, t, d}));
         QCOMPARE(grouped.transpose(1, 2).is_contiguous(), projectionLayout);
-        const auto gradsGrouped = torch::autograd::grad({grouped}, {q, k, v}, {upstream});
-        for (int i = 0; i < 3; ++i)
-            QCOMPARE(gradsGrouped[i].is_contiguous(), projectionLayout);
+        const auto gradsGrouped = torch::autograd::grad({grouped}, trained, {upstream});
+        for (const auto &g : gradsGrouped)
+            QCOMPARE(g.is_contiguous(), projectionLayout);
         const int64_t groups = heads / kvHeads;
         const auto expanded =
             torch::matmul(probabilities(torch::matmul(q.transpose(1, 2), compat::expandKvHeads(k.transpose(1, 2), groups).transpose(-2, -1))),
                           compat::expandKvHeads(v.transpose(1, 2), groups));
-        const auto gradsExpanded = torch::autograd::grad({expanded}, {q, k, v}, {upstream});
+        const auto gradsExpanded = torch::autograd::grad({expanded}, trained, {upstream});
         QVERIFY(torch::allclose(grouped, expanded, 1e-12, 1e-12));
-        for (int i = 0; i < 3; ++i)
+        for (size_t i = 0; i < trained.size(); ++i)
             QVERIFY2(torch::allclose(gradsGrouped[i], gradsExpanded[i], 1e-12, 1e-12), qPrintable(QString::number(i)));
     }
 

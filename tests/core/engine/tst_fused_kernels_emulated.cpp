@@ -343,14 +343,19 @@ private Q_SLOTS:
         QTest::addColumn<bool>("bf16");
         QTest::addColumn<int>("window");
         QTest::addColumn<int>("keys");
-        // 20 keys: the scalar kernels; 40: the 16-byte ones, a pack a thread; 2,056: two packs a
-        // thread, the second beyond the block's first 2,048 keys (one head; about 11 s here). Four
-        // packs a thread (over 4,096 keys) are left to the card check, h200_new_kernels_check.py.
+        // 20 keys: the scalar kernels; 40: the 16-byte ones, a warp a row, a pack a lane; 264 and
+        // 520: two and four packs a lane; 2,048 (Gemma 2's rows at seq 2048): eight; 2,056: a
+        // block a row, two packs a thread, the second beyond the block's first 2,048 keys (one
+        // head each; about 11 s here). Four packs a block's thread (over 4,096 keys) are left to
+        // the card check, h200_new_kernels_check.py.
         for (bool bf16 : {false, true})
             for (int keys : {20, 40}) {
                 QTest::addRow("%s, %d keys, causal", bf16 ? "bf16" : "fp32", keys) << bf16 << 0 << keys;
                 QTest::addRow("%s, %d keys, sliding window of 5", bf16 ? "bf16" : "fp32", keys) << bf16 << 5 << keys;
             }
+        QTest::addRow("fp32, 264 keys, causal") << false << 0 << 264;
+        QTest::addRow("bf16, 520 keys, sliding window of 100") << true << 100 << 520;
+        QTest::addRow("bf16, 2048 keys, causal") << true << 0 << 2048;
         QTest::addRow("bf16, 2056 keys, sliding window of 1500") << true << 1500 << 2056;
     }
 
@@ -383,7 +388,7 @@ private Q_SLOTS:
         QFETCH(int, window);
         QFETCH(int, keys);
         const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-        const int64_t heads = keys > 1000 ? 1 : 2, rows = heads * keys;
+        const int64_t heads = keys > 200 ? 1 : 2, rows = heads * keys;
         const double scale = 0.25, softcap = 5.0;
         torch::manual_seed(window + 7);
         const auto scores = (torch::randn({heads, keys, keys}) * 30).to(type);

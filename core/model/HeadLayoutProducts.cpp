@@ -45,7 +45,9 @@ struct ScoresFunction : public torch::autograd::Function<ScoresFunction> {
         for (int64_t b = 0; b < batch; ++b)
             for (int64_t g = 0; g < heads / kv; ++g)
                 product(groupScores(s, b, g, kv), groupHead(q, b, g, kv), kvHeads(k, b).transpose(1, 2), false);
-        ctx->save_for_backward({q, k});
+        // As autograd's bmm: each operand kept only for the other's gradient.
+        ctx->save_for_backward({k.requires_grad() ? q : torch::Tensor(), q.requires_grad() ? k : torch::Tensor()});
+        ctx->saved_data["kv"] = kv;
         return s;
     }
 
@@ -53,13 +55,14 @@ struct ScoresFunction : public torch::autograd::Function<ScoresFunction> {
     {
         const auto saved = ctx->get_saved_variables();
         const auto &q = saved[0], &k = saved[1];
-        const auto ds = grads[0].to(q.scalar_type()).contiguous();
-        const int64_t batch = q.size(0), kv = k.size(2);
         // (A frozen projection's output, e.g. k without an adapter under LoRA, gets no gradient.)
         const bool wantQ = ctx->needs_input_grad(0), wantK = ctx->needs_input_grad(1);
-        torch::Tensor dq = wantQ ? torch::empty(q.sizes(), q.options()) : torch::Tensor(), dk = wantK ? torch::empty(k.sizes(), k.options()) : torch::Tensor();
+        const auto ds = grads[0].to(wantQ ? k.scalar_type() : q.scalar_type()).contiguous();
+        const int64_t batch = ds.size(0), heads = ds.size(1), kv = ctx->saved_data["kv"].toInt();
+        torch::Tensor dq = wantQ ? torch::empty({batch, ds.size(2), heads, k.size(3)}, k.options()) : torch::Tensor(),
+                      dk = wantK ? torch::empty({batch, ds.size(2), kv, q.size(3)}, q.options()) : torch::Tensor();
         for (int64_t b = 0; b < batch; ++b)
-            for (int64_t g = 0; g < q.size(2) / kv; ++g) {
+            for (int64_t g = 0; g < heads / kv; ++g) {
                 const auto dsg = groupScores(ds, b, g, kv);
                 if (wantQ)
                     product(groupHead(dq, b, g, kv), dsg, kvHeads(k, b), false);
@@ -78,7 +81,8 @@ struct ValuesFunction : public torch::autograd::Function<ValuesFunction> {
         for (int64_t b = 0; b < batch; ++b)
             for (int64_t g = 0; g < heads / kv; ++g)
                 product(groupHead(out, b, g, kv), groupScores(p, b, g, kv), kvHeads(v, b), false);
-        ctx->save_for_backward({p, v});
+        ctx->save_for_backward({v.requires_grad() ? p : torch::Tensor(), p.requires_grad() ? v : torch::Tensor()});
+        ctx->saved_data["kv"] = kv;
         return out;
     }
 
@@ -86,12 +90,13 @@ struct ValuesFunction : public torch::autograd::Function<ValuesFunction> {
     {
         const auto saved = ctx->get_saved_variables();
         const auto &p = saved[0], &v = saved[1];
-        const auto dout = grads[0].to(v.scalar_type()).contiguous();
-        const int64_t batch = p.size(0), kv = v.size(2);
         const bool wantP = ctx->needs_input_grad(0), wantV = ctx->needs_input_grad(1);
-        torch::Tensor dp = wantP ? torch::empty(p.sizes(), p.options()) : torch::Tensor(), dv = wantV ? torch::empty(v.sizes(), v.options()) : torch::Tensor();
+        const auto dout = grads[0].to(wantP ? v.scalar_type() : p.scalar_type()).contiguous();
+        const int64_t batch = dout.size(0), t = dout.size(1), heads = dout.size(2), kv = ctx->saved_data["kv"].toInt();
+        torch::Tensor dp = wantP ? torch::empty({batch, heads, t, t}, v.options()) : torch::Tensor(),
+                      dv = wantV ? torch::empty({batch, t, kv, dout.size(3)}, p.options()) : torch::Tensor();
         for (int64_t b = 0; b < batch; ++b)
-            for (int64_t g = 0; g < p.size(1) / kv; ++g) {
+            for (int64_t g = 0; g < heads / kv; ++g) {
                 const auto dog = groupHead(dout, b, g, kv);
                 if (wantP)
                     product(groupScores(dp, b, g, kv), dog, kvHeads(v, b).transpose(1, 2), false);

@@ -500,26 +500,30 @@ private Q_SLOTS:
         QTest::addColumn<int>("heads");
         QTest::addColumn<int>("kvHeads");
         QTest::addColumn<bool>("projectionLayout");
-        QTest::addColumn<bool>("frozenKeys");
-        QTest::newRow("groups of 2") << 4 << 2 << true << false;
-        QTest::newRow("groups of 3, one key/value head") << 3 << 1 << true << false;
-        QTest::newRow("no groups") << 2 << 2 << true << false;
-        QTest::newRow("groups of 2, keys frozen (LoRA on q and v)") << 4 << 2 << true << true;
-        QTest::newRow("groups of 2, heads-first copies") << 4 << 2 << false << false;
-        QTest::newRow("groups of 3, heads-first copies") << 6 << 2 << false << false;
+        QTest::addColumn<QString>("frozen"); // the input without a gradient (a projection without an adapter)
+        QTest::newRow("groups of 2") << 4 << 2 << true << QString();
+        QTest::newRow("groups of 3, one key/value head") << 3 << 1 << true << QString();
+        QTest::newRow("no groups") << 2 << 2 << true << QString();
+        QTest::newRow("groups of 2, keys frozen") << 4 << 2 << true << QStringLiteral("k");
+        QTest::newRow("groups of 2, values frozen") << 4 << 2 << true << QStringLiteral("v");
+        QTest::newRow("groups of 2, heads-first copies") << 4 << 2 << false << QString();
+        QTest::newRow("groups of 3, heads-first copies") << 6 << 2 << false << QString();
     }
     void groupedHeadsAttentionMatchesExpandedHeads()
     {
         QFETCH(int, heads);
         QFETCH(int, kvHeads);
         QFETCH(bool, projectionLayout);
-        QFETCH(bool, frozenKeys);
+        QFETCH(QString, frozen);
         const int64_t b = 2, t = 5, d = 3;
         torch::manual_seed(11);
         const auto opts = torch::TensorOptions().dtype(torch::kDouble);
-        auto q = torch::randn({b, t, heads, d}, opts).requires_grad_(true), k = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(!frozenKeys),
-             v = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(true);
-        const std::vector<torch::Tensor> trained = frozenKeys ? std::vector<torch::Tensor> {q, v} : std::vector<torch::Tensor> {q, k, v};
+        auto q = torch::randn({b, t, heads, d}, opts).requires_grad_(true), k = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(frozen != "k"),
+             v = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(frozen != "v");
+        std::vector<torch::Tensor> trained {q};
+        for (const auto &x : {k, v})
+            if (x.requires_grad())
+                trained.push_back(x);
         const auto causal = torch::ones({t, t}, torch::kBool).triu(1);
         auto probabilities = [&](const torch::Tensor &scores) {
             return torch::softmax((torch::tanh(scores * 0.5 / 3.0) * 3.0).masked_fill(causal, -std::numeric_limits<double>::infinity()), -1);

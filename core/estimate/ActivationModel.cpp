@@ -278,8 +278,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                 walk.saved += c * n * (cappedKernel ? qDim + 2 * kvDim : 3 * qDim) + (cappedKernel ? 0 : t * t) + layerRotaryCasts + probabilities + capped;
                 atAttention = walk.saved;
                 // At the second bmm: the masked scores (the kernel's are the kept ones) and the output
-                // beside the kept set, and q, k, v as the rotary left them (and an fp32 k expanded,
-                // cast for the bmm).
+                // beside the kept set, and q, k, v as the rotary left them (the kept ones themselves
+                // where headLayout; and an fp32 k expanded, cast for the bmm).
                 forwardAbove = walk.saved + (cappedKernel ? 0 : scores) + c * n * qDim + (headLayout ? 0 : qkvAlive) + y1Alive +
                                (dkr == c ? 0 : cappedKernel ? dkr * n * kvDim : groups > 1 ? dkr * n * qDim : 0);
                 // The sinks' composite holds two [T, T + 1] tensors at a time (the concatenation and

@@ -3,7 +3,8 @@
 namespace pb {
 namespace {
 
-// Beyond this many GEMM calls a product, launches cost more than the copies they avoid.
+// The most GEMM calls a product makes (8 at Gemma-2-9B's 2048 x 4); past it the stacked bmms stay.
+// A guess at where launches outweigh the copies saved: not measured.
 constexpr int64_t kMaxCalls = 64;
 
 // Head g of every key/value group of batch row b, [KV, T, D] over x [B, T, H, D] (rows H * D apart).

@@ -6,8 +6,9 @@
 # eager and the fused path (with the estimator's error against the training steps' peak and against
 # the whole run's peak, from --memory-snapshot), then (with `all`) Transformers 5.17's own model of the
 # family built from tests/data/hf/PRESET/config.json at the same depth, eager, and + torch.compile
-# where COMPILE=1 (HF_EAGER=0 leaves the eager one out). EXTRA adds --set options to every config (EXTRA="--set train.mode=lora"). Rows go
-# to $OUT/families.jsonl, a table to stdout, each pilot's peak by layer to $OUT/layers-F-K.txt.
+# where COMPILE=1 (HF_EAGER=0 leaves the eager one out). EXTRA adds --set options to every config
+# (EXTRA="--set train.mode=lora"). Rows go to $OUT/families.jsonl, a table to stdout, each pilot's
+# peak by layer to $OUT/layers-F-K.txt.
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
 FAMILIES=("$@"); [ ${#FAMILIES[@]} = 0 ] && FAMILIES=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)

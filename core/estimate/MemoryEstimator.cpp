@@ -171,6 +171,10 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // ranks, the llama fixture: the per-rank peak was 648,320 B, every fp32 gradient, above the
     // estimate without them, and equal to it with --no-overlap).
     const int64_t bucketsHeld = options.strategy == ParallelStrategy::Ddp && options.ddpOverlap && options.gpus > 1 ? gradientBuffers : 0;
+    // DDP without overlap flattens the gradients into its buckets after the backward, when its last
+    // transients (a tied embedding's two gradients and their sum) are gone (eager, the gemma2
+    // fixture at vocabulary 65,536 on 2 CPU ranks: +20.1% with both at once).
+    const bool buffersAfterBackward = options.strategy == ParallelStrategy::Ddp && !bucketsHeld;
 
     const int64_t prefetched = options.device == DeviceKind::Cpu ? 4 : 0; // 3 queued + 1 being prepared
     const int64_t batches = act.inputBytes * (1 + prefetched);
@@ -190,7 +194,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // A tied embedding is also lm_head: the head's gradient for it is made first and waits in the
     // autograd engine's input buffer for the embedding's own, which comes last; the two are then
     // summed out of place (the peak recorder saw both and their sum live at once on an H200).
+    // Those two and their sum are whole even where the weight's gradient is sharded (FSDP's root
+    // unit makes them in its unsharded buffer; the .grad is the shard's view): the gemma2 fixture
+    // at vocabulary 65,536, eager FSDP on 2 CPU ranks, peaked 16.5% above the shard's share.
     const int64_t tiedGradient = config.model.tieEmbeddings ? ceilDiv(ms.embeddingGradientBytes, sh.gradients) : 0;
+    const int64_t tiedWhole = config.model.tieEmbeddings ? ms.embeddingGradientBytes : 0;
     const int64_t gradHead = ceilDiv(ms.headGradientBytes, sh.gradients) + tiedGradient;
     // On the fused path the lookup adds its rows into the head's gradient where that is the fp32
     // weight's own (model/TiedEmbedding.h): no dense lookup gradient, no sum; the head's gradient
@@ -199,7 +207,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // micro-batches, eager, peaked one [V, h] above the estimate without it (-16.5%).
     const bool tiedShared = train.kernels == KernelPath::Fused && train.precision != Precision::Bf16;
     const bool gradExists = train.gradAccum > 1 || sh.gathered;
-    const int64_t tiedAtEnd = (tiedShared ? 0 : 2 * tiedGradient) + (gradExists ? tiedGradient : 0);
+    const int64_t tiedAtEnd = (tiedShared ? 0 : 2 * tiedWhole) + (gradExists ? tiedGradient : 0);
     const int64_t gradAll = ceilDiv(ms.gradients, sh.gradients);
     int64_t savedAll = 0;
     for (auto s : act.savedPerBlock)
@@ -331,7 +339,8 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }
     }
-    consider(0, 0, gradAll + gradientBuffers + tiedAtEnd, 0);
+    consider(0, 0, gradAll + (buffersAfterBackward ? 0 : gradientBuffers) + tiedAtEnd, 0);
+    consider(0, 0, gradAll + gradientBuffers, 0);
     out.backward = best;
 
     // Optimizer step: weights, gradients, states and the largest per-parameter transient.

@@ -20,7 +20,7 @@
 #                                            # estimator against the recorder (~530 s cold, estimated)
 # (the families, QLoRA and gpt-oss rows have their own scripts: h200_families.sh, h200_qlora.sh, h200_sparse.sh).
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_windowed_attention engine_tst_step_graph}"
-[ "${1:-check}" = layout ] && PB_TARGETS="pilotbench-cli engine_tst_fused_ops"
+[ "${1:-check}" = layout ] && PB_TARGETS="pilotbench-cli engine_tst_head_layout_attention"
 # The kernel check builds FusedKernels.cu alone with nvcc, so it runs beside PilotBench's build.
 [ "${1:-check}" = gemma2 ] || [ "${1:-check}" = tied ] || [ "${1:-check}" = layout ] && { mkdir -p "${OUT:-/tmp/pb-out}"; python3 tests/bench/h200_new_kernels_check.py --out /tmp/kout > "${OUT:-/tmp/pb-out}/kernels_check.txt" 2>&1 & }
 . tests/bench/h200_build.sh
@@ -62,8 +62,8 @@ tied)
 layout)
   wait # the kernel check: the capped softmax's warp-a-row forms (stop 58) among its rows
   grep -E "failed|capped softmax Gemma" $OUT/kernels_check.txt | tee -a $OUT/pending.txt
-  echo "== engine_tst_fused_ops groupedHeadsAttentionOnTheCard" | tee -a $OUT/pending.txt
-  timeout 120 $B/tests/engine_tst_fused_ops groupedHeadsAttentionOnTheCard 2>&1 | grep -v "^PASS   : TestFusedOps::\(init\|cleanup\)" | tail -14 | tee -a $OUT/pending.txt
+  echo "== engine_tst_head_layout_attention groupedHeadsAttentionOnTheCard" | tee -a $OUT/pending.txt
+  timeout 120 $B/tests/engine_tst_head_layout_attention groupedHeadsAttentionOnTheCard 2>&1 | grep -v "^PASS   : TestHeadLayoutAttention::\(init\|cleanup\)" | tail -14 | tee -a $OUT/pending.txt
   # LoRA first: the row still short of 1.05x, should the call run out of time.
   EXTRA="--set train.mode=lora" HF_EAGER=0 KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -3 | tee -a $OUT/pending.txt
   mv $OUT/families.jsonl $OUT/families-lora.jsonl

@@ -8,6 +8,8 @@
 #include "model/FusedOps.h"
 #include "model/Transformer.h"
 
+#include "RelativeNormError.h"
+
 #include <QtTest>
 
 using namespace pb;
@@ -20,12 +22,6 @@ QStringList devices()
     if (torch::cuda::is_available())
         d << QStringLiteral("cuda");
     return d;
-}
-
-double relativeError(const torch::Tensor &a, const torch::Tensor &b)
-{
-    const auto fa = a.to(torch::kDouble), fb = b.to(torch::kDouble);
-    return ((fa - fb).norm() / fb.norm().clamp_min(1e-30)).item<double>();
 }
 
 } // namespace
@@ -229,14 +225,14 @@ private Q_SLOTS:
         const auto y = fusedRmsNorm(x, w, eps, unitOffset, scaleInFp32);
         QCOMPARE(y.scalar_type(), type);
         const double fwd = bf16Input ? 8e-3 : 1e-5, tol = bf16Input ? 2e-2 : 1e-4;
-        QVERIFY2(relativeError(y, ref) < fwd, qPrintable(QStringLiteral("output off by %1").arg(relativeError(y, ref))));
+        QVERIFY2(relativeNormError(y, ref) < fwd, qPrintable(QStringLiteral("output off by %1").arg(relativeNormError(y, ref))));
         y.backward(dy);
-        QVERIFY2(relativeError(x.grad(), refDx) < tol, qPrintable(QStringLiteral("dx off by %1").arg(relativeError(x.grad(), refDx))));
-        QVERIFY2(relativeError(w.grad(), refDw) < tol, qPrintable(QStringLiteral("dw off by %1").arg(relativeError(w.grad(), refDw))));
+        QVERIFY2(relativeNormError(x.grad(), refDx) < tol, qPrintable(QStringLiteral("dx off by %1").arg(relativeNormError(x.grad(), refDx))));
+        QVERIFY2(relativeNormError(w.grad(), refDw) < tol, qPrintable(QStringLiteral("dw off by %1").arg(relativeNormError(w.grad(), refDw))));
         // The form matters: Llama's form differs from Gemma's on the same tensors.
         if (unitOffset) {
             torch::NoGradGuard noGrad;
-            QVERIFY(relativeError(fusedRmsNorm(x, w, eps), ref) > 0.1);
+            QVERIFY(relativeNormError(fusedRmsNorm(x, w, eps), ref) > 0.1);
         }
     }
 
@@ -309,7 +305,7 @@ private Q_SLOTS:
         for (const auto &[what, pair] : outputs) {
             // The kernel's sums run in another order than LibTorch's (the statistics, dw's
             // partials): one unit of the dtype at most. Elsewhere the very same ops.
-            const double e = relativeError(pair.first, pair.second);
+            const double e = relativeNormError(pair.first, pair.second);
             const double bound = kernel ? (pair.second.scalar_type() == torch::kFloat ? 1e-6 : 8e-3) : 0.0;
             QVERIFY2(e <= bound, qPrintable(QStringLiteral("%1 off by %2 (bound %3)").arg(QLatin1String(what)).arg(e).arg(bound)));
         }
@@ -353,14 +349,14 @@ private Q_SLOTS:
         QCOMPARE(out.scalar_type(), type);
         out.backward(dy);
         const double fwd = bf16 ? 8e-3 : 1e-6, bwd = bf16 ? 1.6e-2 : 1e-5;
-        QVERIFY2(relativeError(out, ref) < fwd, qPrintable(QStringLiteral("output off by %1").arg(relativeError(out, ref))));
-        QVERIFY2(relativeError(u.grad(), refDu) < fwd, qPrintable(QStringLiteral("du off by %1").arg(relativeError(u.grad(), refDu))));
-        QVERIFY2(relativeError(g.grad(), refDg) < bwd, qPrintable(QStringLiteral("dg off by %1").arg(relativeError(g.grad(), refDg))));
+        QVERIFY2(relativeNormError(out, ref) < fwd, qPrintable(QStringLiteral("output off by %1").arg(relativeNormError(out, ref))));
+        QVERIFY2(relativeNormError(u.grad(), refDu) < fwd, qPrintable(QStringLiteral("du off by %1").arg(relativeNormError(u.grad(), refDu))));
+        QVERIFY2(relativeNormError(g.grad(), refDg) < bwd, qPrintable(QStringLiteral("dg off by %1").arg(relativeNormError(g.grad(), refDg))));
         // The other GELU differs by up to about 5e-4 of a unit: in fp32 the check tells them apart
         // (in bf16 the difference is below the rounding).
         if (!bf16) {
             torch::NoGradGuard noGrad;
-            QVERIFY(relativeError(fusedGatedActivation(g, u, tanh ? GateActivation::GeluErf : GateActivation::GeluTanh), ref) > 1e-5);
+            QVERIFY(relativeNormError(fusedGatedActivation(g, u, tanh ? GateActivation::GeluErf : GateActivation::GeluTanh), ref) > 1e-5);
         }
     }
 
@@ -487,111 +483,6 @@ private Q_SLOTS:
         const double tol = bf16 ? 8e-3 : 1e-5;
         QVERIFY(torch::allclose(y.to(torch::kFloat), ref.detach(), tol, 1e-5));
         QVERIFY(torch::allclose(x.grad().to(torch::kFloat), refDx.to(torch::kFloat), tol, 1e-5));
-    }
-
-    // The capped kernel's grouped products against softmax(q k^T) v with k and v expanded to every
-    // head, as Transformers' repeat_kv: the same output and the same gradients of q, k and v (the
-    // group's sum made by the GEMMs), in double, through a causal, capped softmax. Inputs laid out
-    // [B, T, heads, D] and transposed, as the projections leave them, take the products that read
-    // them in place: the output and every gradient come back in that layout (no copy made to or
-    // from [B, heads, T, D]); inputs made [B, heads, T, D] take the bmms over stacked rows.
-    void groupedHeadsAttentionMatchesExpandedHeads_data()
-    {
-        QTest::addColumn<int>("heads");
-        QTest::addColumn<int>("kvHeads");
-        QTest::addColumn<bool>("projectionLayout");
-        QTest::addColumn<QString>("frozen"); // the input without a gradient (a projection without an adapter)
-        QTest::newRow("groups of 2") << 4 << 2 << true << QString();
-        QTest::newRow("groups of 3, one key/value head") << 3 << 1 << true << QString();
-        QTest::newRow("no groups") << 2 << 2 << true << QString();
-        QTest::newRow("groups of 2, keys frozen") << 4 << 2 << true << QStringLiteral("k");
-        QTest::newRow("groups of 2, values frozen") << 4 << 2 << true << QStringLiteral("v");
-        QTest::newRow("groups of 2, heads-first copies") << 4 << 2 << false << QString();
-        QTest::newRow("groups of 3, heads-first copies") << 6 << 2 << false << QString();
-    }
-    void groupedHeadsAttentionMatchesExpandedHeads()
-    {
-        QFETCH(int, heads);
-        QFETCH(int, kvHeads);
-        QFETCH(bool, projectionLayout);
-        QFETCH(QString, frozen);
-        const int64_t b = 2, t = 5, d = 3;
-        torch::manual_seed(11);
-        const auto opts = torch::TensorOptions().dtype(torch::kDouble);
-        auto q = torch::randn({b, t, heads, d}, opts).requires_grad_(true), k = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(frozen != "k"),
-             v = torch::randn({b, t, kvHeads, d}, opts).requires_grad_(frozen != "v");
-        std::vector<torch::Tensor> trained {q};
-        for (const auto &x : {k, v})
-            if (x.requires_grad())
-                trained.push_back(x);
-        const auto causal = torch::ones({t, t}, torch::kBool).triu(1);
-        auto probabilities = [&](const torch::Tensor &scores) {
-            return torch::softmax((torch::tanh(scores * 0.5 / 3.0) * 3.0).masked_fill(causal, -std::numeric_limits<double>::infinity()), -1);
-        };
-        const auto upstream = torch::randn({b, heads, t, d}, opts);
-        auto laidOut = [&](const torch::Tensor &x) { return projectionLayout ? x.transpose(1, 2) : x.transpose(1, 2).contiguous(); };
-        const auto grouped = groupedHeadsAttention(laidOut(q), laidOut(k), laidOut(v), probabilities);
-        QCOMPARE(grouped.sizes().vec(), (std::vector<int64_t> {b, heads, t, d}));
-        QCOMPARE(grouped.transpose(1, 2).is_contiguous(), projectionLayout);
-        const auto gradsGrouped = torch::autograd::grad({grouped}, trained, {upstream});
-        for (const auto &g : gradsGrouped)
-            QCOMPARE(g.is_contiguous(), projectionLayout);
-        const int64_t groups = heads / kvHeads;
-        const auto expanded =
-            torch::matmul(probabilities(torch::matmul(q.transpose(1, 2), compat::expandKvHeads(k.transpose(1, 2), groups).transpose(-2, -1))),
-                          compat::expandKvHeads(v.transpose(1, 2), groups));
-        const auto gradsExpanded = torch::autograd::grad({expanded}, trained, {upstream});
-        QVERIFY(torch::allclose(grouped, expanded, 1e-12, 1e-12));
-        for (size_t i = 0; i < trained.size(); ++i)
-            QVERIFY2(torch::allclose(gradsGrouped[i], gradsExpanded[i], 1e-12, 1e-12), qPrintable(QString::number(i)));
-    }
-
-    // On a card, the same two layouts through the capped softmax's kernel, Gemma 2's shape cut down
-    // (heads 256 wide in groups of 2, two batch rows): the products that read [B, T, heads, D] in
-    // place against the bmms over stacked rows, and both against the float64 maths on the CPU. In
-    // bf16 the products sum a group's key and value gradients in two rounded GEMMs, not one.
-    void groupedHeadsAttentionOnTheCard_data()
-    {
-        QTest::addColumn<bool>("bf16");
-        QTest::newRow("fp32") << false;
-        QTest::newRow("bf16") << true;
-    }
-    void groupedHeadsAttentionOnTheCard()
-    {
-        if (!devices().contains(QStringLiteral("cuda")))
-            QSKIP("no CUDA device: the capped softmax's kernel runs only there");
-        QFETCH(bool, bf16);
-        const int64_t b = 2, t = 96, heads = 4, kvHeads = 2, d = 256;
-        const double scale = 1.0 / 16.0, softcap = 50.0;
-        torch::manual_seed(5);
-        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-        const auto q64 = torch::randn({b, t, heads, d}, torch::kDouble), k64 = torch::randn({b, t, kvHeads, d}, torch::kDouble),
-                   v64 = torch::randn({b, t, kvHeads, d}, torch::kDouble), up64 = torch::randn({b, heads, t, d}, torch::kDouble);
-        auto run = [&](bool projectionLayout) {
-            auto leaf = [&](const torch::Tensor &x) { return x.to(torch::kCUDA, type).requires_grad_(true); };
-            auto q = leaf(q64), k = leaf(k64), v = leaf(v64);
-            auto laidOut = [&](const torch::Tensor &x) { return projectionLayout ? x.transpose(1, 2) : x.transpose(1, 2).contiguous(); };
-            const auto out = groupedHeadsAttention(laidOut(q), laidOut(k), laidOut(v),
-                                                   [&](const torch::Tensor &scores) { return cappedSoftmax(scores, scale, softcap, 0); });
-            auto grads = torch::autograd::grad({out}, {q, k, v}, {up64.to(torch::kCUDA, type)});
-            grads.insert(grads.begin(), out);
-            return grads;
-        };
-        const auto inPlace = run(true), stacked = run(false);
-        // The maths in float64: scale, cap, causal mask, softmax, with k and v expanded.
-        auto q = q64.clone().requires_grad_(true), k = k64.clone().requires_grad_(true), v = v64.clone().requires_grad_(true);
-        const auto scores = torch::matmul(q.transpose(1, 2), compat::expandKvHeads(k.transpose(1, 2), heads / kvHeads).transpose(-2, -1));
-        const auto capped = (torch::tanh(scores * scale / softcap) * softcap).masked_fill(torch::ones({t, t}, torch::kBool).triu(1), -INFINITY);
-        const auto ref = torch::matmul(torch::softmax(capped, -1), compat::expandKvHeads(v.transpose(1, 2), heads / kvHeads));
-        auto refs = torch::autograd::grad({ref}, {q, k, v}, {up64});
-        refs.insert(refs.begin(), ref);
-        const double tolerance = bf16 ? 2e-2 : 1e-5;
-        const char *names[] = {"output", "q", "k", "v"};
-        for (int i = 0; i < 4; ++i) {
-            const double between = relativeError(inPlace[i].cpu(), stacked[i].cpu()), toMaths = relativeError(inPlace[i].cpu(), refs[i]);
-            qInfo("%s: in place against stacked %.3g, against float64 %.3g", names[i], between, toMaths);
-            QVERIFY2(between < tolerance && toMaths < tolerance, names[i]);
-        }
     }
 
     // The folded residual adds (the norm nodes that take the add, and the adds deferred from block
@@ -723,7 +614,7 @@ private Q_SLOTS:
         std::string worstName;
         for (const auto &[name, g] : grads[0])
             for (int run = 1; run < 3; ++run) {
-                const double e = relativeError(grads[run][name], g);
+                const double e = relativeNormError(grads[run][name], g);
                 if (e > worst[run] && run == 2)
                     worstName = name;
                 worst[run] = std::max(worst[run], e);

@@ -14,6 +14,8 @@
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include "RelativeNormError.h"
+
 #include <QtTest>
 
 using namespace pb;
@@ -62,11 +64,6 @@ torch::Tensor shiftedTargets(const torch::Tensor &ids)
     return targets;
 }
 
-double relativeError(const torch::Tensor &ours, const torch::Tensor &reference)
-{
-    const auto r = reference.to(torch::kDouble), o = ours.to(torch::kDouble);
-    return ((o - r).norm() / r.norm().clamp_min(1e-30)).item<double>();
-}
 
 } // namespace
 
@@ -131,7 +128,7 @@ private Q_SLOTS:
         }
         if (kernels == 0 && !recompute) {
             torch::NoGradGuard noGrad;
-            const double e = relativeError(model->logits(ref.inputIds), ref.logits);
+            const double e = relativeNormError(model->logits(ref.inputIds), ref.logits);
             QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("logits off by %1 relative").arg(e)));
         }
     }

@@ -569,37 +569,14 @@ void crossEntropyGradInPlace(void *logits, int64_t ld, Dtype type, const int64_t
     check(cudaGetLastError(), "cross-entropy kernel");
 }
 
-// The register-resident capped softmax's form for rows of `keys`: the threads a row (a warp up to
-// 256 packs of 8, else the block) and the packs of 8 each holds (1, 2, 4 or 8 a warp lane, 2 or 4
-// a block's thread: rows up to kVecMaxCols keys); {0, 0} for the scalar kernel (rows vectorRows
-// does not take).
-struct CappedSoftmaxForm {
-    int lanes = 0, packs = 0;
-};
-static CappedSoftmaxForm cappedSoftmaxForm(int64_t keys, std::initializer_list<const void *> pointers)
+// The packs of 8 a thread holds in the register-resident capped softmax (1, 2 or 4: rows up to
+// kVecMaxCols keys), or 0 for the scalar kernel (rows vectorRows does not take).
+static int cappedSoftmaxPacksPerThread(int64_t keys, std::initializer_list<const void *> pointers)
 {
     if (!vectorRows(keys, pointers))
-        return {};
-    const int64_t packs = keys / 8;
-    const int lanes = packs <= 8 * 32 ? 32 : kThreads;
-    const int64_t perThread = (packs + lanes - 1) / lanes;
-    return {lanes, perThread <= 1 ? 1 : perThread == 2 ? 2 : perThread <= 4 ? 4 : 8};
-}
-
-// `kernel` for the form f (a pointer to each instantiation, the scalar one where f has none).
-template <typename F> static F pickCappedForm(CappedSoftmaxForm f, F warp1, F warp2, F warp4, F warp8, F block2, F block4, F scalar)
-{
-    if (f.lanes == 32)
-        return f.packs == 1 ? warp1 : f.packs == 2 ? warp2 : f.packs == 4 ? warp4 : warp8;
-    if (f.lanes == kThreads)
-        return f.packs == 2 ? block2 : block4;
-    return scalar;
-}
-
-static unsigned cappedSoftmaxBlocks(CappedSoftmaxForm f, int64_t rows)
-{
-    const int64_t perBlock = f.lanes == 32 ? kThreads / 32 : 1;
-    return static_cast<unsigned>((rows + perBlock - 1) / perBlock);
+        return 0;
+    const int64_t perThread = (keys / 8 + kThreads - 1) / kThreads;
+    return perThread <= 1 ? 1 : perThread == 2 ? 2 : 4;
 }
 
 void cappedSoftmaxForward(const void *scores, void *probs, Dtype type, float *rowMax, float *rowSum, int64_t rows, int64_t keys, ScoreCap cap,
@@ -607,19 +584,15 @@ void cappedSoftmaxForward(const void *scores, void *probs, Dtype type, float *ro
 {
     if (rows == 0)
         return;
-    const auto form = cappedSoftmaxForm(keys, {scores, probs});
+    const int packsPerThread = cappedSoftmaxPacksPerThread(keys, {scores, probs});
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        if (form.lanes == 0) {
-            PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), cappedSoftmaxForwardKernel<T>)(
-                static_cast<const T *>(scores), static_cast<T *>(probs), rowMax, rowSum, keys, cap);
-            return;
-        }
-        auto kernel = pickCappedForm(form, cappedSoftmaxForwardVecKernel<T, 32, 1>, cappedSoftmaxForwardVecKernel<T, 32, 2>, cappedSoftmaxForwardVecKernel<T, 32, 4>,
-                                     cappedSoftmaxForwardVecKernel<T, 32, 8>, cappedSoftmaxForwardVecKernel<T, kThreads, 2>,
-                                     cappedSoftmaxForwardVecKernel<T, kThreads, 4>, cappedSoftmaxForwardVecKernel<T, 32, 1>);
-        PB_LAUNCH(cappedSoftmaxBlocks(form, rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(static_cast<const T *>(scores), static_cast<T *>(probs),
-                                                                                                 rowMax, rowSum, rows, keys, cap);
+        auto kernel = packsPerThread == 1   ? cappedSoftmaxForwardVecKernel<T, 1>
+                      : packsPerThread == 2 ? cappedSoftmaxForwardVecKernel<T, 2>
+                      : packsPerThread == 4 ? cappedSoftmaxForwardVecKernel<T, 4>
+                                            : cappedSoftmaxForwardKernel<T>;
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(static_cast<const T *>(scores), static_cast<T *>(probs),
+                                                                                             rowMax, rowSum, keys, cap);
     });
     check(cudaGetLastError(), "capped softmax kernel");
 }
@@ -629,20 +602,15 @@ void cappedSoftmaxBackward(const void *scores, const float *rowMax, const float 
 {
     if (rows == 0)
         return;
-    const auto form = cappedSoftmaxForm(keys, {scores, dProbs, dScores});
+    const int packsPerThread = cappedSoftmaxPacksPerThread(keys, {scores, dProbs, dScores});
     dispatch(type, [&](auto t) {
         using T = decltype(t);
-        if (form.lanes == 0) {
-            PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), cappedSoftmaxBackwardKernel<T>)(
-                static_cast<const T *>(scores), rowMax, rowSum, static_cast<const T *>(dProbs), static_cast<T *>(dScores), keys, cap);
-            return;
-        }
-        auto kernel = pickCappedForm(form, cappedSoftmaxBackwardVecKernel<T, 32, 1>, cappedSoftmaxBackwardVecKernel<T, 32, 2>,
-                                     cappedSoftmaxBackwardVecKernel<T, 32, 4>, cappedSoftmaxBackwardVecKernel<T, 32, 8>,
-                                     cappedSoftmaxBackwardVecKernel<T, kThreads, 2>, cappedSoftmaxBackwardVecKernel<T, kThreads, 4>,
-                                     cappedSoftmaxBackwardVecKernel<T, 32, 1>);
-        PB_LAUNCH(cappedSoftmaxBlocks(form, rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(
-            static_cast<const T *>(scores), rowMax, rowSum, static_cast<const T *>(dProbs), static_cast<T *>(dScores), rows, keys, cap);
+        auto kernel = packsPerThread == 1   ? cappedSoftmaxBackwardVecKernel<T, 1>
+                      : packsPerThread == 2 ? cappedSoftmaxBackwardVecKernel<T, 2>
+                      : packsPerThread == 4 ? cappedSoftmaxBackwardVecKernel<T, 4>
+                                            : cappedSoftmaxBackwardKernel<T>;
+        PB_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream), kernel)(
+            static_cast<const T *>(scores), rowMax, rowSum, static_cast<const T *>(dProbs), static_cast<T *>(dScores), keys, cap);
     });
     check(cudaGetLastError(), "capped softmax backward kernel");
 }

@@ -299,35 +299,16 @@ __global__ void crossEntropyVecKernel(T *logits, int64_t ld, const int64_t *targ
     }
 }
 
-// Max over the L threads that share a row, as groupSum.
-template <int L> __device__ __forceinline__ float groupMax(float v, float *shared)
+// cappedSoftmaxForwardKernel on packs of 8, a block a row, the row's packs held in registers (at
+// most K a thread): each score is read and capped once, then exponentiated once (its exp kept for
+// the output), and a pack wholly outside the keys the row sees is never read. A warp a row (8 rows
+// a block, shuffles only, up to 8 packs a lane, the backward keeping tanh's output) was slower on
+// an H100 at Gemma 2's 4 x 16 x 2048 x 2048 bf16: 853 and 1,156 us against this form's 620 and 885.
+template <typename T, int K>
+__global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const T *scores, T *probs, float *rowMax, float *rowSum, int64_t keys, ScoreCap cap)
 {
-    if constexpr (L <= 32) {
-#pragma unroll
-        for (int o = L / 2; o > 0; o >>= 1)
-            v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-        return v;
-    } else {
-        return blockMax(v, shared);
-    }
-}
-
-// cappedSoftmaxForwardKernel on packs of 8, L threads a row (a warp, kThreads / 32 rows a block, or
-// the whole block), the row's packs held in registers (at most K a thread): each score is read and
-// capped once, then exponentiated once (its exp kept for the output), and a pack wholly outside
-// the keys the row sees is never read. A warp a row reduces with shuffles alone and keeps up to 8
-// packs a thread in flight; a block a row paid two block-wide reductions for every 4 KiB row of
-// Gemma 2's 2,048 keys (606 us for 4 x 16 x 2048 rows on an H100, 1.8 TB/s).
-template <typename T, int L, int K>
-__global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const T *scores, T *probs, float *rowMax, float *rowSum, int64_t rows, int64_t keys,
-                                                                          ScoreCap cap)
-{
-    static_assert(L == 32 || L == kThreads, "a warp or the block a row: a row's threads leave together");
     __shared__ float shared[kThreads / 32];
-    const int lane = threadIdx.x % L;
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / L) + threadIdx.x / L, packs = keys / 8;
-    if (row >= rows)
-        return;
+    const int64_t row = blockIdx.x, packs = keys / 8;
     const T *s = scores + row * keys;
     T *p = probs + row * keys;
     const float invCap = 1.f / cap.softcap;
@@ -337,7 +318,7 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const 
     float m = -FLT_MAX, sum = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-        const int64_t j0 = (lane + static_cast<int64_t>(k) * L) * 8;
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
         const bool read = j0 / 8 < packs && j0 < hi && j0 + 8 > lo;
         if (read)
             load8(s + j0, v[k]);
@@ -349,7 +330,7 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const 
             m = fmaxf(m, v[k][i]);
         }
     }
-    m = groupMax<L>(m, shared);
+    m = blockMax(m, shared);
     // Each seen score's exp(score - max) in its place, 0 for the unseen (never the max: a row sees its own key).
 #pragma unroll
     for (int k = 0; k < K; ++k)
@@ -358,15 +339,15 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const 
             v[k][i] = v[k][i] == -FLT_MAX ? 0.f : __expf(v[k][i] - m);
             sum += v[k][i];
         }
-    sum = groupSum<L>(sum, shared);
-    if (lane == 0) {
+    sum = blockSum(sum, shared);
+    if (threadIdx.x == 0) {
         rowMax[row] = m;
         rowSum[row] = sum;
     }
     const float invSum = 1.f / sum;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-        const int64_t j0 = (lane + static_cast<int64_t>(k) * L) * 8;
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
         if (j0 / 8 < packs) {
             float o[8];
 #pragma unroll
@@ -377,65 +358,54 @@ __global__ void __launch_bounds__(kThreads) cappedSoftmaxForwardVecKernel(const 
     }
 }
 
-// cappedSoftmaxBackwardKernel on packs of 8, L threads a row as the forward: the scores and their
-// incoming gradient read once each (only where the row sees keys). Between the row's dot product
-// and the gradient a thread keeps tanh's output in fp32 and the incoming gradient as loaded (half
-// the registers of fp32 for 16-bit), and takes the probability again from tanh's output (the
-// capped score is its product with the cap, rounded): the same bits as the first time, and room
-// for 8 packs a thread.
-template <typename T, int L, int K>
+// cappedSoftmaxBackwardKernel on packs of 8, a block a row: the scores and their incoming gradient
+// read once each (only where the row sees keys), the probability and tanh's output kept in
+// registers between the row's dot product and the gradient.
+template <typename T, int K>
 __global__ void __launch_bounds__(kThreads) cappedSoftmaxBackwardVecKernel(const T *scores, const float *rowMax, const float *rowSum, const T *dProbs, T *dScores,
-                                                                           int64_t rows, int64_t keys, ScoreCap cap)
+                                                                           int64_t keys, ScoreCap cap)
 {
-    static_assert(L == 32 || L == kThreads, "a warp or the block a row: a row's threads leave together");
     __shared__ float shared[kThreads / 32];
-    const int lane = threadIdx.x % L;
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * (kThreads / L) + threadIdx.x / L, packs = keys / 8;
-    if (row >= rows)
-        return;
+    const int64_t row = blockIdx.x, packs = keys / 8;
     const T *s = scores + row * keys, *dp = dProbs + row * keys;
     T *ds = dScores + row * keys;
     const float invCap = 1.f / cap.softcap, m = rowMax[row], invSum = 1.f / rowSum[row];
     int64_t lo, hi;
     visibleKeys(row, keys, cap.window, lo, hi);
-    float t[K][8];
-    RawPack<T> g[K] = {}; // (read only where loaded; zeroed for the compiler)
+    float pf[K][8], t[K][8], g[K][8];
     float dot = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-        const int64_t j0 = (lane + static_cast<int64_t>(k) * L) * 8;
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
 #pragma unroll
         for (int i = 0; i < 8; ++i)
-            t[k][i] = 0.f;
+            pf[k][i] = t[k][i] = g[k][i] = 0.f;
         if (j0 / 8 < packs && j0 < hi && j0 + 8 > lo) {
-            float sv[8], gv[8];
+            float sv[8];
             load8(s + j0, sv);
-            loadRaw(dp + j0, g[k]);
-            load8(reinterpret_cast<const T *>(g[k].raw), gv);
+            load8(dp + j0, g[k]);
 #pragma unroll
             for (int i = 0; i < 8; ++i)
-                if (j0 + i >= lo && j0 + i < hi)
-                    dot += cappedProbability(cappedScore<T>(sv[i], cap, invCap, t[k][i]), m, invSum) * gv[i];
+                if (j0 + i >= lo && j0 + i < hi) {
+                    pf[k][i] = cappedProbability(cappedScore<T>(sv[i], cap, invCap, t[k][i]), m, invSum);
+                    dot += pf[k][i] * g[k][i];
+                }
         }
     }
-    dot = groupSum<L>(dot, shared);
+    dot = blockSum(dot, shared);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-        const int64_t j0 = (lane + static_cast<int64_t>(k) * L) * 8;
+        const int64_t j0 = (threadIdx.x + static_cast<int64_t>(k) * kThreads) * 8;
         if (j0 / 8 >= packs)
             continue;
-        float o[8], gv[8];
-        const bool seenPack = j0 < hi && j0 + 8 > lo;
-        if (seenPack)
-            load8(reinterpret_cast<const T *>(g[k].raw), gv);
+        float o[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             o[i] = 0.f;
-            if (seenPack && j0 + i >= lo && j0 + i < hi) {
-                const float pf = cappedProbability(roundTo<T>(t[k][i] * cap.softcap), m, invSum);
-                const float dx = roundTo<T>(pf * (gv[i] - dot));                                // softmax's, cast back to the scores' dtype
+            if (j0 + i >= lo && j0 + i < hi) {
+                const float dx = roundTo<T>(pf[k][i] * (g[k][i] - dot));                       // softmax's, cast back to the scores' dtype
                 const float dTanh = roundTo<T>(roundTo<T>(dx * cap.softcap) * (1.f - t[k][i] * t[k][i])); // * softcap, then tanh's
-                o[i] = roundTo<T>(dTanh * invCap) * cap.scale;                                 // / softcap, then * scale
+                o[i] = roundTo<T>(dTanh * invCap) * cap.scale;                                  // / softcap, then * scale
             }
         }
         store8(ds + j0, o);

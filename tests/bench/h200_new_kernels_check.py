@@ -69,9 +69,9 @@ def capped(s, scale, softcap, window):
 
 torch.manual_seed(0)
 scale, softcap = 256 ** -0.5, 50.0
-# Keys 256: the 16-byte kernels a warp a row, a pack a lane; 2,048: eight packs a lane (Gemma 2 at
-# seq 2048); 2,056 and 4,104: a block a row, two and four packs a thread; 36: the scalar ones (not a
-# multiple of 8), as is every shape on storage 2 bytes off 16 (`shifted`).
+# Keys 256 and 2,048 (Gemma 2 at seq 2048): the 16-byte kernels, a pack a thread; 2,056 and 4,104:
+# two and four packs a thread; 36: the scalar ones (not a multiple of 8), as is every shape on
+# storage 2 bytes off 16 (`shifted`).
 for t in (torch.float32, torch.bfloat16):
     for (b, h, keys), window in [((2, 4, 256), 0), ((2, 4, 256), 64), ((1, 2, 2048), 0), ((1, 1, 2056), 1500), ((1, 1, 4104), 0), ((1, 2, 36), 5)]:
         for shifted in (False, True):

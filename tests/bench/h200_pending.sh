@@ -12,12 +12,14 @@
 #                                            # Transformers + compile (and the estimator's new terms against the
 #                                            # recorder), then Gemma 3 and Phi-4 eager and fused against both
 #                                            # (~560 s cold)
-#   bash tests/bench/h200_pending.sh layout  # stop 58's head-layout products in the capped attention and the
-#                                            # capped softmax a warp a row: the kernel check while the build
-#                                            # runs, the products' card test against the stacked bmms and
-#                                            # float64, then Gemma-2-9B LoRA and full fused against Transformers
-#                                            # + compile (stop 58: 1.026x and 1.061x on an H100), with the
-#                                            # estimator against the recorder (~530 s cold, estimated)
+#   bash tests/bench/h200_pending.sh layout  # stop 58's head-layout products in the capped attention with the
+#                                            # capped softmax's block-a-row kernels (stop 59 took the warp-a-row
+#                                            # ones back out: slower): the kernel check while the build runs,
+#                                            # the products' card test against the stacked bmms and float64,
+#                                            # then Gemma-2-9B LoRA and full fused against Transformers +
+#                                            # compile (stop 59, warp a row: 1.046x and 1.059x on an H100),
+#                                            # with the estimator against the recorder (~600 s cold: stop 59's
+#                                            # ran out of time in the full row)
 # (the families, QLoRA and gpt-oss rows have their own scripts: h200_families.sh, h200_qlora.sh, h200_sparse.sh).
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_windowed_attention engine_tst_step_graph}"
 [ "${1:-check}" = layout ] && PB_TARGETS="pilotbench-cli engine_tst_head_layout_attention"
@@ -60,7 +62,7 @@ tied)
   KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-3-12b phi-4 2>&1 | tail -9 | tee -a $OUT/pending.txt
   ;;
 layout)
-  wait # the kernel check: the capped softmax's warp-a-row forms (stop 58) among its rows
+  wait # the kernel check: the capped softmax at Gemma 2's shape among its rows
   grep -E "failed|capped softmax Gemma" $OUT/kernels_check.txt | tee -a $OUT/pending.txt
   echo "== engine_tst_head_layout_attention groupedHeadsAttentionOnTheCard" | tee -a $OUT/pending.txt
   timeout 120 $B/tests/engine_tst_head_layout_attention groupedHeadsAttentionOnTheCard 2>&1 | grep -v "^PASS   : TestHeadLayoutAttention::\(init\|cleanup\)" | tail -14 | tee -a $OUT/pending.txt

@@ -343,11 +343,11 @@ private Q_SLOTS:
         QTest::addColumn<bool>("bf16");
         QTest::addColumn<int>("window");
         QTest::addColumn<int>("keys");
-        // 20 keys: the scalar kernels; 40: the 16-byte ones, a warp a row, a pack a lane; 264 and
-        // 520: two and four packs a lane; 2,048 (Gemma 2's rows at seq 2048): eight; 2,056: a
-        // block a row, two packs a thread, the second beyond the block's first 2,048 keys (one
-        // head each; about 11 s here). Four packs a block's thread (over 4,096 keys) are left to
-        // the card check, h200_new_kernels_check.py.
+        // 20 keys: the scalar kernels; 40 to 2,048 (Gemma 2's rows at seq 2048): the 16-byte ones,
+        // a pack a thread, a block a row (264 and 520: a block's threads partly idle); 2,056: two
+        // packs a thread, the second beyond the block's first 2,048 keys (one head each; about
+        // 11 s here). Four packs a thread (over 4,096 keys) are left to the card check,
+        // h200_new_kernels_check.py.
         for (bool bf16 : {false, true})
             for (int keys : {20, 40}) {
                 QTest::addRow("%s, %d keys, causal", bf16 ? "bf16" : "fp32", keys) << bf16 << 0 << keys;

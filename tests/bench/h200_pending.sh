@@ -16,10 +16,11 @@
 #                                            # capped softmax's block-a-row kernels (stop 59 took the warp-a-row
 #                                            # ones back out: slower): the kernel check while the build runs,
 #                                            # the products' card test against the stacked bmms and float64,
-#                                            # then Gemma-2-9B LoRA and full fused against Transformers +
-#                                            # compile (stop 59, warp a row: 1.046x and 1.059x on an H100),
-#                                            # with the estimator against the recorder (~600 s cold: stop 59's
-#                                            # ran out of time in the full row)
+#                                            # then Gemma-2-9B LoRA fused against Transformers + compile (stop
+#                                            # 59, warp a row: 1.046x on an H100), with the estimator against
+#                                            # the recorder (~480 s cold; the full row, which did not fit
+#                                            # beside it, is the next call's: HF_EAGER=0 KERNELS=fused COMPILE=1
+#                                            # bash tests/bench/h200_families.sh all gemma-2-9b)
 # (the families, QLoRA and gpt-oss rows have their own scripts: h200_families.sh, h200_qlora.sh, h200_sparse.sh).
 PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_windowed_attention engine_tst_step_graph}"
 [ "${1:-check}" = layout ] && PB_TARGETS="pilotbench-cli engine_tst_head_layout_attention"
@@ -66,9 +67,6 @@ layout)
   grep -E "failed|capped softmax Gemma" $OUT/kernels_check.txt | tee -a $OUT/pending.txt
   echo "== engine_tst_head_layout_attention groupedHeadsAttentionOnTheCard" | tee -a $OUT/pending.txt
   timeout 120 $B/tests/engine_tst_head_layout_attention groupedHeadsAttentionOnTheCard 2>&1 | grep -v "^PASS   : TestHeadLayoutAttention::\(init\|cleanup\)" | tail -14 | tee -a $OUT/pending.txt
-  # LoRA first: the row still short of 1.05x, should the call run out of time.
   EXTRA="--set train.mode=lora" HF_EAGER=0 KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -3 | tee -a $OUT/pending.txt
-  mv $OUT/families.jsonl $OUT/families-lora.jsonl
-  HF_EAGER=0 KERNELS=fused COMPILE=1 bash tests/bench/h200_families.sh all gemma-2-9b 2>&1 | tail -3 | tee -a $OUT/pending.txt
   ;;
 esac

@@ -101,8 +101,9 @@ void DataParallelHooks::forEachBucket(std::vector<torch::Tensor> &tensors, Op op
             offset += t.numel();
         }
         // The finished work still shares this tensor until the backend's thread lets go of it,
-        // which may be after the next bucket is made: without this, 2 CPU ranks under ZeRO-2
-        // peaked one flat bucket higher in most runs than in the others (59.25 MB or 50.79 MB).
+        // which may be after the next call's buckets are made (the next owner's, the next step's):
+        // without this, 2 CPU ranks under ZeRO-2 peaked one flat bucket higher in most runs than
+        // in the others (59.25 MB or 50.79 MB).
         flat.set_();
     }
 }

@@ -155,7 +155,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj"), qkvFused = proj("qkv_proj");
         const std::vector<Projection> qkvReaders = traits.fusedQkv ? std::vector<Projection> {qkvFused} : std::vector<Projection> {q, k, v};
         if (!layer.normExists[0] && !(walk.mixed && r == 4) &&
-            std::any_of(qkvReaders.begin(), qkvReaders.end(), [&](const Projection &p) { return walk.readsForGrad(p); }))
+            std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); }))
             walk.inputSaved += r * n * h;
         // Gated DeltaNet (model.linear_attention) has a walk of its own (gatedDeltaNet above); the
         // attention's below runs on no projection of this layer and is replaced by it.

@@ -69,7 +69,6 @@ public:
         : n(tokens), mixed(usesAutocast(config.train.precision)),
           c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2),
           kernelsFused(config.train.kernels == KernelPath::Fused),
-          peftInputCast(mixed && !kernelsFused && config.train.mode == TrainMode::Lora && !isFp8(config.train.precision)),
           normScaleInFp32(config.model.traits.normScaleInFp32 || config.model.traits.normUnitOffset)
     {
     }
@@ -122,12 +121,6 @@ public:
         return std::max(dx, dw);
     }
 
-    // Whether p's matmuls keep a 16-bit input itself: lora_A does, unless it reads PEFT's cast copy.
-    bool keepsInput(const Projection &p) const { return (p.lora && !peftInputCast) || (p.trainable && !p.float8Input); }
-    // Whether p reads the tensor itself for a gradient (a view of it kept alive): as needsGrad, but
-    // an adapter over a frozen base reads PEFT's cast copy instead.
-    bool readsForGrad(const Projection &p) const { return p.needsGrad() && (p.trainable || !peftInputCast); }
-
     // Linears reading one input X of `width` columns and element size `dx`.
     void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false)
     {
@@ -138,12 +131,12 @@ public:
                 saved += (p.trainable ? (p.float8Input ? float8Copy(p) : 2 * n * width) : 0) + (p.lora ? 2 * n * width + 2 * n * rank : 0);
             return;
         }
-        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [&](const Projection &p) { return keepsInput(p); });
+        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [](const Projection &p) { return p.lora || (p.trainable && !p.float8Input); });
         if (anyNeeds && !inputCounted)
             saved += dx * n * width;
         for (const auto &p : consumers) {
             if (p.lora)
-                saved += c * n * rank + (peftInputCast ? c * n * width : 0);
+                saved += c * n * rank;
             saved += float8Copy(p);
         }
     }
@@ -153,9 +146,6 @@ public:
     const int64_t c, rank;
     const bool meanKeepsInput;
     bool kernelsFused;   // train.kernels = fused: fused block, final and q/k norms and the dense gated activation
-    // The eager path's adapters cast a 16-bit input to their fp32 as PEFT does (model/Transformer.cpp);
-    // autocast's copy back, which lora_A keeps, is one more 16-bit copy of the input per adapter.
-    bool peftInputCast;
     bool normScaleInFp32; // model.norm_scale_fp32 / norm_unit_offset: Gemma's and OLMo 2's RMSNorm (eager form)
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself

@@ -308,13 +308,14 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // backward), the two alive at once, and under accumulation beside every .grad before the cast
     // is added into its own (the gemma2 config untied at vocabulary 65,536, 2 micro-batches, eager
     // on CPU: one [V, h] in bf16 above the loss's peak, -1.65% without this).
-    const bool headGradientCast = train.kernels != KernelPath::Fused && !config.model.tieEmbeddings && headCopy > 0 && c != 4;
+    const int64_t lmHeadCopy = ms.lmHeadCopyBytes; // 0 where lm_head is frozen, tied or not cast
+    const bool headGradientCast = train.kernels != KernelPath::Fused && !config.model.tieEmbeddings && lmHeadCopy > 0;
     auto considerHeadGradientCast = [&](int64_t activations, int64_t copies) {
         if (!headGradientCast)
             return;
-        const int64_t castGradient = headCopy / c * 4;
+        const int64_t castGradient = lmHeadCopy / c * 4;
         // (Only DDP's overlap buckets exist this early in our engine's backward.)
-        consider(activations, 0, (accumulating ? accumulated : 0) + castGradient + headCopy + bucketsHeld, copies - headCopy);
+        consider(activations, 0, (accumulating ? accumulated : 0) + castGradient + lmHeadCopy + bucketsHeld, copies - lmHeadCopy);
     };
     if (!train.recompute) {
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, accumulated + bucketsHeld, copiesAll - unkeptCopies - headCopyInBackward);

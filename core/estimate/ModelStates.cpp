@@ -144,6 +144,8 @@ ModelStateBytes modelStateBytes(const RunConfig &config)
                 copiesByBlock[p.layer] += 2 * p.numel;
             else if (p.layer < 0)
                 out.headCopyBytes += 2 * p.numel;
+            if (p.name == "lm_head.weight")
+                out.lmHeadCopyBytes += 2 * p.numel;
         }
     }
     for (const auto &[name, pool] : pools)

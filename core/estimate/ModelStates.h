@@ -30,6 +30,7 @@ struct ModelStateBytes {
     // Gemma 4's per-layer tables) as stored, and its trainable part's gradients.
     int64_t rootWeightBytes = 0, rootGradientBytes = 0;
     int64_t headCopyBytes = 0;           // autocast copy of lm_head (the embedding is not cast)
+    int64_t lmHeadCopyBytes = 0;         // ... of lm_head's own weight alone (Gemma 4's per-layer projection apart)
     int64_t largestNf4Numel = 0;         // qlora: the largest NF4 base (weights), quantised whole at construction
     int64_t nf4Weights = 0;              // part of frozenWeights: qlora's NF4 bases, held whole on every rank
     int64_t trainableParams = 0;

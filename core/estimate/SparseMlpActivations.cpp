@@ -40,7 +40,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     bool expertsTrain = false, expertsRead = false;
     for (const auto &e : layer.experts) {
         expertsTrain = expertsTrain || e.proj[0].needsGrad() || e.proj[1].needsGrad() || e.proj[2].needsGrad();
-        expertsRead = expertsRead || walk.readsForGrad(e.proj[0]) || walk.readsForGrad(e.proj[1]);
+        expertsRead = expertsRead || e.proj[0].needsGrad() || e.proj[1].needsGrad();
     }
     const bool sharedTrains = hasShared && (sg.needsGrad() || su.needsGrad() || sd.needsGrad() || (gated && layer.sharedGate.needsGrad()));
     out.trains = expertsTrain || sharedTrains || layer.router.needsGrad();

@@ -103,9 +103,9 @@ private Q_SLOTS:
     }
 
     // A CPU pilot's measured peak against `estimate --device cpu`: LoRA under bf16-mixed on the
-    // llama parity config (1,024 tokens a step). On the eager path each adapter's input is cast as
-    // PEFT casts it and lora_A keeps autocast's copy back; without that in the engine or the
-    // estimate the eager row is 5.3% off. Within 0.5%.
+    // llama parity config (1,024 tokens a step), where the adapters' kept inputs weigh (one more
+    // 16-bit copy of each adapter's input, kept by the engine and not counted, put the eager
+    // estimate 5.2% below the peak). Within 0.5%.
     void loraPilotPeakAgainstEstimate_data()
     {
         QTest::addColumn<QString>("kernels");

@@ -6,9 +6,10 @@
 # eager and the fused path (with the estimator's error against the training steps' peak and against
 # the whole run's peak, from --memory-snapshot), then (with `all`) Transformers 5.17's own model of the
 # family built from tests/data/hf/PRESET/config.json at the same depth, eager, and + torch.compile
-# where COMPILE=1 (HF_EAGER=0 leaves the eager one out). EXTRA adds --set options to every config
-# (EXTRA="--set train.mode=lora"). Rows go to $OUT/families.jsonl, a table to stdout, each pilot's
-# peak by layer to $OUT/layers-F-K.txt.
+# where COMPILE=1 (HF_EAGER=0 leaves the eager one out; PEFT_NO_CAST=1 adds PEFT eager without its
+# adapter input cast, the maths our eager LoRA runs: hf_reference.py --peft-no-input-cast). EXTRA
+# adds --set options to every config (EXTRA="--set train.mode=lora"). Rows go to
+# $OUT/families.jsonl, a table to stdout, each pilot's peak by layer to $OUT/layers-F-K.txt.
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
 FAMILIES=("$@"); [ ${#FAMILIES[@]} = 0 ] && FAMILIES=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)
@@ -24,7 +25,8 @@ for F in "${FAMILIES[@]}"; do
     python3 tests/bench/snapshot_layers.py $snap --scopes > $OUT/layers-$F-$K.txt 2>&1 || true
   done
   [ $WHAT = ours ] && continue
-  variants=(); [ "${HF_EAGER:-1}" = 1 ] && variants+=(""); [ "${COMPILE:-0}" = 1 ] && variants+=(--compile)
+  variants=(); [ "${HF_EAGER:-1}" = 1 ] && variants+=(""); [ "${PEFT_NO_CAST:-0}" = 1 ] && variants+=(--peft-no-input-cast)
+  [ "${COMPILE:-0}" = 1 ] && variants+=(--compile)
   for variant in "${variants[@]}"; do
     python3 tests/bench/hf_reference.py --config $W/$F.json --hf-config tests/data/hf/$F/config.json --steps $STEPS --warmup 3 $variant 2>$W/$F-hf.err \
       | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['config']='$F'; print(json.dumps(d))" >> $OUT/families.jsonl || tail -3 $W/$F-hf.err

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "CliProcess.h"
 #include "util/Units.h"
 
 class TestCliEstimate final : public QObject {
@@ -122,19 +123,15 @@ private Q_SLOTS:
         const QStringList sets {QStringLiteral("--set"), QStringLiteral("train.seq_len=64"),         QStringLiteral("--set"), QStringLiteral("train.micro_batch=16"),
                                 QStringLiteral("--set"), QStringLiteral("train.mode=lora"),          QStringLiteral("--set"), QStringLiteral("train.precision=bf16-mixed"),
                                 QStringLiteral("--set"), QStringLiteral("train.kernels=") + kernels};
-        QProcess imported;
-        imported.start(QStringLiteral(PB_CLI_PATH), QStringList {QStringLiteral("config"), QStringLiteral("import-hf"), dir.filePath(QStringLiteral("llama"))} + sets +
-                                                        QStringList {QStringLiteral("--out"), config});
-        QVERIFY(imported.waitForFinished(60000));
-        QVERIFY2(imported.exitCode() == 0, imported.readAllStandardError().constData());
-        QProcess pilot;
-        pilot.start(QStringLiteral(PB_CLI_PATH), {QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("pilot"), QStringLiteral("--config"), config,
-                                                  QStringLiteral("--db"), dir.filePath(QStringLiteral("h.db")), QStringLiteral("--steps"), QStringLiteral("2"),
-                                                  QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--jsonl")});
-        QVERIFY(pilot.waitForFinished(120000));
-        QVERIFY2(pilot.exitCode() == 0, pilot.readAllStandardError().constData());
+        const pbtest::CliResult imported =
+            pbtest::runCli(QStringList {QStringLiteral("config"), QStringLiteral("import-hf"), dir.filePath(QStringLiteral("llama"))} + sets + QStringList {QStringLiteral("--out"), config}, 60000);
+        QVERIFY2(imported.code == 0, qPrintable(imported.err));
+        const pbtest::CliBytes pilot = pbtest::runCliBytes({QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("pilot"), QStringLiteral("--config"), config,
+                                                            QStringLiteral("--db"), dir.filePath(QStringLiteral("h.db")), QStringLiteral("--steps"), QStringLiteral("2"),
+                                                            QStringLiteral("--warmup"), QStringLiteral("1"), QStringLiteral("--device"), QStringLiteral("cpu"), QStringLiteral("--jsonl")}, 120000);
+        QVERIFY2(pilot.exitCode == 0, pilot.err.constData());
         double measured = 0;
-        for (const QByteArray &line : pilot.readAllStandardOutput().split('\n')) {
+        for (const QByteArray &line : pilot.out.split('\n')) {
             const QJsonObject event = QJsonDocument::fromJson(line).object();
             if (event.value(QStringLiteral("event")).toString() == QLatin1String("step"))
                 measured = std::max(measured, event.value(QStringLiteral("peak_allocated_bytes")).toDouble());

@@ -157,6 +157,15 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         if (!layer.normExists[0] && !(walk.mixed && r == 4) &&
             std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); }))
             walk.inputSaved += r * n * h;
+        // Rebuilt under recompute, the block's input is a leaf that requires grad, and autocast
+        // caches the cast of such a tensor: q, k and v of a post-norm block share one 16-bit copy
+        // of an fp32 input where the first forward made one each (peak recorder on CPU, the olmo2
+        // parity config, full fine-tuning under bf16-mixed: the rebuilt block 2 copies lighter).
+        int64_t rebuiltSaving = 0;
+        if (!layer.normExists[0] && walk.mixed && r == 4) {
+            const auto castFor = std::count_if(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.lora || (p.trainable && !p.float8Input); });
+            rebuiltSaving = castFor > 1 ? (castFor - 1) * c * n * h : 0;
+        }
         // Gated DeltaNet (model.linear_attention) has a walk of its own (gatedDeltaNet above); the
         // attention's below runs on no projection of this layer and is replaced by it.
         const bool linearLayer = m.linear.linear(layerIndex);
@@ -363,10 +372,13 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             // Under no_grad: gate's and up's outputs and the product (eager: silu(g) beside them).
             mlpLive = (fusedGate ? 3 : 4) * c * n * inter;
         }
+        int64_t postNormBackward = 0;
         if (layer.normExists[3]) { // a norm on the MLP's output
             bool outGrad = false;
             const bool mlpGrad = y2Grad || (layer.sparse ? sparse.trains : proj("down_proj").needsGrad());
             walk.norm(h, c, mlpGrad, layer.normTrains[3], paramBytes(layer.normTrains[3]), outGrad);
+            if (mlpGrad || layer.normTrains[3])
+                postNormBackward = walk.postNormBackward(h, c, r, layer.normTrains[3], fusedKernels);
         }
         // Gemma 4's per-layer input after the MLP's residual add: per_layer_input_gate reads the
         // stream, gelu keeps the gate's output, the product with the layer's input keeps both
@@ -412,6 +424,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             layer.float8AttentionNumel > 0 ? (transposeBytes + castBytes) * layer.float8AttentionNumel + n * h + c * n * qDim : 0;
         out.savedPerBlock.push_back(walk.saved);
         out.inputSavedPerBlock.push_back(walk.inputSaved);
+        out.rebuiltSavingPerBlock.push_back(rebuiltSaving);
         // A Gated DeltaNet block holds its norm output (where no projection keeps it as is) and the
         // layer's output (out_proj's, 16-bit) until it returns: beside the sparse MLP's peak (seen by
         // the peak recorder on CPU in a rebuilt block's forward under recompute).
@@ -423,6 +436,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const int64_t mlpExtra = (layer.sparse ? sparse.backwardExtra : layer.downGradBytes + mlpBackward) - perLayerSaved;
         out.backwardMlpExtraPerBlock.push_back(
             std::max({mlpExtra, dequantMlp > 0 ? layer.downGradBytes + dequantMlp + downInput : 0, float8BackwardMlp}));
+        out.backwardPostNormExtraPerBlock.push_back(postNormBackward - perLayerSaved);
         out.backwardMlpCopiesFreedPerBlock.push_back(layer.sparse ? sparse.backwardCopiesFreed : layer.downCopyBytes);
         out.backwardAttentionCopiesFreedPerBlock.push_back(layer.afterAttentionCopyBytes);
         // Attention's backward: what is kept up to the softmax, the gradients of everything after
@@ -493,6 +507,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             for (int64_t k = 0; k < m.layers; ++k) {
                 const int64_t above = dp * n * pli * (m.layers - 1 - k);
                 out.backwardMlpExtraPerBlock[static_cast<size_t>(k)] += above;
+                out.backwardPostNormExtraPerBlock[static_cast<size_t>(k)] += above;
                 out.backwardAttentionExtraPerBlock[static_cast<size_t>(k)] += above + dp * n * pli;
             }
     }
@@ -507,8 +522,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         bool readAbove = false;
         for (int64_t k = m.layers - 1; k > source; --k) {
             const bool readHere = m.kvSourceLayer(k) == source;
-            if (readAbove)
+            if (readAbove) {
                 out.backwardMlpExtraPerBlock[static_cast<size_t>(k)] += bytes;
+                out.backwardPostNormExtraPerBlock[static_cast<size_t>(k)] += bytes;
+            }
             if (readAbove || readHere)
                 out.backwardAttentionExtraPerBlock[static_cast<size_t>(k)] += bytes;
             readAbove = readAbove || readHere;

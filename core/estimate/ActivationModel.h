@@ -22,6 +22,7 @@ struct ModelFlags;   // estimate/ActivationWalk.h
 struct ActivationBytes {
     std::vector<int64_t> savedPerBlock;  // kept for backward by each block (full, no recompute)
     std::vector<int64_t> inputSavedPerBlock; // part of savedPerBlock that is the block input itself
+    std::vector<int64_t> rebuiltSavingPerBlock; // what a block rebuilt under recompute keeps less than savedPerBlock
     // Grad-mode forward peak of each block above what was live before it (its input included).
     std::vector<int64_t> forwardAbovePerBlock;
     // Backward of each block, above its kept tensors, the incoming gradient and the gradients made
@@ -29,6 +30,9 @@ struct ActivationBytes {
     // after the attention are already freed, so this can be negative).
     std::vector<int64_t> backwardMlpExtraPerBlock;
     std::vector<int64_t> backwardAttentionExtraPerBlock;
+    // ... and first of all at the backward of a norm on the MLP's output (OLMo 2, Gemma, GLM-4),
+    // everything the block kept still alive: the norm's temporaries.
+    std::vector<int64_t> backwardPostNormExtraPerBlock;
     // Autocast copies of the block's weights already released at those two points (their
     // matmuls' backward ran): down_proj's at the MLP, the MLP's and o_proj's at the softmax.
     std::vector<int64_t> backwardMlpCopiesFreedPerBlock;

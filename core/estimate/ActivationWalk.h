@@ -121,6 +121,25 @@ public:
         return std::max(dx, dw);
     }
 
+    // The temporaries of a post-norm's backward (a norm on a sub-layer's output, input and output
+    // of element size `dx`), beyond what its forward kept and the gradient arriving from the
+    // residual stream (element size `dy`), which the engine first casts to the norm's dtype.
+    // Seen by the peak recorder on CPU in a rebuilt block (the olmo2 and glm4 parity configs, seq
+    // 64 x 16, bf16-mixed): eager, 16 bytes an element of fp32 temporaries at the pow's backward;
+    // where the weight trains, 12 in the fp32-product form (OLMo 2's: the normalised input it kept
+    // is released by then), 22 in Llama's (GLM-4's: the fp32 product's gradient, its 16-bit cast and
+    // that cast's fp32 copy besides);
+    // the composite of model/FusedOps.cpp (train.kernels = fused without the kernel), the fp32
+    // normalised input, the gradient's fp32 copy, its product with the weight and the last
+    // statement's three temporaries and its cast (20 + 4 + dx); the kernel, dx alone.
+    int64_t postNormBackward(int64_t width, int64_t dx, int64_t dy, bool weightTrains, bool cudaKernel) const
+    {
+        const int64_t cast = dy != dx ? dx : 0;
+        if (kernelsFused)
+            return (cast + (cudaKernel ? dx : 20 + (dx != 4 ? 4 : 0) + (dx != 4 ? dx : 0))) * n * width;
+        return (!weightTrains ? 16 : normScaleInFp32 || dx == 4 ? 12 : 22) * n * width;
+    }
+
     // Linears reading one input X of `width` columns and element size `dx`.
     void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false)
     {

@@ -332,6 +332,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             // The block's kept tensors, the gradient arriving at its output, and its peak in the
             // MLP or at the attention's softmax (with the copies released by then).
             const int64_t copies = copiesUpTo - unkeptCopies;
+            consider(below + residual + act.backwardPostNormExtraPerBlock[k] + gatheredBlock, 0, grads, copies);
             consider(below + residual + act.backwardMlpExtraPerBlock[k] + gatheredBlock, 0, grads, copies - copiesFreedAtMlp(k));
             consider(below + residual + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copies - copiesFreedAtAttention(k));
             below -= act.savedPerBlock[k];
@@ -353,8 +354,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             // forward's peak or the rebuilt block (its input is the saved one, not counted twice),
             // its output, and the backward's peak in the MLP or at the attention's softmax.
             const int64_t held = (i + 1) * residual + residual + (layers + 1) * rngState;
-            const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] + residual;
-            consider(held + act.forwardAbovePerBlock[k] + gatheredBlock, 0, grads, copyPerBlock);
+            const int64_t rebuilt = act.savedPerBlock[k] - act.inputSavedPerBlock[k] - act.rebuiltSavingPerBlock[k] + residual;
+            consider(held + act.forwardAbovePerBlock[k] - act.rebuiltSavingPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock);
+            consider(held + rebuilt + act.backwardPostNormExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock);
             consider(held + rebuilt + act.backwardMlpExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtMlp(k));
             consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }

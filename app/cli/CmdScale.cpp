@@ -52,6 +52,7 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
     s.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
     s.bind = !parser.isSet(QStringLiteral("no-bind"));
     s.overlap = !parser.isSet(QStringLiteral("no-overlap"));
+    s.bucketMb = scaleIntOption(parser, QStringLiteral("bucket-mb"), 1);
     s.dumpDir = parser.value(QStringLiteral("dump-dir"));
     if (parser.isSet(QStringLiteral("baseline-run")))
         s.baselineRun = scaleIntOption(parser, QStringLiteral("baseline-run"), 1);
@@ -102,6 +103,9 @@ int runScale(CliContext &ctx)
         {QStringLiteral("baseline-run"), QStringLiteral("Reuse this recorded baseline run (same config at the ranks' effective batch) instead of running one."),
          QStringLiteral("id")},
         {QStringLiteral("no-overlap"), QStringLiteral("ddp: all-reduce the gradients after the backward pass instead of bucket by bucket during it.")},
+        {QStringLiteral("bucket-mb"),
+         QStringLiteral("Gradient buckets of about this many MiB (default 25, DDP's bucket_cap_mb): ddp all-reduces each, zero2 reduces each to the rank that owns it."),
+         QStringLiteral("MiB"), QStringLiteral("25")},
         {QStringLiteral("no-bind"), QStringLiteral("Leave the ranks on every CPU (default: CPU ranks on their own cores, CUDA ranks on their GPU's NUMA-local cores).")},
         {QStringLiteral("dump-dir"), QStringLiteral("Write the final parameters of the baseline and of every rank here (float32)."), QStringLiteral("dir")},
     });

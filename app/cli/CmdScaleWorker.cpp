@@ -58,6 +58,7 @@ int runScaleWorker(CliContext &ctx)
         {QStringLiteral("strategy"), QStringLiteral("ddp (default), zero2 or fsdp."), QStringLiteral("name"), QStringLiteral("ddp")},
         {QStringLiteral("cpus"), QStringLiteral("Bind this rank to these CPUs, e.g. 0-7."), QStringLiteral("list")},
         {QStringLiteral("no-overlap"), QStringLiteral("ddp: all-reduce after the backward pass instead of during it.")},
+        {QStringLiteral("bucket-mb"), QStringLiteral("Gradient buckets of about this many MiB (default 25)."), QStringLiteral("MiB"), QStringLiteral("25")},
         {QStringLiteral("dump-parameters"), QStringLiteral("Write the final parameters as float32 here."), QStringLiteral("file")},
         {QStringLiteral("timeout"), QStringLiteral("Rendezvous and collective timeout in seconds (default 600)."), QStringLiteral("s"), QStringLiteral("600")},
         {QStringLiteral("baseline-run"), QStringLiteral("Under torchrun/srun: the recorded one-process pilot of this config at the ranks' effective batch, for the scaling efficiency."),
@@ -74,6 +75,7 @@ int runScaleWorker(CliContext &ctx)
     dist.rendezvous = rendezvousFromEnvironment();
     dist.strategy = parser.value(QStringLiteral("strategy")).toStdString();
     dist.overlap = !parser.isSet(QStringLiteral("no-overlap"));
+    dist.bucketBytes = static_cast<int64_t>(scaleIntOption(parser, QStringLiteral("bucket-mb"), 1)) << 20;
     dist.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
     dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
     refuseHistoryFile(parser.value(QStringLiteral("dump-parameters")), "--dump-parameters");

@@ -59,13 +59,16 @@ std::vector<torch::Tensor> DataParallelHooks::optimizerParameters(std::vector<to
             m_ownedParameters += trainable[i].numel();
         }
     }
+    if (m_group && !trainable.empty())
+        makeBuckets();
     return owned;
 }
 
 // Groups tensors of one dtype and device into flat buckets of about m_bucketBytes, runs `op` on
-// each (all in flight), waits, then copies the results back (times `scale` when not 1).
+// each, waits, then copies the results back (times `scale` when not 1); at most `maxInFlight`
+// buckets are in flight (made and not yet copied back) at a time.
 template<typename Op>
-void DataParallelHooks::forEachBucket(std::vector<torch::Tensor> &tensors, Op op, double scale)
+void DataParallelHooks::forEachBucket(std::vector<torch::Tensor> &tensors, Op op, double scale, size_t maxInFlight)
 {
     std::vector<std::vector<torch::Tensor>> buckets;
     int64_t bytes = 0;
@@ -79,20 +82,12 @@ void DataParallelHooks::forEachBucket(std::vector<torch::Tensor> &tensors, Op op
         buckets.back().push_back(t);
         bytes += bytesOf(t);
     }
-    std::vector<torch::Tensor> flats;
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (auto &bucket : buckets) {
-        std::vector<torch::Tensor> views;
-        for (const auto &t : bucket)
-            views.push_back(t.reshape({-1}));
-        std::vector<torch::Tensor> flat {wireTensor(torch::cat(views))};
-        works.push_back(op(flat));
-        flats.push_back(flat.front());
-    }
-    for (auto &work : works)
-        work->wait();
-    for (size_t b = 0; b < buckets.size(); ++b) {
-        auto flat = flats[b];
+    std::vector<torch::Tensor> flats(buckets.size());
+    std::vector<c10::intrusive_ptr<c10d::Work>> works(buckets.size());
+    size_t done = 0;
+    const auto finish = [&](size_t b) {
+        works[b]->wait();
+        auto &flat = flats[b];
         if (scale != 1.0)
             flat.mul_(scale);
         int64_t offset = 0;
@@ -105,7 +100,20 @@ void DataParallelHooks::forEachBucket(std::vector<torch::Tensor> &tensors, Op op
         // without this, 2 CPU ranks under ZeRO-2 peaked one flat bucket higher in most runs than
         // in the others (59.25 MB or 50.79 MB).
         flat.set_();
+        works[b].reset();
+    };
+    for (size_t b = 0; b < buckets.size(); ++b) {
+        while (b - done >= maxInFlight)
+            finish(done++);
+        std::vector<torch::Tensor> views;
+        for (const auto &t : buckets[b])
+            views.push_back(t.reshape({-1}));
+        std::vector<torch::Tensor> flat {wireTensor(torch::cat(views))};
+        works[b] = op(flat);
+        flats[b] = flat.front();
     }
+    while (done < buckets.size())
+        finish(done++);
 }
 
 void DataParallelHooks::broadcastParameters(std::vector<torch::Tensor> &params)
@@ -130,26 +138,47 @@ void DataParallelHooks::makeBuckets()
 {
     m_bucketOf.assign(m_trainable.size(), 0);
     m_arrived.assign(m_trainable.size(), 0);
+    // Groups of about m_bucketBytes of one dtype and device, in the order backward makes them.
+    std::vector<std::vector<size_t>> groups;
     int64_t bytes = 0;
     for (size_t k = m_trainable.size(); k-- > 0;) {
         const auto &p = m_trainable[k];
-        const bool fresh = m_buckets.empty() || bytes + bytesOf(p) > m_bucketBytes
-                           || m_trainable[m_buckets.back().params.front()].scalar_type() != p.scalar_type()
-                           || m_trainable[m_buckets.back().params.front()].device() != p.device();
+        const bool fresh = groups.empty() || bytes + bytesOf(p) > m_bucketBytes || m_trainable[groups.back().front()].scalar_type() != p.scalar_type()
+                           || m_trainable[groups.back().front()].device() != p.device();
         if (fresh) {
-            m_buckets.emplace_back();
+            groups.emplace_back();
             bytes = 0;
         }
-        auto &bucket = m_buckets.back();
-        bucket.offsets.push_back(bucket.params.empty() ? 0 : bucket.offsets.back() + m_trainable[bucket.params.back()].numel());
-        bucket.params.push_back(k);
-        m_bucketOf[k] = m_buckets.size() - 1;
+        groups.back().push_back(k);
         bytes += bytesOf(p);
     }
-    for (auto &bucket : m_buckets) {
-        const auto &last = m_trainable[bucket.params.back()];
-        bucket.flat = torch::empty({bucket.offsets.back() + last.numel()}, last.options().dtype(wireType(last.scalar_type())));
+    // ZeRO-2: a group's tensors of each owner form a bucket of their own, reduced to that owner.
+    std::vector<int> owners {-1};
+    if (m_strategy == DataParallelStrategy::Zero2) {
+        owners.clear();
+        for (int r = 0; r < m_rendezvous.worldSize; ++r)
+            owners.push_back(r);
     }
+    for (const auto &group : groups)
+        for (int owner : owners) {
+            Bucket bucket;
+            bucket.owner = owner;
+            for (size_t k : group) {
+                if (owner >= 0 && m_owner[k] != owner)
+                    continue;
+                bucket.offsets.push_back(bucket.numel);
+                bucket.params.push_back(k);
+                bucket.numel += m_trainable[k].numel();
+                m_bucketOf[k] = m_buckets.size();
+            }
+            if (!bucket.params.empty())
+                m_buckets.push_back(std::move(bucket));
+        }
+    if (m_strategy == DataParallelStrategy::Ddp)
+        for (auto &bucket : m_buckets) {
+            const auto &last = m_trainable[bucket.params.back()];
+            bucket.flat = torch::empty({bucket.numel}, last.options().dtype(wireType(last.scalar_type())));
+        }
     for (size_t k = 0; k < m_trainable.size(); ++k)
         m_trainable[k].register_hook([this, k](torch::Tensor grad) { gradientReady(k, grad); });
 }
@@ -165,6 +194,8 @@ void DataParallelHooks::beforeBackward(bool last)
     std::fill(m_arrived.begin(), m_arrived.end(), 0);
     m_works.clear();
     m_nextLaunch = 0;
+    m_nextFinish = 0;
+    m_dropGrads.clear();
 }
 
 // Runs inside backward, before the gradient is added to p.grad: the bucket takes the final value.
@@ -174,8 +205,21 @@ void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
     if (!m_lastMicroBatch || m_arrived[k])
         return;
     torch::NoGradGuard noGrad;
+    // Every gradient hooked before this one has been accumulated into its .grad by now (the hook
+    // runs just before its own accumulation): others' can go, and the buckets launched before this
+    // call can be copied back.
+    for (size_t j : m_dropGrads)
+        m_trainable[j].mutable_grad() = torch::Tensor();
+    m_dropGrads.clear();
+    // At most one bucket reducing while the next ones fill, as DeepSpeed's pair of buffers: on 2
+    // CPU ranks Gloo finished its reduces so late that half the buckets of a 1 MiB run were alive
+    // at the end of the backward (the per-rank peak 14 MB, 25%, above the estimate).
+    if (m_strategy == DataParallelStrategy::Zero2)
+        finishReducedBuckets(1);
     auto &bucket = m_buckets[m_bucketOf[k]];
     const auto &p = m_trainable[k];
+    if (!bucket.flat.defined())
+        bucket.flat = torch::empty({bucket.numel}, p.options().dtype(wireType(p.scalar_type())));
     const auto position = std::find(bucket.params.begin(), bucket.params.end(), k) - bucket.params.begin();
     auto slice = bucket.flat.narrow(0, bucket.offsets[static_cast<size_t>(position)], p.numel()).view(p.sizes());
     if (p.grad().defined())
@@ -184,21 +228,57 @@ void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
         slice.copy_(grad);
     m_arrived[k] = 1;
     --bucket.pending;
+    if (bucket.owner >= 0 && bucket.owner != m_rendezvous.rank)
+        m_dropGrads.push_back(k);
     launchCompleteBuckets();
 }
 
 void DataParallelHooks::launchCompleteBuckets()
 {
     while (m_nextLaunch < m_buckets.size() && m_buckets[m_nextLaunch].pending == 0) {
-        std::vector<torch::Tensor> flat {m_buckets[m_nextLaunch].flat};
-        m_works.push_back(m_group->allreduce(flat));
+        const auto &bucket = m_buckets[m_nextLaunch];
+        std::vector<torch::Tensor> flat {bucket.flat};
+        if (bucket.owner >= 0) {
+            c10d::ReduceOptions options;
+            options.rootRank = bucket.owner;
+            m_works.push_back(m_group->reduce(flat, options));
+        } else {
+            m_works.push_back(m_group->allreduce(flat));
+        }
         ++m_nextLaunch;
+    }
+}
+
+void DataParallelHooks::finishReducedBuckets(size_t inFlight)
+{
+    const double inverse = 1.0 / m_rendezvous.worldSize;
+    for (; m_nextFinish < m_nextLaunch; ++m_nextFinish) {
+        auto &work = m_works[m_nextFinish];
+        if (m_nextLaunch - m_nextFinish <= inFlight && !work->isCompleted())
+            return;
+        work->wait();
+        auto &bucket = m_buckets[m_nextFinish];
+        if (bucket.owner == m_rendezvous.rank) {
+            bucket.flat.mul_(inverse);
+            for (size_t i = 0; i < bucket.params.size(); ++i) {
+                auto &grad = m_trainable[bucket.params[i]].mutable_grad();
+                grad.copy_(bucket.flat.narrow(0, bucket.offsets[i], grad.numel()).view_as(grad));
+            }
+        }
+        // The work shares this tensor (not a view of it): emptying it frees the storage whether or
+        // not the backend's thread still holds the work (forEachBucket's reason, below).
+        bucket.flat.set_();
+        bucket.flat = torch::Tensor();
     }
 }
 
 void DataParallelHooks::finishOverlappedReduce()
 {
     std::lock_guard lock(m_bucketMutex);
+    const bool zero2 = m_strategy == DataParallelStrategy::Zero2;
+    for (size_t j : m_dropGrads)
+        m_trainable[j].mutable_grad() = torch::Tensor();
+    m_dropGrads.clear();
     // Gradients backward never produced here (a parameter this rank's batch did not reach) join
     // now, so the buckets and their order stay the same on every rank.
     for (auto &bucket : m_buckets) {
@@ -206,25 +286,43 @@ void DataParallelHooks::finishOverlappedReduce()
             const size_t k = bucket.params[i];
             if (m_arrived[k])
                 continue;
-            auto slice = bucket.flat.narrow(0, bucket.offsets[i], m_trainable[k].numel());
-            slice.copy_(m_trainable[k].grad().reshape({-1}));
+            auto &p = m_trainable[k];
+            if (!p.grad().defined())
+                p.mutable_grad() = torch::zeros_like(p);
+            if (!bucket.flat.defined())
+                bucket.flat = torch::empty({bucket.numel}, p.options().dtype(wireType(p.scalar_type())));
+            auto slice = bucket.flat.narrow(0, bucket.offsets[i], p.numel());
+            slice.copy_(p.grad().reshape({-1}));
+            if (zero2 && bucket.owner != m_rendezvous.rank)
+                p.mutable_grad() = torch::Tensor();
             m_arrived[k] = 1;
             --bucket.pending;
         }
     }
     launchCompleteBuckets();
-    for (auto &work : m_works)
-        work->wait();
-    m_works.clear();
-    const double inverse = 1.0 / m_rendezvous.worldSize;
-    for (auto &bucket : m_buckets) {
-        bucket.flat.mul_(inverse);
-        for (size_t i = 0; i < bucket.params.size(); ++i) {
-            auto &grad = m_trainable[bucket.params[i]].mutable_grad();
-            grad.copy_(bucket.flat.narrow(0, bucket.offsets[i], grad.numel()).view_as(grad));
+    if (zero2) {
+        finishReducedBuckets(0);
+    } else {
+        for (auto &work : m_works)
+            work->wait();
+        const double inverse = 1.0 / m_rendezvous.worldSize;
+        for (auto &bucket : m_buckets) {
+            bucket.flat.mul_(inverse);
+            for (size_t i = 0; i < bucket.params.size(); ++i) {
+                auto &grad = m_trainable[bucket.params[i]].mutable_grad();
+                grad.copy_(bucket.flat.narrow(0, bucket.offsets[i], grad.numel()).view_as(grad));
+            }
         }
     }
+    m_works.clear();
     m_lastMicroBatch = false;
+    if (zero2) {
+        std::vector<torch::Tensor> owned;
+        for (size_t i = 0; i < m_trainable.size(); ++i)
+            if (m_owner[i] == m_rendezvous.rank)
+                owned.push_back(m_trainable[i].grad());
+        clipShardedGradients(owned, m_gradClip, m_trainable.front().device());
+    }
 }
 
 void DataParallelHooks::afterBackward(std::vector<torch::Tensor> & /*ownParams: the engine's view*/)
@@ -236,50 +334,21 @@ void DataParallelHooks::afterBackward(std::vector<torch::Tensor> & /*ownParams: 
     const auto start = Clock::now();
     torch::NoGradGuard noGrad;
     m_gradientBytes = 0;
-    for (auto &p : m_trainable) {
-        if (!p.grad().defined()) // a parameter this rank's batch did not reach still takes part
-            p.mutable_grad() = torch::zeros_like(p);
-        m_gradientBytes += bytesOf(p.grad());
-    }
+    for (auto &p : m_trainable)
+        m_gradientBytes += bytesOf(p);
     if (!m_buckets.empty()) {
         finishOverlappedReduce(); // what remains after backward is the exposed communication
-    } else if (m_strategy == DataParallelStrategy::Ddp) {
-        std::vector<torch::Tensor> grads;
-        for (auto &p : m_trainable)
-            grads.push_back(p.grad());
-        forEachBucket(grads, [this](std::vector<torch::Tensor> &flat) { return m_group->allreduce(flat); }, 1.0 / m_rendezvous.worldSize);
     } else {
-        reduceToOwners();
+        std::vector<torch::Tensor> grads;
+        for (auto &p : m_trainable) {
+            if (!p.grad().defined()) // a parameter this rank's batch did not reach still takes part
+                p.mutable_grad() = torch::zeros_like(p);
+            grads.push_back(p.grad());
+        }
+        forEachBucket(grads, [this](std::vector<torch::Tensor> &flat) { return m_group->allreduce(flat); }, 1.0 / m_rendezvous.worldSize);
     }
     synchronizeDevice(m_trainable.front().device());
     m_stepCommMs.push_back(msSince(start));
-}
-
-void DataParallelHooks::reduceToOwners()
-{
-    for (int owner = 0; owner < m_rendezvous.worldSize; ++owner) {
-        std::vector<torch::Tensor> grads;
-        for (size_t i = 0; i < m_trainable.size(); ++i)
-            if (m_owner[i] == owner)
-                grads.push_back(m_trainable[i].grad());
-        if (grads.empty())
-            continue;
-        forEachBucket(grads, [this, owner](std::vector<torch::Tensor> &flat) {
-            c10d::ReduceOptions options;
-            options.rootRank = owner;
-            return m_group->reduce(flat, options);
-        }, 1.0 / m_rendezvous.worldSize);
-    }
-    // Only the owner keeps a gradient (the others' copies hold partial sums and are freed).
-    std::vector<torch::Tensor> owned;
-    for (size_t i = 0; i < m_trainable.size(); ++i) {
-        auto &p = m_trainable[i];
-        if (m_owner[i] != m_rendezvous.rank)
-            p.mutable_grad() = torch::Tensor();
-        else
-            owned.push_back(p.grad());
-    }
-    clipShardedGradients(owned, m_gradClip, m_trainable.front().device());
 }
 
 void DataParallelHooks::afterOptimizerStep()
@@ -295,11 +364,12 @@ void DataParallelHooks::afterOptimizerStep()
                 data.push_back(m_trainable[i].detach());
         if (data.empty())
             continue;
+        // Two buckets in flight, not the owner's whole share at once beside the states.
         forEachBucket(data, [this, owner](std::vector<torch::Tensor> &flat) {
             c10d::BroadcastOptions options;
             options.rootRank = owner;
             return m_group->broadcast(flat, options);
-        });
+        }, 1.0, 2);
     }
     synchronizeDevice(m_trainable.front().device());
     if (!m_stepCommMs.empty())

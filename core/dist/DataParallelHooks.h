@@ -2,11 +2,15 @@
 // Internal to core/dist (includes torch and c10d): the engine hooks of the data-parallel
 // strategies. DDP replicates everything and averages gradients with all-reduce, bucket by bucket
 // as the last micro-batch's backward pass produces them (overlap), or after it. ZeRO-2 replicates
-// the parameters but gives each trainable tensor one owner rank: gradients are reduced to their
-// owner (and freed elsewhere), only the owner keeps optimizer state and steps it, then broadcasts
-// the updated tensor. Same mathematics as DDP, optimizer state and gradients divided among ranks.
+// the parameters but gives each trainable tensor one owner rank: during the last micro-batch's
+// backward each bucket of one owner's gradients is reduced to that owner as soon as it is complete,
+// and the other ranks drop those gradients (so a rank holds its own share and the buckets in
+// flight, as DeepSpeed's stage 2 does); only the owner keeps optimizer state and steps it, then
+// broadcasts the updated tensor. Same mathematics as DDP, optimizer state and gradients divided
+// among ranks.
 #include "dist/ParallelHooksBase.h"
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -30,20 +34,25 @@ public:
 
 private:
     template<typename Op>
-    void forEachBucket(std::vector<torch::Tensor> &tensors, Op op, double scale = 1.0);
-    void reduceToOwners();
-    // Overlap: persistent flat buckets over the trainable gradients in reverse model order (the
-    // order backward produces them); each is all-reduced once complete, strictly in bucket order
-    // so every rank issues the same sequence of collectives.
+    void forEachBucket(std::vector<torch::Tensor> &tensors, Op op, double scale = 1.0, size_t maxInFlight = SIZE_MAX);
+    // Overlap: flat buckets over the trainable gradients in reverse model order (the order backward
+    // produces them); each is all-reduced (ZeRO-2: reduced to its owner) once complete, strictly in
+    // bucket order so every rank issues the same sequence of collectives. DDP's are persistent;
+    // ZeRO-2's hold one owner's tensors each, made at their first gradient and released once reduced.
     struct Bucket {
         std::vector<size_t> params;
         std::vector<int64_t> offsets;
         torch::Tensor flat;
         size_t pending = 0;
+        int owner = -1;                 // ZeRO-2: the rank the bucket is reduced to
+        int64_t numel = 0;
     };
     void makeBuckets();
     void gradientReady(size_t param, const torch::Tensor &grad);
     void launchCompleteBuckets();
+    // ZeRO-2: the launched buckets whose reduce is done, in order, copied back to their owner's
+    // gradients and released; waiting for the oldest while more than `inFlight` remain.
+    void finishReducedBuckets(size_t inFlight);
     void finishOverlappedReduce();
 
     DataParallelStrategy m_strategy;
@@ -55,6 +64,8 @@ private:
     std::vector<char> m_arrived;
     std::vector<c10::intrusive_ptr<c10d::Work>> m_works;
     size_t m_nextLaunch = 0;
+    size_t m_nextFinish = 0;                 // ZeRO-2: the first launched bucket not yet copied back
+    std::vector<size_t> m_dropGrads;         // ZeRO-2: others' gradients in a bucket, dropped once accumulated
     bool m_lastMicroBatch = false;
     std::mutex m_bucketMutex;                // backward may run hooks on a device thread
     std::vector<torch::Tensor> m_trainable;  // every rank's full list, in model order

@@ -298,10 +298,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // A block's gradients alive at its backward: those of the head and the blocks above it, or
     // under accumulation every gradient (each new one is added into its .grad as it is made, also
     // in a rebuilt block, whose backward runs torch::autograd::backward).
-    // (DDP without overlap makes its buckets only after the backward, and so does our ZeRO-2, which
-    // reduces to the owners then (dist/DataParallelHooks.cpp): with 2 micro-batches, the untied
-    // gemma2 config on 2 CPU ranks measured +6.45% and +15.5% with them counted here.)
-    const bool buffersInBackward = !buffersAfterBackward && options.strategy != ParallelStrategy::Zero2;
+    // (DDP without overlap makes its buckets only after the backward: with 2 micro-batches, the
+    // untied gemma2 config on 2 CPU ranks measured +6.45% with them counted here. ZeRO-2 reduces
+    // each bucket to its owner during the last backward, dist/DataParallelHooks.cpp.)
+    const bool buffersInBackward = !buffersAfterBackward;
+    const bool zero2Buckets = options.strategy == ParallelStrategy::Zero2 && options.gpus > 1;
     auto gradientsAt = [&](int64_t above) { return (accumulating ? accumulated : gradHead + above) + (buffersInBackward ? gradientBuffers : 0); };
     // An untied eager head under autocast: its weight's gradient comes out of the logits' matmul
     // in the compute dtype and is cast to the fp32 master's (its copy gone with the matmul's
@@ -361,14 +362,23 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }
     }
-    consider(0, 0, gradAll + (buffersAfterBackward ? 0 : gradientBuffers) + tiedAtEnd, 0);
+    // ZeRO-2: the last gradient made (an untied embedding's) is copied into its bucket whole on
+    // every rank, and a rank that does not own it holds it until the bucket is reduced, beside its
+    // earlier micro-batches' sum where there are some (each other gradient of theirs is dropped
+    // when its own arrives). The gemma2 config untied at vocabulary 65,536 on 2 CPU ranks: -14.1%
+    // and -5.8% (2 micro-batches) without these, one or two [V, h] in fp32.
+    const int64_t lastGradientInFlight = zero2Buckets && !config.model.tieEmbeddings ? (accumulating ? 2 : 1) * ms.embeddingGradientBytes : 0;
+    consider(0, 0, gradAll + (buffersAfterBackward ? 0 : gradientBuffers) + tiedAtEnd + lastGradientInFlight, 0);
     consider(0, 0, gradAll + gradientBuffers, 0);
     out.backward = best;
 
     // Optimizer step: weights, gradients, states and the largest per-parameter transient.
     out.optimizer = base;
     out.optimizer.gradients = gradAll + (options.strategy == ParallelStrategy::Ddp ? gradientBuffers : 0);
-    out.optimizer.optimizer = optimizerStates + stepTemporary;
+    // ZeRO-2: after the step each owner broadcasts its updated tensors, two flat buckets at a time
+    // (dist/DataParallelHooks.cpp), beside the states and this rank's gradients.
+    const int64_t broadcastBuckets = zero2Buckets ? std::min(2 * options.ddpBucketBytes, ceilDiv(ms.gradients, sh.gradients)) : 0;
+    out.optimizer.optimizer = optimizerStates + std::max(stepTemporary, broadcastBuckets);
     out.optimizer.activations = batches;
 
     // The run's other phases. Construction: every parameter made in the dtype it keeps, nothing

@@ -45,9 +45,10 @@ QJsonObject readJsonFile(const QString &path)
 
 // The estimator's per-rank tensor peak for the same run (null when it cannot estimate this config),
 // printed beside the measured one.
-QJsonValue predictedPeak(const RunConfig &config, const std::string &device, int gpus, const std::string &strategy, bool overlap)
+QJsonValue predictedPeak(const RunConfig &config, const std::string &device, int gpus, const std::string &strategy, bool overlap, int bucketMb)
 {
     EstimateOptions options;
+    options.ddpBucketBytes = static_cast<int64_t>(bucketMb) << 20;
     options.device = device == "cpu" ? DeviceKind::Cpu : DeviceKind::Cuda;
     options.gpus = gpus;
     options.ddpOverlap = overlap;
@@ -133,6 +134,7 @@ std::vector<WorkerSpec> ScaleRun::workerSpecs(const QString &workDir) const
     plan.workDir = workDir;
     if (!m_s.overlap)
         plan.extraArguments << QStringLiteral("--no-overlap");
+    plan.extraArguments << QStringLiteral("--bucket-mb") << QString::number(m_s.bucketMb);
     if (m_s.options.memoryLimitBytes > 0)
         plan.extraArguments << QStringLiteral("--memory-limit") << QString::number(m_s.options.memoryLimitBytes);
     return scaleWorkerSpecs(plan, [this](int rank) {
@@ -334,8 +336,8 @@ ScaleRunResult ScaleRun::measure(const RunConfig &baselineConfig, const Baseline
     json.insert(QStringLiteral("ranks"), ranks);
     json.insert(QStringLiteral("verdict"), QString::fromLatin1(toString(record.verdict)));
     json.insert(QStringLiteral("message"), QString::fromStdString(record.message));
-    json.insert(QStringLiteral("predicted_per_rank_peak_allocated_bytes"), predictedPeak(m_s.config, m_s.device, m_s.gpus, m_s.strategy, m_s.overlap));
-    json.insert(QStringLiteral("predicted_baseline_peak_allocated_bytes"), predictedPeak(baselineConfig, m_s.device, 1, "none", m_s.overlap));
+    json.insert(QStringLiteral("predicted_per_rank_peak_allocated_bytes"), predictedPeak(m_s.config, m_s.device, m_s.gpus, m_s.strategy, m_s.overlap, m_s.bucketMb));
+    json.insert(QStringLiteral("predicted_baseline_peak_allocated_bytes"), predictedPeak(baselineConfig, m_s.device, 1, "none", m_s.overlap, m_s.bucketMb));
     json.insert(QStringLiteral("baseline_peak_allocated_bytes"), static_cast<double>(bs.peakAllocatedBytes));
     if (!m_writer->finishRun(runId, record, json) || !m_writer->flush())
         throw PilotBenchError(ExitCode::Failure, "the scaling step ran but could not be recorded: " + m_writer->lastError());

@@ -31,6 +31,7 @@ struct ScaleRunSetup {
     int threadsPerRank = 0;          // CPU only
     bool bind = true;                // each rank (and the baseline) on its own CPUs where known
     bool overlap = true;             // ddp: all-reduce during backward
+    int bucketMb = 25;               // gradient buckets of about this many MiB (ddp, zero2)
     int timeoutSeconds = 900;
     QString dumpDir;
     std::optional<int64_t> baselineRun; // reuse this recorded baseline instead of running one

@@ -336,6 +336,63 @@ private Q_SLOTS:
     // from its shard's share). ZeRO-2 untied: each owner's flat bucket is let go as soon as its
     // reduce is done (before, most runs peaked one 8.5 MB flat higher, -14.1%, while Gloo's thread
     // still held the last one; not every run, so either row may pass on the old engine). Within 0.5%.
+    // ZeRO-2 with gradients over many buckets (1 MiB each; 24.7 MB of them): each bucket is reduced
+    // to its owner during the last backward and the other rank drops those gradients, so a rank's
+    // peak is its share of the gradients plus the buckets in flight, as the estimate counts, and the
+    // parameters stay DDP's through accumulation and clipping. (The engine held every gradient
+    // whole until after the backward before: the 1 MiB run then peaked 12 MB, about 20%, above the
+    // estimate.)
+    void zero2ShardsGradientsDuringBackward_data()
+    {
+        QTest::addColumn<int>("accumulation");
+        QTest::newRow("1 micro-batch") << 1;
+        QTest::newRow("2 micro-batches") << 2;
+    }
+    void zero2ShardsGradientsDuringBackward()
+    {
+        QFETCH(int, accumulation);
+        QTemporaryDir dir;
+        QVERIFY(QDir().mkpath(dir.filePath(QStringLiteral("llama"))));
+        QVERIFY(QFile::copy(QStringLiteral(PB_TEST_DATA_DIR "/hf-parity/llama/config.json"), dir.filePath(QStringLiteral("llama/config.json"))));
+        const QString config = dir.filePath(QStringLiteral("wide.json"));
+        const Result imported = cli({QStringLiteral("config"), QStringLiteral("import-hf"), dir.filePath(QStringLiteral("llama")), QStringLiteral("--set"),
+                                     QStringLiteral("model.hidden_size=256"), QStringLiteral("--set"), QStringLiteral("model.head_dim=64"), QStringLiteral("--set"),
+                                     QStringLiteral("model.intermediate_size=1024"), QStringLiteral("--set"), QStringLiteral("model.layers=6"), QStringLiteral("--set"),
+                                     QStringLiteral("model.vocab_size=512"), QStringLiteral("--set"), QStringLiteral("train.seq_len=16"), QStringLiteral("--set"),
+                                     QStringLiteral("train.micro_batch=1"), QStringLiteral("--set"), QStringLiteral("train.grad_clip=0.1"), QStringLiteral("--set"),
+                                     QStringLiteral("train.grad_accum=") + QString::number(accumulation), QStringLiteral("--out"), config});
+        QVERIFY2(imported.code == 0, qPrintable(imported.err));
+        QJsonObject summaries[2];
+        const QStringList strategies {QStringLiteral("ddp"), QStringLiteral("zero2")};
+        for (int i = 0; i < 2; ++i) {
+            const Result r = cli({QStringLiteral("--log-level"), QStringLiteral("warn"), QStringLiteral("scale"), QStringLiteral("--config"), config, QStringLiteral("--db"),
+                                  dir.filePath(QStringLiteral("history.db")), QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), strategies[i],
+                                  QStringLiteral("--bucket-mb"), QStringLiteral("1"), QStringLiteral("--steps"), QStringLiteral("3"), QStringLiteral("--warmup"),
+                                  QStringLiteral("1"), QStringLiteral("--dump-dir"), dir.filePath(strategies[i]), QStringLiteral("--jsonl")});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            summaries[i] = eventOf(r.out, QStringLiteral("summary"));
+        }
+        const auto ddp = readFloats(dir.filePath(QStringLiteral("ddp/rank0.f32")));
+        const auto zero0 = readFloats(dir.filePath(QStringLiteral("zero2/rank0.f32")));
+        const auto zero1 = readFloats(dir.filePath(QStringLiteral("zero2/rank1.f32")));
+        QVERIFY(ddp.size() > 6000000);
+        QCOMPARE(zero0.size(), ddp.size());
+        QCOMPARE(zero1.size(), ddp.size());
+        double maxDiff = 0;
+        for (size_t i = 0; i < ddp.size(); ++i) {
+            maxDiff = std::max(maxDiff, static_cast<double>(std::abs(zero0[i] - ddp[i])));
+            QCOMPARE(zero1[i], zero0[i]);
+        }
+        QVERIFY2(maxDiff <= 1e-5, qPrintable(QStringLiteral("zero2 differs from ddp by %1").arg(maxDiff)));
+        const double predicted = summaries[1].value(QStringLiteral("predicted_per_rank_peak_allocated_bytes")).toDouble();
+        double measured = 0;
+        for (const auto &peak : summaries[1].value(QStringLiteral("per_rank_peak_allocated_bytes")).toArray())
+            measured = std::max(measured, peak.toDouble());
+        // (Measured: -1.06% and +1.69%; the estimate counts two whole buckets in flight, the engine
+        // has one reducing and one partly filled.)
+        QVERIFY2(std::abs(predicted - measured) <= 0.025 * measured, qPrintable(QStringLiteral("estimate %1, measured %2").arg(predicted).arg(measured)));
+    }
+
     void largeVocabularyEstimatePerRank_data()
     {
         QTest::addColumn<QStringList>("args");

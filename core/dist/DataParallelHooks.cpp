@@ -2,6 +2,8 @@
 
 #include "util/Errors.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -174,6 +176,10 @@ void DataParallelHooks::makeBuckets()
             if (!bucket.params.empty())
                 m_buckets.push_back(std::move(bucket));
         }
+    for (auto &bucket : m_buckets) {
+        const auto &p = m_trainable[bucket.params.front()];
+        bucket.direct = bucket.owner >= 0 && bucket.params.size() == 1 && bytesOf(p) > m_bucketBytes && wireType(p.scalar_type()) == p.scalar_type();
+    }
     if (m_strategy == DataParallelStrategy::Ddp)
         for (auto &bucket : m_buckets) {
             const auto &last = m_trainable[bucket.params.back()];
@@ -196,14 +202,25 @@ void DataParallelHooks::beforeBackward(bool last)
     m_nextLaunch = 0;
     m_nextFinish = 0;
     m_dropGrads.clear();
+    m_hookedDirect = SIZE_MAX;
+    for (auto &bucket : m_buckets)
+        bucket.accumulated = false;
 }
 
 // Runs inside backward, before the gradient is added to p.grad: the bucket takes the final value.
 void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
 {
     std::lock_guard lock(m_bucketMutex);
-    if (!m_lastMicroBatch || m_arrived[k])
+    if (!m_lastMicroBatch)
         return;
+    if (m_arrived[k]) {
+        // (A tensor used both inside a recomputed block and outside it would get two; no model
+        // does today. Said once, since the reduced gradient then lacks the second.)
+        if (!m_warnedTwice)
+            spdlog::warn("trainable tensor {}: a second gradient in one backward is not reduced", k);
+        m_warnedTwice = true;
+        return;
+    }
     torch::NoGradGuard noGrad;
     // Every gradient hooked before this one has been accumulated into its .grad by now (the hook
     // runs just before its own accumulation): others' can go, and the buckets launched before this
@@ -211,13 +228,25 @@ void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
     for (size_t j : m_dropGrads)
         m_trainable[j].mutable_grad() = torch::Tensor();
     m_dropGrads.clear();
+    if (m_hookedDirect != SIZE_MAX) {
+        m_buckets[m_hookedDirect].accumulated = true;
+        m_hookedDirect = SIZE_MAX;
+        launchCompleteBuckets();
+    }
     // At most one bucket reducing while the next ones fill, as DeepSpeed's pair of buffers: on 2
     // CPU ranks Gloo finished its reduces so late that half the buckets of a 1 MiB run were alive
-    // at the end of the backward (the per-rank peak 14 MB, 25%, above the estimate).
+    // at the end of the backward (the per-rank peak 14 MB, 25%, above the estimate). The newest
+    // launched bucket is left alone while its reduce runs.
     if (m_strategy == DataParallelStrategy::Zero2)
         finishReducedBuckets(1);
     auto &bucket = m_buckets[m_bucketOf[k]];
     const auto &p = m_trainable[k];
+    if (bucket.direct) {
+        m_arrived[k] = 1;
+        --bucket.pending;
+        m_hookedDirect = m_bucketOf[k];
+        return;
+    }
     if (!bucket.flat.defined())
         bucket.flat = torch::empty({bucket.numel}, p.options().dtype(wireType(p.scalar_type())));
     const auto position = std::find(bucket.params.begin(), bucket.params.end(), k) - bucket.params.begin();
@@ -235,9 +264,9 @@ void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
 
 void DataParallelHooks::launchCompleteBuckets()
 {
-    while (m_nextLaunch < m_buckets.size() && m_buckets[m_nextLaunch].pending == 0) {
+    while (m_nextLaunch < m_buckets.size() && m_buckets[m_nextLaunch].pending == 0 && (!m_buckets[m_nextLaunch].direct || m_buckets[m_nextLaunch].accumulated)) {
         const auto &bucket = m_buckets[m_nextLaunch];
-        std::vector<torch::Tensor> flat {bucket.flat};
+        std::vector<torch::Tensor> flat {bucket.direct ? m_trainable[bucket.params.front()].grad() : bucket.flat};
         if (bucket.owner >= 0) {
             c10d::ReduceOptions options;
             options.rootRank = bucket.owner;
@@ -258,6 +287,18 @@ void DataParallelHooks::finishReducedBuckets(size_t inFlight)
             return;
         work->wait();
         auto &bucket = m_buckets[m_nextFinish];
+        if (bucket.direct) {
+            auto &p = m_trainable[bucket.params.front()];
+            if (bucket.owner == m_rendezvous.rank) {
+                p.mutable_grad().mul_(inverse);
+            } else {
+                // The work holds this very tensor: emptying it frees the storage now.
+                auto sent = p.grad();
+                p.mutable_grad() = torch::Tensor();
+                sent.set_();
+            }
+            continue;
+        }
         if (bucket.owner == m_rendezvous.rank) {
             bucket.flat.mul_(inverse);
             for (size_t i = 0; i < bucket.params.size(); ++i) {
@@ -279,6 +320,9 @@ void DataParallelHooks::finishOverlappedReduce()
     for (size_t j : m_dropGrads)
         m_trainable[j].mutable_grad() = torch::Tensor();
     m_dropGrads.clear();
+    if (m_hookedDirect != SIZE_MAX)
+        m_buckets[m_hookedDirect].accumulated = true;
+    m_hookedDirect = SIZE_MAX;
     // Gradients backward never produced here (a parameter this rank's batch did not reach) join
     // now, so the buckets and their order stay the same on every rank.
     for (auto &bucket : m_buckets) {
@@ -289,6 +333,12 @@ void DataParallelHooks::finishOverlappedReduce()
             auto &p = m_trainable[k];
             if (!p.grad().defined())
                 p.mutable_grad() = torch::zeros_like(p);
+            if (bucket.direct) {
+                m_arrived[k] = 1;
+                --bucket.pending;
+                bucket.accumulated = true;
+                continue;
+            }
             if (!bucket.flat.defined())
                 bucket.flat = torch::empty({bucket.numel}, p.options().dtype(wireType(p.scalar_type())));
             auto slice = bucket.flat.narrow(0, bucket.offsets[i], p.numel());
@@ -318,9 +368,12 @@ void DataParallelHooks::finishOverlappedReduce()
     m_lastMicroBatch = false;
     if (zero2) {
         std::vector<torch::Tensor> owned;
-        for (size_t i = 0; i < m_trainable.size(); ++i)
+        for (size_t i = 0; i < m_trainable.size(); ++i) {
             if (m_owner[i] == m_rendezvous.rank)
                 owned.push_back(m_trainable[i].grad());
+            else // nothing of another rank's outlives the step (the optimizer clears only its own)
+                m_trainable[i].mutable_grad() = torch::Tensor();
+        }
         clipShardedGradients(owned, m_gradClip, m_trainable.front().device());
     }
 }

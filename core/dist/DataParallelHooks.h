@@ -46,6 +46,10 @@ private:
         size_t pending = 0;
         int owner = -1;                 // ZeRO-2: the rank the bucket is reduced to
         int64_t numel = 0;
+        // ZeRO-2: one tensor larger than a bucket, reduced in its own .grad (no flat copy beside
+        // it, as DeepSpeed reduces such a tensor), launched once the gradient is accumulated.
+        bool direct = false;
+        bool accumulated = false;
     };
     void makeBuckets();
     void gradientReady(size_t param, const torch::Tensor &grad);
@@ -66,6 +70,8 @@ private:
     size_t m_nextLaunch = 0;
     size_t m_nextFinish = 0;                 // ZeRO-2: the first launched bucket not yet copied back
     std::vector<size_t> m_dropGrads;         // ZeRO-2: others' gradients in a bucket, dropped once accumulated
+    size_t m_hookedDirect = SIZE_MAX;        // ZeRO-2: the direct bucket whose gradient the last hook saw
+    bool m_warnedTwice = false;
     bool m_lastMicroBatch = false;
     std::mutex m_bucketMutex;                // backward may run hooks on a device thread
     std::vector<torch::Tensor> m_trainable;  // every rank's full list, in model order

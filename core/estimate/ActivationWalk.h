@@ -123,7 +123,8 @@ public:
 
     // The temporaries of a post-norm's backward (a norm on a sub-layer's output, input and output
     // of element size `dx`), beyond what its forward kept and the gradient arriving from the
-    // residual stream (element size `dy`), which the engine first casts to the norm's dtype.
+    // residual stream (element size `dy`; on the fused path its cast to the norm's dtype is one of
+    // them, eager's figures hold whatever casts there are).
     // Seen by the peak recorder on CPU in a rebuilt block (the olmo2 and glm4 parity configs, seq
     // 64 x 16, bf16-mixed): eager, 16 bytes an element of fp32 temporaries at the pow's backward;
     // where the weight trains, 12 in the fp32-product form (OLMo 2's: the normalised input it kept

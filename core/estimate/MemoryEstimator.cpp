@@ -301,9 +301,16 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // (DDP without overlap makes its buckets only after the backward: with 2 micro-batches, the
     // untied gemma2 config on 2 CPU ranks measured +6.45% with them counted here. ZeRO-2 reduces
     // each bucket to its owner during the last backward, dist/DataParallelHooks.cpp.)
-    const bool buffersInBackward = !buffersAfterBackward;
     const bool zero2Buckets = options.strategy == ParallelStrategy::Zero2 && options.gpus > 1;
-    auto gradientsAt = [&](int64_t above) { return (accumulating ? accumulated : gradHead + above) + (buffersInBackward ? gradientBuffers : 0); };
+    const bool buffersInBackward = !buffersAfterBackward && (options.strategy != ParallelStrategy::Zero2 || zero2Buckets);
+    // ZeRO-2 reduces a tensor larger than a bucket in its own .grad, launched at the next gradient:
+    // an untied head's stays whole on every rank until then, through the final norm's backward and
+    // into the top block's.
+    const bool headWholeAtTop = zero2Buckets && !config.model.tieEmbeddings && ms.headGradientBytes > options.ddpBucketBytes;
+    const int64_t gradHeadTop = headWholeAtTop ? ms.headGradientBytes + tiedGradient : gradHead;
+    auto gradientsAt = [&](int64_t above, bool top = false) {
+        return (accumulating ? accumulated : (top ? gradHeadTop : gradHead) + above) + (buffersInBackward ? gradientBuffers : 0);
+    };
     // An untied eager head under autocast: its weight's gradient comes out of the logits' matmul
     // in the compute dtype and is cast to the fp32 master's (its copy gone with the matmul's
     // backward), the two alive at once, and under accumulation beside every .grad before the cast
@@ -321,7 +328,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     if (!train.recompute) {
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, accumulated + bucketsHeld, copiesAll - unkeptCopies - headCopyInBackward);
         considerHeadGradientCast(savedAll + act.headSaved, copiesAll - unkeptCopies);
-        consider(savedAll + act.headSaved + act.finalNormBackwardPeak, 0, gradientsAt(0), copiesAll - unkeptCopies - headCopyInBackward);
+        consider(savedAll + act.headSaved + act.finalNormBackwardPeak, 0, gradientsAt(0, true), copiesAll - unkeptCopies - headCopyInBackward);
         int64_t below = savedAll;
         // The gradients of the blocks above, the copies of this block and those below it.
         int64_t gradsAbove = 0, copiesUpTo = 0;
@@ -329,7 +336,7 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             copiesUpTo += blockCopies(i);
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradientsAt(gradsAbove);
+            const int64_t grads = gradientsAt(gradsAbove, i == layers - 1);
             // The block's kept tensors, the gradient arriving at its output, and its peak in the
             // MLP or at the attention's softmax (with the copies released by then).
             const int64_t copies = copiesUpTo - unkeptCopies;
@@ -343,11 +350,11 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     } else {
         consider(layers * residual + layers * rngState + act.headSaved, act.logitsBackwardPeak, accumulated + bucketsHeld, headCopy - headCopyInBackward);
         considerHeadGradientCast(layers * residual + layers * rngState + act.headSaved, headCopy);
-        consider(layers * residual + layers * rngState + act.headSaved + act.finalNormBackwardPeak, 0, gradientsAt(0), headCopy - headCopyInBackward);
+        consider(layers * residual + layers * rngState + act.headSaved + act.finalNormBackwardPeak, 0, gradientsAt(0, true), headCopy - headCopyInBackward);
         int64_t gradsAbove = 0;
         for (int64_t i = layers - 1; i >= 0; --i) {
             const auto k = static_cast<size_t>(i);
-            const int64_t grads = gradientsAt(gradsAbove);
+            const int64_t grads = gradientsAt(gradsAbove, i == layers - 1);
             const int64_t copyPerBlock = blockCopies(i);
             gradsAbove += blockGradients(i);
             // Inputs of this block and the ones below, the incoming gradient (held by the

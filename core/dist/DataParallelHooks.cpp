@@ -411,18 +411,25 @@ void DataParallelHooks::afterOptimizerStep()
     const auto start = Clock::now();
     torch::NoGradGuard noGrad;
     for (int owner = 0; owner < m_rendezvous.worldSize; ++owner) {
+        c10d::BroadcastOptions options;
+        options.rootRank = owner;
+        // A tensor larger than a bucket goes out in place (a flat copy of an untied head would be
+        // a second [V, h] beside the states); the rest two flat buckets at a time, not the owner's
+        // whole share at once.
         std::vector<torch::Tensor> data;
-        for (size_t i = 0; i < m_trainable.size(); ++i)
-            if (m_owner[i] == owner)
-                data.push_back(m_trainable[i].detach());
-        if (data.empty())
-            continue;
-        // Two buckets in flight, not the owner's whole share at once beside the states.
-        forEachBucket(data, [this, owner](std::vector<torch::Tensor> &flat) {
-            c10d::BroadcastOptions options;
-            options.rootRank = owner;
-            return m_group->broadcast(flat, options);
-        }, 1.0, 2);
+        for (size_t i = 0; i < m_trainable.size(); ++i) {
+            if (m_owner[i] != owner)
+                continue;
+            auto t = m_trainable[i].detach();
+            if (bytesOf(t) > m_bucketBytes && t.is_contiguous() && wireType(t.scalar_type()) == t.scalar_type()) {
+                std::vector<torch::Tensor> inPlace {t};
+                m_group->broadcast(inPlace, options)->wait();
+            } else {
+                data.push_back(t);
+            }
+        }
+        if (!data.empty())
+            forEachBucket(data, [this, &options](std::vector<torch::Tensor> &flat) { return m_group->broadcast(flat, options); }, 1.0, 2);
     }
     synchronizeDevice(m_trainable.front().device());
     if (!m_stepCommMs.empty())

@@ -369,8 +369,9 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }
     }
-    // ZeRO-2: the last gradient made (an untied embedding's) is copied into its bucket whole on
-    // every rank, and a rank that does not own it holds it until the bucket is reduced, beside its
+    // ZeRO-2: the last gradient made (an untied embedding's) is copied whole into its bucket on
+    // every rank (or, larger than a bucket, reduced in its own .grad), and a rank that does not own
+    // it holds it until the bucket is reduced, beside its
     // earlier micro-batches' sum where there are some (each other gradient of theirs is dropped
     // when its own arrives). The gemma2 config untied at vocabulary 65,536 on 2 CPU ranks: -14.1%
     // and -5.8% (2 micro-batches) without these, one or two [V, h] in fp32.
@@ -383,7 +384,8 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     out.optimizer = base;
     out.optimizer.gradients = gradAll + (options.strategy == ParallelStrategy::Ddp ? gradientBuffers : 0);
     // ZeRO-2: after the step each owner broadcasts its updated tensors, two flat buckets at a time
-    // (dist/DataParallelHooks.cpp), beside the states and this rank's gradients.
+    // (one larger than a bucket in place; dist/DataParallelHooks.cpp), beside the states and this
+    // rank's gradients.
     const int64_t broadcastBuckets = zero2Buckets ? std::min(2 * options.ddpBucketBytes, ceilDiv(ms.gradients, sh.gradients)) : 0;
     out.optimizer.optimizer = optimizerStates + std::max(stepTemporary, broadcastBuckets);
     out.optimizer.activations = batches;

@@ -93,6 +93,26 @@ private Q_SLOTS:
         QVERIFY(e.value(QStringLiteral("max_micro_batch")).toDouble() >= 1);
     }
 
+    // ZeRO-2's pair of gradient buckets follows --bucket-mb: DeepSpeed's 5e8-element buckets (954
+    // MiB in bf16) against DDP's 25 MiB, on a model whose gradients fill many (with recompute and one
+    // sequence a step, so the backward's gradients make the peak at either size).
+    void zero2BucketsFollowTheBucketSize()
+    {
+        QByteArray small, large;
+        const QStringList args {QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--set"), QStringLiteral("train.mode=full"),
+                                QStringLiteral("--set"), QStringLiteral("train.recompute=true"), QStringLiteral("--set"), QStringLiteral("train.micro_batch=1"),
+                                QStringLiteral("--card"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("--gpus"), QStringLiteral("8"),
+                                QStringLiteral("--strategy"), QStringLiteral("zero2"), QStringLiteral("--json"), QStringLiteral("--no-calibration")};
+        run(args + QStringList {QStringLiteral("--bucket-mb"), QStringLiteral("25")}, small);
+        run(args + QStringList {QStringLiteral("--bucket-mb"), QStringLiteral("954")}, large);
+        const auto peak = [](const QByteArray &out) {
+            const QJsonObject e = QJsonDocument::fromJson(out).object().value(QStringLiteral("estimates")).toArray().at(0).toObject();
+            return e.value(QStringLiteral("peak_allocated_bytes")).toDouble();
+        };
+        QVERIFY(peak(small) > 0);
+        QCOMPARE(peak(large) - peak(small), 2.0 * (954 - 25) * 1024 * 1024);
+    }
+
     void localCpuEntry()
     {
         QByteArray out;
@@ -198,6 +218,7 @@ private Q_SLOTS:
         QTest::newRow("unknown card") << QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--card"), QStringLiteral("b200")};
         QTest::newRow("bad strategy") << QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--gpus"), QStringLiteral("2"), QStringLiteral("--strategy"), QStringLiteral("tp")};
         QTest::newRow("headroom 1") << QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--headroom"), QStringLiteral("1")};
+        QTest::newRow("bucket 0 MiB") << QStringList {QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--bucket-mb"), QStringLiteral("0")};
         QTest::newRow("no config") << QStringList {};
     }
     void badInput()

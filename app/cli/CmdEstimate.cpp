@@ -109,8 +109,8 @@ int runEstimate(CliContext &ctx)
     parser.addOption({QStringLiteral("gpus"), QStringLiteral("Devices (default 1)."), QStringLiteral("N"), QStringLiteral("1")});
     parser.addOption({QStringLiteral("strategy"), QStringLiteral("none|ddp|fsdp|zero1|zero2|zero3 (default: none on 1 GPU, ddp on more)."), QStringLiteral("S")});
     parser.addOption({QStringLiteral("bucket-mb"),
-                      QStringLiteral("Gradient buckets of ddp and zero1/zero2 in MiB (default 25, DDP's bucket_cap_mb; DeepSpeed's stage 2 "
-                                     "defaults to 5e8 elements: 954 MiB of bf16)."),
+                      QStringLiteral("The pair of gradient buckets zero1/zero2 reduce through, in MiB (default 25, DDP's bucket_cap_mb; "
+                                     "DeepSpeed's stage 2 defaults to 5e8 elements: 954 MiB of bf16). DDP's buckets cover every gradient whatever their size."),
                       QStringLiteral("MiB"), QStringLiteral("25")});
     parser.addOption({QStringLiteral("headroom"), QStringLiteral("Fraction of capacity kept free (default 0.10)."), QStringLiteral("F"), QStringLiteral("0.10")});
     parser.addOption({QStringLiteral("device"), QStringLiteral("Predict a local pilot's peak on cpu or cuda:N instead of the catalog cards."), QStringLiteral("DEV")});

@@ -223,16 +223,9 @@ void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
     }
     torch::NoGradGuard noGrad;
     // Every gradient hooked before this one has been accumulated into its .grad by now (the hook
-    // runs just before its own accumulation): others' can go, and the buckets launched before this
-    // call can be copied back.
-    for (size_t j : m_dropGrads)
-        m_trainable[j].mutable_grad() = torch::Tensor();
-    m_dropGrads.clear();
-    if (m_hookedDirect != SIZE_MAX) {
-        m_buckets[m_hookedDirect].accumulated = true;
-        m_hookedDirect = SIZE_MAX;
-        launchCompleteBuckets();
-    }
+    // runs just before its own accumulation), so the buckets launched before this call can be
+    // copied back too.
+    gradientsAccumulated();
     // At most one bucket reducing while the next ones fill, as DeepSpeed's pair of buffers: on 2
     // CPU ranks Gloo finished its reduces so late that half the buckets of a 1 MiB run were alive
     // at the end of the backward (the per-rank peak 14 MB, 25%, above the estimate). The newest
@@ -260,6 +253,18 @@ void DataParallelHooks::gradientReady(size_t k, const torch::Tensor &grad)
     if (bucket.owner >= 0 && bucket.owner != m_rendezvous.rank)
         m_dropGrads.push_back(k);
     launchCompleteBuckets();
+}
+
+void DataParallelHooks::gradientsAccumulated()
+{
+    for (size_t j : m_dropGrads)
+        m_trainable[j].mutable_grad() = torch::Tensor();
+    m_dropGrads.clear();
+    if (m_hookedDirect != SIZE_MAX) {
+        m_buckets[m_hookedDirect].accumulated = true;
+        m_hookedDirect = SIZE_MAX;
+        launchCompleteBuckets();
+    }
 }
 
 void DataParallelHooks::launchCompleteBuckets()
@@ -317,12 +322,7 @@ void DataParallelHooks::finishOverlappedReduce()
 {
     std::lock_guard lock(m_bucketMutex);
     const bool zero2 = m_strategy == DataParallelStrategy::Zero2;
-    for (size_t j : m_dropGrads)
-        m_trainable[j].mutable_grad() = torch::Tensor();
-    m_dropGrads.clear();
-    if (m_hookedDirect != SIZE_MAX)
-        m_buckets[m_hookedDirect].accumulated = true;
-    m_hookedDirect = SIZE_MAX;
+    gradientsAccumulated();
     // Gradients backward never produced here (a parameter this rank's batch did not reach) join
     // now, so the buckets and their order stay the same on every rank.
     for (auto &bucket : m_buckets) {

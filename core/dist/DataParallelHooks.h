@@ -53,6 +53,9 @@ private:
     };
     void makeBuckets();
     void gradientReady(size_t param, const torch::Tensor &grad);
+    // ZeRO-2: every gradient hooked so far is in its .grad: others' are dropped, and a bucket
+    // reduced in its own .grad that waited for that accumulation is launched.
+    void gradientsAccumulated();
     void launchCompleteBuckets();
     // ZeRO-2: the launched buckets whose reduce is done, in order, copied back to their owner's
     // gradients and released; waiting for the oldest while more than `inFlight` remain.

@@ -154,6 +154,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         }
         const auto q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj"), o = proj("o_proj"), qkvFused = proj("qkv_proj");
         const std::vector<Projection> qkvReaders = traits.fusedQkv ? std::vector<Projection> {qkvFused} : std::vector<Projection> {q, k, v};
+        // fp8: q, k, v (and gate, up) cast their input once for all (LoraLinearImpl::forwardShared).
+        const bool float8Shared = isFp8(config.train.precision) && train.mode != TrainMode::Qlora;
         if (!layer.normExists[0] && !(walk.mixed && r == 4) &&
             std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); }))
             walk.inputSaved += r * n * h;
@@ -163,7 +165,9 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // parity config, full fine-tuning under bf16-mixed: the rebuilt block 2 copies lighter).
         int64_t rebuiltSaving = 0;
         if (!layer.normExists[0] && walk.mixed && r == 4) {
-            const auto castFor = std::count_if(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.lora || (p.trainable && !p.float8Input); });
+            // (fp8's shared cast of q, k and v is a plain cast, made once in either forward.)
+        const auto castFor = std::count_if(qkvReaders.begin(), qkvReaders.end(),
+                                           [float8Shared](const Projection &p) { return p.lora || (p.trainable && !p.float8Input && !float8Shared); });
             rebuiltSaving = castFor > 1 ? (castFor - 1) * c * n * h : 0;
         }
         // Gated DeltaNet (model.linear_attention) has a walk of its own (gatedDeltaNet above); the
@@ -176,7 +180,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         if (latent)
             mla = latentAttention(config, layer, walk, dx1, y1Grad, fused, out.unkeptAutocastCopies);
         else
-            walk.linears(h, dx1, qkvReaders);
+            walk.linears(h, dx1, qkvReaders, false, float8Shared);
         bool qkvGrad = latent ? mla.grad : y1Grad || std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); });
         // A matmul keeps its weight only to pass a gradient to its input: over an input that
         // needs none (LoRA's first block without recompute), lora_A's 16-bit copy is not kept.
@@ -353,7 +357,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             const auto fusedGateUp = proj("gate_up_proj");
             const auto gate = traits.fusedGateUp ? fusedGateUp : proj("gate_proj"), up = traits.fusedGateUp ? fusedGateUp : proj("up_proj");
             const auto down = proj("down_proj");
-            walk.linears(h, dx2, traits.fusedGateUp ? std::vector<Projection> {fusedGateUp} : std::vector<Projection> {gate, up});
+            walk.linears(h, dx2, traits.fusedGateUp ? std::vector<Projection> {fusedGateUp} : std::vector<Projection> {gate, up}, false, float8Shared);
             const bool gGrad = y2Grad || gate.needsGrad(), uGrad = y2Grad || up.needsGrad();
             if (fusedGate) // the fused gated activation keeps gate's and up's outputs
                 walk.saved += gGrad || uGrad ? 2 * c * n * inter : 0;

@@ -141,14 +141,27 @@ public:
         return (!weightTrains ? 16 : normScaleInFp32 || dx == 4 ? 12 : 22) * n * width;
     }
 
-    // Linears reading one input X of `width` columns and element size `dx`.
-    void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false)
+    // Linears reading one input X of `width` columns and element size `dx`. `castOnce`: their fp8
+    // bases read X through one fp8LinearShared (model/Fp8Linear.h), which keeps one 16-bit cast of
+    // an fp32 X, or one float8 copy, for all of them.
+    void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false, bool castOnce = false)
     {
         auto float8Copy = [&](const Projection &p) { return p.trainable && p.float8Input ? n * width + 4 : 0; };
+        auto baseCopy = [&](const Projection &p) { return p.trainable ? (p.float8Input ? float8Copy(p) : dx == 4 && mixed ? 2 * n * width : 0) : 0; };
+        int64_t sharedCopy = 0;
+        auto keepBaseCopy = [&](const Projection &p) {
+            const int64_t bytes = baseCopy(p);
+            if (!castOnce)
+                saved += bytes;
+            sharedCopy = std::max(sharedCopy, bytes);
+        };
         if (mixed && dx == 4) {
             // Autocast casts a non-leaf input anew for every linear: one 16-bit copy per consumer.
-            for (const auto &p : consumers)
-                saved += (p.trainable ? (p.float8Input ? float8Copy(p) : 2 * n * width) : 0) + (p.lora ? 2 * n * width + 2 * n * rank : 0);
+            for (const auto &p : consumers) {
+                keepBaseCopy(p);
+                saved += p.lora ? 2 * n * width + 2 * n * rank : 0;
+            }
+            saved += castOnce ? sharedCopy : 0;
             return;
         }
         const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [](const Projection &p) { return p.lora || (p.trainable && !p.float8Input); });
@@ -157,8 +170,9 @@ public:
         for (const auto &p : consumers) {
             if (p.lora)
                 saved += c * n * rank;
-            saved += float8Copy(p);
+            keepBaseCopy(p);
         }
+        saved += castOnce ? sharedCopy : 0;
     }
 
     const int64_t n;

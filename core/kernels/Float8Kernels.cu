@@ -1,7 +1,7 @@
-// The row-wise cast holds its row in registers (one read of the input) where the row fits, and
-// can take each column's absolute maximum on the way (for a later transposed cast); a wide 16-bit
-// row is read twice, by two kernels that keep every multiprocessor busy; otherwise one block a
-// row reads it twice (the second read hits L2). The transposed cast goes through a 64 x 64
+// The row-wise cast holds its row in registers (one read of the input) where the row fits, a wide
+// 16-bit row as its 16-bit values, and can take each column's absolute maximum on the way (for a
+// later transposed cast); a 16-bit row wider still is read twice, by two kernels that keep every
+// multiprocessor busy; otherwise one block a row reads it twice (the second read hits L2). The transposed cast goes through a 64 x 128
 // tile of float8 bytes in shared memory. A grid-stride loop for the per-tensor cast.
 #include "kernels/Float8Kernels.h"
 
@@ -96,6 +96,90 @@ __global__ void __launch_bounds__(kThreads) quantizeRowsCached(const T *x, int64
                 break;
             stage[2 * threadIdx.x] = make_float4(colMax[k][0], colMax[k][1], colMax[k][2], colMax[k][3]);
             stage[2 * threadIdx.x + 1] = make_float4(colMax[k][4], colMax[k][5], colMax[k][6], colMax[k][7]);
+            __syncthreads();
+            const float *staged = reinterpret_cast<const float *>(stage);
+            for (int j = threadIdx.x; j < 8 * kThreads && base + j < cols; j += kThreads)
+                atomicMaxNonNegative(colAmax + base + j, staged[j]);
+            __syncthreads();
+        }
+    }
+}
+
+// |x| of two packed bf16 as bit patterns (non-negative bf16 values order as their bits), and each
+// 16-bit half's larger one: a 16-bit row's and its columns' maxima without converting to fp32.
+__device__ __forceinline__ uint32_t absBf16x2(uint32_t v) { return v & 0x7fff7fffu; }
+__device__ __forceinline__ uint32_t maxHalves(uint32_t a, uint32_t b) { return __vmaxu2(a, b); }
+__device__ __forceinline__ float bf16BitsAsFloat(uint32_t bits) { return __uint_as_float(bits << 16); }
+__device__ __forceinline__ uint4 maxHalves(const uint4 &a, const uint4 &b)
+{
+    return make_uint4(maxHalves(a.x, b.x), maxHalves(a.y, b.y), maxHalves(a.z, b.z), maxHalves(a.w, b.w));
+}
+__device__ __forceinline__ uint4 absBf16x8(const uint4 &v) { return make_uint4(absBf16x2(v.x), absBf16x2(v.y), absBf16x2(v.z), absBf16x2(v.w)); }
+
+// A bf16 row of up to CHUNKS * 8 * kThreads columns (a multiple of 8, 16-byte aligned rows) held in
+// registers as its own 16-bit values (half the registers of fp32, so several blocks share a
+// multiprocessor and one's loads overlap another's arithmetic), read once: its maximum and, with
+// COLUMNS, each column's over the block's rows, as 16-bit patterns; then the scale and the cast.
+template <int CHUNKS, bool COLUMNS>
+__global__ void __launch_bounds__(kThreads) quantizeBf16RowsHeld(const __nv_bfloat16 *x, int64_t rows, int64_t cols, int64_t rowsPerBlock, bool e5m2,
+                                                                 uint8_t *out, float *scales, float *colAmax)
+{
+    __shared__ float partial[kThreads / 32];
+    uint4 colMax[CHUNKS];
+#pragma unroll
+    for (int k = 0; k < CHUNKS; ++k)
+        colMax[k] = make_uint4(0, 0, 0, 0);
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * rowsPerBlock;
+    const int64_t last = first + rowsPerBlock < rows ? first + rowsPerBlock : rows;
+    for (int64_t r = first; r < last; ++r) {
+        const __nv_bfloat16 *row = x + r * cols;
+        uint4 v[CHUNKS];
+#pragma unroll
+        for (int k = 0; k < CHUNKS; ++k) {
+            const int64_t c = (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 8;
+            v[k] = c < cols ? *reinterpret_cast<const uint4 *>(row + c) : make_uint4(0, 0, 0, 0);
+        }
+        uint4 m4 = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int k = 0; k < CHUNKS; ++k) {
+            const uint4 a = absBf16x8(v[k]);
+            m4 = maxHalves(m4, a);
+            if (COLUMNS)
+                colMax[k] = maxHalves(colMax[k], a);
+        }
+        const uint32_t m2 = maxHalves(maxHalves(m4.x, m4.y), maxHalves(m4.z, m4.w));
+        const uint32_t m = (m2 & 0xffffu) > (m2 >> 16) ? (m2 & 0xffffu) : (m2 >> 16);
+        const float scale = scaleOf(blockMax(bf16BitsAsFloat(m), partial), e5m2);
+        if (threadIdx.x == 0)
+            scales[r] = scale;
+        uint8_t *o = out + r * cols;
+#pragma unroll
+        for (int k = 0; k < CHUNKS; ++k) {
+            const int64_t c = (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 8;
+            if (c < cols) {
+                float f[8];
+                load8(reinterpret_cast<const __nv_bfloat16 *>(&v[k]), f);
+                *reinterpret_cast<uint2 *>(o + c) = cast8(f, scale, e5m2);
+            }
+        }
+    }
+    if (COLUMNS && first < last) {
+        // As quantizeRowsCached's: staged a chunk at a time, each column's atomic by one thread.
+        __shared__ float4 stage[2 * kThreads];
+#pragma unroll
+        for (int k = 0; k < CHUNKS; ++k) {
+            const int64_t base = static_cast<int64_t>(k) * kThreads * 8;
+            if (base >= cols)
+                break;
+            const uint32_t w[4] = {colMax[k].x, colMax[k].y, colMax[k].z, colMax[k].w};
+            float f[8];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                f[2 * i] = bf16BitsAsFloat(w[i] & 0xffffu);
+                f[2 * i + 1] = bf16BitsAsFloat(w[i] >> 16);
+            }
+            stage[2 * threadIdx.x] = make_float4(f[0], f[1], f[2], f[3]);
+            stage[2 * threadIdx.x + 1] = make_float4(f[4], f[5], f[6], f[7]);
             __syncthreads();
             const float *staged = reinterpret_cast<const float *>(stage);
             for (int j = threadIdx.x; j < 8 * kThreads && base + j < cols; j += kThreads)
@@ -212,16 +296,17 @@ __global__ void amaxToScale(float *s, int64_t rows, bool e5m2)
 }
 
 // out [cols, rows] = float8(x^T / scale of its row), x [rows, cols] (rows a multiple of 16, cols of
-// 8, 16-byte aligned): a 64 x 64 tile a block. Loading, thread t casts 8 columns (t % 8) of rows t / 8
-// and 32 + t / 8 into the tile, transposed (tile[column][row] bytes, rows padded to 68 bytes);
-// storing, it writes 16 bytes (rows 16 * (t % 4) on) of the output row t / 4.
-constexpr int kTile = 64, kTileStride = kTile + 4;
+// 8, 16-byte aligned): a tile of 64 columns x 128 rows a block, so that each output row gets a
+// whole 128-byte line. Loading, thread t casts 8 columns (t % 8) of rows t / 8 + 32 j (j < 4) into
+// the tile, transposed (tile[column][row] bytes, rows padded to 132 bytes); storing, it writes 32
+// bytes (rows 32 * (t % 4) on) of the output row t / 4.
+constexpr int kTile = 64, kTileRows = 128, kTileStride = kTileRows + 4;
 template <typename T>
 __global__ void __launch_bounds__(kThreads) quantizeColumnsT(const T *x, int64_t rows, int64_t cols, const float *amax, bool perColumn, bool e5m2,
                                                              uint8_t *out, float *scales)
 {
     __shared__ __align__(16) uint8_t tile[kTile * kTileStride];
-    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile, r0 = static_cast<int64_t>(blockIdx.y) * kTile;
+    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile, r0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
     const int t = threadIdx.x, segment = t % 8, rowInTile = t / 8;
     const int64_t c = c0 + segment * 8;
     if (c < cols) {
@@ -233,31 +318,40 @@ __global__ void __launch_bounds__(kThreads) quantizeColumnsT(const T *x, int64_t
 #pragma unroll
             for (int i = 0; i < 8; ++i)
                 scales[c + i] = scale[i];
+        // All four rows' loads in flight before their casts.
+        float v[4][8];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int r = rowInTile + half * (kThreads / 8);
-            if (r0 + r < rows) {
-                float v[8];
-                load8(x + (r0 + r) * cols + c, v);
+        for (int j = 0; j < 4; ++j)
+            if (r0 + rowInTile + j * (kThreads / 8) < rows)
+                load8(x + (r0 + rowInTile + j * (kThreads / 8)) * cols + c, v[j]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int r = rowInTile + j * (kThreads / 8);
+            if (r0 + r < rows)
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
-                    tile[(segment * 8 + i) * kTileStride + r] = cast(__fdiv_rn(v[i], scale[i]), e5m2);
-            }
+                    tile[(segment * 8 + i) * kTileStride + r] = cast(__fdiv_rn(v[j][i], scale[i]), e5m2);
         }
     }
     __syncthreads();
     const int outRow = t / 4, part = t % 4;
-    const int64_t oc = c0 + outRow, orow = r0 + part * 16;
-    if (oc < cols && orow < rows) {
-        const auto *w = reinterpret_cast<const uint32_t *>(tile + outRow * kTileStride + part * 16);
-        *reinterpret_cast<uint4 *>(out + oc * rows + orow) = make_uint4(w[0], w[1], w[2], w[3]);
+    const int64_t oc = c0 + outRow;
+    if (oc < cols) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int64_t orow = r0 + part * 32 + h * 16;
+            if (orow < rows) {
+                const auto *w = reinterpret_cast<const uint32_t *>(tile + outRow * kTileStride + part * 32 + h * 16);
+                *reinterpret_cast<uint4 *>(out + oc * rows + orow) = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
     }
 }
 
 template <typename T> void quantizeColumnsTransposedAs(const T *x, int64_t rows, int64_t cols, const float *amax, bool perColumn, bool e5m2, uint8_t *out,
                                                        float *scales, cudaStream_t s)
 {
-    const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
+    const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTileRows - 1) / kTileRows));
     PB_LAUNCH(grid, kThreads, 0, s, quantizeColumnsT<T>)(x, rows, cols, amax, perColumn, e5m2, out, scales);
 }
 
@@ -276,13 +370,37 @@ void launchRowsCached(const T *x, int64_t rows, int64_t cols, bool e5m2, uint8_t
 
 bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+bool wideRowsInOnePass = true;
+
+template <int CHUNKS>
+void launchBf16RowsHeld(const __nv_bfloat16 *x, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, float *colAmax, cudaStream_t s)
+{
+    // With column maxima, about six blocks a multiprocessor (one column atomic a block), else a row
+    // a block.
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device), "device");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    const int64_t rowsPerBlock = colAmax == nullptr ? 1 : std::max<int64_t>(2, (rows + 6 * sms - 1) / (6 * sms));
+    const unsigned blocks = static_cast<unsigned>((rows + rowsPerBlock - 1) / rowsPerBlock);
+    if (colAmax != nullptr)
+        PB_LAUNCH(blocks, kThreads, 0, s, quantizeBf16RowsHeld<CHUNKS, true>)(x, rows, cols, rowsPerBlock, e5m2, out, scales, colAmax);
+    else
+        PB_LAUNCH(blocks, kThreads, 0, s, quantizeBf16RowsHeld<CHUNKS, false>)(x, rows, cols, rowsPerBlock, e5m2, out, scales, nullptr);
+}
+
 template <typename T> void quantizeRowsAs(const T *x, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, float *colAmax, cudaStream_t s)
 {
     const int64_t chunks = (cols + 8 * kThreads - 1) / (8 * kThreads);
     const bool vectors = cols % 8 == 0 && aligned16(x) && aligned16(out);
-    // Measured on an H200 (Llama-3.1-8B widths, 4096 tokens): a register-held 16-bit row of 14336
-    // columns cast at 0.8 TB/s, the two passes at about 3; an fp32 row of 14336 held in registers
-    // still beats reading it twice.
+    // Measured on an H200 (Llama-3.1-8B widths, 4096 tokens): a register-held row of 14336 columns
+    // as fp32 values cast at 0.8 TB/s, the two passes at about 3; an fp32 row of 14336 held in
+    // registers still beats reading it twice. Held as 16-bit values, the row takes half the registers.
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        if (vectors && chunks > 4 && chunks <= 8 && wideRowsInOnePass) {
+            launchBf16RowsHeld<8>(x, rows, cols, e5m2, out, scales, colAmax, s);
+            return;
+        }
+    }
     if (vectors && std::is_same<T, __nv_bfloat16>::value && chunks > 4) {
         check(cudaMemsetAsync(scales, 0, static_cast<size_t>(rows) * sizeof(float), s), "float8 row maxima");
         const dim3 grid(static_cast<unsigned>((cols + 8 * kThreads - 1) / (8 * kThreads)), static_cast<unsigned>((rows + kBand - 1) / kBand));
@@ -331,6 +449,8 @@ void float8QuantizeRows(const void *x, Dtype type, int64_t rows, int64_t cols, b
         throw std::invalid_argument("float8QuantizeRows: fp32 or bf16 input");
     check(cudaGetLastError(), "float8 row cast kernel");
 }
+
+void float8SetWideRowsInOnePass(bool onePass) { wideRowsInOnePass = onePass; }
 
 bool float8TransposedCastFits(const void *x, int64_t rows, int64_t cols) { return rows % 16 == 0 && cols % 8 == 0 && aligned16(x); }
 

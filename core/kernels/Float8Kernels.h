@@ -15,6 +15,9 @@ namespace pb::kernels {
 // column's absolute maximum is also taken, for float8QuantizeColumnsTransposed.
 void float8QuantizeRows(const void *x, Dtype type, int64_t rows, int64_t cols, bool e5m2, uint8_t *out, float *scales, void *stream,
                         float *colAmax = nullptr);
+// bf16 rows of 8193 to 16384 columns read once, held in registers (the default), or in two passes
+// (each row's and column's maximum, then the cast). Set only by bench_float8_casts, which times both.
+void float8SetWideRowsInOnePass(bool onePass);
 // Whether float8QuantizeColumnsTransposed takes x [rows, cols]: rows a multiple of 16, cols of 8,
 // x 16-byte aligned.
 bool float8TransposedCastFits(const void *x, int64_t rows, int64_t cols);

@@ -2,6 +2,7 @@
 
 #include "engine/TorchCompat.h"
 
+#include <algorithm>
 #include <atomic>
 
 #ifdef PB_WITH_CUDA_KERNELS
@@ -142,65 +143,101 @@ torch::Tensor matmul(const Scaled &a, const Scaled &bT, at::ScalarType outType, 
     return (torch::matmul(a.q, bT.q.t()) * a.scale * scaleB).to(outType);
 }
 
+// x [..., in] times each of weights[i] [out_i, in] (+ biases[i], empty for none), x cast once for
+// all of them: its float8 copy in the forward, its transposed one (rowwise) in the backward.
 struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
-    static torch::Tensor forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, const torch::Tensor &weight, const torch::Tensor &bias,
-                                 int64_t scaling)
+    static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, at::TensorList weights,
+                                                  at::TensorList biases, int64_t scaling)
     {
         const bool rowwise = static_cast<Fp8Scaling>(scaling) == Fp8Scaling::Rowwise;
         const bool native = fp8Native(x.device());
-        const int64_t in = x.size(-1), out = weight.size(0);
+        const int64_t in = x.size(-1), count = static_cast<int64_t>(weights.size());
         auto shape = x.sizes().vec();
         const auto computeType = compat::autocastEnabled(x.device().type()) ? compat::autocastDtype(x.device().type()) : x.scalar_type();
         const auto x2 = x.reshape({-1, in}).to(computeType);
-        TORCH_CHECK(!native || (x2.size(0) % 16 == 0 && in % 16 == 0 && out % 16 == 0), "float8 matmuls need multiples of 16: ", x2.size(0), " x ", in, " x ", out);
+        const bool trainsWeight = std::any_of(weights.begin(), weights.end(), [](const torch::Tensor &w) { return w.requires_grad(); });
         // Rowwise also takes each column's maximum of X and W as it casts them (where the kernel
-        // casts): the scales of X^T for the weight's gradient and of W^T for the input's.
-        const bool trainsWeight = weight.requires_grad();
-        torch::Tensor colAmaxX, colAmaxW;
+        // casts): the scales of X^T for the weights' gradients and of W^T for the input's.
+        torch::Tensor colAmaxX;
         const auto xq = scaled(x2, rowwise, false, native, rowwise && trainsWeight ? &colAmaxX : nullptr);
-        auto y = matmul(xq, scaled(weight, rowwise, false, native, rowwise ? &colAmaxW : nullptr), computeType, native);
-        if (bias.numel() > 0)
-            y = y + bias.to(computeType);
-        // For the weight's gradient, tensorwise keeps the float8 input (its scale survives the
-        // transpose), rowwise the 16-bit one; a frozen weight needs neither.
+        torch::autograd::variable_list outputs, toSave;
+        // For the weights' gradients, tensorwise keeps the float8 input (its scale survives the
+        // transpose), rowwise the 16-bit one; frozen weights need neither.
         if (trainsWeight)
-            ctx->save_for_backward({rowwise ? x2 : xq.q, xq.scale, weight, colAmaxX, colAmaxW});
+            toSave = {rowwise ? x2 : xq.q, xq.scale, colAmaxX};
         else
-            ctx->save_for_backward({torch::Tensor(), torch::Tensor(), weight, torch::Tensor(), colAmaxW});
+            toSave = {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        int64_t hasBias = 0;
+        for (int64_t i = 0; i < count; ++i) {
+            const auto &weight = weights[i];
+            TORCH_CHECK(!native || (x2.size(0) % 16 == 0 && in % 16 == 0 && weight.size(0) % 16 == 0), "float8 matmuls need multiples of 16: ", x2.size(0), " x ",
+                        in, " x ", weight.size(0));
+            torch::Tensor colAmaxW;
+            auto y = matmul(xq, scaled(weight, rowwise, false, native, rowwise ? &colAmaxW : nullptr), computeType, native);
+            if (biases[i].numel() > 0) {
+                y = y + biases[i].to(computeType);
+                hasBias |= int64_t {1} << i;
+            }
+            shape.back() = weight.size(0);
+            outputs.push_back(y.view(shape));
+            toSave.push_back(weight);
+            toSave.push_back(colAmaxW);
+        }
+        ctx->save_for_backward(toSave);
         ctx->saved_data["scaling"] = scaling;
-        ctx->saved_data["has_bias"] = bias.numel() > 0;
-        shape.back() = out;
-        return y.view(shape);
+        ctx->saved_data["has_bias"] = hasBias;
+        ctx->set_materialize_grads(false);
+        return outputs;
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx, torch::autograd::variable_list grads)
     {
         const auto saved = ctx->get_saved_variables();
-        const auto &weight = saved[2];
+        const int64_t count = static_cast<int64_t>(grads.size()), hasBias = ctx->saved_data["has_bias"].toInt();
         const bool rowwise = static_cast<Fp8Scaling>(ctx->saved_data["scaling"].toInt()) == Fp8Scaling::Rowwise;
-        const bool native = fp8Native(weight.device());
-        const int64_t out = weight.size(0), in = weight.size(1);
-        const auto g = grads[0].reshape({-1, out});
-        const auto type = g.scalar_type();
+        const bool native = fp8Native(saved[3].device());
         const bool e5m2 = !rowwise; // tensorwise: gradients in e5m2's wider range
-        // dX = dY W: dY scaled per row over the outputs, W^T per row over the outputs as well.
-        torch::Tensor colAmaxG;
-        const auto gq = scaled(g, rowwise, e5m2, native, rowwise && weight.requires_grad() ? &colAmaxG : nullptr);
-        auto gx = matmul(gq, scaledTransposed(weight, saved[4], rowwise, false, native), type, native);
-        torch::Tensor gw, gb;
-        if (weight.requires_grad()) {
-            // dW = dY^T X, contracted over the tokens: both re-scaled along them (rowwise), or the
-            // forward's float8 X and the gradient's e5m2 values transposed with their scales; in
-            // the weight's own dtype (an fp32 master's, with no 16-bit copy between).
-            const Scaled gT = rowwise ? scaledTransposed(g, colAmaxG, true, false, native) : Scaled {gq.q.t().contiguous(), gq.scale};
-            const Scaled xT = rowwise ? scaledTransposed(saved[0], saved[3], true, false, native) : Scaled {saved[0].t().contiguous(), saved[1]};
-            gw = matmul(gT, xT, weight.scalar_type(), native);
+        torch::Tensor gx;
+        Scaled xT;
+        torch::autograd::variable_list gw(count), gb(count);
+        int64_t in = saved[3].size(1);
+        auto shape = std::vector<int64_t>();
+        for (int64_t i = 0; i < count; ++i) {
+            if (!grads[i].defined())
+                continue;
+            const auto &weight = saved[3 + 2 * i];
+            const int64_t out = weight.size(0);
+            const auto g = grads[i].reshape({-1, out});
+            shape = grads[i].sizes().vec();
+            // dX = sum of dY W: dY scaled per row over the outputs, W^T per row over the outputs as well.
+            torch::Tensor colAmaxG;
+            const auto gq = scaled(g, rowwise, e5m2, native, rowwise && weight.requires_grad() ? &colAmaxG : nullptr);
+            const auto part = matmul(gq, scaledTransposed(weight, saved[4 + 2 * i], rowwise, false, native), g.scalar_type(), native);
+            gx = gx.defined() ? gx.add_(part) : part;
+            if (weight.requires_grad()) {
+                // dW = dY^T X, contracted over the tokens: both re-scaled along them (rowwise), or the
+                // forward's float8 X and the gradient's e5m2 values transposed with their scales; in
+                // the weight's own dtype (an fp32 master's, with no 16-bit copy between). X^T is
+                // cast once for every weight.
+                if (!xT.q.defined())
+                    xT = rowwise ? scaledTransposed(saved[0], saved[2], true, false, native) : Scaled {saved[0].t().contiguous(), saved[1]};
+                const Scaled gT = rowwise ? scaledTransposed(g, colAmaxG, true, false, native) : Scaled {gq.q.t().contiguous(), gq.scale};
+                gw[i] = matmul(gT, xT, weight.scalar_type(), native);
+            }
+            if ((hasBias >> i) & 1)
+                gb[i] = g.sum(0);
         }
-        if (ctx->saved_data["has_bias"].toBool())
-            gb = g.sum(0);
-        auto shape = grads[0].sizes().vec();
-        shape.back() = in;
-        return {gx.view(shape), gw, gb, torch::Tensor()};
+        torch::autograd::variable_list result;
+        if (gx.defined()) {
+            shape.back() = in;
+            result.push_back(gx.view(shape));
+        } else {
+            result.push_back(torch::Tensor());
+        }
+        result.insert(result.end(), gw.begin(), gw.end());
+        result.insert(result.end(), gb.begin(), gb.end());
+        result.push_back(torch::Tensor());
+        return result;
     }
 };
 
@@ -241,7 +278,17 @@ std::pair<torch::Tensor, torch::Tensor> float8QuantizeTransposed(const torch::Te
 
 torch::Tensor fp8Linear(const torch::Tensor &x, const torch::Tensor &weight, const torch::Tensor &bias, Fp8Scaling scaling)
 {
-    return Fp8LinearFunction::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()), static_cast<int64_t>(scaling));
+    return fp8LinearShared(x, {weight}, {bias}, scaling)[0];
+}
+
+std::vector<torch::Tensor> fp8LinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases,
+                                           Fp8Scaling scaling)
+{
+    TORCH_CHECK(!weights.empty() && weights.size() == biases.size() && weights.size() < 63, "fp8LinearShared: a bias (or none) per weight");
+    std::vector<torch::Tensor> present;
+    for (size_t i = 0; i < weights.size(); ++i)
+        present.push_back(biases[i].defined() ? biases[i] : torch::empty({0}, weights[i].options()));
+    return Fp8LinearFunction::apply(x, at::TensorList(weights), at::TensorList(present), static_cast<int64_t>(scaling));
 }
 
 } // namespace pb

@@ -22,6 +22,12 @@ torch::Tensor roundToFloat8(const torch::Tensor &x, bool e5m2);
 
 // x [..., in] times weight [out, in] (+ bias) in float8; the output in the compute dtype (bf16).
 torch::Tensor fp8Linear(const torch::Tensor &x, const torch::Tensor &weight, const torch::Tensor &bias, Fp8Scaling scaling);
+// fp8Linear of each weight (with its bias, undefined for none) on one input, as q, k, v or gate,
+// up read theirs: x cast to float8 once for all of them, and (rowwise) its transposed cast once in
+// the backward, instead of once per weight. The same values as fp8Linear's one by one; the input's
+// gradient is their sum.
+std::vector<torch::Tensor> fp8LinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases,
+                                           Fp8Scaling scaling);
 
 // Whether fp8Linear runs real float8 matmuls for tensors on `device`.
 bool fp8Native(const torch::Device &device);

@@ -6,6 +6,7 @@
 #include "model/WindowedAttention.h"
 #include "engine/TorchCompat.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace pb {
@@ -55,6 +56,35 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
     auto y = m_nf4 ? nf4Linear(x, base, m_computeType) : m_fp8 ? fp8Linear(x, weight, bias, m_fp8Scaling) : torch::nn::functional::linear(x, weight, bias);
     if (m_nf4 && bias.defined())
         y = y + bias;
+    return withAdapter(x, y);
+}
+
+std::vector<torch::Tensor> LoraLinearImpl::forwardShared(const std::vector<LoraLinearImpl *> &projections, const torch::Tensor &x)
+{
+    const auto *first = projections.front();
+    const bool shared = projections.size() > 1 && std::all_of(projections.begin(), projections.end(), [first](const LoraLinearImpl *p) {
+                            return p->m_fp8 && p->m_fp8Scaling == first->m_fp8Scaling;
+                        });
+    std::vector<torch::Tensor> out;
+    if (!shared) {
+        for (auto *p : projections)
+            out.push_back(p->forward(x));
+        return out;
+    }
+    std::vector<torch::Tensor> weights, biases;
+    for (const auto *p : projections) {
+        weights.push_back(p->weight);
+        biases.push_back(p->bias);
+    }
+    out = fp8LinearShared(x, weights, biases, first->m_fp8Scaling);
+    // Adapters in the projections' order, so LoRA dropout draws its masks as forward() one by one does.
+    for (size_t i = 0; i < projections.size(); ++i)
+        out[i] = projections[i]->withAdapter(x, out[i]);
+    return out;
+}
+
+torch::Tensor LoraLinearImpl::withAdapter(const torch::Tensor &x, torch::Tensor y)
+{
     if (!loraA)
         return y;
     RECORD_USER_SCOPE("pb.lora");
@@ -234,6 +264,16 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         qp = all.narrow(-1, 0, qDim);
         kp = all.narrow(-1, qDim, kvDim);
         vp = all.narrow(-1, qDim + kvDim, kvDim);
+    } else if (q->float8() && !m_sharedKv) {
+        // One float8 cast of x for q, k and v (and of its transpose in the backward).
+        std::vector<LoraLinearImpl *> readers {q.get(), k.get()};
+        if (v)
+            readers.push_back(v.get());
+        const auto outs = LoraLinearImpl::forwardShared(readers, x);
+        qp = outs[0];
+        kp = outs[1];
+        if (v)
+            vp = outs[2];
     } else {
         qp = q->forward(x);
         if (!m_sharedKv)
@@ -307,7 +347,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
     torch::Tensor vs;
     if (ownKv) {
         // Gemma 4's global layers under attention_k_eq_v: the values are k_proj's output before its norm.
-        auto vh = (qkv ? vp : v ? v->forward(x) : kRaw).view({b, t, m_kvHeads, m_headDim});
+        auto vh = (vp.defined() ? vp : v ? v->forward(x) : kRaw).view({b, t, m_kvHeads, m_headDim});
         if (m_valueNorm) { // Gemma4RMSNorm(with_scale=False): in fp32, cast back
             const auto f = vh.to(torch::kFloat);
             vh = (f * torch::rsqrt(f.pow(2).mean(-1, /*keepdim=*/true) + m_normEps)).to(vh.scalar_type());
@@ -385,8 +425,9 @@ torch::Tensor MlpImpl::forward(const torch::Tensor &x)
         g = both.narrow(-1, 0, width);
         u = both.narrow(-1, width, width);
     } else {
-        g = gate->forward(x);
-        u = up->forward(x);
+        const auto both = LoraLinearImpl::forwardShared({gate.get(), up.get()}, x);
+        g = both[0];
+        u = both[1];
     }
     switch (m_activation) {
     case ActivationKind::GeGlu: return down->forward(m_fusedGate ? fusedGatedActivation(g, u, GateActivation::GeluTanh) : torch::gelu(g, "tanh") * u);

@@ -14,8 +14,9 @@
 #include <torch/torch.h>
 
 #include <array>
-#include <utility>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace pb {
 
@@ -79,7 +80,11 @@ class LoraLinearImpl : public torch::nn::Module {
 public:
     LoraLinearImpl(int64_t in, int64_t out, bool bias, const RunConfig &config, const std::string &role, const torch::TensorOptions &options);
     torch::Tensor forward(const torch::Tensor &x);
+    // forward(x) of each projection (q, k, v; gate, up), in their order: under fp8 the input is cast
+    // to float8 once for all of them (model/Fp8Linear.h's fp8LinearShared).
+    static std::vector<torch::Tensor> forwardShared(const std::vector<LoraLinearImpl *> &projections, const torch::Tensor &x);
     bool nf4Base() const { return m_nf4; }
+    bool float8() const { return m_fp8; }
     // A bias-free weight read by a plain matmul: no adapter, no NF4 base, no float8 matmul.
     bool plainMatmul() const { return weight.defined() && !bias.defined() && !loraA && !m_nf4 && !m_fp8; }
     // Quantises `w` ([out, in], any floating dtype and device) into the NF4 base.
@@ -89,6 +94,8 @@ public:
     Nf4Storage base;              // qlora only
 
 private:
+    // y (the base's output) plus the adapter's product of x, where there is an adapter.
+    torch::Tensor withAdapter(const torch::Tensor &x, torch::Tensor y);
     double m_scaling = 0;
     double m_dropout = 0;
     bool m_nf4 = false;

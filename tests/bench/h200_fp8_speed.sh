@@ -2,7 +2,8 @@
 # H200, issue 31: fp8-rowwise against bf16-mixed and against the plain-PyTorch float8 reference, in
 # one call. Llama-3.1-8B's widths (LAYERS, default 8), full fine-tuning, seq 4096, micro-batch
 # MICRO (default 1), the fused path:
-#   1. the float8 and NF4 kernel tests on the card;
+#   1. the float8 and NF4 kernel tests on the card, and bench_float8_casts (each cast of one layer's
+#      operands at seq x MICRO tokens: time and GB/s; wide rows held against two passes);
 #   2. bench_probe_overhead under each precision (bare and instrumented step) with a Kineto trace
 #      of two bare steps and its top kernels (PROFILE=0 skips);
 #   3. with EXTRA=1, bench_probe_overhead for fp8-tensorwise, and for bf16-mixed and fp8-rowwise at
@@ -12,7 +13,7 @@
 #      tokens/s, peak against the estimate, and the loss curve against bf16-mixed's.
 # Text goes to $OUT/log.txt; the traces, reference.json and fp8.jsonl beside it. From the
 # repository root with .cuda-deps staged:  bash tests/bench/h200_fp8_speed.sh
-PB_TARGETS="pilotbench-cli bench_probe_overhead engine_tst_fp8 engine_tst_nf4" . tests/bench/h200_build.sh
+PB_TARGETS="pilotbench-cli bench_probe_overhead bench_float8_casts engine_tst_fp8 engine_tst_nf4" . tests/bench/h200_build.sh
 LOG=$OUT/log.txt
 LAYERS=${LAYERS:-8} MICRO=${MICRO:-1} STEPS=${STEPS:-200}
 SHAPE="--set model.layers=$LAYERS --set train.seq_len=4096 --set train.micro_batch=$MICRO --set train.kernels=fused"
@@ -21,6 +22,8 @@ stamp "card: $(nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,te
 for t in engine_tst_fp8 engine_tst_nf4; do
   $BUILD_DIR/tests/$t > /tmp/$t.txt 2>&1; grep -E "FAIL|Totals" -A2 /tmp/$t.txt | tee -a $LOG
 done
+stamp "float8 casts, $((4096 * MICRO)) tokens"
+$BUILD_DIR/tests/bench_float8_casts --tokens $((4096 * MICRO)) 2>&1 | tee -a $LOG
 if [ "${PROFILE:-1}" = 1 ]; then
   for P in bf16-mixed fp8-rowwise; do
     stamp "probe $P"

@@ -271,6 +271,17 @@ inline int __float_as_int(float f)
     std::memcpy(&i, &f, sizeof i);
     return i;
 }
+inline float __uint_as_float(unsigned u)
+{
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+// Each 16-bit half's unsigned maximum.
+inline unsigned __vmaxu2(unsigned a, unsigned b)
+{
+    return std::max(a & 0xffffu, b & 0xffffu) | (std::max(a >> 16, b >> 16) << 16);
+}
 inline int atomicMax(int *address, int value)
 {
     std::lock_guard<std::mutex> lock(pb::emu::atomicMutex());

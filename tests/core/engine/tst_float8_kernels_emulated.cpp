@@ -3,8 +3,8 @@
 // definitions), against model/Fp8Linear.cpp's composite arithmetic: the scales max(amax, 1e-12) /
 // fmax and the values roundToFloat8(x / scale), bit for bit, in e4m3 and e5m2, from fp32 and bf16,
 // on each of the row cast's paths (a row held in registers, with and without column maxima; a wide
-// bf16 row in two passes; the scalar kernel), the transposed cast (per column and per tensor) and
-// the per-tensor cast.
+// bf16 row held as bf16, or in two passes beyond 16384 columns; the scalar kernel), the transposed
+// cast (per column and per tensor) and the per-tensor cast.
 #include "model/Fp8Linear.h"
 
 #include <torch/torch.h>
@@ -67,8 +67,12 @@ private Q_SLOTS:
                 QTest::addRow("%s 4104 columns, four chunks in registers%s", type, with) << 5 << 4104 << bf16 << columns;
                 QTest::addRow("%s 70 columns, the scalar kernel%s", type, with) << 4 << 70 << bf16 << columns;
             }
-        QTest::addRow("bf16 8200 columns, two passes") << 3 << 8200 << true << false;
-        QTest::addRow("bf16 8200 columns, two passes, column maxima") << 3 << 8200 << true << true;
+        // 16-bit rows held as 16-bit values; columns of the last chunk cut, and the column maxima's
+        // blocks of several rows cut at the last.
+        QTest::addRow("bf16 8200 columns, held as bf16") << 3 << 8200 << true << false;
+        QTest::addRow("bf16 8200 columns, held as bf16, column maxima") << 5 << 8200 << true << true;
+        QTest::addRow("bf16 16392 columns, two passes") << 3 << 16392 << true << false;
+        QTest::addRow("bf16 16392 columns, two passes, column maxima") << 3 << 16392 << true << true;
     }
 
     void rows()
@@ -113,7 +117,7 @@ private Q_SLOTS:
         QFETCH(bool, bf16);
         QFETCH(bool, perColumn);
         const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-        const int64_t rows = 80, cols = 72;   // two tiles of 64 each way, the second partial
+        const int64_t rows = 144, cols = 72;   // two tiles each way (128 rows, 64 columns), the second partial
         torch::manual_seed(3);
         const auto x = (torch::randn({rows, cols}) * torch::rand({1, cols}) * 20).to(type);
         const auto xf = x.to(torch::kFloat);

@@ -159,6 +159,63 @@ private Q_SLOTS:
         QVERIFY(torch::equal(x3.grad(), x.grad()));
     }
 
+    // Projections reading one input through fp8LinearShared (q, k, v; gate, up): their outputs,
+    // weight and bias gradients are fp8Linear's one by one bit for bit, the input's gradient the sum
+    // of theirs in the projections' order; a frozen weight among them gets none. On the card too.
+    void sharedInputMatchesOneByOne_data()
+    {
+        QTest::addColumn<bool>("rowwise");
+        QTest::addColumn<bool>("cuda");
+        QTest::newRow("rowwise") << true << false;
+        QTest::newRow("tensorwise") << false << false;
+        QTest::newRow("rowwise, card") << true << true;
+        QTest::newRow("tensorwise, card") << false << true;
+    }
+    void sharedInputMatchesOneByOne()
+    {
+        QFETCH(bool, rowwise);
+        QFETCH(bool, cuda);
+        if (cuda && (!torch::cuda::is_available() || !fp8Native(torch::kCUDA)))
+            QSKIP("no CUDA device with LibTorch float8");
+        const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+        const auto scaling = rowwise ? Fp8Scaling::Rowwise : Fp8Scaling::Tensorwise;
+        const auto x0 = (torch::randn({2, 32, 64}) * torch::exp(torch::randn({2, 32, 1}) * 2)).to(torch::kBFloat16).to(device);
+        const std::vector<int64_t> outs {64, 16, 32};
+        std::vector<torch::Tensor> w0, b0, grads;
+        for (size_t i = 0; i < outs.size(); ++i) {
+            w0.push_back((torch::randn({outs[i], 64}) * 0.05).to(device));
+            b0.push_back(i == 1 ? torch::Tensor() : (torch::randn({outs[i]}) * 0.1).to(device));
+            grads.push_back((torch::randn({2, 32, outs[i]}) * 1e-3).to(torch::kBFloat16).to(device));
+        }
+        auto leaves = [&](std::vector<torch::Tensor> &w, std::vector<torch::Tensor> &b) {
+            for (size_t i = 0; i < outs.size(); ++i) {
+                w.push_back(w0[i].clone().requires_grad_(i != 2)); // the third frozen
+                b.push_back(b0[i].defined() ? b0[i].clone().requires_grad_(true) : torch::Tensor());
+            }
+        };
+        std::vector<torch::Tensor> ws, bs, w1, b1;
+        leaves(ws, bs);
+        leaves(w1, b1);
+        auto xs = x0.clone().requires_grad_(true);
+        const auto ys = fp8LinearShared(xs, ws, bs, scaling);
+        QCOMPARE(ys.size(), outs.size());
+        torch::autograd::backward(ys, grads);
+        torch::Tensor gxSum;
+        for (size_t i = 0; i < outs.size(); ++i) {
+            auto x1 = x0.clone().requires_grad_(true);
+            const auto y1 = fp8Linear(x1, w1[i], b1[i], scaling);
+            QVERIFY2(torch::equal(ys[i], y1), qPrintable(QStringLiteral("output %1").arg(i)));
+            y1.backward(grads[i]);
+            gxSum = gxSum.defined() ? gxSum + x1.grad() : x1.grad();
+            QCOMPARE(ws[i].grad().defined(), i != 2);
+            if (i != 2)
+                QVERIFY2(torch::equal(ws[i].grad(), w1[i].grad()), qPrintable(QStringLiteral("weight gradient %1").arg(i)));
+            if (b0[i].defined())
+                QVERIFY2(torch::equal(bs[i].grad(), b1[i].grad()), qPrintable(QStringLiteral("bias gradient %1").arg(i)));
+        }
+        QVERIFY(torch::equal(xs.grad(), gxSum));
+    }
+
     // On a GPU: the cast (a kernel in a CUDA build) gives the emulation's values and scales bit
     // for bit, per row and per tensor, from fp32 and bf16, straight and transposed (the backward's
     // cast of X^T, W^T and dY^T); shapes for each of the row kernel's register widths (up to 2048,

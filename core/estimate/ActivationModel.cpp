@@ -233,8 +233,18 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool windowKernel = fusedKernels && libTorch2 && train.kernels == KernelPath::Fused && traits.usesSliding(layerIndex) && layerFused &&
                                   !traits.attentionSinks && c != 4 && dq == c && dkr == c && hd <= kSharedHeadsMaxHeadDim && hd % 8 == 0;
         const bool expandedKv = layerFused && (dq == 4 || (window && !windowKernel) || hd > kSharedHeadsMaxHeadDim) && groups > 1;
+        // One key/value head expands as a view (stride 0 over the heads), which the CUDA kernels read
+        // as it is: no copies (peak recorder on an H100, Gemma 4 E2B LoRA at 2048 x 4: each global
+        // layer 112 MiB lighter than copies, a sliding one on the mask 56). The CPU rows of the tests
+        // are exact with copies; at 1024 tokens past a 512 window the CPU kernels read views too
+        // (7 MiB a layer over): left as they are.
+        const bool expandedCopies = expandedKv && (kvHeads > 1 || !fusedKernels);
+        // A [T, T] boolean mask given to SDPA on a CUDA device becomes an additive one in q's dtype,
+        // which the memory-efficient kernel keeps for its backward: one a layer (the same H100 rows,
+        // 8 MiB a sliding layer).
+        const int64_t additiveMask = fusedKernels && layerFused && window && !windowKernel && !cappedKernel ? c * t * t : 0;
         slidingOnMask = slidingOnMask || (traits.usesSliding(layerIndex) && !windowKernel && !cappedKernel);
-        const int64_t kvKept = expandedKv ? qDim : kvDim;
+        const int64_t kvKept = expandedCopies ? qDim : kvDim;
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast
         // the kernels keep 16-bit casts of an fp32 q and k).
@@ -246,7 +256,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool headLayout = cappedKernel && dq == c && dkr == c && !traits.fusedQkv && b * groups <= 64;
         if (m.kvSource(layerIndex))
             sharedKvBytes[layerIndex] = n * (dkr + c) * kvDim;
-        const int64_t expandedAlive = expandedKv ? (dkr + c) * n * qDim : 0;
+        const int64_t expandedAlive = expandedCopies ? (dkr + c) * n * qDim : 0;
         // Under autocast the fp32 norm output is alive but not kept (each projection keeps its cast).
         const int64_t y1Alive = walk.mixed && dx1 == 4 ? 4 * n * h : 0;
         int64_t forwardAbove = latent ? mla.forwardAbove : 0, atAttention = latent ? mla.atAttention : 0;
@@ -261,15 +271,15 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                     const int64_t padded = (hd + 2 + 7) / 8 * 8;
                     walk.saved += c * b * heads * (2 * t * padded + 2 * (t + 1) * padded) + 4 * b * heads * t + (1 + c) * t * (t + 1) + layerRotaryCasts;
                 } else
-                walk.saved += c * n * (qDim + (sharedKv && !expandedKv ? 0 : 2 * kvKept)) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts;
+                walk.saved += c * n * (qDim + (sharedKv && !expandedCopies ? 0 : 2 * kvKept)) + c * n * qDim + 4 * b * heads * t + layerRotaryCasts + additiveMask;
                 // A fused qkv_proj's v is a view of its whole output, so the kernel keeping v keeps
                 // the q and k columns' storage too (q and k are new tensors after the rotary).
-                if (traits.fusedQkv && !expandedKv)
+                if (traits.fusedQkv && !expandedCopies)
                     walk.saved += c * n * (qDim + kvDim);
                 atAttention = walk.saved;
                 // Beside them: the own k and v of expanded heads, and an fp32 q and k (expanded)
                 // whose 16-bit casts the kernel keeps.
-                forwardAbove = walk.saved + y1Alive + (expandedKv ? (dkr + c) * n * kvDim : 0) + (dq != c ? dq * n * qDim : 0) +
+                forwardAbove = walk.saved + y1Alive + (expandedCopies ? (dkr + c) * n * kvDim : 0) + (dq != c ? dq * n * qDim : 0) +
                                (dkr != c ? dkr * n * kvKept : 0);
             } else {
                 // Math path: the bmms keep contiguous copies of q and of k, v expanded to all heads

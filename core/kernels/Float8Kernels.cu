@@ -1,8 +1,9 @@
 // The row-wise cast holds its row in registers (one read of the input) where the row fits, a wide
 // 16-bit row as its 16-bit values, and can take each column's absolute maximum on the way (for a
 // later transposed cast); a 16-bit row wider still is read twice, by two kernels that keep every
-// multiprocessor busy; otherwise one block a row reads it twice (the second read hits L2). The transposed cast goes through a 64 x 128
-// tile of float8 bytes in shared memory. A grid-stride loop for the per-tensor cast.
+// multiprocessor busy; otherwise one block a row reads it twice (the second read hits L2). The
+// transposed cast goes through a 64 x 128 tile of float8 bytes in shared memory. A grid-stride
+// loop for the per-tensor cast.
 #include "kernels/Float8Kernels.h"
 
 #include "kernels/KernelSupport.cuh"
@@ -115,6 +116,16 @@ __device__ __forceinline__ uint4 maxHalves(const uint4 &a, const uint4 &b)
     return make_uint4(maxHalves(a.x, b.x), maxHalves(a.y, b.y), maxHalves(a.z, b.z), maxHalves(a.w, b.w));
 }
 __device__ __forceinline__ uint4 absBf16x8(const uint4 &v) { return make_uint4(absBf16x2(v.x), absBf16x2(v.y), absBf16x2(v.z), absBf16x2(v.w)); }
+// Eight bf16 packed in memory order as fp32 (exact: a bf16 is an fp32's upper half).
+__device__ __forceinline__ void unpackBf16x8(const uint4 &raw, float (&v)[8])
+{
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        v[2 * i] = bf16BitsAsFloat(w[i] & 0xffffu);
+        v[2 * i + 1] = bf16BitsAsFloat(w[i] >> 16);
+    }
+}
 
 // A bf16 row of up to CHUNKS * 8 * kThreads columns (a multiple of 8, 16-byte aligned rows) held in
 // registers as its own 16-bit values (half the registers of fp32, so several blocks share a
@@ -158,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) quantizeBf16RowsHeld(const __nv_bflo
             const int64_t c = (static_cast<int64_t>(k) * kThreads + threadIdx.x) * 8;
             if (c < cols) {
                 float f[8];
-                load8(reinterpret_cast<const __nv_bfloat16 *>(&v[k]), f);
+                unpackBf16x8(v[k], f);
                 *reinterpret_cast<uint2 *>(o + c) = cast8(f, scale, e5m2);
             }
         }
@@ -171,13 +182,8 @@ __global__ void __launch_bounds__(kThreads) quantizeBf16RowsHeld(const __nv_bflo
             const int64_t base = static_cast<int64_t>(k) * kThreads * 8;
             if (base >= cols)
                 break;
-            const uint32_t w[4] = {colMax[k].x, colMax[k].y, colMax[k].z, colMax[k].w};
             float f[8];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                f[2 * i] = bf16BitsAsFloat(w[i] & 0xffffu);
-                f[2 * i + 1] = bf16BitsAsFloat(w[i] >> 16);
-            }
+            unpackBf16x8(colMax[k], f);
             stage[2 * threadIdx.x] = make_float4(f[0], f[1], f[2], f[3]);
             stage[2 * threadIdx.x + 1] = make_float4(f[4], f[5], f[6], f[7]);
             __syncthreads();

@@ -75,6 +75,9 @@ int runCompare(CliContext &ctx)
         {QStringLiteral("set"), QStringLiteral("Override a field: PATH=VALUE (repeatable)."), QStringLiteral("PATH=VALUE")},
         {QStringLiteral("gpus"), QStringLiteral("Only this card count (default: every count the catalog prices)."), QStringLiteral("N")},
         {QStringLiteral("strategy"), QStringLiteral("Multi-GPU strategy: auto|ddp|fsdp|zero1|zero2|zero3 (default auto; 1 GPU: none)."), QStringLiteral("S"), QStringLiteral("auto")},
+        {QStringLiteral("bucket-mb"),
+         QStringLiteral("The pair of gradient buckets zero1/zero2 reduce through, in MiB (default 25, DDP's bucket_cap_mb; DeepSpeed's stage 2 defaults to 954)."),
+         QStringLiteral("MiB"), QStringLiteral("25")},
         {QStringLiteral("term"), QStringLiteral("on_demand, a catalog term id (1w, 1m, 3m) or cheapest (default)."), QStringLiteral("T"), QStringLiteral("cheapest")},
         {QStringLiteral("stack"), QStringLiteral("Only cards validated with this software stack: cuda, rocm or any (default)."), QStringLiteral("S"), QStringLiteral("any")},
         {QStringLiteral("run"), QStringLiteral("Take step times from this pilot run (default: newest pilot of the same config)."), QStringLiteral("ID")},
@@ -110,6 +113,11 @@ int runCompare(CliContext &ctx)
             throw InvalidInputError("--strategy", "must be one of auto, ddp, fsdp, zero1, zero2, zero3");
         request.multiGpuStrategy = *strategy;
     }
+    bool bucketOk = false;
+    const int bucketMb = parser.value(QStringLiteral("bucket-mb")).toInt(&bucketOk);
+    if (!bucketOk || bucketMb < 1)
+        throw InvalidInputError("--bucket-mb", "'" + parser.value(QStringLiteral("bucket-mb")).toStdString() + "' must be a whole number of MiB, at least 1");
+    request.bucketBytes = static_cast<int64_t>(bucketMb) << 20;
     const QString stack = parser.value(QStringLiteral("stack"));
     if (stack == QLatin1String("cuda"))
         request.stack = SoftwareStack::Cuda;

@@ -166,8 +166,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         int64_t rebuiltSaving = 0;
         if (!layer.normExists[0] && walk.mixed && r == 4) {
             // (fp8's shared cast of q, k and v is a plain cast, made once in either forward.)
-        const auto castFor = std::count_if(qkvReaders.begin(), qkvReaders.end(),
-                                           [float8Shared](const Projection &p) { return p.lora || (p.trainable && !p.float8Input && !float8Shared); });
+            const auto castFor = std::count_if(qkvReaders.begin(), qkvReaders.end(),
+                                               [float8Shared](const Projection &p) { return p.lora || (p.trainable && !p.float8Input && !float8Shared); });
             rebuiltSaving = castFor > 1 ? (castFor - 1) * c * n * h : 0;
         }
         // Gated DeltaNet (model.linear_attention) has a walk of its own (gatedDeltaNet above); the

@@ -200,8 +200,8 @@ struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
         torch::Tensor gx;
         Scaled xT;
         torch::autograd::variable_list gw(count), gb(count);
-        int64_t in = saved[3].size(1);
-        auto shape = std::vector<int64_t>();
+        const int64_t in = saved[3].size(1);
+        std::vector<int64_t> shape;
         for (int64_t i = 0; i < count; ++i) {
             if (!grads[i].defined())
                 continue;

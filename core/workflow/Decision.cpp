@@ -398,6 +398,7 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         base.card = estimatorId;
         base.localCapacityBytes = estimatorId.empty() ? card.memoryBytes : 0;
         base.headroomFraction = request.headroomFraction;
+        base.ddpBucketBytes = request.bucketBytes;
         const MemoryEstimate single = estimator.estimate(base);
         if (pilot && measured.bytesPerStep <= 0)
             measured.bytesPerStep = single.bytesMovedPerStep;
@@ -518,6 +519,11 @@ Comparison compareConfigurations(const RunConfig &config, const Catalog &catalog
         out.rows[i].recommended = costs[i].recommended;
         out.rows[i].meetsDeadline = costs[i].meetsDeadline;
     }
+    if (std::any_of(out.rows.begin(), out.rows.end(), [](const ComparisonRow &row) {
+            return row.strategy == ParallelStrategy::Zero1 || row.strategy == ParallelStrategy::Zero2;
+        }))
+        out.assumptions.push_back("ZeRO-1/2 reduce gradients through a pair of " + std::to_string(request.bucketBytes >> 20) +
+                                  " MiB buckets per GPU (DDP's bucket_cap_mb is 25; DeepSpeed's stage 2 defaults to 954 MiB of bf16)");
     return out;
 }
 

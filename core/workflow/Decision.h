@@ -36,6 +36,9 @@ struct ComparisonRequest {
     std::optional<SoftwareStack> stack;          // only cards validated with this stack (unset: all)
     OptionInputs options;                        // storage, egress, support added to every row
     double headroomFraction = 0.10;
+    // The pair of gradient buckets ZeRO-1/2 reduce through (PyTorch DDP's bucket_cap_mb by default;
+    // DeepSpeed's stage 2 defaults to 5e8 elements, 954 MiB of bf16).
+    int64_t bucketBytes = int64_t {25} << 20;
     // Without a pilot: share of the card's dense BF16 peak / bandwidth the step is assumed to reach.
     double assumedComputeEfficiency = 0.40;
     double assumedBandwidthEfficiency = 0.70;

@@ -82,6 +82,54 @@ private Q_SLOTS:
         }
     }
 
+    // ZeRO-2's rows follow the bucket size the user names (DeepSpeed's 954 MiB against DDP's 25): each
+    // row heavier per GPU, the H100's exactly the total `estimate` gives at each size (whose tensor
+    // peak is two buckets' difference higher: tst_cli_estimate), the assumption saying which; a DDP
+    // row is untouched.
+    void zero2RowsFollowTheBucketSize()
+    {
+        const QStringList model {QStringLiteral("--config"), QStringLiteral("preset:llama-3.1-8b"), QStringLiteral("--set"), QStringLiteral("train.mode=full"),
+                                 QStringLiteral("--set"), QStringLiteral("train.recompute=true"), QStringLiteral("--set"), QStringLiteral("train.micro_batch=1"),
+                                 QStringLiteral("--gpus"), QStringLiteral("8"), QStringLiteral("--json")};
+        auto rows = [&](const QString &strategy, const QString &bucket, QJsonArray *assumptions = nullptr) {
+            const Result r = cli(QStringList {QStringLiteral("compare")} + model +
+                                 QStringList {QStringLiteral("--db"), m_dir.filePath(QStringLiteral("absent.sqlite")), QStringLiteral("--strategy"), strategy,
+                                              QStringLiteral("--bucket-mb"), bucket});
+            if (assumptions)
+                *assumptions = json(r).value(QStringLiteral("assumptions")).toArray();
+            return json(r).value(QStringLiteral("rows")).toArray();
+        };
+        auto estimated = [&](const QString &bucket) {
+            const Result r = cli(QStringList {QStringLiteral("estimate")} + model +
+                                 QStringList {QStringLiteral("--card"), QStringLiteral("h100-sxm-80gb"), QStringLiteral("--strategy"), QStringLiteral("zero2"),
+                                              QStringLiteral("--bucket-mb"), bucket, QStringLiteral("--no-calibration")});
+            return json(r).value(QStringLiteral("estimates")).toArray().at(0).toObject().value(QStringLiteral("total_bytes")).toDouble();
+        };
+        QJsonArray said;
+        const QJsonArray small = rows(QStringLiteral("zero2"), QStringLiteral("25")), large = rows(QStringLiteral("zero2"), QStringLiteral("954"), &said);
+        QCOMPARE(small.size(), 10);
+        QCOMPARE(large.size(), small.size());
+        int h100 = 0;
+        for (int i = 0; i < small.size(); ++i) {
+            const QJsonObject a = small.at(i).toObject(), b = large.at(i).toObject();
+            QCOMPARE(a.value(QStringLiteral("strategy")).toString(), QStringLiteral("zero2"));
+            QVERIFY(b.value(QStringLiteral("peak_bytes")).toDouble() - a.value(QStringLiteral("peak_bytes")).toDouble() >= 2.0 * (954 - 25) * 1024 * 1024);
+            if (a.value(QStringLiteral("card")).toString() == QLatin1String("h100-sxm-80gb")) {
+                ++h100;
+                QCOMPARE(a.value(QStringLiteral("peak_bytes")).toDouble(), estimated(QStringLiteral("25")));
+                QCOMPARE(b.value(QStringLiteral("peak_bytes")).toDouble(), estimated(QStringLiteral("954")));
+            }
+        }
+        QCOMPARE(h100, 1);
+        QVERIFY2(said.toVariantList().contains(QStringLiteral("ZeRO-1/2 reduce gradients through a pair of 954 MiB buckets per GPU (DDP's bucket_cap_mb is 25; "
+                                                              "DeepSpeed's stage 2 defaults to 954 MiB of bf16)")),
+                 qPrintable(QJsonDocument(said).toJson()));
+        const QJsonArray ddpSmall = rows(QStringLiteral("ddp"), QStringLiteral("25")), ddpLarge = rows(QStringLiteral("ddp"), QStringLiteral("954"));
+        QCOMPARE(ddpSmall.size(), 10);
+        for (int i = 0; i < ddpSmall.size(); ++i)
+            QCOMPARE(ddpLarge.at(i).toObject().value(QStringLiteral("peak_bytes")).toDouble(), ddpSmall.at(i).toObject().value(QStringLiteral("peak_bytes")).toDouble());
+    }
+
     void withoutHistoryNoPilot()
     {
         const Result r = cli({QStringLiteral("compare"), QStringLiteral("--config"), QStringLiteral("preset:tiny"), QStringLiteral("--db"),
@@ -156,6 +204,8 @@ private Q_SLOTS:
         QTest::newRow("gpus word") << QStringList {QStringLiteral("--gpus"), QStringLiteral("two")} << QStringLiteral("--gpus");
         QTest::newRow("strategy") << QStringList {QStringLiteral("--strategy"), QStringLiteral("pipeline")} << QStringLiteral("--strategy");
         QTest::newRow("run") << QStringList {QStringLiteral("--run"), QStringLiteral("99")} << QStringLiteral("--run");
+        QTest::newRow("bucket 0") << QStringList {QStringLiteral("--bucket-mb"), QStringLiteral("0")} << QStringLiteral("--bucket-mb");
+        QTest::newRow("bucket word") << QStringList {QStringLiteral("--bucket-mb"), QStringLiteral("large")} << QStringLiteral("--bucket-mb");
         QTest::newRow("config field") << QStringList {QStringLiteral("--set"), QStringLiteral("train.seq_len=0")} << QStringLiteral("train.seq_len");
     }
 

@@ -11,8 +11,10 @@
 #include "history/HistoryWriter.h"
 #include "util/Errors.h"
 
+#include <QComboBox>
 #include <QLabel>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -469,6 +471,53 @@ private Q_SLOTS:
         const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
         if (!dir.isEmpty())
             QVERIFY(view.grab().save(dir + QStringLiteral("/compare-view.png")));
+    }
+
+    // The bucket size reaches the ZeRO rows: shown beside auto, ZeRO-1 and ZeRO-2 only; at DeepSpeed's
+    // 954 MiB every multi-GPU ZeRO-2 row of an 8B model is at least two buckets' difference heavier per
+    // GPU (the exact figure: tst_cli_compare against `estimate`).
+    void bucketSizeReachesTheZeroRows()
+    {
+        pb::ui::CompareView view;
+        QSignalSpy spy(&view, &pb::ui::CompareView::comparisonChanged);
+        view.setHistoryPath(QString());
+        pb::RunConfig c = pb::presetConfig(QStringLiteral("llama-3.1-8b"));
+        c.train.recompute = true;
+        c.train.microBatch = 1;
+        view.setConfig(c);
+        QVERIFY(spy.wait(30000));
+        auto *strategy = view.findChild<QComboBox *>(QStringLiteral("strategySelector"));
+        auto *bucket = view.findChild<QSpinBox *>(QStringLiteral("bucketSelector"));
+        QVERIFY(strategy && bucket);
+        QCOMPARE(bucket->value(), 25);
+        QVERIFY(bucket->isVisibleTo(&view)); // auto may pick ZeRO-1 or ZeRO-2
+        strategy->setCurrentIndex(strategy->findText(QStringLiteral("ddp")));
+        QVERIFY(spy.wait(30000));
+        QVERIFY(!bucket->isVisibleTo(&view));
+        strategy->setCurrentIndex(strategy->findText(QStringLiteral("zero2")));
+        QVERIFY(spy.wait(30000));
+        QVERIFY(bucket->isVisibleTo(&view));
+        const pb::Comparison small = *view.comparison();
+        bucket->setValue(954);
+        QVERIFY(spy.wait(30000));
+        const pb::Comparison large = *view.comparison();
+        QCOMPARE(large.rows.size(), small.rows.size());
+        int multi = 0;
+        for (size_t i = 0; i < small.rows.size(); ++i) {
+            if (small.rows[i].gpus == 1)
+                continue;
+            ++multi;
+            QCOMPARE(large.rows[i].strategy, pb::ParallelStrategy::Zero2);
+            // Two buckets' difference in tensors, plus the allocator's share of them.
+            QVERIFY(large.rows[i].peakBytes - small.rows[i].peakBytes >= int64_t {2} * (954 - 25) * 1024 * 1024);
+        }
+        QVERIFY(multi > 0);
+        view.resize(1280, 640);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
+        if (!dir.isEmpty())
+            QVERIFY(view.grab().save(dir + QStringLiteral("/compare-view-zero2-buckets.png")));
     }
 
     void viewComputesInTheBackground()

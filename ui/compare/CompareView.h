@@ -25,6 +25,7 @@ class QGridLayout;
 class QHBoxLayout;
 class QLabel;
 class QPushButton;
+class QSpinBox;
 class QTableWidget;
 
 namespace pb::ui {
@@ -82,6 +83,9 @@ private:
     QComboBox *m_strategy = nullptr;
     QComboBox *m_term = nullptr;
     QComboBox *m_stack = nullptr;
+    // ZeRO-1/2's gradient bucket pair, shown where the strategy may be one of them.
+    QLabel *m_bucketLabel = nullptr;
+    QSpinBox *m_bucket = nullptr;
     QLabel *m_basis = nullptr;
     QWidget *m_tiles = nullptr;
     QGridLayout *m_tilesLayout = nullptr;   // five cards a row: ten do not fit side by side at 1280 px

@@ -2,8 +2,10 @@
 // 16-bit row as its 16-bit values, and can take each column's absolute maximum on the way (for a
 // later transposed cast); a 16-bit row wider still is read twice, by two kernels that keep every
 // multiprocessor busy; otherwise one block a row reads it twice (the second read hits L2). The
-// transposed cast goes through a 64 x 128 tile of float8 bytes in shared memory. A grid-stride
-// loop for the per-tensor cast.
+// transposed cast goes through a 64 x 64 tile of float8 bytes in shared memory (a 64 x 128 tile
+// with four rows' loads in flight a thread was slower on an H100: 1.8-2.0 TB/s in
+// bench_float8_casts, 15.1 ms a step where this one took 14.1 for more bytes). A grid-stride loop
+// for the per-tensor cast.
 #include "kernels/Float8Kernels.h"
 
 #include "kernels/KernelSupport.cuh"
@@ -302,17 +304,16 @@ __global__ void amaxToScale(float *s, int64_t rows, bool e5m2)
 }
 
 // out [cols, rows] = float8(x^T / scale of its row), x [rows, cols] (rows a multiple of 16, cols of
-// 8, 16-byte aligned): a tile of 64 columns x 128 rows a block, so that each output row gets a
-// whole 128-byte line. Loading, thread t casts 8 columns (t % 8) of rows t / 8 + 32 j (j < 4) into
-// the tile, transposed (tile[column][row] bytes, rows padded to 132 bytes); storing, it writes 32
-// bytes (rows 32 * (t % 4) on) of the output row t / 4.
-constexpr int kTile = 64, kTileRows = 128, kTileStride = kTileRows + 4;
+// 8, 16-byte aligned): a 64 x 64 tile a block. Loading, thread t casts 8 columns (t % 8) of rows t / 8
+// and 32 + t / 8 into the tile, transposed (tile[column][row] bytes, rows padded to 68 bytes);
+// storing, it writes 16 bytes (rows 16 * (t % 4) on) of the output row t / 4.
+constexpr int kTile = 64, kTileStride = kTile + 4;
 template <typename T>
 __global__ void __launch_bounds__(kThreads) quantizeColumnsT(const T *x, int64_t rows, int64_t cols, const float *amax, bool perColumn, bool e5m2,
                                                              uint8_t *out, float *scales)
 {
     __shared__ __align__(16) uint8_t tile[kTile * kTileStride];
-    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile, r0 = static_cast<int64_t>(blockIdx.y) * kTileRows;
+    const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile, r0 = static_cast<int64_t>(blockIdx.y) * kTile;
     const int t = threadIdx.x, segment = t % 8, rowInTile = t / 8;
     const int64_t c = c0 + segment * 8;
     if (c < cols) {
@@ -324,40 +325,31 @@ __global__ void __launch_bounds__(kThreads) quantizeColumnsT(const T *x, int64_t
 #pragma unroll
             for (int i = 0; i < 8; ++i)
                 scales[c + i] = scale[i];
-        // All four rows' loads in flight before their casts.
-        float v[4][8];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            if (r0 + rowInTile + j * (kThreads / 8) < rows)
-                load8(x + (r0 + rowInTile + j * (kThreads / 8)) * cols + c, v[j]);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int r = rowInTile + j * (kThreads / 8);
-            if (r0 + r < rows)
+        for (int half = 0; half < 2; ++half) {
+            const int r = rowInTile + half * (kThreads / 8);
+            if (r0 + r < rows) {
+                float v[8];
+                load8(x + (r0 + r) * cols + c, v);
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
-                    tile[(segment * 8 + i) * kTileStride + r] = cast(__fdiv_rn(v[j][i], scale[i]), e5m2);
+                    tile[(segment * 8 + i) * kTileStride + r] = cast(__fdiv_rn(v[i], scale[i]), e5m2);
+            }
         }
     }
     __syncthreads();
     const int outRow = t / 4, part = t % 4;
-    const int64_t oc = c0 + outRow;
-    if (oc < cols) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int64_t orow = r0 + part * 32 + h * 16;
-            if (orow < rows) {
-                const auto *w = reinterpret_cast<const uint32_t *>(tile + outRow * kTileStride + part * 32 + h * 16);
-                *reinterpret_cast<uint4 *>(out + oc * rows + orow) = make_uint4(w[0], w[1], w[2], w[3]);
-            }
-        }
+    const int64_t oc = c0 + outRow, orow = r0 + part * 16;
+    if (oc < cols && orow < rows) {
+        const auto *w = reinterpret_cast<const uint32_t *>(tile + outRow * kTileStride + part * 16);
+        *reinterpret_cast<uint4 *>(out + oc * rows + orow) = make_uint4(w[0], w[1], w[2], w[3]);
     }
 }
 
 template <typename T> void quantizeColumnsTransposedAs(const T *x, int64_t rows, int64_t cols, const float *amax, bool perColumn, bool e5m2, uint8_t *out,
                                                        float *scales, cudaStream_t s)
 {
-    const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTileRows - 1) / kTileRows));
+    const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
     PB_LAUNCH(grid, kThreads, 0, s, quantizeColumnsT<T>)(x, rows, cols, amax, perColumn, e5m2, out, scales);
 }
 

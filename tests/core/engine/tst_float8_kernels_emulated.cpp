@@ -117,7 +117,7 @@ private Q_SLOTS:
         QFETCH(bool, bf16);
         QFETCH(bool, perColumn);
         const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-        const int64_t rows = 144, cols = 72;   // two tiles each way (128 rows, 64 columns), the second partial
+        const int64_t rows = 80, cols = 72;   // two tiles of 64 each way, the second partial
         torch::manual_seed(3);
         const auto x = (torch::randn({rows, cols}) * torch::rand({1, cols}) * 20).to(type);
         const auto xf = x.to(torch::kFloat);

@@ -235,10 +235,13 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool expandedKv = layerFused && (dq == 4 || (window && !windowKernel) || hd > kSharedHeadsMaxHeadDim) && groups > 1;
         // One key/value head expands as a view (stride 0 over the heads), which the CUDA kernels read
         // as it is: no copies (peak recorder on an H100, Gemma 4 E2B LoRA at 2048 x 4: each global
-        // layer 112 MiB lighter than copies, a sliding one on the mask 56). The CPU rows of the tests
-        // are exact with copies; at 1024 tokens past a 512 window the CPU kernels read views too
-        // (7 MiB a layer over): left as they are.
+        // layer 112 MiB lighter than copies, a sliding one on the mask 56).
         const bool expandedCopies = expandedKv && (kvHeads > 1 || !fusedKernels);
+        // The math path's bmms fold the batch and the heads into one dimension: a view of the
+        // expanded heads only where there is one key/value head and one sequence, and no cast of k
+        // to the product's dtype (peak recorder on CPU, an E2B-shaped model, LoRA: copies at
+        // micro-batch 2, none at 1).
+        const bool mathViews = kvHeads == 1 && b == 1 && groups > 1 && dkr == c;
         // A [T, T] boolean mask given to SDPA on a CUDA device becomes an additive one in q's dtype,
         // which the memory-efficient kernel keeps for its backward: one a layer (the same H100 rows,
         // 8 MiB a sliding layer).
@@ -298,7 +301,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                 // The capped kernel's bmms read the shared key/value heads as they are
                 // (model/FusedOps.h's groupedHeadsAttention): q, k and v at their own widths (the
                 // tensors themselves where headLayout, else contiguous copies), not expanded.
-                walk.saved += c * n * (cappedKernel ? qDim + 2 * kvDim : 3 * qDim) + (cappedKernel ? 0 : t * t) + layerRotaryCasts + probabilities + capped;
+                const int64_t mathKv = mathViews ? (sharedKv ? 0 : 2 * kvDim) : 2 * qDim;
+                walk.saved += c * n * (cappedKernel ? qDim + 2 * kvDim : qDim + mathKv) + (cappedKernel ? 0 : t * t) + layerRotaryCasts + probabilities + capped;
                 atAttention = walk.saved;
                 // At the second bmm: the masked scores (the kernel's are the kept ones) and the output
                 // beside the kept set, and q, k, v as the rotary left them (the kept ones themselves
@@ -494,7 +498,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                           : dx1 * n * h + qkvAlive + layerRotaryCasts + kernelCasts +
                                                 (layerFused ? c * n * qDim + expandedAlive
                                                  : traits.attentionSinks ? (groups > 1 ? (dkr + c) * n * qDim : 0) + 2 * sinkScores + 8 * b * heads * t + c * n * qDim + t * t
-                                                                         : (groups > 1 && !headLayout ? (dkr + c) * n * (cappedKernel ? kvDim : qDim) : 0) + 2 * scores + c * n * qDim +
+                                                                         : (groups > 1 && !headLayout && !mathViews ? (dkr + c) * n * (cappedKernel ? kvDim : qDim) : 0) + 2 * scores + c * n * qDim +
                                                                                (cappedKernel ? rowStats : t * t));
         // (qlora: at down_proj, its input, the matrix and its output beside the residual and the norm output.)
         const int64_t mlpNoGrad = std::max(layer.sparse ? sparse.noGradLive : r * n * h + dx2 * n * h + mlpLive + c * n * h,

@@ -200,6 +200,42 @@ private Q_SLOTS:
         }
     }
 
+    // The math path (this CPU build's LibTorch 1.13 has no SDPA) folds the batch and the heads of
+    // q k^T into one dimension: one key/value head expanded to every head stays a view in a batch of
+    // one sequence, and is copied in two. The figures are the peak recorder's on this CPU (the
+    // imported E2B config at 10 layers, 4 shared, vocabulary 2048, LoRA, eager, seq 256, pilot
+    // --memory-snapshot): what layers 3, 4 and 8 kept after their forward at micro-batch 1.
+    void singleKeyValueHeadOnTheMathPath()
+    {
+        QFile f(QStringLiteral(PB_SOURCE_DIR "/tests/data/hf/gemma-4-e2b/config.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        RunConfig c = hfRunConfig(QJsonDocument::fromJson(f.readAll()).object(), "gemma-4-e2b");
+        c.model.layers = 10;
+        c.model.traits.kvSharedLayers = 4;
+        c.model.vocabSize = 2048;
+        c.train.seqLen = 256;
+        c.train.microBatch = 1;
+        c.train.mode = TrainMode::Lora;
+        c.train.kernels = KernelPath::Eager;
+        constexpr double MiB = 1024.0 * 1024.0;
+        const ActivationBytes one = activationBytes(c, false, false, false);
+        const int layers[] = {3, 4, 8};
+        const double kept[] = {35.483, 42.983, 43.216};
+        for (int i = 0; i < 3; ++i) {
+            const double got = static_cast<double>(one.savedPerBlock[static_cast<size_t>(layers[i])]) / MiB;
+            QVERIFY2(std::abs(got - kept[i]) < 0.01, qPrintable(QStringLiteral("layer %1: %2 MiB against %3").arg(layers[i]).arg(got).arg(kept[i])));
+        }
+        // Two sequences: the folded dimension is a copy of k and of v expanded to the 8 heads (the
+        // recorder at micro-batch 2: 74.154, 92.404 and 90.119 MiB).
+        c.train.microBatch = 2;
+        const ActivationBytes two = activationBytes(c, false, false, false);
+        const double keptTwo[] = {74.154, 92.404, 90.119};
+        for (int i = 0; i < 3; ++i) {
+            const double got = static_cast<double>(two.savedPerBlock[static_cast<size_t>(layers[i])]) / MiB;
+            QVERIFY2(std::abs(got - keptTwo[i]) < 0.01, qPrintable(QStringLiteral("micro-batch 2, layer %1: %2 MiB against %3").arg(layers[i]).arg(got).arg(keptTwo[i])));
+        }
+    }
+
     void activationsMathVersusFused()
     {
         // fp32, B=1, T=4 (n = 4 tokens), hidden 8, 2 heads, inter 16; every element 4 B.

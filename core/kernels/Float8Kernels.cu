@@ -43,6 +43,20 @@ __device__ __forceinline__ uint2 cast8(const float (&v)[8], float scale, bool e5
 // zero-initialised fp32 array.
 __device__ __forceinline__ void atomicMaxNonNegative(float *address, float v) { atomicMax(reinterpret_cast<int *>(address), __float_as_int(v)); }
 
+// One chunk of a block's column maxima (thread t's 8 columns at base + 8 t on) into colAmax (zero on
+// entry), through `stage` [2 * kThreads] in shared memory so that a warp's atomics fall on 32
+// consecutive columns rather than on every eighth. Every thread of the block calls it.
+__device__ __forceinline__ void addColumnMaxima(float4 *stage, const float (&m)[8], int64_t base, int64_t cols, float *colAmax)
+{
+    stage[2 * threadIdx.x] = make_float4(m[0], m[1], m[2], m[3]);
+    stage[2 * threadIdx.x + 1] = make_float4(m[4], m[5], m[6], m[7]);
+    __syncthreads();
+    const float *staged = reinterpret_cast<const float *>(stage);
+    for (int j = threadIdx.x; j < 8 * kThreads && base + j < cols; j += kThreads)
+        atomicMaxNonNegative(colAmax + base + j, staged[j]);
+    __syncthreads();
+}
+
 // Rows first..first+rowsPerBlock-1 of x [rows, cols] (cols a multiple of 8, 16-byte aligned rows,
 // at most CHUNKS * 8 * kThreads columns): each row read once into registers, its maximum, scale and
 // float8 values; with COLUMNS, each column's maximum over the block's rows goes to colAmax.
@@ -89,21 +103,13 @@ __global__ void __launch_bounds__(kThreads) quantizeRowsCached(const T *x, int64
         }
     }
     if (COLUMNS && first < last) {
-        // Through shared memory a chunk at a time, so that a warp's atomics fall on 32 consecutive
-        // columns rather than on every eighth.
         __shared__ float4 stage[2 * kThreads];
 #pragma unroll
         for (int k = 0; k < CHUNKS; ++k) {
             const int64_t base = static_cast<int64_t>(k) * kThreads * 8;
             if (base >= cols)
                 break;
-            stage[2 * threadIdx.x] = make_float4(colMax[k][0], colMax[k][1], colMax[k][2], colMax[k][3]);
-            stage[2 * threadIdx.x + 1] = make_float4(colMax[k][4], colMax[k][5], colMax[k][6], colMax[k][7]);
-            __syncthreads();
-            const float *staged = reinterpret_cast<const float *>(stage);
-            for (int j = threadIdx.x; j < 8 * kThreads && base + j < cols; j += kThreads)
-                atomicMaxNonNegative(colAmax + base + j, staged[j]);
-            __syncthreads();
+            addColumnMaxima(stage, colMax[k], base, cols, colAmax);
         }
     }
 }
@@ -177,7 +183,6 @@ __global__ void __launch_bounds__(kThreads) quantizeBf16RowsHeld(const __nv_bflo
         }
     }
     if (COLUMNS && first < last) {
-        // As quantizeRowsCached's: staged a chunk at a time, each column's atomic by one thread.
         __shared__ float4 stage[2 * kThreads];
 #pragma unroll
         for (int k = 0; k < CHUNKS; ++k) {
@@ -186,13 +191,7 @@ __global__ void __launch_bounds__(kThreads) quantizeBf16RowsHeld(const __nv_bflo
                 break;
             float f[8];
             unpackBf16x8(colMax[k], f);
-            stage[2 * threadIdx.x] = make_float4(f[0], f[1], f[2], f[3]);
-            stage[2 * threadIdx.x + 1] = make_float4(f[4], f[5], f[6], f[7]);
-            __syncthreads();
-            const float *staged = reinterpret_cast<const float *>(stage);
-            for (int j = threadIdx.x; j < 8 * kThreads && base + j < cols; j += kThreads)
-                atomicMaxNonNegative(colAmax + base + j, staged[j]);
-            __syncthreads();
+            addColumnMaxima(stage, f, base, cols, colAmax);
         }
     }
 }

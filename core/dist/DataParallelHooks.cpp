@@ -304,17 +304,21 @@ void DataParallelHooks::finishReducedBuckets(size_t inFlight)
             }
             continue;
         }
-        if (bucket.owner == m_rendezvous.rank) {
-            bucket.flat.mul_(inverse);
-            for (size_t i = 0; i < bucket.params.size(); ++i) {
-                auto &grad = m_trainable[bucket.params[i]].mutable_grad();
-                grad.copy_(bucket.flat.narrow(0, bucket.offsets[i], grad.numel()).view_as(grad));
-            }
-        }
+        if (bucket.owner == m_rendezvous.rank)
+            averageIntoGrads(bucket);
         // The work shares this tensor (not a view of it): emptying it frees the storage whether or
         // not the backend's thread still holds the work (forEachBucket's reason, below).
         bucket.flat.set_();
         bucket.flat = torch::Tensor();
+    }
+}
+
+void DataParallelHooks::averageIntoGrads(Bucket &bucket)
+{
+    bucket.flat.mul_(1.0 / m_rendezvous.worldSize);
+    for (size_t i = 0; i < bucket.params.size(); ++i) {
+        auto &grad = m_trainable[bucket.params[i]].mutable_grad();
+        grad.copy_(bucket.flat.narrow(0, bucket.offsets[i], grad.numel()).view_as(grad));
     }
 }
 
@@ -355,14 +359,8 @@ void DataParallelHooks::finishOverlappedReduce()
     } else {
         for (auto &work : m_works)
             work->wait();
-        const double inverse = 1.0 / m_rendezvous.worldSize;
-        for (auto &bucket : m_buckets) {
-            bucket.flat.mul_(inverse);
-            for (size_t i = 0; i < bucket.params.size(); ++i) {
-                auto &grad = m_trainable[bucket.params[i]].mutable_grad();
-                grad.copy_(bucket.flat.narrow(0, bucket.offsets[i], grad.numel()).view_as(grad));
-            }
-        }
+        for (auto &bucket : m_buckets)
+            averageIntoGrads(bucket);
     }
     m_works.clear();
     m_lastMicroBatch = false;

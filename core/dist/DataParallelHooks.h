@@ -60,6 +60,8 @@ private:
     // ZeRO-2: the launched buckets whose reduce is done, in order, copied back to their owner's
     // gradients and released; waiting for the oldest while more than `inFlight` remain.
     void finishReducedBuckets(size_t inFlight);
+    // A reduced bucket's sum over the ranks, averaged, into its tensors' .grad.
+    void averageIntoGrads(Bucket &bucket);
     void finishOverlappedReduce();
 
     DataParallelStrategy m_strategy;

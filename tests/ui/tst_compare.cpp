@@ -47,6 +47,17 @@ pb::RunConfig plannedJob()
     return c;
 }
 
+// Shows the view and, where PB_SCREENSHOT_DIR is set, saves what it shows there as `file`, for
+// looking at.
+bool showForLooking(QWidget &view, const QString &file)
+{
+    view.show();
+    if (!QTest::qWaitForWindowExposed(&view))
+        return false;
+    const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
+    return dir.isEmpty() || view.grab().save(dir + QLatin1Char('/') + file);
+}
+
 const pb::ComparisonRow &row(const pb::Comparison &c, const std::string &card, int gpus)
 {
     for (const auto &r : c.rows) {
@@ -466,11 +477,7 @@ private Q_SLOTS:
         }
         QCOMPARE(tiles, 4);
         QCOMPARE(marked, 1);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-        if (!dir.isEmpty())
-            QVERIFY(view.grab().save(dir + QStringLiteral("/compare-view.png")));
+        QVERIFY(showForLooking(view, QStringLiteral("compare-view.png")));
     }
 
     // The bucket size reaches the ZeRO rows: shown beside auto, ZeRO-1 and ZeRO-2 only; at DeepSpeed's
@@ -513,11 +520,7 @@ private Q_SLOTS:
         }
         QVERIFY(multi > 0);
         view.resize(1280, 640);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-        if (!dir.isEmpty())
-            QVERIFY(view.grab().save(dir + QStringLiteral("/compare-view-zero2-buckets.png")));
+        QVERIFY(showForLooking(view, QStringLiteral("compare-view-zero2-buckets.png")));
     }
 
     void viewComputesInTheBackground()
@@ -535,11 +538,7 @@ private Q_SLOTS:
         QCOMPARE(view.selectedTerm(), std::string());
         // A narrower window, for looking at (PB_SCREENSHOT_DIR): nothing may be cut off.
         view.resize(960, 560);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-        if (!dir.isEmpty())
-            QVERIFY(view.grab().save(dir + QStringLiteral("/compare-view-960.png")));
+        QVERIFY(showForLooking(view, QStringLiteral("compare-view-960.png")));
     }
 };
 

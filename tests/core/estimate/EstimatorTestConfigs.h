@@ -1,5 +1,6 @@
 #pragma once
-// Configs and lookups shared by the estimator's tests (tst_memory_estimator, tst_moe_estimates).
+// Configs and lookups shared by the estimator's tests (tst_memory_estimator, tst_activation_estimates,
+// tst_moe_estimates).
 #include "config/Presets.h"
 #include "estimate/MemoryEstimator.h"
 

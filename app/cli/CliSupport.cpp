@@ -62,6 +62,15 @@ void printJson(CliContext &ctx, const QJsonObject &object, bool compact)
     ctx.out.flush();
 }
 
+int intOptionAtLeast(const QCommandLineParser &parser, const QString &name, int minimum)
+{
+    bool ok = false;
+    const int value = parser.value(name).toInt(&ok);
+    if (!ok || value < minimum)
+        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
+    return value;
+}
+
 int64_t parseByteSize(const QString &text, const QString &option)
 {
     // coreutils' reading (df, du, sort -S): a bare or "iB" suffix is binary, "B" alone decimal.

@@ -20,5 +20,7 @@ void printJson(CliContext &ctx, const QJsonObject &object, bool compact = false)
 // and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000; case does not matter.
 // Throws InvalidInputError naming `option`.
 int64_t parseByteSize(const QString &text, const QString &option);
+// An integer option >= minimum; throws InvalidInputError("--name") otherwise.
+int intOptionAtLeast(const QCommandLineParser &parser, const QString &name, int minimum);
 
 } // namespace pb::cli

@@ -113,11 +113,7 @@ int runCompare(CliContext &ctx)
             throw InvalidInputError("--strategy", "must be one of auto, ddp, fsdp, zero1, zero2, zero3");
         request.multiGpuStrategy = *strategy;
     }
-    bool bucketOk = false;
-    const int bucketMb = parser.value(QStringLiteral("bucket-mb")).toInt(&bucketOk);
-    if (!bucketOk || bucketMb < 1)
-        throw InvalidInputError("--bucket-mb", "'" + parser.value(QStringLiteral("bucket-mb")).toStdString() + "' must be a whole number of MiB, at least 1");
-    request.bucketBytes = static_cast<int64_t>(bucketMb) << 20;
+    request.bucketBytes = static_cast<int64_t>(intOptionAtLeast(parser, QStringLiteral("bucket-mb"), 1)) << 20;
     const QString stack = parser.value(QStringLiteral("stack"));
     if (stack == QLatin1String("cuda"))
         request.stack = SoftwareStack::Cuda;

@@ -126,13 +126,8 @@ int runEstimate(CliContext &ctx)
     const RunConfig config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
     EstimateOptions options;
     bool ok = false;
-    options.gpus = parser.value(QStringLiteral("gpus")).toInt(&ok);
-    if (!ok || options.gpus < 1)
-        throw InvalidInputError("--gpus", "must be a whole number of at least 1");
-    const int bucketMb = parser.value(QStringLiteral("bucket-mb")).toInt(&ok);
-    if (!ok || bucketMb < 1)
-        throw InvalidInputError("--bucket-mb", "must be a whole number of MiB, at least 1");
-    options.ddpBucketBytes = static_cast<int64_t>(bucketMb) << 20;
+    options.gpus = intOptionAtLeast(parser, QStringLiteral("gpus"), 1);
+    options.ddpBucketBytes = static_cast<int64_t>(intOptionAtLeast(parser, QStringLiteral("bucket-mb"), 1)) << 20;
     options.headroomFraction = parser.value(QStringLiteral("headroom")).toDouble(&ok);
     if (!ok)
         throw InvalidInputError("--headroom", "must be a number in [0, 1)");

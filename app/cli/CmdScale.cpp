@@ -4,7 +4,6 @@
 #include "app/cli/CliSupport.h"
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
-#include "app/cli/ScaleCommon.h"
 #include "dist/DistributedPilot.h"
 #include "engine/DevicePeak.h"
 #include "engine/Environment.h"
@@ -29,7 +28,7 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
     s.config = loadConfigArg(parser, parser.value(QStringLiteral("config")));
     if (!parser.isSet(QStringLiteral("gpus")))
         throw InvalidInputError("--gpus", "is required: the number of ranks (GPUs, or CPU shares with --device cpu)");
-    s.gpus = scaleIntOption(parser, QStringLiteral("gpus"), 1);
+    s.gpus = intOptionAtLeast(parser, QStringLiteral("gpus"), 1);
     const QString strategy = parser.value(QStringLiteral("strategy"));
     if (strategy == QLatin1String("zero3"))
         throw InvalidInputError("--strategy", "zero3 is fsdp here (parameters, gradients and optimizer state sharded, gathered per block): use --strategy fsdp");
@@ -49,13 +48,13 @@ ScaleSetup scaleSetupFrom(const QCommandLineParser &parser)
         s.threadsPerRank = s.options.cpuThreads > 0 ? s.options.cpuThreads : std::max(1, QThread::idealThreadCount() / s.gpus);
         s.options.cpuThreads = s.threadsPerRank; // the baseline is one rank's share of the host
     }
-    s.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
+    s.timeoutSeconds = intOptionAtLeast(parser, QStringLiteral("timeout"), 1);
     s.bind = !parser.isSet(QStringLiteral("no-bind"));
     s.overlap = !parser.isSet(QStringLiteral("no-overlap"));
-    s.bucketMb = scaleIntOption(parser, QStringLiteral("bucket-mb"), 1);
+    s.bucketMb = intOptionAtLeast(parser, QStringLiteral("bucket-mb"), 1);
     s.dumpDir = parser.value(QStringLiteral("dump-dir"));
     if (parser.isSet(QStringLiteral("baseline-run")))
-        s.baselineRun = scaleIntOption(parser, QStringLiteral("baseline-run"), 1);
+        s.baselineRun = intOptionAtLeast(parser, QStringLiteral("baseline-run"), 1);
     s.database = databaseFrom(parser);
     s.workerProgram = QCoreApplication::applicationFilePath();
     out.jsonl = parser.isSet(QStringLiteral("jsonl"));

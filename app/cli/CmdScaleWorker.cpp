@@ -5,7 +5,6 @@
 #include "app/cli/CliSupport.h"
 #include "app/cli/PilotCommon.h"
 #include "app/cli/PilotPrinter.h"
-#include "app/cli/ScaleCommon.h"
 #include "workflow/ScaleRun.h"
 #include "dist/CpuBinding.h"
 #include "dist/DistributedPilot.h"
@@ -19,15 +18,6 @@
 #include <unistd.h>
 
 namespace pb::cli {
-
-int scaleIntOption(const QCommandLineParser &parser, const QString &name, int minimum)
-{
-    bool ok = false;
-    const int value = parser.value(name).toInt(&ok);
-    if (!ok || value < minimum)
-        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
-    return value;
-}
 
 namespace {
 
@@ -75,8 +65,8 @@ int runScaleWorker(CliContext &ctx)
     dist.rendezvous = rendezvousFromEnvironment();
     dist.strategy = parser.value(QStringLiteral("strategy")).toStdString();
     dist.overlap = !parser.isSet(QStringLiteral("no-overlap"));
-    dist.bucketBytes = static_cast<int64_t>(scaleIntOption(parser, QStringLiteral("bucket-mb"), 1)) << 20;
-    dist.timeoutSeconds = scaleIntOption(parser, QStringLiteral("timeout"), 1);
+    dist.bucketBytes = static_cast<int64_t>(intOptionAtLeast(parser, QStringLiteral("bucket-mb"), 1)) << 20;
+    dist.timeoutSeconds = intOptionAtLeast(parser, QStringLiteral("timeout"), 1);
     dist.parameterDumpPath = parser.value(QStringLiteral("dump-parameters")).toStdString();
     refuseHistoryFile(parser.value(QStringLiteral("dump-parameters")), "--dump-parameters");
     PilotOptions options = pilotOptionsFrom(parser);
@@ -91,7 +81,7 @@ int runScaleWorker(CliContext &ctx)
     const bool launchedByScale = !qEnvironmentVariable(kScaleLauncherPidVariable).isEmpty();
     std::optional<int64_t> baselineRun;
     if (parser.isSet(QStringLiteral("baseline-run")))
-        baselineRun = scaleIntOption(parser, QStringLiteral("baseline-run"), 1);
+        baselineRun = intOptionAtLeast(parser, QStringLiteral("baseline-run"), 1);
     const DistributedPilotResult result = launchedByScale ? runDistributedPilot(config, options, dist)
                                                           : runLaunchedRank(config, options, dist, databaseFrom(parser), baselineRun);
     const QJsonObject json = toJson(result);

@@ -8,6 +8,8 @@
 #      of two bare steps and its top kernels (PROFILE=0 skips);
 #   3. with EXTRA=1, bench_probe_overhead for fp8-tensorwise, and for bf16-mixed and fp8-rowwise at
 #      micro-batch 2 (no traces);
+#   3b. with DEPTHS (e.g. "2 4 8"), bare steps of both recipes at each depth: per-layer and fixed
+#      time of each, and the ratio they give at the full 32 layers ($OUT/depths.jsonl);
 #   4. tests/bench/fp8_reference.py, bf16 and fp8 (REFERENCE=0 skips);
 #   5. pilots of STEPS steps (default 200; 0 skips) from the same seed on learnable data: step time,
 #      tokens/s, peak against the estimate, and the loss curve against bf16-mixed's.
@@ -40,6 +42,39 @@ if [ "${EXTRA:-0}" = 1 ]; then
     $BUILD_DIR/tests/bench_probe_overhead --device cuda:0 --preset llama-3.1-8b --steps 6 --set model.layers=$LAYERS --set train.seq_len=4096 \
       --set train.micro_batch=$2 --set train.kernels=fused --set train.precision=$1 2>&1 | tail -1 | tee -a $LOG
   done
+fi
+if [ -n "${DEPTHS:-}" ]; then
+  # Bare steps of both recipes at each depth in $DEPTHS (e.g. "2 4 8"). The head, the embeddings
+  # and the loss are the same at every depth, so the step is fixed + layers x per-layer: a line
+  # through the points gives each recipe's per-layer time, the fixed part, and the ratio at
+  # Llama-3.1-8B's full 32 layers (a projection from those measured points, printed as one).
+  for L in $DEPTHS; do
+    for P in bf16-mixed fp8-rowwise; do
+      stamp "probe $P, $L layers"
+      $BUILD_DIR/tests/bench_probe_overhead --device cuda:0 --preset llama-3.1-8b --steps 6 --set model.layers=$L --set train.seq_len=4096 \
+        --set train.micro_batch=$MICRO --set train.kernels=fused --set train.precision=$P 2>&1 | tail -1 | tee -a $LOG \
+        | sed -n "s/.*bare \([0-9.]*\) ms.*/{\"layers\": $L, \"precision\": \"$P\", \"bare_ms\": \1}/p" >> $OUT/depths.jsonl
+    done
+  done
+  python3 - $OUT/depths.jsonl <<'PY' | tee -a $LOG
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+fit = {}
+for p in ("bf16-mixed", "fp8-rowwise"):
+    pts = sorted((r["layers"], r["bare_ms"]) for r in rows if r["precision"] == p)
+    n = len(pts)
+    if n < 2: sys.exit("fewer than two depths measured for " + p)
+    mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+    worst = max(abs(y - (my + slope * (x - mx))) / y for x, y in pts)
+    fit[p] = (slope, my - slope * mx)
+    print(json.dumps({"precision": p, "per_layer_ms": round(slope, 2), "fixed_ms": round(my - slope * mx, 2), "worst_point_off_line_pct": round(100 * worst, 2)}))
+for x, y in sorted((r["layers"], r["bare_ms"]) for r in rows if r["precision"] == "bf16-mixed"):
+    f = [r["bare_ms"] for r in rows if r["precision"] == "fp8-rowwise" and r["layers"] == x]
+    if f: print(json.dumps({"layers": x, "measured_ratio": round(y / f[0], 4)}))
+(sb, fb), (s8, f8) = fit["bf16-mixed"], fit["fp8-rowwise"]
+print(json.dumps({"per_layer_ratio": round(sb / s8, 4), "projected_ratio_at_32_layers": round((fb + 32 * sb) / (f8 + 32 * s8), 4)}))
+PY
 fi
 if [ "${REFERENCE:-1}" = 1 ]; then
   stamp "reference"

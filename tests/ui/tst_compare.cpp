@@ -1,6 +1,7 @@
 // The card comparison with hand-worked numbers (a pilot measured on an H100, projected to the
 // others), the deadline, refused input, and the comparison view showing it.
 #include "compare/CompareView.h"
+#include "compare/ElidedLinesLabel.h"
 #include "workflow/Decision.h"
 #include "workflow/DecisionRun.h"
 #include "catalog/RentalWindow.h"
@@ -471,11 +472,11 @@ private Q_SLOTS:
         QVERIFY(shown);
         // One tile per catalog card, the recommended card's marked.
         int tiles = 0, marked = 0;
-        for (auto *label : view.findChildren<QLabel *>()) {
-            tiles += label->text().startsWith(QStringLiteral("best: x")) || label->text().startsWith(QStringLiteral("does not fit")) ? 1 : 0;
-            marked += label->text().contains(QStringLiteral("RECOMMENDED")) ? 1 : 0;
+        for (auto *label : view.findChildren<pb::ui::ElidedLinesLabel *>(QStringLiteral("tileVerdict"))) {
+            tiles += label->fullText().startsWith(QStringLiteral("best: x")) || label->fullText().startsWith(QStringLiteral("does not fit")) ? 1 : 0;
+            marked += label->fullText().startsWith(QStringLiteral("RECOMMENDED: x")) ? 1 : 0;
         }
-        QCOMPARE(tiles, 4);
+        QCOMPARE(tiles + marked, 4);
         QCOMPARE(marked, 1);
         QVERIFY(showForLooking(view, QStringLiteral("compare-view.png")));
     }
@@ -536,9 +537,38 @@ private Q_SLOTS:
         QCOMPARE(view.comparison()->rows.size(), pb::builtInCatalog().cards.size() * 4); // every card x 1, 2, 4, 8
         QCOMPARE(view.selectedGpus(), 0);
         QCOMPARE(view.selectedTerm(), std::string());
-        // A narrower window, for looking at (PB_SCREENSHOT_DIR): nothing may be cut off.
+        // A narrower window (and PB_SCREENSHOT_DIR's picture of it): every catalog card's tile keeps
+        // its lines whole in height, one under another, inside the tile; a line too wide for the
+        // tile is elided and whole in the tooltip.
         view.resize(960, 560);
         QVERIFY(showForLooking(view, QStringLiteral("compare-view-960.png")));
+        const auto tiles = view.findChildren<QFrame *>(QStringLiteral("cardTile"));
+        // The window keeps the size asked for, and the tiles stand above the table, not under it.
+        QCOMPARE(view.size(), QSize(960, 560));
+        QVERIFY(tiles.first()->parentWidget()->geometry().bottom() < view.findChild<QTableWidget *>()->geometry().top());
+        QCOMPARE(tiles.size(), static_cast<qsizetype>(pb::builtInCatalog().cards.size()));
+        int elided = 0;
+        for (const QFrame *tile : tiles) {
+            const auto labels = tile->findChildren<pb::ui::ElidedLinesLabel *>();
+            QCOMPARE(labels.size(), 3); // name, specifications, verdict
+            int bottom = 0;
+            for (const auto *label : labels) {
+                const int lines = static_cast<int>(label->fullText().count(QLatin1Char('\n'))) + 1;
+                QVERIFY2(label->height() >= lines * label->fontMetrics().height(), qPrintable(label->fullText()));
+                QVERIFY(label->geometry().top() >= bottom);
+                QVERIFY(tile->contentsRect().contains(label->geometry()));
+                bottom = label->geometry().bottom();
+                for (const QString &line : label->text().split(QLatin1Char('\n')))
+                    QVERIFY(label->fontMetrics().horizontalAdvance(line) <= label->contentsRect().width());
+                elided += label->text() != label->fullText() ? 1 : 0;
+                QVERIFY(label->toolTip().contains(label->fullText().section(QLatin1Char('\n'), 0, 0)));
+            }
+        }
+        QVERIFY(elided > 0); // at 960 px some line is too wide for a fifth of it
+        int marked = 0; // the recommended card's mark is never what gets elided
+        for (const auto *label : view.findChildren<pb::ui::ElidedLinesLabel *>(QStringLiteral("tileVerdict")))
+            marked += label->text().startsWith(QStringLiteral("RECOMMENDED: x")) ? 1 : 0;
+        QCOMPARE(marked, 1);
     }
 };
 

@@ -1,6 +1,7 @@
 #include "compare/CompareView.h"
 
 #include "compare/CostHoursChart.h"
+#include "compare/ElidedLinesLabel.h"
 #include "compare/HoursText.h"
 #include "config/RunConfigJson.h"
 #include "util/Units.h"
@@ -115,14 +116,16 @@ CompareView::CompareView(QWidget *parent) : QWidget(parent)
     m_stack->addItem(tr("CUDA only"), static_cast<int>(SoftwareStack::Cuda));
     m_stack->addItem(tr("ROCm only"), static_cast<int>(SoftwareStack::Rocm));
     controls->addWidget(m_stack);
-    // The basis names the pilot, its device, kernels and numerical format: it wraps rather than
-    // widening the window past 1280 px.
-    m_basis = new QLabel(this);
-    m_basis->setWordWrap(true);
-    m_basis->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
-    m_basis->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-    controls->addWidget(m_basis, 1);
+    controls->addStretch(1);
     layout->addLayout(controls);
+    // The basis names the pilot, its device, kernels and numerical format: on a line of its own
+    // under the controls, so that it keeps the window's width (beside them it wrapped into a column
+    // of single words in a 960 px window, and pushed the tiles under the table).
+    m_basis = new QLabel(this);
+    m_basis->setObjectName(QStringLiteral("comparisonBasis"));
+    m_basis->setWordWrap(true);
+    m_basis->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    layout->addWidget(m_basis);
 
     m_tiles = new QWidget(this);
     m_tilesLayout = new QGridLayout(m_tiles);
@@ -330,37 +333,37 @@ void CompareView::rebuildTiles(const Comparison &c)
         auto *v = new QVBoxLayout(tile);
         v->setContentsMargins(6, 4, 6, 4);
         v->setSpacing(2);
-        auto *name = new QLabel(tile);
-        name->setStyleSheet(QStringLiteral("font-weight: bold;"));
-        // One line: a long name (the RTX PRO 6000's) is elided to a fifth of a 1280 px window and
-        // shown whole in the tooltip, so every tile keeps the same lines.
+        // Every line is elided to the tile's width and shown whole in the tooltip, so every tile
+        // keeps the same lines at any window width (a long name: the RTX PRO 6000's).
+        auto *name = new ElidedLinesLabel(qs(card.name), tile);
         QFont bold = name->font();
         bold.setBold(true);
-        name->setText(QFontMetrics(bold).elidedText(qs(card.name), Qt::ElideRight, 235));
+        name->setFont(bold);
         name->setToolTip(qs(card.name));
         v->addWidget(name);
         // Two short lines of specifications (the interconnect and the price's source in the
         // tooltip): ten tiles share the height with the table and the chart.
-        auto *specs = new QLabel(tr("%1 GB · %2 TB/s\nBF16 %3 TF%4\nprice as of %5")
+        auto *specs = new ElidedLinesLabel(tr("%1 GB · %2 TB/s\nBF16 %3 TF%4\nprice as of %5")
                                      .arg(card.memoryGb).arg(card.memoryBandwidthTbps).arg(card.bf16DenseTflops)
                                      .arg(card.fp8DenseTflops ? tr(" · FP8 %1 TF").arg(*card.fp8DenseTflops) : tr(" · no FP8"))
                                      .arg(card.priceSource ? qs(card.priceSource->asOf) : tr("(not stated)")),
                                  tile);
-        specs->setToolTip(tr("%1 (%2 GB/s)").arg(qs(card.interconnect)).arg(card.interconnectGBps)
+        specs->setToolTip(specs->fullText() + QStringLiteral("\n") + tr("%1 (%2 GB/s)").arg(qs(card.interconnect)).arg(card.interconnectGBps)
                           + (card.priceSource ? QStringLiteral("\n") + qs(card.priceSource->text + (card.priceSource->url.empty() ? std::string() : " " + card.priceSource->url))
                                               : QString()));
-        specs->setWordWrap(true);
         v->addWidget(specs);
         QString verdict = tr("does not fit at any count shown");
         if (best) {
-            verdict = tr("best: x%1%9, %2 (%3)\n%7 %6 per M tokens, %5 %6 over %4%8")
+            // The mark leads its line, so a narrow tile elides the step's basis rather than the mark.
+            verdict = tr("%8: x%1%9, %2 (%3)\n%7 %6 per M tokens\n%5 %6 over %4")
                           .arg(best->gpus).arg(stepTime(best->stepTimeMs), QString::fromLatin1(toString(best->stepTimeBasis)))
                           .arg(hoursText(best->cost.windowHours)).arg(best->cost.totalCost, 0, 'f', 2).arg(qs(c.currency))
-                          .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr(" · RECOMMENDED") : QString())
+                          .arg(best->cost.costPerMillionTokens, 0, 'f', 2).arg(recommended ? tr("RECOMMENDED") : tr("best"))
                           .arg(best->gpus > 1 ? QStringLiteral(" ") + QString::fromLatin1(toString(best->strategy)) : QString());
         }
-        auto *result = new QLabel(verdict, tile);
-        result->setWordWrap(true);
+        auto *result = new ElidedLinesLabel(verdict, tile);
+        result->setObjectName(QStringLiteral("tileVerdict"));
+        result->setToolTip(verdict);
         v->addWidget(result);
         v->addStretch(1);
         m_tilesLayout->addWidget(tile, index / 5, index % 5);

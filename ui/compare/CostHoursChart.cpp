@@ -73,7 +73,8 @@ CostHoursChart::CostHoursChart(QWidget *parent) : QWidget(parent)
     m_view = new QChartView(chart, this);
     m_view->setObjectName(QStringLiteral("costHoursChart"));
     m_view->setRenderHint(QPainter::Antialiasing);
-    m_view->setMinimumSize(320, 240);
+    // Short enough that a 960 x 560 Compare tab keeps ten card tiles whole above it.
+    m_view->setMinimumSize(320, 120);
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_view);

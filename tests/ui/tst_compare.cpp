@@ -2,6 +2,7 @@
 // others), the deadline, refused input, and the comparison view showing it.
 #include "compare/CompareView.h"
 #include "compare/ElidedLinesLabel.h"
+#include "ForLooking.h"
 #include "workflow/Decision.h"
 #include "workflow/DecisionRun.h"
 #include "catalog/RentalWindow.h"
@@ -48,15 +49,11 @@ pb::RunConfig plannedJob()
     return c;
 }
 
-// Shows the view and, where PB_SCREENSHOT_DIR is set, saves what it shows there as `file`, for
-// looking at.
+// Shows the view, then saves it for looking at (ForLooking.h).
 bool showForLooking(QWidget &view, const QString &file)
 {
     view.show();
-    if (!QTest::qWaitForWindowExposed(&view))
-        return false;
-    const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-    return dir.isEmpty() || view.grab().save(dir + QLatin1Char('/') + file);
+    return QTest::qWaitForWindowExposed(&view) && saveForLooking(view, file);
 }
 
 const pb::ComparisonRow &row(const pb::Comparison &c, const std::string &card, int gpus)

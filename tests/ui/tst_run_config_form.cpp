@@ -3,6 +3,7 @@
 // config loaded into the form comes back unchanged, and a bad value turns the field's own widget
 // red and unfolds the panel it sits in.
 #include "config/HfImport.h"
+#include "ForLooking.h"
 #include "config/Presets.h"
 #include "config/RunConfigForm.h"
 #include "config/RunConfigJson.h"
@@ -360,9 +361,7 @@ private Q_SLOTS:
         setField(form, QStringLiteral("model.linear_attention.full_layers.layers"), QString());
         setField(form, QStringLiteral("model.linear_attention.full_layers.every"), QStringLiteral("4"));
         QCOMPARE(configHash(form.config()), configHash(next));
-        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-        if (!dir.isEmpty())
-            form.grab().save(dir + QStringLiteral("/run-config-form-qwen3-next.png"));
+        QVERIFY(saveForLooking(form, QStringLiteral("run-config-form-qwen3-next.png")));
         // Back to a model without it: hidden, and its config keeps its hash.
         const RunConfig moonlight = presetConfig(QStringLiteral("moonlight-16b-a3b"));
         form.setConfig(moonlight);
@@ -414,9 +413,7 @@ private Q_SLOTS:
         QVERIFY(!form.config().model.traits.layerScalar);
         setField(form, QStringLiteral("model.layer_scalar"), QStringLiteral("true"));
         QCOMPARE(configHash(form.config()), configHash(gemma4));
-        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-        if (!dir.isEmpty())
-            form.grab().save(dir + QStringLiteral("/run-config-form-gemma4.png"));
+        QVERIFY(saveForLooking(form, QStringLiteral("run-config-form-gemma4.png")));
         // E2B: the per-layer input and the shared key/value layers in the same group and summary.
         const RunConfig e2b = presetConfig(QStringLiteral("gemma-4-e2b"));
         form.setConfig(e2b);
@@ -439,8 +436,7 @@ private Q_SLOTS:
         QCOMPARE(flaggedWidgets(form), QStringList {QStringLiteral("model.kv_shared_layers")});
         setField(form, QStringLiteral("model.kv_shared_layers"), QStringLiteral("20"));
         QCOMPARE(configHash(form.config()), configHash(e2b));
-        if (!dir.isEmpty())
-            form.grab().save(dir + QStringLiteral("/run-config-form-gemma4-e2b.png"));
+        QVERIFY(saveForLooking(form, QStringLiteral("run-config-form-gemma4-e2b.png")));
         const RunConfig gemma3 = presetConfig(QStringLiteral("gemma-3-12b"));
         form.setConfig(gemma3);
         QVERIFY(!group->isVisible());
@@ -472,9 +468,7 @@ private Q_SLOTS:
         QCOMPARE(edited.model.latent.kvLoraRank, int64_t(256));
         QCOMPARE(edited.model.moe.routedScale, 2.5);
         QCOMPARE(edited.model.latent.qkRopeHeadDim, moonlight.model.latent.qkRopeHeadDim);
-        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-        if (!dir.isEmpty())
-            form.grab().save(dir + QStringLiteral("/run-config-form-moonlight.png"));
+        QVERIFY(saveForLooking(form, QStringLiteral("run-config-form-moonlight.png")));
         // Back to a dense model: the rows hide and its config keeps its hash.
         const RunConfig tiny = presetConfig(QStringLiteral("tiny"));
         form.setConfig(tiny);
@@ -495,14 +489,13 @@ private Q_SLOTS:
         form.setConfig(presetConfig(QStringLiteral("tiny")));
         QVERIFY2(summary->text().startsWith(QLatin1String("Llama's")), qPrintable(summary->text()));
         QVERIFY2(!form.fieldWidget(QStringLiteral("model.global_layers.every"))->isEnabled(), "no window: nothing to keep full");
-        const QString dir = qEnvironmentVariable("PB_SCREENSHOT_DIR");
-        if (!dir.isEmpty()) {
+        if (screenshotsWanted()) {
             form.setConfig(presetConfig(QStringLiteral("gemma-3-12b")));
             form.setExpanded(true);
             form.resize(1100, 900);
             form.show();
             QVERIFY(QTest::qWaitForWindowExposed(&form));
-            form.grab().save(dir + QStringLiteral("/run-config-form-gemma3.png"));
+            QVERIFY(saveForLooking(form, QStringLiteral("run-config-form-gemma3.png")));
         }
     }
     void roundTrip()

@@ -102,6 +102,8 @@ def losses(p):
         if d.get("event") == "step" and d.get("phase") == "train":
             out.append(d["loss"])
     return out
+if not os.path.exists(os.path.join(w, "bf16-mixed.jsonl")):
+    sys.exit(0)  # no bf16-mixed pilot this call (PRECISIONS): no curve to compare with
 base = losses("bf16-mixed")
 for p in ("fp8-rowwise", "fp8-tensorwise"):
     if not os.path.exists(os.path.join(w, p + ".jsonl")):

@@ -341,13 +341,13 @@ void CompareView::rebuildTiles(const Comparison &c)
         name->setFont(bold);
         name->setToolTip(qs(card.name));
         v->addWidget(name);
-        // Two short lines of specifications (the interconnect and the price's source in the
+        // Three short lines of specifications (the interconnect and the price's source in the
         // tooltip): ten tiles share the height with the table and the chart.
         auto *specs = new ElidedLinesLabel(tr("%1 GB · %2 TB/s\nBF16 %3 TF%4\nprice as of %5")
-                                     .arg(card.memoryGb).arg(card.memoryBandwidthTbps).arg(card.bf16DenseTflops)
-                                     .arg(card.fp8DenseTflops ? tr(" · FP8 %1 TF").arg(*card.fp8DenseTflops) : tr(" · no FP8"))
-                                     .arg(card.priceSource ? qs(card.priceSource->asOf) : tr("(not stated)")),
-                                 tile);
+                                               .arg(card.memoryGb).arg(card.memoryBandwidthTbps).arg(card.bf16DenseTflops)
+                                               .arg(card.fp8DenseTflops ? tr(" · FP8 %1 TF").arg(*card.fp8DenseTflops) : tr(" · no FP8"))
+                                               .arg(card.priceSource ? qs(card.priceSource->asOf) : tr("(not stated)")),
+                                           tile);
         specs->setToolTip(specs->fullText() + QStringLiteral("\n") + tr("%1 (%2 GB/s)").arg(qs(card.interconnect)).arg(card.interconnectGBps)
                           + (card.priceSource ? QStringLiteral("\n") + qs(card.priceSource->text + (card.priceSource->url.empty() ? std::string() : " " + card.priceSource->url))
                                               : QString()));

@@ -1,7 +1,8 @@
 #pragma once
 // A label of fixed lines, each elided to the label's width, so that a row of narrow tiles keeps its
 // height instead of wrapping lines over one another (QLabel's word wrap grows a label's height with
-// a narrower width, which a grid row whose height is already set cannot give it).
+// a narrower width, which a grid row whose height is already set cannot give it). The text is
+// given once, at construction.
 #include <QLabel>
 #include <QStringList>
 

@@ -155,8 +155,14 @@ torch::Tensor eagerAttention(const torch::Tensor &q, const torch::Tensor &k, con
 {
     const int64_t groups = q.size(1) / k.size(1);
     auto scores = torch::matmul(q, compat::expandKvHeads(k, groups).transpose(-2, -1)) * scale;
-    if (softcap > 0)
-        scores = torch::tanh(scores / softcap) * softcap;
+    if (softcap > 0) {
+        // Transformers' three statements, each result replacing the last: two score-sized tensors
+        // alive at a time. As one expression the old scores and each temporary lived to its end,
+        // four at once (the peak recorder on CPU, Gemma 2 rebuilt under recompute).
+        scores = scores / softcap;
+        scores = torch::tanh(scores);
+        scores = scores * softcap;
+    }
     const auto t = q.size(-2);
     const auto hidden = windowMask.defined() ? windowMask.logical_not()
                                              : torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);

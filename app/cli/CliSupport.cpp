@@ -62,13 +62,18 @@ void printJson(CliContext &ctx, const QJsonObject &object, bool compact)
     ctx.out.flush();
 }
 
-int intOptionAtLeast(const QCommandLineParser &parser, const QString &name, int minimum)
+int64_t int64OptionAtLeast(const QCommandLineParser &parser, const QString &name, int64_t minimum, int64_t maximum)
 {
     bool ok = false;
-    const int value = parser.value(name).toInt(&ok);
-    if (!ok || value < minimum)
+    const qlonglong value = parser.value(name).toLongLong(&ok);
+    if (!ok || value < minimum || value > maximum)
         throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
     return value;
+}
+
+int intOptionAtLeast(const QCommandLineParser &parser, const QString &name, int minimum)
+{
+    return static_cast<int>(int64OptionAtLeast(parser, name, minimum, std::numeric_limits<int>::max()));
 }
 
 int64_t parseByteSize(const QString &text, const QString &option)

@@ -7,6 +7,9 @@
 #include <QCommandLineParser>
 #include <QJsonObject>
 
+#include <cstdint>
+#include <limits>
+
 namespace pb::cli {
 
 // Parses ctx.args. On an error prints it to ctx.err and returns false; on -h, --help or
@@ -20,7 +23,10 @@ void printJson(CliContext &ctx, const QJsonObject &object, bool compact = false)
 // and KiB, MiB, GiB, TiB are powers of 1024; KB, MB, GB, TB powers of 1000; case does not matter.
 // Throws InvalidInputError naming `option`.
 int64_t parseByteSize(const QString &text, const QString &option);
-// An integer option >= minimum; throws InvalidInputError("--name") otherwise.
+// An integer option >= minimum (and <= maximum, the type's range); throws InvalidInputError("--name")
+// naming the lower bound otherwise.
+int64_t int64OptionAtLeast(const QCommandLineParser &parser, const QString &name, int64_t minimum,
+                           int64_t maximum = std::numeric_limits<int64_t>::max());
 int intOptionAtLeast(const QCommandLineParser &parser, const QString &name, int minimum);
 
 } // namespace pb::cli

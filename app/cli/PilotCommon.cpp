@@ -39,17 +39,6 @@ void addPilotOptions(QCommandLineParser &parser)
     parser.addOption(jitter);
 }
 
-namespace {
-int64_t positiveInt(const QCommandLineParser &parser, const QString &name, int64_t minimum)
-{
-    bool ok = false;
-    const auto value = parser.value(name).toLongLong(&ok);
-    if (!ok || value < minimum)
-        throw InvalidInputError("--" + name.toStdString(), "'" + parser.value(name).toStdString() + "' must be an integer >= " + std::to_string(minimum));
-    return value;
-}
-} // namespace
-
 PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
 {
     PilotOptions options;
@@ -58,12 +47,12 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
     static const QRegularExpression devicePattern(QStringLiteral("^(cpu|cuda(:[0-9]+)?)$"));
     if (!devicePattern.match(QString::fromStdString(options.device)).hasMatch())
         throw InvalidInputError("--device", "'" + options.device + "' is not a device (use cpu or cuda:N)");
-    options.steps = positiveInt(parser, QStringLiteral("steps"), 1);
-    options.warmupSteps = positiveInt(parser, QStringLiteral("warmup"), 0);
+    options.steps = int64OptionAtLeast(parser, QStringLiteral("steps"), 1);
+    options.warmupSteps = int64OptionAtLeast(parser, QStringLiteral("warmup"), 0);
     if (parser.isSet(QStringLiteral("memory-limit")))
         options.memoryLimitBytes = parseByteSize(parser.value(QStringLiteral("memory-limit")), QStringLiteral("--memory-limit"));
     if (parser.isSet(QStringLiteral("threads")))
-        options.cpuThreads = static_cast<int>(positiveInt(parser, QStringLiteral("threads"), 1));
+        options.cpuThreads = static_cast<int>(int64OptionAtLeast(parser, QStringLiteral("threads"), 1));
     options.checkpointDir = parser.value(QStringLiteral("checkpoint-dir")).toStdString();
     options.checkpointAtEnd = parser.isSet(QStringLiteral("checkpoint-at-end"));
     if (options.checkpointAtEnd && options.checkpointDir.empty())

@@ -2,6 +2,7 @@
 
 #include "config/ParameterTable.h"
 #include "model/FusedOps.h"
+#include "model/MixedLinear.h"
 #include "model/SinkAttention.h"
 #include "model/WindowedAttention.h"
 #include "engine/TorchCompat.h"
@@ -51,8 +52,12 @@ void LoraLinearImpl::setBase(const torch::Tensor &w)
     nf4Quantize(w, base);
 }
 
+bool LoraLinearImpl::mixedBase(const torch::Tensor &x) const { return m_addInGemm && m_mixed && !m_nf4 && !m_fp8 && mixedLinearApplies(x); }
+
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
 {
+    if (mixedBase(x))
+        return withAdapter(x, mixedLinearShared(x, {weight}, {bias})[0]);
     auto y = m_nf4 ? nf4Linear(x, base, m_computeType) : m_fp8 ? fp8Linear(x, weight, bias, m_fp8Scaling) : torch::nn::functional::linear(x, weight, bias);
     if (m_nf4 && bias.defined())
         y = y + bias;
@@ -62,11 +67,12 @@ torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
 std::vector<torch::Tensor> LoraLinearImpl::forwardShared(const std::vector<LoraLinearImpl *> &projections, const torch::Tensor &x)
 {
     const auto *first = projections.front();
-    const bool shared = projections.size() > 1 && std::all_of(projections.begin(), projections.end(), [first](const LoraLinearImpl *p) {
-                            return p->m_fp8 && p->m_fp8Scaling == first->m_fp8Scaling;
-                        });
+    const bool fp8 = std::all_of(projections.begin(), projections.end(), [first](const LoraLinearImpl *p) {
+        return p->m_fp8 && p->m_fp8Scaling == first->m_fp8Scaling;
+    });
+    const bool mixed = std::all_of(projections.begin(), projections.end(), [&x](const LoraLinearImpl *p) { return p->mixedBase(x); });
     std::vector<torch::Tensor> out;
-    if (!shared) {
+    if (projections.size() < 2 || (!fp8 && !mixed)) {
         for (auto *p : projections)
             out.push_back(p->forward(x));
         return out;
@@ -76,7 +82,7 @@ std::vector<torch::Tensor> LoraLinearImpl::forwardShared(const std::vector<LoraL
         weights.push_back(p->weight);
         biases.push_back(p->bias);
     }
-    out = fp8LinearShared(x, weights, biases, first->m_fp8Scaling);
+    out = fp8 ? fp8LinearShared(x, weights, biases, first->m_fp8Scaling) : mixedLinearShared(x, weights, biases);
     // Adapters in the projections' order, so LoRA dropout draws its masks as forward() one by one does.
     for (size_t i = 0; i < projections.size(); ++i)
         out[i] = projections[i]->withAdapter(x, out[i]);

@@ -36,6 +36,9 @@ struct ModelRuntime {
     // train.kernels = fused: the residual add folded into the norm after it (fusedAddRmsNorm). Off
     // only in bench_probe_overhead --residual-ab, which times the step both ways in one run.
     bool foldResidualAdd = true;
+    // train.kernels = fused under autocast: the projections as model/MixedLinear.h's nodes. Off only
+    // in bench_probe_overhead --mixed-linear-ab, which times the step both ways in one run.
+    bool mixedLinear = true;
     // train.kernels = fused: sliding layers on flash's own window where it runs (model/WindowedAttention.h).
     // Off only in bench_probe_overhead --window-ab.
     bool windowKernel = true;
@@ -81,12 +84,14 @@ public:
     LoraLinearImpl(int64_t in, int64_t out, bool bias, const RunConfig &config, const std::string &role, const torch::TensorOptions &options);
     torch::Tensor forward(const torch::Tensor &x);
     // forward(x) of each projection (q, k, v; gate, up), in their order: under fp8 the input is cast
-    // to float8 once for all of them (model/Fp8Linear.h's fp8LinearShared).
+    // to float8 once for all of them (model/Fp8Linear.h's fp8LinearShared); on the fused path under
+    // autocast they are one node whose GEMMs sum the input's gradient (model/MixedLinear.h).
     static std::vector<torch::Tensor> forwardShared(const std::vector<LoraLinearImpl *> &projections, const torch::Tensor &x);
     bool nf4Base() const { return m_nf4; }
     bool float8() const { return m_fp8; }
     // A bias-free weight read by a plain matmul: no adapter, no NF4 base, no float8 matmul.
     bool plainMatmul() const { return weight.defined() && !bias.defined() && !loraA && !m_nf4 && !m_fp8; }
+    void setMixedLinear(bool on) { m_mixed = on; } // ModelRuntime::mixedLinear
     // Quantises `w` ([out, in], any floating dtype and device) into the NF4 base.
     void setBase(const torch::Tensor &w);
     torch::Tensor weight, bias;   // weight: undefined under qlora
@@ -94,6 +99,8 @@ public:
     Nf4Storage base;              // qlora only
 
 private:
+    // The fused path's base under autocast (model/MixedLinear.h): a dense weight, x in autocast's dtype.
+    bool mixedBase(const torch::Tensor &x) const;
     // y (the base's output) plus the adapter's product of x, where there is an adapter.
     torch::Tensor withAdapter(const torch::Tensor &x, torch::Tensor y);
     double m_scaling = 0;
@@ -103,6 +110,7 @@ private:
     Fp8Scaling m_fp8Scaling = Fp8Scaling::Rowwise;
     at::ScalarType m_computeType = at::kBFloat16;
     bool m_addInGemm = false;   // train.kernels = fused: the adapter's product added by its GEMM
+    bool m_mixed = true;        // with m_addInGemm, mixedBase may hold
 };
 TORCH_MODULE(LoraLinear);
 

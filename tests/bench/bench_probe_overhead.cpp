@@ -2,12 +2,14 @@
 // reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
 // precision that synchronises once at the end. Prints both and their ratio, measured in one run.
 //   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE] [--residual-ab]
-//                        [--window-ab] [--loss-chunk-ab TOKENS] [--graph-ab]
+//                        [--window-ab] [--loss-chunk-ab TOKENS] [--graph-ab] [--mixed-linear-ab]
 // --residual-ab instead times the bare fused step with the residual add apart and folded into the
 // norm (issue 34), in one run; --window-ab the sliding layers on SDPA's mask and on flash's own
 // window (model/WindowedAttention.h, issue 28); --loss-chunk-ab the fused loss's chunk as its memory
 // budget makes it and of TOKENS tokens; --graph-ab the bare step as the engine runs it, the same
-// with nothing read by the host, and that step captured as a CUDA graph and replayed (issue 34).
+// with nothing read by the host, and that step captured as a CUDA graph and replayed (issue 34);
+// --mixed-linear-ab the fused path's projections through autocast's linear and as
+// model/MixedLinear.h's nodes (issue 34).
 // --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
 // tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
@@ -187,6 +189,10 @@ int main(int argc, char **argv)
     };
     if (args.contains(QStringLiteral("--residual-ab"))) {
         ab("residual add", "apart", "folded into the norm", [](ModelRuntime &r, bool on) { r.foldResidualAdd = on; });
+        return 0;
+    }
+    if (args.contains(QStringLiteral("--mixed-linear-ab"))) {
+        ab("projections", "autocast's linear", "one MixedLinear node a group", [](ModelRuntime &r, bool on) { r.mixedLinear = on; });
         return 0;
     }
     if (args.contains(QStringLiteral("--loss-chunk-ab"))) {

@@ -1,0 +1,130 @@
+// The fused path's projections under autocast (model/MixedLinear.h): one node for the projections
+// that read one input gives autocast's linear one by one: the same outputs, the weights' gradients
+// in fp32 (bit for bit on CPU, where the product is made in 16 bits and cast as autograd does;
+// within bf16 rounding of it on a card, where the GEMM writes fp32), the input's gradient the sum
+// of theirs; and it stays out of the calls whose memory it would change.
+#include "engine/TorchCompat.h"
+#include "model/MixedLinear.h"
+#include "RelativeNormError.h"
+
+#include <QtTest>
+
+#include <vector>
+
+using namespace pb;
+
+class TestMixedLinear : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void matchesAutocastLinearOneByOne_data()
+    {
+        QTest::addColumn<bool>("cuda");
+        QTest::newRow("cpu") << false;
+        QTest::newRow("card") << true;
+    }
+    void matchesAutocastLinearOneByOne()
+    {
+        QFETCH(bool, cuda);
+        if (cuda && !torch::cuda::is_available())
+            QSKIP("no CUDA device");
+        torch::manual_seed(7);
+        const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+        const auto x0 = torch::randn({2, 32, 64}).to(torch::kBFloat16).to(device);
+        const std::vector<int64_t> outs {64, 16, 32};
+        std::vector<torch::Tensor> w0, b0, grads;
+        for (size_t i = 0; i < outs.size(); ++i) {
+            w0.push_back((torch::randn({outs[i], 64}) * 0.05).to(device));
+            b0.push_back(i == 1 ? torch::Tensor() : (torch::randn({outs[i]}) * 0.1).to(device));
+            grads.push_back((torch::randn({2, 32, outs[i]}) * 1e-3).to(torch::kBFloat16).to(device));
+        }
+        auto leaves = [&](std::vector<torch::Tensor> &w, std::vector<torch::Tensor> &b) {
+            for (size_t i = 0; i < outs.size(); ++i) {
+                w.push_back(w0[i].clone().requires_grad_(i != 2)); // the third frozen
+                b.push_back(b0[i].defined() ? b0[i].clone().requires_grad_(true) : torch::Tensor());
+            }
+        };
+        std::vector<torch::Tensor> ws, bs, w1, b1;
+        leaves(ws, bs);
+        leaves(w1, b1);
+        auto xs = x0.clone().requires_grad_(true);
+        std::vector<torch::Tensor> ys, y1;
+        std::vector<torch::Tensor> x1;
+        {
+            compat::AutocastGuard autocast(device.type(), true, torch::kBFloat16);
+            QVERIFY(mixedLinearApplies(xs));
+            ys = mixedLinearShared(xs, ws, bs);
+            for (size_t i = 0; i < outs.size(); ++i) {
+                x1.push_back(x0.clone().requires_grad_(true));
+                // at::linear, as Python's F.linear (the C++ frontend's functional::linear adds a
+                // bias apart, a second rounding).
+                y1.push_back(torch::linear(x1[i], w1[i], b1[i]));
+            }
+        }
+        QCOMPARE(ys.size(), outs.size());
+        QVERIFY(QString::fromStdString(ys[0].grad_fn()->name()).contains(QLatin1String("MixedLinearFunction")));
+        torch::autograd::backward(ys, grads);
+        torch::Tensor gxSum;
+        for (size_t i = 0; i < outs.size(); ++i) {
+            const QByteArray what = QByteArray::number(static_cast<int>(i));
+            QVERIFY2(!ys[i].is_view() && ys[i].scalar_type() == torch::kBFloat16, what.constData());
+            QVERIFY2(torch::equal(ys[i], y1[i]), ("output " + what).constData());
+            y1[i].backward(grads[i]);
+            gxSum = gxSum.defined() ? gxSum + x1[i].grad() : x1[i].grad();
+            QCOMPARE(ws[i].grad().defined(), i != 2);
+            if (i != 2) {
+                QCOMPARE(ws[i].grad().scalar_type(), torch::kFloat);
+                if (cuda) // the GEMM's fp32 sum against autograd's bf16 product cast to fp32
+                    QVERIFY2(relativeNormError(ws[i].grad(), w1[i].grad()) < 4e-3, ("weight gradient " + what).constData());
+                else
+                    QVERIFY2(torch::equal(ws[i].grad(), w1[i].grad()), ("weight gradient " + what).constData());
+            }
+            if (b0[i].defined()) {
+                QCOMPARE(bs[i].grad().scalar_type(), torch::kFloat);
+                QVERIFY2(relativeNormError(bs[i].grad(), b1[i].grad()) < 4e-3, ("bias gradient " + what).constData());
+            }
+        }
+        // One rounding of the summed products against autograd's rounding after each add.
+        QCOMPARE(xs.grad().scalar_type(), torch::kBFloat16);
+        QVERIFY2(relativeNormError(xs.grad(), gxSum) < 4e-3, qPrintable(QString::number(relativeNormError(xs.grad(), gxSum))));
+    }
+
+    // The first pass of a recomputed block runs under no_grad, where autocast's cached casts are
+    // what the estimator counts; an fp32 input is cast by autocast once per projection; without
+    // autocast the model's own dtypes run.
+    void staysOutOfCallsItWouldChange()
+    {
+        const auto bf16 = torch::randn({4, 8}).to(torch::kBFloat16);
+        const auto fp32 = torch::randn({4, 8});
+        QVERIFY(!mixedLinearApplies(bf16));
+        compat::AutocastGuard autocast(torch::kCPU, true, torch::kBFloat16);
+        QVERIFY(mixedLinearApplies(bf16));
+        QVERIFY(!mixedLinearApplies(fp32));
+        torch::NoGradGuard noGrad;
+        QVERIFY(!mixedLinearApplies(bf16));
+    }
+
+    // The fused LoRA adds its adapter's product into the base output in place: the output must be
+    // a tensor of its own, and the gradients must flow through the in-place add.
+    void outputTakesAnInPlaceAdd()
+    {
+        torch::manual_seed(3);
+        auto x = torch::randn({3, 5, 16}).to(torch::kBFloat16).requires_grad_(true);
+        auto w = (torch::randn({8, 16}) * 0.1).requires_grad_(true);
+        const auto a = torch::randn({15, 4}).to(torch::kBFloat16), b = torch::randn({4, 8}).to(torch::kBFloat16);
+        torch::Tensor y;
+        {
+            compat::AutocastGuard autocast(torch::kCPU, true, torch::kBFloat16);
+            y = mixedLinearShared(x, {w}, {torch::Tensor()})[0];
+            y.view({-1, 8}).addmm_(a, b, 1.0, 0.5);
+        }
+        y.sum().backward();
+        QVERIFY(x.grad().defined() && w.grad().defined());
+        // d(sum)/dW = ones^T X whatever was added in place.
+        const auto expected = torch::ones({15, 8}).t().matmul(x.detach().reshape({15, 16}).to(torch::kFloat));
+        QVERIFY(relativeNormError(w.grad(), expected) < 1e-2);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestMixedLinear)
+#include "tst_mixed_linear.moc"

@@ -11,12 +11,11 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
     static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, at::TensorList weights,
                                                   at::TensorList biases, int64_t computeType)
     {
-        const auto type = static_cast<at::ScalarType>(computeType);
+        const auto type = static_cast<at::ScalarType>(computeType); // autocast's dtype
         const int64_t in = x.size(-1), count = static_cast<int64_t>(weights.size());
-        const auto x2 = x.reshape({-1, in});
         const bool trainsWeight = std::any_of(weights.begin(), weights.end(), [](const torch::Tensor &w) { return w.requires_grad(); });
         // As autograd's mm: X for the weights' gradients, each 16-bit weight for the input's.
-        torch::autograd::variable_list outputs, toSave {trainsWeight ? x2 : torch::Tensor()};
+        torch::autograd::variable_list outputs, toSave {trainsWeight ? x.reshape({-1, in}) : torch::Tensor()};
         int64_t biasTrains = 0, trains = 0; // bit i: bias i, weight i trains
         std::vector<int64_t> outs, types;
         for (int64_t i = 0; i < count; ++i) {

@@ -1,6 +1,7 @@
 // The card comparison with hand-worked numbers (a pilot measured on an H100, projected to the
 // others), the deadline, refused input, and the comparison view showing it.
 #include "compare/CompareView.h"
+#include "compare/CostHoursChart.h"
 #include "compare/ElidedLinesLabel.h"
 #include "ForLooking.h"
 #include "workflow/Decision.h"
@@ -13,8 +14,13 @@
 #include "history/HistoryWriter.h"
 #include "util/Errors.h"
 
+#include <QChart>
 #include <QComboBox>
+#include <QFrame>
 #include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QScatterSeries>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -476,6 +482,61 @@ private Q_SLOTS:
         QCOMPARE(tiles + marked, 4);
         QCOMPARE(marked, 1);
         QVERIFY(showForLooking(view, QStringLiteral("compare-view.png")));
+    }
+
+    // The tiles are the chart's legend: each card with points has a swatch of its series' colour and
+    // the legend lists no card, only the deadline (ten cards do not fit a legend column at the chart's
+    // height); a compared card without a tile (not in the view's catalog) brings the cards back.
+    void tilesAreTheChartLegend()
+    {
+        pb::Comparison c = pb::compareConfigurations(plannedJob(), fourCards(), onDemandOneAndTwo(), h100Pilot());
+        c.deadlineHours = 12.0;
+        pb::ui::CompareView view;
+        view.resize(1280, 640);
+        view.show(); // a legend marker reads as visible only once its chart is
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.setComparison(c);
+        QCoreApplication::processEvents();
+        QChart *chart = view.findChild<pb::ui::CostHoursChart *>()->chart();
+        int swatches = 0;
+        for (const QFrame *tile : view.findChildren<QFrame *>(QStringLiteral("cardTile"))) {
+            const QString id = tile->property("cardId").toString();
+            QScatterSeries *series = nullptr;
+            for (QAbstractSeries *s : chart->series())
+                if (s->objectName() == QStringLiteral("card:") + id)
+                    series = qobject_cast<QScatterSeries *>(s);
+            QVERIFY2(series, qPrintable(id));
+            const auto *swatch = tile->findChild<QLabel *>(QStringLiteral("tileSwatch"));
+            QCOMPARE(swatch != nullptr, series->count() > 0);
+            if (swatch) {
+                QVERIFY2(swatch->styleSheet().contains(series->color().name()), qPrintable(swatch->styleSheet()));
+                ++swatches;
+            }
+            for (const QLegendMarker *marker : chart->legend()->markers(series))
+                QVERIFY(!marker->isVisible());
+        }
+        QVERIFY(swatches >= 2);
+        QVERIFY(chart->legend()->isVisible()); // the deadline's entry
+        for (QAbstractSeries *s : chart->series())
+            if (s->objectName() == QStringLiteral("deadline"))
+                QVERIFY(chart->legend()->markers(s).first()->isVisible());
+
+        c.deadlineHours.reset();
+        view.setComparison(c);
+        QCoreApplication::processEvents();
+        QVERIFY(!chart->legend()->isVisible()); // nothing left to list: the plot takes the column
+
+        for (auto &row : c.rows)
+            if (row.cardId == "a100-sxm-80gb")
+                row.cardId = "custom-card";
+        view.setComparison(c);
+        QCoreApplication::processEvents();
+        QVERIFY(chart->legend()->isVisible());
+        int shown = 0;
+        for (QAbstractSeries *s : chart->series())
+            for (const QLegendMarker *marker : chart->legend()->markers(s))
+                shown += s->objectName().startsWith(QLatin1String("card:")) && marker->isVisible() ? 1 : 0;
+        QCOMPARE(shown, 4);
     }
 
     // The bucket size reaches the ZeRO rows: shown beside auto, ZeRO-1 and ZeRO-2 only; at DeepSpeed's

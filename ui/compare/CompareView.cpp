@@ -6,6 +6,7 @@
 #include "config/RunConfigJson.h"
 #include "util/Units.h"
 #include "history/HistoryStore.h"
+#include "report/ReportCostChart.h"
 #include "workflow/DecisionRun.h"
 
 #include <QComboBox>
@@ -311,6 +312,10 @@ void CompareView::rebuildTiles(const Comparison &c)
         delete item->widget();
         delete item;
     }
+    // Each tile carries its card's colour in the chart, so the tiles are the chart's legend (ten
+    // cards do not fit a legend column at the chart's height); a card without a tile keeps its entry.
+    const CostHoursPlot plot = costHoursPlot(c);
+    int named = 0;
     int index = 0;
     for (const auto &card : m_catalog.cards) {
         if (std::none_of(c.rows.begin(), c.rows.end(), [&card](const ComparisonRow &r) { return r.cardId == card.id; }))
@@ -328,6 +333,7 @@ void CompareView::rebuildTiles(const Comparison &c)
         auto *tile = new QFrame(m_tiles);
         tile->setFrameShape(QFrame::StyledPanel);
         tile->setObjectName(QStringLiteral("cardTile"));
+        tile->setProperty("cardId", qs(card.id));
         if (recommended)
             tile->setStyleSheet(QStringLiteral("#cardTile { background: #d8f0d8; border: 2px solid #3a8a3a; }"));
         auto *v = new QVBoxLayout(tile);
@@ -340,7 +346,24 @@ void CompareView::rebuildTiles(const Comparison &c)
         bold.setBold(true);
         name->setFont(bold);
         name->setToolTip(qs(card.name));
-        v->addWidget(name);
+        auto *nameRow = new QHBoxLayout;
+        nameRow->setSpacing(5);
+        const auto plotted = std::find_if(plot.cards.begin(), plot.cards.end(), [&card](const CostHoursCard &p) { return p.cardId == qs(card.id); });
+        if (plotted != plot.cards.end())
+            ++named;
+        if (plotted == plot.cards.end() || plotted->points.empty()) {
+            nameRow->addSpacing(10); // no points of its own: the names still line up
+        } else {
+            auto *swatch = new QLabel(tile);
+            swatch->setObjectName(QStringLiteral("tileSwatch"));
+            swatch->setFixedSize(10, 10);
+            swatch->setStyleSheet(QStringLiteral("background: %1; border: 1px solid %2; border-radius: 5px;")
+                                      .arg(plotted->color.name(), plotted->color.darker(140).name()));
+            swatch->setToolTip(tr("%1's points in the chart").arg(shortCardName(plotted->name)));
+            nameRow->addWidget(swatch);
+        }
+        nameRow->addWidget(name, 1);
+        v->addLayout(nameRow);
         // Three short lines of specifications (the interconnect and the price's source in the
         // tooltip): ten tiles share the height with the table and the chart.
         auto *specs = new ElidedLinesLabel(tr("%1 GB · %2 TB/s\nBF16 %3 TF%4\nprice as of %5")
@@ -371,6 +394,7 @@ void CompareView::rebuildTiles(const Comparison &c)
         ++index;
     }
     m_tiles->setMinimumHeight(m_tilesLayout->totalMinimumSize().height()); // the table and chart give way, not the tiles
+    m_costChart->setCardLegendVisible(named < static_cast<int>(plot.cards.size()));
 }
 
 void CompareView::showComparison(const Comparison &c)

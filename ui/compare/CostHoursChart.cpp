@@ -200,6 +200,30 @@ void CostHoursChart::setComparison(const Comparison &comparison)
         line->append(plot.xOf(*plot.deadlineHours), plot.y.max);
         attach(line);
     }
+    applyLegend();
+}
+
+void CostHoursChart::setCardLegendVisible(bool visible)
+{
+    m_cardLegend = visible;
+    applyLegend();
+}
+
+void CostHoursChart::applyLegend()
+{
+    QChart *c = chart();
+    // From the series, not the markers: a marker reads as hidden while its legend is.
+    bool cards = false, deadline = false;
+    for (QAbstractSeries *series : c->series()) {
+        cards = cards || series->objectName().startsWith(QLatin1String("card:"));
+        deadline = deadline || series->objectName() == QLatin1String("deadline");
+    }
+    // An empty legend would still take its column from the plot.
+    c->legend()->setVisible((cards && m_cardLegend) || deadline);
+    for (QAbstractSeries *series : c->series())
+        if (series->objectName().startsWith(QLatin1String("card:")))
+            for (QLegendMarker *marker : c->legend()->markers(series))
+                marker->setVisible(m_cardLegend);
 }
 
 } // namespace pb::ui

@@ -29,6 +29,10 @@ public:
 
     void setComparison(const Comparison &comparison);
     void clear();
+    // Whether the legend lists the cards (it always lists the deadline). Off where every card is
+    // named beside the chart in its own colour (the Compare tab's tiles): ten cards do not fit a
+    // legend column at the chart's height. Kept across setComparison.
+    void setCardLegendVisible(bool visible);
 
     // Series: one QScatterSeries per card (objectName "card:<id>", named as the legend shows the
     // card), then "recommended" (the ring) and "deadline" (a QLineSeries) where there are such.
@@ -38,7 +42,9 @@ public:
     static QString pointToolTip(const ComparisonRow &row, const std::string &currency);
 
 private:
+    void applyLegend();
     QChartView *m_view = nullptr;
+    bool m_cardLegend = true;
 };
 
 } // namespace pb::ui

@@ -406,8 +406,14 @@ torch::Tensor DecoderModelImpl::headLogits(const torch::Tensor &h)
     // Granite divides the logits; Gemma 2 soft-caps them (divide, tanh, multiply).
     if (traits.logitsDivisor != 1.0)
         logits = logits / traits.logitsDivisor;
-    if (traits.finalSoftcap > 0)
-        logits = torch::tanh(logits / traits.finalSoftcap) * traits.finalSoftcap;
+    if (traits.finalSoftcap > 0) {
+        // Three statements, as Transformers writes them: each result replaces the last, so two
+        // logits-sized tensors live at a time (one expression held four: 16 GiB at Gemma 4's
+        // 262,144-token vocabulary and 8,192 tokens in bf16).
+        logits = logits / traits.finalSoftcap;
+        logits = torch::tanh(logits);
+        logits = logits * traits.finalSoftcap;
+    }
     return logits;
 }
 

@@ -85,6 +85,34 @@ private Q_SLOTS:
         QVERIFY(std::isfinite(loss.item<double>()));
     }
 
+    // The eager head's final soft-cap (Gemma 2, Gemma 4): divide, tanh, multiply as three
+    // statements, so the forward holds two logits-sized tensors at the cap, not four. With the
+    // vocabulary far wider than the model, the loss's forward peaks at the cross-entropy, one
+    // logits-sized tensor above what it keeps (tanh's output and log-softmax's).
+    void finalSoftcapHoldsWhatTransformersHolds()
+    {
+        RunConfig c = presetConfig(QStringLiteral("tiny"));
+        c.model.layers = 1;
+        c.model.vocabSize = 8192;
+        c.model.traits.finalSoftcap = 30.0;
+        c.train.precision = Precision::Fp32;
+        DecoderModel model(c, ModelRuntime {false, false}, torch::kCPU);
+        model->initialise(1);
+        const int64_t b = 2, t = 128;
+        const auto [x, y] = batch(c, b, t);
+        const int64_t logits = b * t * c.model.vocabSize * 4;
+        MemoryProbe probe("cpu");
+        const int64_t before = probe.read().allocatedBytes;
+        probe.resetPeak();
+        const auto loss = model->loss(x, y);
+        const int64_t kept = probe.read().allocatedBytes - before, peak = probe.read().peakAllocatedBytes - before;
+        qInfo("forward: kept %lld B, peak %lld B, one logits tensor %lld B", static_cast<long long>(kept), static_cast<long long>(peak),
+              static_cast<long long>(logits));
+        QVERIFY(kept > 2 * logits - logits / 8); // tanh's output and log-softmax's
+        QVERIFY2(peak - kept < logits + logits / 2, "the forward's peak is one and a half logits tensors or more above what it keeps");
+        QVERIFY(std::isfinite(loss.item<double>()));
+    }
+
     void recomputeGivesTheSameGradients()
     {
         RunConfig c = presetConfig(QStringLiteral("tiny"));

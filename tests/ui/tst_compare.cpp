@@ -517,9 +517,13 @@ private Q_SLOTS:
         }
         QVERIFY(swatches >= 2);
         QVERIFY(chart->legend()->isVisible()); // the deadline's entry
+        int deadlines = 0;
         for (QAbstractSeries *s : chart->series())
-            if (s->objectName() == QStringLiteral("deadline"))
+            if (s->objectName() == QStringLiteral("deadline")) {
                 QVERIFY(chart->legend()->markers(s).first()->isVisible());
+                ++deadlines;
+            }
+        QCOMPARE(deadlines, 1);
 
         c.deadlineHours.reset();
         view.setComparison(c);

@@ -1,6 +1,7 @@
 #include "model/Fp8Linear.h"
 
 #include "engine/TorchCompat.h"
+#include "model/ProjectionGroup.h"
 
 #include <algorithm>
 #include <atomic>
@@ -227,17 +228,11 @@ struct Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
             if ((hasBias >> i) & 1)
                 gb[i] = g.sum(0);
         }
-        torch::autograd::variable_list result;
         if (gx.defined()) {
             shape.back() = in;
-            result.push_back(gx.view(shape));
-        } else {
-            result.push_back(torch::Tensor());
+            gx = gx.view(shape);
         }
-        result.insert(result.end(), gw.begin(), gw.end());
-        result.insert(result.end(), gb.begin(), gb.end());
-        result.push_back(torch::Tensor());
-        return result;
+        return groupGradients(gx, gw, gb);
     }
 };
 
@@ -284,10 +279,7 @@ torch::Tensor fp8Linear(const torch::Tensor &x, const torch::Tensor &weight, con
 std::vector<torch::Tensor> fp8LinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases,
                                            Fp8Scaling scaling)
 {
-    TORCH_CHECK(!weights.empty() && weights.size() == biases.size() && weights.size() < 63, "fp8LinearShared: a bias (or none) per weight");
-    std::vector<torch::Tensor> present;
-    for (size_t i = 0; i < weights.size(); ++i)
-        present.push_back(biases[i].defined() ? biases[i] : torch::empty({0}, weights[i].options()));
+    const auto present = groupBiases("fp8LinearShared", weights, biases);
     return Fp8LinearFunction::apply(x, at::TensorList(weights), at::TensorList(present), static_cast<int64_t>(scaling));
 }
 

@@ -1,6 +1,7 @@
 #include "model/MixedLinear.h"
 
 #include "engine/TorchCompat.h"
+#include "model/ProjectionGroup.h"
 
 #include <algorithm>
 
@@ -71,17 +72,11 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
             if ((biasTrains >> i) & 1)
                 gb[i] = at::sum(g, {0}, false, masterType);
         }
-        torch::autograd::variable_list result;
         if (gx.defined()) {
             shape.back() = in;
-            result.push_back(at::_unsafe_view(gx, shape));
-        } else {
-            result.push_back(torch::Tensor());
+            gx = at::_unsafe_view(gx, shape);
         }
-        result.insert(result.end(), gw.begin(), gw.end());
-        result.insert(result.end(), gb.begin(), gb.end());
-        result.push_back(torch::Tensor());
-        return result;
+        return groupGradients(gx, gw, gb);
     }
 };
 
@@ -95,10 +90,7 @@ bool mixedLinearApplies(const torch::Tensor &x)
 
 std::vector<torch::Tensor> mixedLinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases)
 {
-    TORCH_CHECK(!weights.empty() && weights.size() == biases.size() && weights.size() < 63, "mixedLinearShared: a bias (or none) per weight");
-    std::vector<torch::Tensor> present;
-    for (size_t i = 0; i < weights.size(); ++i)
-        present.push_back(biases[i].defined() ? biases[i] : torch::empty({0}, weights[i].options()));
+    const auto present = groupBiases("mixedLinearShared", weights, biases);
     return MixedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(present), static_cast<int64_t>(compat::autocastDtype(x.device().type())));
 }
 

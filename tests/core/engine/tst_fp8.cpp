@@ -7,6 +7,7 @@
 #include "engine/TorchCompat.h"
 #include "model/Fp8Linear.h"
 #include "model/Transformer.h"
+#include "ProjectionGroupCase.h"
 
 #include <QtTest>
 
@@ -180,22 +181,13 @@ private Q_SLOTS:
         const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
         const auto scaling = rowwise ? Fp8Scaling::Rowwise : Fp8Scaling::Tensorwise;
         const auto x0 = (torch::randn({2, 32, 64}) * torch::exp(torch::randn({2, 32, 1}) * 2)).to(torch::kBFloat16).to(device);
-        const std::vector<int64_t> outs {64, 16, 32};
-        std::vector<torch::Tensor> w0, b0, grads;
-        for (size_t i = 0; i < outs.size(); ++i) {
-            w0.push_back((torch::randn({outs[i], 64}) * 0.05).to(device));
-            b0.push_back(i == 1 ? torch::Tensor() : (torch::randn({outs[i]}) * 0.1).to(device));
-            grads.push_back((torch::randn({2, 32, outs[i]}) * 1e-3).to(torch::kBFloat16).to(device));
-        }
-        auto leaves = [&](std::vector<torch::Tensor> &w, std::vector<torch::Tensor> &b) {
-            for (size_t i = 0; i < outs.size(); ++i) {
-                w.push_back(w0[i].clone().requires_grad_(i != 2)); // the third frozen
-                b.push_back(b0[i].defined() ? b0[i].clone().requires_grad_(true) : torch::Tensor());
-            }
-        };
+        const ProjectionGroupCase group(device);
+        const auto &outs = group.outs;
+        const auto &b0 = group.b0;
+        const auto &grads = group.grads;
         std::vector<torch::Tensor> ws, bs, w1, b1;
-        leaves(ws, bs);
-        leaves(w1, b1);
+        group.leaves(ws, bs);
+        group.leaves(w1, b1);
         auto xs = x0.clone().requires_grad_(true);
         const auto ys = fp8LinearShared(xs, ws, bs, scaling);
         QCOMPARE(ys.size(), outs.size());

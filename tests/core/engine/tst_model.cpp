@@ -18,6 +18,27 @@ std::pair<torch::Tensor, torch::Tensor> batch(const RunConfig &c, int64_t b, int
     return {tokens.slice(1, 0, t), tokens.slice(1, 1, t + 1)};
 }
 
+// One eager fp32 forward of the loss of a one-layer model of `c` on b x t tokens, on the CPU's
+// tracking allocator: what the forward keeps, its peak (both above what was allocated before) and
+// the loss.
+struct ForwardMemory {
+    int64_t kept = 0, peak = 0;
+    double loss = 0;
+};
+ForwardMemory oneLayerForward(RunConfig c, int64_t b, int64_t t)
+{
+    c.model.layers = 1;
+    c.train.precision = Precision::Fp32;
+    DecoderModel model(c, ModelRuntime {false, false}, torch::kCPU);
+    model->initialise(1);
+    const auto [x, y] = batch(c, b, t);
+    MemoryProbe probe("cpu");
+    const int64_t before = probe.read().allocatedBytes;
+    probe.resetPeak();
+    const auto loss = model->loss(x, y);
+    return {probe.read().allocatedBytes - before, probe.read().peakAllocatedBytes - before, loss.item<double>()};
+}
+
 } // namespace
 
 class TestModel : public QObject {
@@ -64,25 +85,16 @@ private Q_SLOTS:
     void softCappedAttentionHoldsWhatTransformersHolds()
     {
         RunConfig c = presetConfig(QStringLiteral("tiny"));
-        c.model.layers = 1;
         c.model.vocabSize = 64;
         c.model.traits.attentionSoftcap = 50.0;
-        c.train.precision = Precision::Fp32;
-        DecoderModel model(c, ModelRuntime {false, false}, torch::kCPU);
-        model->initialise(1);
         const int64_t b = 2, t = 256;
-        const auto [x, y] = batch(c, b, t);
         const int64_t scores = b * c.model.attentionHeads * t * t * 4;
-        MemoryProbe probe("cpu");
-        const int64_t before = probe.read().allocatedBytes;
-        probe.resetPeak();
-        const auto loss = model->loss(x, y);
-        const int64_t kept = probe.read().allocatedBytes - before, peak = probe.read().peakAllocatedBytes - before;
+        const auto [kept, peak, loss] = oneLayerForward(c, b, t);
         qInfo("forward: kept %lld B, peak %lld B, one score tensor %lld B", static_cast<long long>(kept), static_cast<long long>(peak),
               static_cast<long long>(scores));
         QVERIFY(kept > 2 * scores); // tanh's output and the probabilities at least
         QVERIFY2(peak - kept < scores / 2, "the forward's peak is half a score-sized tensor or more above what it keeps");
-        QVERIFY(std::isfinite(loss.item<double>()));
+        QVERIFY(std::isfinite(loss));
     }
 
     // The eager head's final soft-cap (Gemma 2, Gemma 4): divide, tanh, multiply as three
@@ -92,25 +104,16 @@ private Q_SLOTS:
     void finalSoftcapHoldsWhatTransformersHolds()
     {
         RunConfig c = presetConfig(QStringLiteral("tiny"));
-        c.model.layers = 1;
         c.model.vocabSize = 8192;
         c.model.traits.finalSoftcap = 30.0;
-        c.train.precision = Precision::Fp32;
-        DecoderModel model(c, ModelRuntime {false, false}, torch::kCPU);
-        model->initialise(1);
         const int64_t b = 2, t = 128;
-        const auto [x, y] = batch(c, b, t);
         const int64_t logits = b * t * c.model.vocabSize * 4;
-        MemoryProbe probe("cpu");
-        const int64_t before = probe.read().allocatedBytes;
-        probe.resetPeak();
-        const auto loss = model->loss(x, y);
-        const int64_t kept = probe.read().allocatedBytes - before, peak = probe.read().peakAllocatedBytes - before;
+        const auto [kept, peak, loss] = oneLayerForward(c, b, t);
         qInfo("forward: kept %lld B, peak %lld B, one logits tensor %lld B", static_cast<long long>(kept), static_cast<long long>(peak),
               static_cast<long long>(logits));
         QVERIFY(kept > 2 * logits - logits / 8); // tanh's output and log-softmax's
         QVERIFY2(peak - kept < logits + logits / 2, "the forward's peak is one and a half logits tensors or more above what it keeps");
-        QVERIFY(std::isfinite(loss.item<double>()));
+        QVERIFY(std::isfinite(loss));
     }
 
     void recomputeGivesTheSameGradients()

@@ -52,7 +52,7 @@ PilotOptions pilotOptionsFrom(const QCommandLineParser &parser)
     if (parser.isSet(QStringLiteral("memory-limit")))
         options.memoryLimitBytes = parseByteSize(parser.value(QStringLiteral("memory-limit")), QStringLiteral("--memory-limit"));
     if (parser.isSet(QStringLiteral("threads")))
-        options.cpuThreads = static_cast<int>(int64OptionAtLeast(parser, QStringLiteral("threads"), 1));
+        options.cpuThreads = intOptionAtLeast(parser, QStringLiteral("threads"), 1);
     options.checkpointDir = parser.value(QStringLiteral("checkpoint-dir")).toStdString();
     options.checkpointAtEnd = parser.isSet(QStringLiteral("checkpoint-at-end"));
     if (options.checkpointAtEnd && options.checkpointDir.empty())

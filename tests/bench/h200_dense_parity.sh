@@ -4,7 +4,7 @@
 # fine-tuning and LoRA), in $STREAMS (3) concurrent streams of presets on the one card. From the
 # repository root with .cuda-deps staged:   bash tests/bench/h200_dense_parity.sh [PRESET...]
 . tests/bench/h200_build.sh
-PRESETS=("$@"); [ ${#PRESETS[@]} = 0 ] && PRESETS=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)
+PRESETS=("$@"); [ ${#PRESETS[@]} = 0 ] && PRESETS=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b olmo-3-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)
 S=${STREAMS:-3}
 for ((k = 0; k < S; k++)); do
   mine=(); for ((i = k; i < ${#PRESETS[@]}; i += S)); do mine+=(${PRESETS[$i]}); done

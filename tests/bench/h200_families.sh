@@ -12,7 +12,7 @@
 # $OUT/families.jsonl, a table to stdout, each pilot's peak by layer to $OUT/layers-F-K.txt.
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
-FAMILIES=("$@"); [ ${#FAMILIES[@]} = 0 ] && FAMILIES=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)
+FAMILIES=("$@"); [ ${#FAMILIES[@]} = 0 ] && FAMILIES=(qwen3-8b gemma-3-12b gemma-2-9b olmo-2-7b olmo-3-7b phi-4 smollm3-3b glm-4-9b granite-3.3-8b ministral-3-8b)
 LAYERS=${LAYERS:-4}; SEQ=${SEQ:-2048}; MB=${MB:-4}; STEPS=${STEPS:-5}
 W=/tmp/fam; mkdir -p $W
 for F in "${FAMILIES[@]}"; do

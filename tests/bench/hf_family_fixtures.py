@@ -1108,6 +1108,9 @@ def make_sparse_fixture(name, spec, out_root):
 
 # Published configs of the sparse families, committed verbatim under tests/data/hf/<short-name>/config.json.
 PUBLISHED_FILES = {
+    "olmo-3-7b": ("allenai/Olmo-3-1025-7B",
+                  "allenai/Olmo-3-1025-7B config.json as quoted in public test code (the same dims, layer_types, "
+                  "window and yarn values in three unrelated repositories); the hub file itself was not read"),
     "gemma-4-e2b": ("google/gemma-4-E2B-it",
                     "text_config written from Transformers' convert_gemma4_weights.py _VARIANTS entry for E2B (hidden "
                     "1536, 35 layers [4 sliding : 1 full] x 7, 8 heads, 1 key/value head, head_dim 256 / global 512, "

@@ -254,7 +254,7 @@ private Q_SLOTS:
         QTest::newRow("every field set") << everyFieldSet();
         QTest::newRow("no deadline, huge job") << noDeadlineHugeJob();
         // The dense families' traits come back unchanged, those the form does not show included.
-        for (const char *preset : {"gemma-3-12b", "gemma-2-9b", "olmo-2-7b", "phi-4", "glm-4-9b", "smollm3-3b", "granite-3.3-8b", "ministral-3-8b", "gemma-4-31b"})
+        for (const char *preset : {"gemma-3-12b", "gemma-2-9b", "olmo-2-7b", "olmo-3-7b", "phi-4", "glm-4-9b", "smollm3-3b", "granite-3.3-8b", "ministral-3-8b", "gemma-4-31b"})
             QTest::newRow(preset) << presetConfig(QString::fromLatin1(preset));
         // The sparse families' routing, stacked experts and latent attention likewise.
         for (const char *preset : {"gpt-oss-20b", "moonlight-16b-a3b", "llama-4-scout-17b-16e", "mixtral-8x7b", "qwen3-30b-a3b", "olmoe-1b-7b"})

@@ -26,6 +26,7 @@ private Q_SLOTS:
         QTest::newRow("gemma3_text") << "gemma-3-12b" << "google/gemma-3-12b-it" << "gemma3_text";
         QTest::newRow("gemma2") << "gemma-2-9b" << "google/gemma-2-9b" << "gemma2";
         QTest::newRow("olmo2") << "olmo-2-7b" << "allenai/OLMo-2-1124-7B" << "olmo2";
+        QTest::newRow("olmo3") << "olmo-3-7b" << "allenai/Olmo-3-1025-7B" << "olmo3";
         QTest::newRow("phi3") << "phi-4" << "microsoft/phi-4" << "phi3";
         QTest::newRow("smollm3") << "smollm3-3b" << "HuggingFaceTB/SmolLM3-3B" << "smollm3";
         QTest::newRow("glm4") << "glm-4-9b" << "THUDM/GLM-4-9B-0414" << "glm4";
@@ -64,6 +65,13 @@ private Q_SLOTS:
         const pb::ModelShape olmo = import("olmo-2-7b");
         QCOMPARE(olmo.traits.normPlacement, pb::NormPlacement::Post);
         QCOMPARE(olmo.qkNorm, pb::QkNorm::Full);
+        // OLMo 3: three sliding layers, then one full; yarn on the full layers only (Olmo3Config).
+        const pb::ModelShape olmo3 = import("olmo-3-7b");
+        QCOMPARE(olmo3.traits.normPlacement, pb::NormPlacement::Post);
+        QCOMPARE(olmo3.traits.slidingWindow, qint64(4096));
+        QCOMPARE(olmo3.traits.globalLayers.every, qint64(4));
+        QCOMPARE(olmo3.ropeScaling.type, pb::RopeScalingType::Yarn);
+        QCOMPARE(olmo3.traits.localRopeTheta, 500000.0);
         const pb::ModelShape phi = import("phi-4");
         QVERIFY(phi.traits.fusedQkv && phi.traits.fusedGateUp);
         const pb::ModelShape glm = import("glm-4-9b");

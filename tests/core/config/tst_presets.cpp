@@ -32,6 +32,7 @@ private Q_SLOTS:
         QTest::newRow("gemma-3-12b") << "gemma-3-12b" << qint64(11766034176) << true;
         QTest::newRow("gemma-2-9b") << "gemma-2-9b" << qint64(9241705984) << true;
         QTest::newRow("olmo-2-7b") << "olmo-2-7b" << qint64(7298617344) << false;
+        QTest::newRow("olmo-3-7b") << "olmo-3-7b" << qint64(7298011136) << false;
         QTest::newRow("phi-4") << "phi-4" << qint64(14659507200) << false;
         QTest::newRow("smollm3-3b") << "smollm3-3b" << qint64(3075098624) << true;
         QTest::newRow("glm-4-9b") << "glm-4-9b" << qint64(9400279040) << false;

@@ -5,6 +5,7 @@
 #include "report/ReportCostChart.h"
 
 #include <QChart>
+#include <QGraphicsSimpleTextItem>
 #include <QImage>
 #include <QLineSeries>
 #include <QLogValueAxis>
@@ -179,8 +180,9 @@ private Q_SLOTS:
         QVERIFY(ring);
         QCOMPARE(ring->points(), QList<QPointF>({QPointF(2.8, 0.136)}));
         QVERIFY(h100->points().contains(ring->points().first()));
-        QVERIFY(ring->pointLabelsVisible());
-        QVERIFY(ring->pointLabelsFormat().contains(QStringLiteral("H100 \u00d74 (fsdp)")));
+        QVERIFY(widget.recommendedLabel());
+        QVERIFY(widget.recommendedLabel()->text().startsWith(QStringLiteral("recommended"))); // its forms: recommendedLabelStaysInThePlot
+        QCOMPARE(widget.recommendedLabel()->brush().color(), pb::costHoursRecommendedColor());
         QCOMPARE(ring->pen().color(), pb::costHoursRecommendedColor());
 
         auto *deadline = qobject_cast<QLineSeries *>(seriesObject(chart, QStringLiteral("deadline")));
@@ -195,6 +197,53 @@ private Q_SLOTS:
         auto *x = qobject_cast<QValueAxis *>(xAxes.first());
         QVERIFY(x); // linear: the hours span about 7x
         QVERIFY(x->min() <= 2.8 && x->max() >= 20.0);
+    }
+
+    // The label over the ring stays inside the plot, next to its ring, wherever the point sits:
+    // at the right edge and the top (the A100 x2: the longest job, the dearest tokens), and at the
+    // left edge (the H100 x4: the shortest job), at a wide and at a narrow size.
+    void recommendedLabelStaysInThePlot_data()
+    {
+        QTest::addColumn<int>("row");
+        QTest::addColumn<int>("width");
+        QTest::addColumn<QString>("shown");
+        const QString a100 = QStringLiteral("A100 \u00d72 (fsdp)"), h100 = QStringLiteral("H100 \u00d74 (fsdp)");
+        QTest::newRow("right edge, top") << 1 << 640 << QStringLiteral("recommended: ") + a100;
+        QTest::newRow("right edge, top, narrow") << 1 << 360 << QStringLiteral("recommended\n") + a100;
+        QTest::newRow("left edge") << 3 << 640 << QStringLiteral("recommended: ") + h100;
+        QTest::newRow("left edge, narrow") << 3 << 360 << QStringLiteral("recommended\n") + h100;
+    }
+    void recommendedLabelStaysInThePlot()
+    {
+        QFETCH(int, row);
+        QFETCH(int, width);
+        QFETCH(QString, shown);
+        pb::Comparison c = withoutRecommendation(handBuilt());
+        c.rows[static_cast<size_t>(row)].recommended = true;
+        c.recommendedIndex = row;
+        pb::ui::CostHoursChart widget;
+        widget.resize(width, 320);
+        widget.setComparison(c);
+        widget.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&widget));
+        QChart *chart = widget.chart();
+        QGraphicsSimpleTextItem *label = widget.recommendedLabel();
+        QVERIFY(label && label->isVisible());
+        QCOMPARE(label->text(), shown);
+        const QRectF text = label->mapRectToParent(label->boundingRect());
+        const QRectF area = chart->plotArea();
+        QVERIFY2(area.contains(text), qPrintable(QStringLiteral("label %1,%2 %3x%4 outside the plot %5,%6 %7x%8")
+                                                     .arg(text.x()).arg(text.y()).arg(text.width()).arg(text.height())
+                                                     .arg(area.x()).arg(area.y()).arg(area.width()).arg(area.height())));
+        QScatterSeries *ring = seriesNamed(chart, QStringLiteral("recommended"));
+        const QPointF at = chart->mapToPosition(ring->at(0), ring);
+        // Just above or just below the ring, and over it horizontally where the plot leaves room.
+        const double reach = ring->markerSize() / 2 + 2 + text.height();
+        QVERIFY2(std::abs(text.center().y() - at.y()) <= reach, qPrintable(QString::number(text.center().y() - at.y())));
+        QVERIFY(text.left() <= at.x() && text.right() >= at.x());
+        // Moving the plot (a narrower chart) moves the label with it.
+        widget.resize(width - 60, 320);
+        QTRY_VERIFY(chart->plotArea().contains(label->mapRectToParent(label->boundingRect())) && chart->plotArea() != area);
     }
 
     void toolTipTellsTheFigures()

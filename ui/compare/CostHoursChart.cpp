@@ -7,6 +7,7 @@
 #include <QChartView>
 #include <QCursor>
 #include <QGraphicsLayout>
+#include <QGraphicsSimpleTextItem>
 #include <QLegend>
 #include <QLineSeries>
 #include <QLogValueAxis>
@@ -16,6 +17,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 
+#include <algorithm>
 #include <cmath>
 
 namespace pb::ui {
@@ -78,6 +80,7 @@ CostHoursChart::CostHoursChart(QWidget *parent) : QWidget(parent)
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_view);
+    connect(chart, &QChart::plotAreaChanged, this, &CostHoursChart::placeRecommendedLabel);
 }
 
 QChart *CostHoursChart::chart() const { return m_view->chart(); }
@@ -85,6 +88,9 @@ QChart *CostHoursChart::chart() const { return m_view->chart(); }
 void CostHoursChart::clear()
 {
     QChart *c = chart();
+    delete m_recommendedLabel;
+    m_recommendedLabel = nullptr;
+    m_ring = nullptr;
     c->removeAllSeries();
     for (QAbstractAxis *axis : c->axes()) {
         // Its drawn items go only with the next pass of the event loop (deleteLater), and the title
@@ -176,15 +182,17 @@ void CostHoursChart::setComparison(const Comparison &comparison)
         ring->setBrush(Qt::NoBrush);
         ring->setPen(QPen(costHoursRecommendedColor(), 2.5));
         ring->append(plot.xOf(best->jobHours), best->costPerMillionTokens);
-        // Only this one point is labelled, so the format needs no @xPoint placeholders.
-        ring->setPointLabelsFormat(tr("recommended: %1").arg(best->label));
-        ring->setPointLabelsColor(costHoursRecommendedColor());
-        QFont font = ring->pointLabelsFont();
-        font.setBold(true);
-        ring->setPointLabelsFont(font);
-        ring->setPointLabelsClipping(false);
-        ring->setPointLabelsVisible(true);
         attach(ring);
+        m_ring = ring;
+        // Not the series' point label: Qt centres that over the point, so beside the plot's edge it
+        // ran out of the chart; this one is moved back inside the plot area (placeRecommendedLabel).
+        m_recommendedTexts = {tr("recommended: %1").arg(best->label), tr("recommended\n%1").arg(best->label), tr("recommended")};
+        m_recommendedLabel = new QGraphicsSimpleTextItem(m_recommendedTexts.front(), c);
+        m_recommendedLabel->setBrush(costHoursRecommendedColor());
+        QFont font = c->font();
+        font.setBold(true);
+        m_recommendedLabel->setFont(font);
+        m_recommendedLabel->setZValue(10); // over the markers and the grid
         // The ring is labelled on the plot; a legend entry for it would push a card's out.
         for (QLegendMarker *marker : c->legend()->markers(ring))
             marker->setVisible(false);
@@ -201,6 +209,32 @@ void CostHoursChart::setComparison(const Comparison &comparison)
         attach(line);
     }
     applyLegend();
+    placeRecommendedLabel();
+}
+
+void CostHoursChart::placeRecommendedLabel()
+{
+    if (!m_recommendedLabel || !m_ring || m_ring->count() == 0)
+        return;
+    QChart *c = chart();
+    const QRectF area = c->plotArea();
+    const QPointF at = c->mapToPosition(m_ring->at(0), m_ring);
+    // As the report does: on one line, else on two, else the bare word, whichever fits the width.
+    for (const QString &text : m_recommendedTexts) {
+        m_recommendedLabel->setText(text);
+        if (m_recommendedLabel->boundingRect().width() <= area.width())
+            break;
+    }
+    const QSizeF size = m_recommendedLabel->boundingRect().size();
+    const double gap = m_ring->markerSize() / 2 + 2;
+    // Above the ring, centred, as Qt placed it; below where the top is too near; then slid sideways
+    // and clamped so that the whole text stays in the plot.
+    double y = at.y() - gap - size.height();
+    if (y < area.top())
+        y = at.y() + gap;
+    const double x = std::clamp(at.x() - size.width() / 2, area.left(), std::max(area.left(), area.right() - size.width()));
+    y = std::clamp(y, area.top(), std::max(area.top(), area.bottom() - size.height()));
+    m_recommendedLabel->setPos(x, y);
 }
 
 void CostHoursChart::setCardLegendVisible(bool visible)

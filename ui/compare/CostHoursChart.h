@@ -10,6 +10,7 @@
 #include "workflow/Decision.h"
 
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 
 #include <string>
@@ -17,6 +18,8 @@
 QT_BEGIN_NAMESPACE
 class QChart;
 class QChartView;
+class QGraphicsSimpleTextItem;
+class QScatterSeries;
 QT_END_NAMESPACE
 
 namespace pb::ui {
@@ -38,12 +41,19 @@ public:
     // card), then "recommended" (the ring) and "deadline" (a QLineSeries) where there are such.
     QChart *chart() const;
     QChartView *view() const { return m_view; }
+    // "recommended: <card x count>" over the ring (on two lines, or the bare word, where the plot is
+    // narrower), kept inside the plot area; null when nothing is recommended.
+    QGraphicsSimpleTextItem *recommendedLabel() const { return m_recommendedLabel; }
     // What hovering the row's point shows: card, count, strategy, hours, total and cost per M tokens.
     static QString pointToolTip(const ComparisonRow &row, const std::string &currency);
 
 private:
     void applyLegend();
+    void placeRecommendedLabel();
     QChartView *m_view = nullptr;
+    QScatterSeries *m_ring = nullptr;
+    QGraphicsSimpleTextItem *m_recommendedLabel = nullptr;
+    QStringList m_recommendedTexts; // the label's forms, longest first
     bool m_cardLegend = true;
 };
 

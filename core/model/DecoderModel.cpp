@@ -141,10 +141,10 @@ DecoderModelImpl::DecoderModelImpl(const RunConfig &config, const ModelRuntime &
 {
     const auto options = torch::TensorOptions().dtype(torch::kFloat).device(device);
     stack = register_module("model", DecoderStack(config, runtime, options));
-    if (!runtime.mixedLinear)
+    if (!runtime.mixedLinear || !runtime.adaptersInNode)
         for (const auto &module : stack->modules())
             if (auto *projection = module->as<LoraLinearImpl>())
-                projection->setMixedLinear(false);
+                projection->setMixedLinear(runtime.mixedLinear, runtime.adaptersInNode);
     if (!config.model.tieEmbeddings)
         lmHead = register_module("lm_head", WeightHolder(emptyParam({config.model.vocabSize, config.model.hiddenSize}, options)));
 

@@ -10,13 +10,18 @@ namespace {
 
 struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunction> {
     static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, at::TensorList weights,
-                                                  at::TensorList biases, int64_t computeType)
+                                                  at::TensorList biases, at::TensorList loraA, at::TensorList loraB, int64_t computeType,
+                                                  std::vector<double> scalings)
     {
         const auto type = static_cast<at::ScalarType>(computeType); // autocast's dtype
         const int64_t in = x.size(-1), count = static_cast<int64_t>(weights.size());
-        const bool trainsWeight = std::any_of(weights.begin(), weights.end(), [](const torch::Tensor &w) { return w.requires_grad(); });
-        // As autograd's mm: X for the weights' gradients, each 16-bit weight for the input's.
+        const bool trainsWeight = std::any_of(weights.begin(), weights.end(), [](const torch::Tensor &w) { return w.requires_grad(); }) ||
+                                  std::any_of(loraA.begin(), loraA.end(), [](const torch::Tensor &a) { return a.numel() > 0; });
+        // As autograd's mm: X for the weights' (and lora_A's) gradients, each 16-bit weight for the
+        // input's; an adapter adds what autograd keeps for it: A's 16-bit copy (for the input's
+        // gradient), B's and A's output (for each other's gradient).
         torch::autograd::variable_list outputs, toSave {trainsWeight ? x.reshape({-1, in}) : torch::Tensor()};
+        torch::autograd::variable_list adapterSaved;
         int64_t biasTrains = 0, trains = 0; // bit i: bias i, weight i trains
         std::vector<int64_t> outs, types;
         for (int64_t i = 0; i < count; ++i) {
@@ -29,10 +34,23 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
             outs.push_back(w.size(0));
             types.push_back(static_cast<int64_t>(weights[i].scalar_type()));
             // Not a view: a view made inside a custom function may not be changed in place.
-            outputs.push_back(y.is_view() ? at::_unsafe_view(y, y.sizes()) : y);
+            auto out = y.is_view() ? at::_unsafe_view(y, y.sizes()) : y;
             toSave.push_back(x.requires_grad() ? w : torch::Tensor());
+            if (loraA[i].numel() > 0) {
+                // As LoraLinearImpl::withAdapter: lora_A's product as at::linear, then y += s * down B^T
+                // by the GEMM's own accumulation, the same calls so the same bits.
+                const auto a = loraA[i].to(type), b = loraB[i].to(type);
+                const auto down = at::linear(x, a).reshape({-1, a.size(0)});
+                out.view({-1, out.size(-1)}).addmm_(down, b.t(), 1.0, scalings[static_cast<size_t>(i)]);
+                adapterSaved.insert(adapterSaved.end(), {x.requires_grad() ? a : torch::Tensor(), b, down});
+            } else {
+                adapterSaved.insert(adapterSaved.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()});
+            }
+            outputs.push_back(out);
         }
+        toSave.insert(toSave.end(), adapterSaved.begin(), adapterSaved.end());
         ctx->save_for_backward(toSave);
+        ctx->saved_data["scalings"] = scalings;
         // Of the masters, only their shapes and dtypes: keeping one would hold a gathered FSDP weight.
         ctx->saved_data["bias_trains"] = biasTrains;
         ctx->saved_data["trains"] = trains;
@@ -51,7 +69,8 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
         const auto outs = ctx->saved_data["outs"].toIntVector(), types = ctx->saved_data["types"].toIntVector();
         const auto &x2 = saved[0];
         torch::Tensor gx;
-        torch::autograd::variable_list gw(count), gb(count);
+        torch::autograd::variable_list gw(count), gb(count), ga(count), gbLora(count);
+        const auto scalings = ctx->saved_data["scalings"].toDoubleVector();
         std::vector<int64_t> shape;
         for (int64_t i = 0; i < count; ++i) {
             if (!grads[i].defined())
@@ -71,12 +90,34 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
             }
             if ((biasTrains >> i) & 1)
                 gb[i] = at::sum(g, {0}, false, masterType);
+            const auto &a16 = saved[1 + count + 3 * i], &b16 = saved[2 + count + 3 * i], &down = saved[3 + count + 3 * i];
+            if (down.defined()) {
+                // As addmm's backward: dDown = s dY B; dB = s dY^T down and dA = dDown^T X, each
+                // into the adapter's fp32 master by its GEMM; dX gains dDown A in the same sum.
+                const double s = scalings[static_cast<size_t>(i)];
+                auto gDown = at::mm(g, b16);
+                if (s != 1.0)
+                    gDown = gDown * s;
+                auto accB = at::empty({b16.size(0), b16.size(1)}, g.options().dtype(at::kFloat));
+                compat::addMatmulInto(accB, g.t(), down, /*accumulate=*/false);
+                gbLora[i] = s != 1.0 ? accB.mul_(s) : accB;
+                auto accA = at::empty({gDown.size(1), in}, g.options().dtype(at::kFloat));
+                compat::addMatmulInto(accA, gDown.t(), x2, /*accumulate=*/false);
+                ga[i] = accA;
+                if (a16.defined())
+                    gx = gx.defined() ? gx.addmm_(gDown, a16) : at::mm(gDown, a16);
+            }
         }
         if (gx.defined()) {
             shape.back() = in;
             gx = at::_unsafe_view(gx, shape);
         }
-        return groupGradients(gx, gw, gb);
+        auto result = groupGradients(gx, gw, gb);
+        result.pop_back(); // groupGradients' none for computeType, which follows the adapters here
+        result.insert(result.end(), ga.begin(), ga.end());
+        result.insert(result.end(), gbLora.begin(), gbLora.end());
+        result.insert(result.end(), {torch::Tensor(), torch::Tensor()}); // computeType, scalings
+        return result;
     }
 };
 
@@ -88,10 +129,21 @@ bool mixedLinearApplies(const torch::Tensor &x)
     return torch::GradMode::is_enabled() && compat::autocastEnabled(device) && x.scalar_type() == compat::autocastDtype(device);
 }
 
-std::vector<torch::Tensor> mixedLinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases)
+std::vector<torch::Tensor> mixedLinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases,
+                                             const std::vector<MixedAdapter> &adapters)
 {
     const auto present = groupBiases("mixedLinearShared", weights, biases);
-    return MixedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(present), static_cast<int64_t>(compat::autocastDtype(x.device().type())));
+    TORCH_CHECK(adapters.empty() || adapters.size() == weights.size(), "mixedLinearShared: an adapter (or none) per weight");
+    std::vector<torch::Tensor> a, b;
+    std::vector<double> scalings;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const bool has = i < adapters.size() && adapters[i].a.defined();
+        a.push_back(has ? adapters[i].a : torch::empty({0}, weights[i].options()));
+        b.push_back(has ? adapters[i].b : torch::empty({0}, weights[i].options()));
+        scalings.push_back(has ? adapters[i].scaling : 0.0);
+    }
+    return MixedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(present), at::TensorList(a), at::TensorList(b),
+                                      static_cast<int64_t>(compat::autocastDtype(x.device().type())), scalings);
 }
 
 } // namespace pb

@@ -16,8 +16,20 @@ namespace pb {
 // estimator counts).
 bool mixedLinearApplies(const torch::Tensor &x);
 
+// A LoRA adapter inside the node: lora_A [r, in], lora_B [out, r] (undefined a: none) and alpha / r.
+// Without dropout only (a dropped input is not the base's input).
+struct MixedAdapter {
+    torch::Tensor a, b;
+    double scaling = 0;
+};
+
 // x [..., in] times each of weights[i] [out_i, in] (+ biases[i], undefined for none) in autocast's
-// dtype; outputs [..., out_i], not views (the fused LoRA adds its adapter's product in place).
-std::vector<torch::Tensor> mixedLinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases);
+// dtype, plus scaling * (x A^T) B^T where adapters[i] has one (empty: none anywhere); outputs
+// [..., out_i], not views (a LoRA adapter outside the node adds its product in place). With
+// adapters inside, their product is added by the B GEMM's accumulation, their gradients written
+// in fp32 by their GEMMs, and dDown A joins the input's gradient in the same sum: no [tokens, in]
+// product of each adapter added apart, as autograd does around LoraLinearImpl's own adapter.
+std::vector<torch::Tensor> mixedLinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases,
+                                             const std::vector<MixedAdapter> &adapters = {});
 
 } // namespace pb

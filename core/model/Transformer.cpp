@@ -54,10 +54,21 @@ void LoraLinearImpl::setBase(const torch::Tensor &w)
 
 bool LoraLinearImpl::mixedBase(const torch::Tensor &x) const { return m_addInGemm && m_mixed && !m_nf4 && !m_fp8 && mixedLinearApplies(x); }
 
+MixedAdapter LoraLinearImpl::nodeAdapter() const
+{
+    // Inside the node only without dropout: its input is then the base's own.
+    if (!loraA || !m_adaptersInNode || (m_dropout > 0 && is_training()))
+        return {};
+    return {loraA->weight, loraB->weight, m_scaling};
+}
+
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)
 {
-    if (mixedBase(x))
-        return withAdapter(x, mixedLinearShared(x, {weight}, {bias})[0]);
+    if (mixedBase(x)) {
+        const MixedAdapter adapter = nodeAdapter();
+        const auto y = mixedLinearShared(x, {weight}, {bias}, {adapter})[0];
+        return adapter.a.defined() ? y : withAdapter(x, y);
+    }
     auto y = m_nf4 ? nf4Linear(x, base, m_computeType) : m_fp8 ? fp8Linear(x, weight, bias, m_fp8Scaling) : torch::nn::functional::linear(x, weight, bias);
     if (m_nf4 && bias.defined())
         y = y + bias;
@@ -78,14 +89,17 @@ std::vector<torch::Tensor> LoraLinearImpl::forwardShared(const std::vector<LoraL
         return out;
     }
     std::vector<torch::Tensor> weights, biases;
+    std::vector<MixedAdapter> adapters;
     for (const auto *p : projections) {
         weights.push_back(p->weight);
         biases.push_back(p->bias);
+        adapters.push_back(fp8 ? MixedAdapter {} : p->nodeAdapter());
     }
-    out = fp8 ? fp8LinearShared(x, weights, biases, first->m_fp8Scaling) : mixedLinearShared(x, weights, biases);
+    out = fp8 ? fp8LinearShared(x, weights, biases, first->m_fp8Scaling) : mixedLinearShared(x, weights, biases, adapters);
     // Adapters in the projections' order, so LoRA dropout draws its masks as forward() one by one does.
     for (size_t i = 0; i < projections.size(); ++i)
-        out[i] = projections[i]->withAdapter(x, out[i]);
+        if (!adapters[i].a.defined())
+            out[i] = projections[i]->withAdapter(x, out[i]);
     return out;
 }
 

@@ -7,6 +7,7 @@
 #include "config/RunConfig.h"
 #include "model/Fp8Linear.h"
 #include "model/GatedDeltaNet.h"
+#include "model/MixedLinear.h"
 #include "model/Nf4.h"
 #include "model/StackedExperts.h"
 #include "model/TiedEmbedding.h"
@@ -39,6 +40,9 @@ struct ModelRuntime {
     // train.kernels = fused under autocast: the projections as model/MixedLinear.h's nodes. Off only
     // in bench_probe_overhead --mixed-linear-ab, which times the step both ways in one run.
     bool mixedLinear = true;
+    // And LoRA adapters (without dropout) inside those nodes. Off only in bench_probe_overhead
+    // --lora-node-ab, which times the step both ways in one run.
+    bool adaptersInNode = true;
     // train.kernels = fused: sliding layers on flash's own window where it runs (model/WindowedAttention.h).
     // Off only in bench_probe_overhead --window-ab.
     bool windowKernel = true;
@@ -91,7 +95,7 @@ public:
     bool float8() const { return m_fp8; }
     // A bias-free weight read by a plain matmul: no adapter, no NF4 base, no float8 matmul.
     bool plainMatmul() const { return weight.defined() && !bias.defined() && !loraA && !m_nf4 && !m_fp8; }
-    void setMixedLinear(bool on) { m_mixed = on; } // ModelRuntime::mixedLinear
+    void setMixedLinear(bool on, bool adapters) { m_mixed = on; m_adaptersInNode = adapters; } // ModelRuntime::mixedLinear, ::adaptersInNode
     // Quantises `w` ([out, in], any floating dtype and device) into the NF4 base.
     void setBase(const torch::Tensor &w);
     torch::Tensor weight, bias;   // weight: undefined under qlora
@@ -103,6 +107,8 @@ private:
     bool mixedBase(const torch::Tensor &x) const;
     // y (the base's output) plus the adapter's product of x, where there is an adapter.
     torch::Tensor withAdapter(const torch::Tensor &x, torch::Tensor y);
+    // The adapter for mixedLinearShared to carry (undefined: none, or one withAdapter adds).
+    MixedAdapter nodeAdapter() const;
     double m_scaling = 0;
     double m_dropout = 0;
     bool m_nf4 = false;
@@ -111,6 +117,7 @@ private:
     at::ScalarType m_computeType = at::kBFloat16;
     bool m_addInGemm = false;   // train.kernels = fused: the adapter's product added by its GEMM
     bool m_mixed = true;        // with m_addInGemm, mixedBase may hold
+    bool m_adaptersInNode = true; // and the adapter (without dropout) goes inside the node
 };
 TORCH_MODULE(LoraLinear);
 

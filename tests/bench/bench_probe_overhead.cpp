@@ -2,14 +2,15 @@
 // reads, loader thread, history-free) against a bare LibTorch loop of the same model, optimizer and
 // precision that synchronises once at the end. Prints both and their ratio, measured in one run.
 //   bench_probe_overhead [--device cuda:0] [--preset llama-3.2-1b] [--steps 10] [--set PATH=VALUE ...] [--trace FILE] [--residual-ab]
-//                        [--window-ab] [--loss-chunk-ab TOKENS] [--graph-ab] [--mixed-linear-ab]
+//                        [--window-ab] [--loss-chunk-ab TOKENS] [--graph-ab] [--mixed-linear-ab] [--lora-node-ab]
 // --residual-ab instead times the bare fused step with the residual add apart and folded into the
 // norm (issue 34), in one run; --window-ab the sliding layers on SDPA's mask and on flash's own
 // window (model/WindowedAttention.h, issue 28); --loss-chunk-ab the fused loss's chunk as its memory
 // budget makes it and of TOKENS tokens; --graph-ab the bare step as the engine runs it, the same
 // with nothing read by the host, and that step captured as a CUDA graph and replayed (issue 34);
 // --mixed-linear-ab the fused path's projections through autocast's linear and as
-// model/MixedLinear.h's nodes (issue 34).
+// model/MixedLinear.h's nodes (issue 34); --lora-node-ab LoRA's adapters added after those nodes
+// and inside them.
 // --trace also writes a Kineto trace of two more bare steps (LibTorch 2.x), which
 // tests/bench/trace_top_kernels.py ranks by kernel time.
 #include "config/RunConfigJson.h"
@@ -193,6 +194,10 @@ int main(int argc, char **argv)
     }
     if (args.contains(QStringLiteral("--mixed-linear-ab"))) {
         ab("projections", "autocast's linear", "one MixedLinear node a group", [](ModelRuntime &r, bool on) { r.mixedLinear = on; });
+        return 0;
+    }
+    if (args.contains(QStringLiteral("--lora-node-ab"))) {
+        ab("LoRA adapters", "added by withAdapter", "inside the MixedLinear node", [](ModelRuntime &r, bool on) { r.adaptersInNode = on; });
         return 0;
     }
     if (args.contains(QStringLiteral("--loss-chunk-ab"))) {

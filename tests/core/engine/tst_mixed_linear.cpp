@@ -2,7 +2,8 @@
 // that read one input gives autocast's linear one by one: the same outputs, the weights' gradients
 // in fp32 (bit for bit on CPU, where the product is made in 16 bits and cast as autograd does;
 // within bf16 rounding of it on a card, where the GEMM writes fp32), the input's gradient the sum
-// of theirs; and it stays out of the calls whose memory it would change.
+// of theirs; LoRA adapters inside it as LoraLinearImpl's add after it; and it stays out of the calls
+// whose memory it would change.
 #include "engine/TorchCompat.h"
 #include "model/MixedLinear.h"
 #include "ProjectionGroupCase.h"
@@ -79,6 +80,85 @@ private Q_SLOTS:
         // One rounding of the summed products against autograd's rounding after each add.
         QCOMPARE(xs.grad().scalar_type(), torch::kBFloat16);
         QVERIFY2(relativeNormError(xs.grad(), gxSum) < 4e-3, qPrintable(QString::number(relativeNormError(xs.grad(), gxSum))));
+    }
+
+    // LoRA adapters inside the node (the fused path without dropout) against the node without them
+    // and LoraLinearImpl's own in-GEMM add after it, as the fused LoRA ran before: the same
+    // outputs bit for bit, the adapters' gradients in fp32 (lora_A's bit for bit on CPU, lora_B's
+    // and the input's within bf16 rounding: one rounding of the scaled sum against two), and the
+    // bases frozen in bf16 as LoRA keeps them. The input both needing a gradient and not (the first
+    // block of a LoRA model reads a frozen embedding).
+    void adaptersInsideMatchTheAddAfter_data()
+    {
+        QTest::addColumn<bool>("cuda");
+        QTest::addColumn<bool>("inputGrad");
+        QTest::newRow("cpu") << false << true;
+        QTest::newRow("cpu, frozen input") << false << false;
+        QTest::newRow("card") << true << true;
+    }
+    void adaptersInsideMatchTheAddAfter()
+    {
+        QFETCH(bool, cuda);
+        QFETCH(bool, inputGrad);
+        if (cuda && !torch::cuda::is_available())
+            QSKIP("no CUDA device");
+        torch::manual_seed(11);
+        const auto device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+        const auto x0 = torch::randn({2, 32, 64}).to(torch::kBFloat16).to(device);
+        const ProjectionGroupCase group(device);
+        const int64_t rank = 4;
+        const std::vector<double> scalings {2.0, 0.75, 0.0}; // the third projection has no adapter
+        std::vector<torch::Tensor> a0, b0;
+        for (size_t i = 0; i < 2; ++i) {
+            a0.push_back((torch::randn({rank, 64}) * 0.1).to(device));
+            b0.push_back((torch::randn({group.outs[i], rank}) * 0.1).to(device));
+        }
+        auto run = [&](bool inside, std::vector<torch::Tensor> &a, std::vector<torch::Tensor> &b, torch::Tensor &x) {
+            std::vector<torch::Tensor> ws, bs;
+            group.leaves(ws, bs);
+            for (auto &w : ws)
+                w = w.detach().to(torch::kBFloat16); // LoRA's frozen bf16 base
+            for (size_t i = 0; i < 2; ++i) {
+                a.push_back(a0[i].clone().requires_grad_(true));
+                b.push_back(b0[i].clone().requires_grad_(true));
+            }
+            x = x0.clone().requires_grad_(inputGrad);
+            compat::AutocastGuard autocast(device.type(), true, torch::kBFloat16);
+            std::vector<MixedAdapter> adapters;
+            for (size_t i = 0; i < 2; ++i)
+                adapters.push_back({a[i], b[i], scalings[i]});
+            adapters.push_back({});
+            auto ys = mixedLinearShared(x, ws, bs, inside ? adapters : std::vector<MixedAdapter> {});
+            if (!inside)
+                for (size_t i = 0; i < 2; ++i) {
+                    const auto down = torch::linear(x, a[i]);
+                    ys[i].view({-1, group.outs[i]}).addmm_(down.reshape({-1, rank}), b[i].to(torch::kBFloat16).t(), 1.0, scalings[i]);
+                }
+            return ys;
+        };
+        std::vector<torch::Tensor> aIn, bIn, aOut, bOut;
+        torch::Tensor xIn, xOut;
+        const auto inside = run(true, aIn, bIn, xIn), after = run(false, aOut, bOut, xOut);
+        for (size_t i = 0; i < inside.size(); ++i)
+            QVERIFY2(torch::equal(inside[i], after[i]), qPrintable(QStringLiteral("output %1").arg(i)));
+        torch::autograd::backward(inside, group.grads);
+        torch::autograd::backward(after, group.grads);
+        for (size_t i = 0; i < 2; ++i) {
+            const QByteArray what = QByteArray::number(static_cast<int>(i));
+            QCOMPARE(aIn[i].grad().scalar_type(), torch::kFloat);
+            QCOMPARE(bIn[i].grad().scalar_type(), torch::kFloat);
+            if (cuda)
+                QVERIFY2(relativeNormError(aIn[i].grad(), aOut[i].grad()) < 4e-3, ("lora_A gradient " + what).constData());
+            else
+                QVERIFY2(torch::equal(aIn[i].grad(), aOut[i].grad()), ("lora_A gradient " + what).constData());
+            QVERIFY2(relativeNormError(bIn[i].grad(), bOut[i].grad()) < 4e-3, ("lora_B gradient " + what).constData());
+            QVERIFY2(aIn[i].grad().abs().sum().item<double>() > 0 && bIn[i].grad().abs().sum().item<double>() > 0, what.constData());
+        }
+        QCOMPARE(xIn.grad().defined(), inputGrad);
+        if (inputGrad) {
+            QCOMPARE(xIn.grad().scalar_type(), torch::kBFloat16);
+            QVERIFY2(relativeNormError(xIn.grad(), xOut.grad()) < 4e-3, qPrintable(QString::number(relativeNormError(xIn.grad(), xOut.grad()))));
+        }
     }
 
     // The first pass of a recomputed block runs under no_grad, where autocast's cached casts are

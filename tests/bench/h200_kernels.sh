@@ -6,7 +6,8 @@
 # Transformers eager and + torch.compile (PEFT for the LoRA row, its base in bf16 as ours; then
 # eager with an fp32 base, and eager without PEFT's input casts), 3 warm-up + 10 measured steps.
 # Prints one table (our rows with the estimator's error against their training steps' peak, from
-# --memory-snapshot); every row's JSON goes to $OUT/kernels.jsonl. KERNELS="fused" runs one path only.
+# --memory-snapshot); every row's JSON goes to $OUT/kernels.jsonl. KERNELS="fused" runs one path only;
+# COMPILE_ONLY=1 runs only Transformers + torch.compile (PEFT's for the LoRA row) beside ours.
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
 CONFIGS=("$@"); [ ${#CONFIGS[@]} = 0 ] && CONFIGS=(llama-3.2-1b llama-3.2-1b-lora qwen2.5-0.5b)
@@ -22,6 +23,7 @@ for C in "${CONFIGS[@]}"; do
   done
   [ $WHAT = ours ] && continue
   variants=("" --compile); [ $C != $preset ] && variants+=("--lora-base fp32" --peft-no-input-cast)
+  [ "${COMPILE_ONLY:-0}" = 1 ] && variants=(--compile)
   for variant in "${variants[@]}"; do
     python3 tests/bench/hf_reference.py --config $W/$C.json --steps 10 --warmup 3 $variant 2>$W/$C-hf.err \
       | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d['config']='$C'; print(json.dumps(d))" >> $OUT/kernels.jsonl || tail -3 $W/$C-hf.err

@@ -10,10 +10,14 @@
 #      bf16-mixed and fp8-rowwise at Llama-3.1-8B's widths, 16 layers, seq 4096 x 4;
 #   4. the LoRA row against PEFT + torch.compile (h200_kernels.sh, ours fused only, with the
 #      estimator against the peak recorder);
-#   5. the counts of tests/data/hf/olmo-3-7b (Transformers' own, for the preset's test).
+# and, beside the build, the counts of tests/data/hf/olmo-3-7b (Transformers' own, for the preset's test).
 # Text goes to $OUT/log.txt, rows to $OUT/kernels.jsonl and $OUT/depths.jsonl.
+# The count needs no build: it runs beside it.
+mkdir -p "${OUT:=/tmp/pb-out}"
+python3 tests/bench/hf_family_fixtures.py --counts --out /tmp/counts --only olmo-3-7b > $OUT/counts.txt 2>&1 &
 PB_TARGETS="pilotbench-cli bench_probe_overhead engine_tst_mixed_linear" . tests/bench/h200_build.sh
 LOG=$OUT/log.txt
+wait; tail -1 $OUT/counts.txt | tee -a $LOG
 stamp() { echo "== $(date +%T) $*" | tee -a $LOG; }
 stamp "card: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
 $BUILD_DIR/tests/engine_tst_mixed_linear > $OUT/tst_mixed_linear.txt 2>&1
@@ -33,6 +37,4 @@ if [ "$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head
 fi
 stamp "LoRA row against PEFT + compile"
 KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all llama-3.2-1b-lora 2>&1 | tail -4 | tee -a $LOG
-stamp "olmo-3-7b counts"
-python3 tests/bench/hf_family_fixtures.py --counts --out /tmp/counts --only olmo-3-7b 2>&1 | tail -1 | tee -a $LOG
 stamp done

@@ -15,7 +15,7 @@
 # The count needs no build: it runs beside it.
 mkdir -p "${OUT:=/tmp/pb-out}"
 python3 tests/bench/hf_family_fixtures.py --counts --out /tmp/counts --only olmo-3-7b > $OUT/counts.txt 2>&1 &
-PB_TARGETS="pilotbench-cli bench_probe_overhead engine_tst_mixed_linear" . tests/bench/h200_build.sh
+PB_TARGETS="${PB_TARGETS:-pilotbench-cli bench_probe_overhead engine_tst_mixed_linear}" . tests/bench/h200_build.sh
 LOG=$OUT/log.txt
 wait; tail -1 $OUT/counts.txt | tee -a $LOG
 stamp() { echo "== $(date +%T) $*" | tee -a $LOG; }

@@ -36,5 +36,5 @@ if [ "$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head
   done
 fi
 stamp "LoRA row against PEFT + compile"
-KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all llama-3.2-1b-lora 2>&1 | tail -4 | tee -a $LOG
+PB_TARGETS=pilotbench-cli KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all llama-3.2-1b-lora 2>&1 | tail -4 | tee -a $LOG
 stamp done

@@ -32,12 +32,14 @@ private Q_SLOTS:
         QTest::newRow("gemma-3-12b") << "gemma-3-12b" << qint64(11766034176) << true;
         QTest::newRow("gemma-2-9b") << "gemma-2-9b" << qint64(9241705984) << true;
         QTest::newRow("olmo-2-7b") << "olmo-2-7b" << qint64(7298617344) << false;
-        QTest::newRow("olmo-3-7b") << "olmo-3-7b" << qint64(7298011136) << false;
         QTest::newRow("phi-4") << "phi-4" << qint64(14659507200) << false;
         QTest::newRow("smollm3-3b") << "smollm3-3b" << qint64(3075098624) << true;
         QTest::newRow("glm-4-9b") << "glm-4-9b" << qint64(9400279040) << false;
         QTest::newRow("granite-3.3-8b") << "granite-3.3-8b" << qint64(8170864640) << true;
         QTest::newRow("ministral-3-8b") << "ministral-3-8b" << qint64(8489553920) << false;
+        // OLMo 3 7B (tests/data/hf/olmo-3-7b): counted by hand (2 x 100278 x 4096 embeddings, 32 layers
+        // of 202,391,552, the final norm); Transformers' count of it is not yet taken (published-counts.json).
+        QTest::newRow("olmo-3-7b") << "olmo-3-7b" << qint64(7298011136) << false;
         // Gemma 4 31B's text model (tests/data/hf/gemma-4-31b, its shapes from Transformers' converter):
         // counted by hand in tst_hf_import_gemma4 and by Transformers 5.17 in published-counts.json.
         QTest::newRow("gemma-4-31b") << "gemma-4-31b" << qint64(30697345280) << true;

@@ -63,19 +63,20 @@ if [ -n "${DEPTHS:-}" ]; then
   python3 - $OUT/depths.jsonl <<'PY' | tee -a $LOG
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+# Each depth's measured ratio first: a call of one depth (DEPTHS="16") still gives its step.
+for x, y in sorted((r["layers"], r["bare_ms"]) for r in rows if r["precision"] == "bf16-mixed"):
+    f = [r["bare_ms"] for r in rows if r["precision"] == "fp8-rowwise" and r["layers"] == x]
+    if f: print(json.dumps({"layers": x, "measured_ratio": round(y / f[0], 4)}))
 fit = {}
 for p in ("bf16-mixed", "fp8-rowwise"):
     pts = sorted((r["layers"], r["bare_ms"]) for r in rows if r["precision"] == p)
     n = len(pts)
-    if n < 2: sys.exit("fewer than two depths measured for " + p)
+    if n < 2: sys.exit("fewer than two depths measured for " + p + ": no line")
     mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
     slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
     worst = max(abs(y - (my + slope * (x - mx))) / y for x, y in pts)
     fit[p] = (slope, my - slope * mx)
     print(json.dumps({"precision": p, "per_layer_ms": round(slope, 2), "fixed_ms": round(my - slope * mx, 2), "worst_point_off_line_pct": round(100 * worst, 2)}))
-for x, y in sorted((r["layers"], r["bare_ms"]) for r in rows if r["precision"] == "bf16-mixed"):
-    f = [r["bare_ms"] for r in rows if r["precision"] == "fp8-rowwise" and r["layers"] == x]
-    if f: print(json.dumps({"layers": x, "measured_ratio": round(y / f[0], 4)}))
 (sb, fb), (s8, f8) = fit["bf16-mixed"], fit["fp8-rowwise"]
 print(json.dumps({"per_layer_ratio": round(sb / s8, 4), "projected_ratio_at_32_layers": round((fb + 32 * sb) / (f8 + 32 * s8), 4)}))
 PY

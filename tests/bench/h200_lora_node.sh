@@ -6,8 +6,8 @@
 #      the adapters inside against LoraLinearImpl's add after it);
 #   2. bench_probe_overhead --lora-node-ab on Llama-3.2-1B and Qwen2.5-0.5B, LoRA r16 on q,k,v,o,
 #      seq 2048 x 8, fused: both forms of the step in one process;
-#   3. where the card has more than 100 GB (an H200), issue 31's 16-layer FP8 step: bare steps of
-#      bf16-mixed and fp8-rowwise at Llama-3.1-8B's widths, 16 layers, seq 4096 x 4;
+#   3. where the card has more than 100 GB (an H200), issue 31's 16-layer FP8 step: h200_fp8_speed.sh's
+#      bare steps of bf16-mixed and fp8-rowwise at Llama-3.1-8B's widths, seq 4096 x 4 (DEPTHS=16);
 #   4. the LoRA row against PEFT + torch.compile (h200_kernels.sh, ours fused only, with the
 #      estimator against the peak recorder);
 # and, beside the build, the counts of tests/data/hf/olmo-3-7b (Transformers' own, for the preset's test).
@@ -28,12 +28,8 @@ for P in llama-3.2-1b qwen2.5-0.5b; do
   $B --device cuda:0 --preset $P --steps 10 --set train.micro_batch=8 --set train.kernels=fused --set train.mode=lora --lora-node-ab 2>&1 | tail -1 | tee -a $LOG
 done
 if [ "$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)" -gt 100000 ]; then
-  for P in bf16-mixed fp8-rowwise; do
-    stamp "fp8 depth 16, $P"
-    $B --device cuda:0 --preset llama-3.1-8b --steps 6 --set model.layers=16 --set train.seq_len=4096 --set train.micro_batch=4 \
-      --set train.kernels=fused --set train.precision=$P 2>&1 | tail -1 | tee -a $LOG \
-      | sed -n "s/.*bare \([0-9.]*\) ms.*/{\"layers\": 16, \"precision\": \"$P\", \"bare_ms\": \1}/p" >> $OUT/depths.jsonl
-  done
+  stamp "fp8 depth 16"
+  FP8_TARGETS=bench_probe_overhead MICRO=4 PROFILE=0 REFERENCE=0 DEPTHS=16 STEPS=0 bash tests/bench/h200_fp8_speed.sh 2>&1 | grep -E "probe|measured_ratio"
 fi
 stamp "LoRA row against PEFT + compile"
 PB_TARGETS=pilotbench-cli KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all llama-3.2-1b-lora 2>&1 | tail -4 | tee -a $LOG

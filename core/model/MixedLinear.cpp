@@ -15,12 +15,12 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
     {
         const auto type = static_cast<at::ScalarType>(computeType); // autocast's dtype
         const int64_t in = x.size(-1), count = static_cast<int64_t>(weights.size());
-        const bool trainsWeight = std::any_of(weights.begin(), weights.end(), [](const torch::Tensor &w) { return w.requires_grad(); }) ||
+        const bool keepsInput = std::any_of(weights.begin(), weights.end(), [](const torch::Tensor &w) { return w.requires_grad(); }) ||
                                   std::any_of(loraA.begin(), loraA.end(), [](const torch::Tensor &a) { return a.numel() > 0; });
         // As autograd's mm: X for the weights' (and lora_A's) gradients, each 16-bit weight for the
         // input's; an adapter adds what autograd keeps for it: A's 16-bit copy (for the input's
         // gradient), B's and A's output (for each other's gradient).
-        torch::autograd::variable_list outputs, toSave {trainsWeight ? x.reshape({-1, in}) : torch::Tensor()};
+        torch::autograd::variable_list outputs, toSave {keepsInput ? x.reshape({-1, in}) : torch::Tensor()};
         torch::autograd::variable_list adapterSaved;
         int64_t biasTrains = 0, trains = 0; // bit i: bias i, weight i trains
         std::vector<int64_t> outs, types;

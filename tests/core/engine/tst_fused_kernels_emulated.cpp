@@ -65,16 +65,25 @@ private Q_SLOTS:
     {
         QTest::addColumn<int>("cols");
         QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("partials"); // the backward's blocks; 0: rmsNormPartials(rows)
         for (bool bf16 : {false, true}) {
             const char *type = bf16 ? "bf16" : "fp32";
-            QTest::addRow("%s, 64 columns (16-byte rows, 8 threads a row)", type) << 64 << bf16;
-            QTest::addRow("%s, 1032 columns (16-byte rows, a block a row)", type) << 1032 << bf16;
-            QTest::addRow("%s, 100 columns (a warp a row)", type) << 100 << bf16;
-            QTest::addRow("%s, 1030 columns (a block a row)", type) << 1030 << bf16;
+            QTest::addRow("%s, 64 columns (16-byte rows, 8 threads a row)", type) << 64 << bf16 << 6 << 0;
+            QTest::addRow("%s, 1032 columns (16-byte rows: the forward a block a row, the backward two)", type) << 1032 << bf16 << 6 << 0;
+            QTest::addRow("%s, 100 columns (a warp a row)", type) << 100 << bf16 << 6 << 0;
+            QTest::addRow("%s, 1030 columns (a block a row)", type) << 1030 << bf16 << 6 << 0;
             // Each other row shape of dispatchRowShape: 16 lanes a row; a warp with 2 and 4 packs
             // a lane; a block with 2 and 4 (hidden sizes such as 4,096 and 5,120 take these).
             for (int cols : {72, 264, 520, 2056, 4104})
-                QTest::addRow("%s, %d columns (16-byte rows)", type, cols) << cols << bf16;
+                QTest::addRow("%s, %d columns (16-byte rows)", type, cols) << cols << bf16 << 6 << 0;
+            // The backward's two rows a block (128 threads, 2 packs each) from 1,032 to 2,048
+            // columns; with 13 rows over 2 blocks each block strides over rows (the next row's
+            // loads taken before this row's sums) and its second group ends on a row past the last.
+            for (int cols : {1032, 1536, 2048})
+                QTest::addRow("%s, %d columns, 13 rows over 2 blocks", type, cols) << cols << bf16 << 13 << 2;
+            QTest::addRow("%s, 264 columns, 13 rows over 1 block", type) << 264 << bf16 << 13 << 1;
+            QTest::addRow("%s, 4104 columns, 13 rows over 2 blocks", type) << 4104 << bf16 << 13 << 2;
         }
     }
 
@@ -82,8 +91,9 @@ private Q_SLOTS:
     {
         QFETCH(int, cols);
         QFETCH(bool, bf16);
+        QFETCH(int, rows);
+        QFETCH(int, partials);
         const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
-        const int64_t rows = 6;
         const float eps = 1e-6f;
         torch::manual_seed(cols);
         const auto x = torch::randn({rows, cols}).to(type), w = (1 + 0.3 * torch::randn({cols})).to(type), dy = torch::randn({rows, cols}).to(type);
@@ -92,7 +102,8 @@ private Q_SLOTS:
         const kernels::RmsNormForm form {false, false};
         kernels::rmsNormForward(x.data_ptr(), dtypeOf(type), w.data_ptr(), dtypeOf(type), y.data_ptr(), dtypeOf(type), rstd.data_ptr<float>(), rows, cols,
                                 eps, form, nullptr);
-        const int64_t partials = kernels::rmsNormPartials(rows);
+        if (partials == 0)
+            partials = static_cast<int>(kernels::rmsNormPartials(rows));
         auto dwPartial = torch::zeros({partials, cols}, torch::kFloat);
         kernels::rmsNormBackward(dy.data_ptr(), dtypeOf(type), x.data_ptr(), dtypeOf(type), w.data_ptr(), dtypeOf(type), rstd.data_ptr<float>(),
                                  dx.data_ptr(), dwPartial.data_ptr<float>(), partials, rows, cols, form, nullptr);
@@ -254,7 +265,7 @@ private Q_SLOTS:
         QTest::addColumn<bool>("bf16");
         QTest::addColumn<bool>("inverse");
         for (bool bf16 : {false, true})
-            for (int headDim : {32, 12})
+            for (int headDim : {32, 64, 12})
                 for (bool inverse : {false, true})
                     QTest::addRow("%s head %d%s", bf16 ? "bf16" : "fp32", headDim, inverse ? " inverse" : "") << headDim << bf16 << inverse;
     }

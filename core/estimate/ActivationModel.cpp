@@ -143,7 +143,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             const auto it = layer.proj.find(name);
             return it == layer.proj.end() ? Projection {} : it->second;
         };
-        BlockWalk walk(config, n, libTorch2);
+        BlockWalk walk(config, n, libTorch2, fusedKernels);
         bool y1Grad = false;
         int64_t dx1 = r;
         if (layer.normExists[0]) {
@@ -180,7 +180,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         if (latent)
             mla = latentAttention(config, layer, walk, dx1, y1Grad, fused, out.unkeptAutocastCopies);
         else
-            walk.linears(h, dx1, qkvReaders, false, float8Shared);
+            walk.linears(h, dx1, qkvReaders, false, float8Shared, y1Grad);
         bool qkvGrad = latent ? mla.grad : y1Grad || std::any_of(qkvReaders.begin(), qkvReaders.end(), [](const Projection &p) { return p.needsGrad(); });
         // A matmul keeps its weight only to pass a gradient to its input: over an input that
         // needs none (LoRA's first block without recompute), lora_A's 16-bit copy is not kept.
@@ -322,7 +322,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             // (The fused kernel's output, of which the merged tensor is a view, is already counted.)
             walk.saved += c * n * qDim + ((latent ? mla.fusedKernel : layerFused) ? 0 : c * n * qDim);
         }
-        walk.linears(latent ? mla.outputWidth : qDim, c, {o}, (latent ? mla.fusedKernel : layerFused) && qkvGrad && !traits.attentionOutputGate);
+        walk.linears(latent ? mla.outputWidth : qDim, c, {o}, (latent ? mla.fusedKernel : layerFused) && qkvGrad && !traits.attentionOutputGate, false,
+                     qkvGrad);
         bool attnGrad = qkvGrad || o.needsGrad();
         GatedDeltaNetBytes gdn;
         if (linearLayer) {
@@ -357,10 +358,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             out.unkeptAutocastCopies += sparse.unkeptCopies;
         } else if (m.activation == ActivationKind::Gelu) {
             const auto up = proj("up_proj"), down = proj("down_proj");
-            walk.linears(h, dx2, {up});
+            walk.linears(h, dx2, {up}, false, false, y2Grad);
             if (y2Grad || up.needsGrad())
                 walk.saved += c * n * inter;            // gelu keeps its input
-            walk.linears(inter, c, {down});
+            walk.linears(inter, c, {down}, false, false, y2Grad || up.needsGrad());
             // Backward: gelu's output gradient (replacing the down input when that was kept), then
             // up's output gradient.
             mlpBackward = 2 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);
@@ -371,7 +372,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             const auto fusedGateUp = proj("gate_up_proj");
             const auto gate = traits.fusedGateUp ? fusedGateUp : proj("gate_proj"), up = traits.fusedGateUp ? fusedGateUp : proj("up_proj");
             const auto down = proj("down_proj");
-            walk.linears(h, dx2, traits.fusedGateUp ? std::vector<Projection> {fusedGateUp} : std::vector<Projection> {gate, up}, false, float8Shared);
+            walk.linears(h, dx2, traits.fusedGateUp ? std::vector<Projection> {fusedGateUp} : std::vector<Projection> {gate, up}, false, float8Shared,
+                         y2Grad);
             const bool gGrad = y2Grad || gate.needsGrad(), uGrad = y2Grad || up.needsGrad();
             if (fusedGate) // the fused gated activation keeps gate's and up's outputs
                 walk.saved += gGrad || uGrad ? 2 * c * n * inter : 0;
@@ -379,7 +381,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                 walk.saved += (gGrad ? c * n * inter : 0)  // silu keeps gate's output
                               + (uGrad ? c * n * inter : 0) // silu(g) * up keeps silu(g) when up needs grad
                               + (gGrad ? c * n * inter : 0);// ... and up's output when gate needs grad
-            walk.linears(inter, c, {down});
+            walk.linears(inter, c, {down}, false, false, gGrad || uGrad);
             // Backward: down's input gradient (replacing the product when down kept it), then
             // the gradients of gate's and up's outputs are made while the kept inputs are held.
             mlpBackward = 3 * c * n * inter - (down.needsGrad() ? c * n * inter : 0);

@@ -20,6 +20,9 @@ struct Projection {
     // model/Fp8Linear.cpp) instead of sharing the 16-bit one.
     bool float8Input = false;
     bool needsGrad() const { return trainable || lora; }
+    // Its matmuls keep their input X itself: a trainable base (unless it keeps its own float8 copy),
+    // or an adapter without dropout (one with dropout keeps its dropped copy of X instead).
+    bool keepsInput(bool loraDropout) const { return (trainable && !float8Input) || (lora && !loraDropout); }
 };
 
 // One routed expert's (or the shared expert's) gate, up and down projections, with the gradient
@@ -65,11 +68,13 @@ struct LayerFlags {
 
 class BlockWalk {
 public:
-    BlockWalk(const RunConfig &config, int64_t tokens, bool libTorch2)
+    // `cudaDevice`: the run's device is a CUDA one (what LoRA dropout keeps differs, see linears).
+    BlockWalk(const RunConfig &config, int64_t tokens, bool libTorch2, bool cudaDevice = false)
         : n(tokens), mixed(usesAutocast(config.train.precision)),
           c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2),
           kernelsFused(config.train.kernels == KernelPath::Fused),
-          normScaleInFp32(config.model.traits.normScaleInFp32 || config.model.traits.normUnitOffset)
+          normScaleInFp32(config.model.traits.normScaleInFp32 || config.model.traits.normUnitOffset),
+          loraDropout(config.train.lora.dropout > 0), cuda(cudaDevice)
     {
     }
 
@@ -141,10 +146,18 @@ public:
         return (!weightTrains ? 16 : normScaleInFp32 || dx == 4 ? 12 : 22) * n * width;
     }
 
+    // What one adapter's dropout keeps where X (element size `dx`) needs a gradient
+    // (LoraLinearImpl::withAdapter's torch::dropout): on a CUDA device native_dropout's boolean mask,
+    // elsewhere the noise tensor X's product keeps (X's dtype, its values 0 or 1 / (1 - p)).
+    int64_t dropoutMask(int64_t width, int64_t dx, bool inGrad) const { return inGrad ? (cuda ? 1 : dx) * n * width : 0; }
+
     // Linears reading one input X of `width` columns and element size `dx`. `castOnce`: their fp8
     // bases read X through one fp8LinearShared (model/Fp8Linear.h), which keeps one 16-bit cast of
-    // an fp32 X, or one float8 copy, for all of them.
-    void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false, bool castOnce = false)
+    // an fp32 X, or one float8 copy, for all of them. `inGrad`: X needs a gradient (LoRA dropout
+    // keeps its mask only then). An adapter with dropout (train.lora.dropout > 0) reads its own
+    // dropped copy of X, which its lora_A keeps in X's place.
+    void linears(int64_t width, int64_t dx, const std::vector<Projection> &consumers, bool inputCounted = false, bool castOnce = false,
+                 bool inGrad = true)
     {
         auto float8Copy = [&](const Projection &p) { return p.trainable && p.float8Input ? n * width + 4 : 0; };
         auto baseCopy = [&](const Projection &p) { return p.trainable ? (p.float8Input ? float8Copy(p) : dx == 4 && mixed ? 2 * n * width : 0) : 0; };
@@ -156,20 +169,22 @@ public:
             sharedCopy = std::max(sharedCopy, bytes);
         };
         if (mixed && dx == 4) {
-            // Autocast casts a non-leaf input anew for every linear: one 16-bit copy per consumer.
+            // Autocast casts a non-leaf input anew for every linear: one 16-bit copy per consumer
+            // (of the fp32 dropped copy, where the adapter has dropout).
             for (const auto &p : consumers) {
                 keepBaseCopy(p);
-                saved += p.lora ? 2 * n * width + 2 * n * rank : 0;
+                saved += p.lora ? 2 * n * width + 2 * n * rank + (loraDropout ? dropoutMask(width, dx, inGrad) : 0) : 0;
             }
             saved += castOnce ? sharedCopy : 0;
             return;
         }
-        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [](const Projection &p) { return p.lora || (p.trainable && !p.float8Input); });
+        const bool dropped = loraDropout;
+        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [dropped](const Projection &p) { return p.keepsInput(dropped); });
         if (anyNeeds && !inputCounted)
             saved += dx * n * width;
         for (const auto &p : consumers) {
             if (p.lora)
-                saved += c * n * rank;
+                saved += c * n * rank + (dropped ? dx * n * width + dropoutMask(width, dx, inGrad) : 0);
             keepBaseCopy(p);
         }
         saved += castOnce ? sharedCopy : 0;
@@ -181,6 +196,8 @@ public:
     const bool meanKeepsInput;
     bool kernelsFused;   // train.kernels = fused: fused block, final and q/k norms and the dense gated activation
     bool normScaleInFp32; // model.norm_scale_fp32 / norm_unit_offset: Gemma's and OLMo 2's RMSNorm (eager form)
+    bool loraDropout;     // train.lora.dropout > 0: each adapter drops its input (a mask and a dropped copy)
+    bool cuda;
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };

@@ -37,7 +37,7 @@ SparseMlpBytes inputScaledSparseMlp(const RunConfig &config, const LayerFlags &l
         sharedReaders = {sg, su};
     int64_t sharedReadsKept = 0;
     if (mixedCasts) {
-        BlockWalk routerReads(config, n, !walk.meanKeepsInput), sharedReads(config, n, !walk.meanKeepsInput);
+        BlockWalk routerReads(config, n, !walk.meanKeepsInput, walk.cuda), sharedReads(config, n, !walk.meanKeepsInput, walk.cuda);
         routerReads.linears(h, dx2, {layer.router});
         sharedReads.linears(h, dx2, sharedReaders);
         sharedReadsKept = sharedReads.saved;

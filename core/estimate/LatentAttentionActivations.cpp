@@ -29,7 +29,7 @@ LatentAttentionBytes latentAttention(const RunConfig &config, const LayerFlags &
 
     // The block norm's output feeds the query's first projection and kv_a_proj_with_mqa.
     const auto first = l.qLoraRank > 0 ? proj("q_a_proj") : proj("q_proj"), kvA = proj("kv_a_proj_with_mqa"), kvB = proj("kv_b_proj");
-    walk.linears(h, dx1, {first, kvA});
+    walk.linears(h, dx1, {first, kvA}, false, false, y1Grad);
     if (walk.mixed && !y1Grad)
         for (const auto &p : {first, kvA})
             unkeptCopies += p.lora ? 2 * walk.rank * h : 0;
@@ -40,7 +40,7 @@ LatentAttentionBytes latentAttention(const RunConfig &config, const LayerFlags &
         const auto qB = proj("q_b_proj");
         bool normGrad = false;
         const int64_t dq = walk.norm(l.qLoraRank, c, qGrad, normTrains, normWeightBytes, normGrad);
-        walk.linears(l.qLoraRank, dq, {qB});
+        walk.linears(l.qLoraRank, dq, {qB}, false, false, normGrad);
         if (walk.mixed && !normGrad)
             unkeptCopies += qB.lora ? 2 * walk.rank * l.qLoraRank : 0;
         qGrad = normGrad || qB.needsGrad();
@@ -50,7 +50,7 @@ LatentAttentionBytes latentAttention(const RunConfig &config, const LayerFlags &
     const bool kvAGrad = y1Grad || kvA.needsGrad();
     bool kvNormGrad = false;
     const int64_t dkv = walk.norm(l.kvLoraRank, c, kvAGrad, normTrains, normWeightBytes, kvNormGrad);
-    walk.linears(l.kvLoraRank, dkv, {kvB});
+    walk.linears(l.kvLoraRank, dkv, {kvB}, false, false, kvNormGrad);
     if (walk.mixed && !kvNormGrad)
         unkeptCopies += kvB.lora ? 2 * walk.rank * l.kvLoraRank : 0;
     const bool kvGrad = kvNormGrad || kvB.needsGrad();

@@ -38,9 +38,11 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     SparseMlpBytes out;
 
     bool expertsTrain = false, expertsRead = false;
+    // A projection that reads its input tensor itself (an adapter with dropout reads a dropped copy).
+    const auto readsInput = [&walk](const Projection &p) { return p.trainable || (p.lora && !walk.loraDropout); };
     for (const auto &e : layer.experts) {
         expertsTrain = expertsTrain || e.proj[0].needsGrad() || e.proj[1].needsGrad() || e.proj[2].needsGrad();
-        expertsRead = expertsRead || e.proj[0].needsGrad() || e.proj[1].needsGrad();
+        expertsRead = expertsRead || readsInput(e.proj[0]) || readsInput(e.proj[1]);
     }
     const bool sharedTrains = hasShared && (sg.needsGrad() || su.needsGrad() || sd.needsGrad() || (gated && layer.sharedGate.needsGrad()));
     out.trains = expertsTrain || sharedTrains || layer.router.needsGrad();
@@ -52,7 +54,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
         walk.saved += dx2 * n * h;
     // flat's own readers: the router, the shared expert's gate and up, its sigmoid gate. Under
     // autocast each keeps its own 16-bit cast; otherwise flat is kept once.
-    BlockWalk routerReads(config, n, !walk.meanKeepsInput), sharedReads(config, n, !walk.meanKeepsInput);
+    BlockWalk routerReads(config, n, !walk.meanKeepsInput, walk.cuda), sharedReads(config, n, !walk.meanKeepsInput, walk.cuda);
     // DeepSeek-V3's router reads flat cast to fp32 (a copy where flat is 16-bit), and its matmul
     // keeps that copy's own autocast cast (without autocast, the fp32 copy) for the weight's gradient.
     const bool ownRouterCopy = moe.scoring == RouterScoring::Sigmoid && !inputScaled && dx2 != 4;
@@ -66,7 +68,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
             sharedReaders.push_back(layer.sharedGate);
         readers.insert(readers.end(), sharedReaders.begin(), sharedReaders.end());
     }
-    const bool flatKept = !mixedCasts && std::any_of(readers.begin(), readers.end(), [](const Projection &p) { return p.needsGrad(); });
+    const bool flatKept = !mixedCasts && std::any_of(readers.begin(), readers.end(), readsInput);
     int64_t sharedReadsKept = 0;
     if (mixedCasts) {
         routerReads.linears(h, dx2, {layer.router});
@@ -109,7 +111,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     std::vector<int64_t> expertKept(layer.experts.size(), 0);
     for (size_t i = 0; i < layer.experts.size(); ++i) {
         const ExpertFlags &e = layer.experts[i];
-        BlockWalk ew(config, tokensOf(i), !walk.meanKeepsInput);
+        BlockWalk ew(config, tokensOf(i), !walk.meanKeepsInput, walk.cuda);
         ew.linears(h, pd, {e.proj[0], e.proj[1]}, /*inputCounted=*/true);
         const bool gGrad = y2Grad || e.proj[0].needsGrad(), uGrad = y2Grad || e.proj[1].needsGrad();
         ew.saved += (gGrad ? c * ew.n * ei : 0) + (uGrad ? c * ew.n * ei : 0) + (gGrad ? c * ew.n * ei : 0);

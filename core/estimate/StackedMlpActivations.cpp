@@ -33,7 +33,7 @@ SparseMlpBytes stackedSparseMlp(const RunConfig &config, const LayerFlags &layer
 
     // The router's linear over flat (under autocast its own 16-bit cast of an fp32 flat).
     if (mixedCasts) {
-        BlockWalk routerReads(config, n, !walk.meanKeepsInput);
+        BlockWalk routerReads(config, n, !walk.meanKeepsInput, walk.cuda);
         routerReads.linears(h, dx2, {layer.router});
         walk.saved += routerReads.saved;
     } else {

@@ -74,7 +74,8 @@ public:
           c(config.train.precision == Precision::Fp32 ? 4 : 2), rank(config.train.lora.rank), meanKeepsInput(!libTorch2),
           kernelsFused(config.train.kernels == KernelPath::Fused),
           normScaleInFp32(config.model.traits.normScaleInFp32 || config.model.traits.normUnitOffset),
-          loraDropout(config.train.lora.dropout > 0), cuda(cudaDevice)
+          loraDropout(config.train.lora.dropout > 0), cuda(cudaDevice),
+          adaptersInNode(kernelsFused && mixed && !isFp8(config.train.precision) && config.train.mode != TrainMode::Qlora)
     {
     }
 
@@ -146,10 +147,14 @@ public:
         return (!weightTrains ? 16 : normScaleInFp32 || dx == 4 ? 12 : 22) * n * width;
     }
 
-    // What one adapter's dropout keeps where X (element size `dx`) needs a gradient
-    // (LoraLinearImpl::withAdapter's torch::dropout): on a CUDA device native_dropout's boolean mask,
-    // elsewhere the noise tensor X's product keeps (X's dtype, its values 0 or 1 / (1 - p)).
+    // What one adapter's dropout keeps: on a CUDA device native_dropout's boolean mask, elsewhere the
+    // noise tensor X's product keeps (X's dtype, its values 0 or 1 / (1 - p)). Outside the
+    // projection's node (LoraLinearImpl::withAdapter's torch::dropout) only where X (element size
+    // `dx`) needs a gradient; inside it (model/MixedLinear.h), always, to make the dropped copy again.
     int64_t dropoutMask(int64_t width, int64_t dx, bool inGrad) const { return inGrad ? (cuda ? 1 : dx) * n * width : 0; }
+    // An adapter's dropout runs apart from its projection's node, its lora_A keeping a dropped copy
+    // of X: everywhere but the node, which takes X in autocast's dtype on the fused path.
+    bool dropsApart(int64_t dx) const { return loraDropout && !(adaptersInNode && dx == c); }
 
     // Linears reading one input X of `width` columns and element size `dx`. `castOnce`: their fp8
     // bases read X through one fp8LinearShared (model/Fp8Linear.h), which keeps one 16-bit cast of
@@ -178,13 +183,13 @@ public:
             saved += castOnce ? sharedCopy : 0;
             return;
         }
-        const bool dropped = loraDropout;
+        const bool dropped = dropsApart(dx), inNode = loraDropout && !dropped;
         const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [dropped](const Projection &p) { return p.keepsInput(dropped); });
         if (anyNeeds && !inputCounted)
             saved += dx * n * width;
         for (const auto &p : consumers) {
             if (p.lora)
-                saved += c * n * rank + (dropped ? dx * n * width + dropoutMask(width, dx, inGrad) : 0);
+                saved += c * n * rank + (dropped ? dx * n * width + dropoutMask(width, dx, inGrad) : inNode ? dropoutMask(width, dx, true) : 0);
             keepBaseCopy(p);
         }
         saved += castOnce ? sharedCopy : 0;
@@ -198,6 +203,7 @@ public:
     bool normScaleInFp32; // model.norm_scale_fp32 / norm_unit_offset: Gemma's and OLMo 2's RMSNorm (eager form)
     bool loraDropout;     // train.lora.dropout > 0: each adapter drops its input (a mask and a dropped copy)
     bool cuda;
+    bool adaptersInNode;  // the fused path under autocast (not fp8, not QLoRA): adapters ride in the projections' nodes
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };

@@ -39,7 +39,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
 
     bool expertsTrain = false, expertsRead = false;
     // A projection that reads its input tensor itself (an adapter with dropout reads a dropped copy).
-    const auto readsInput = [&walk](const Projection &p) { return p.trainable || (p.lora && !walk.loraDropout); };
+    const auto readsInput = [&walk, pd](const Projection &p) { return p.trainable || (p.lora && !walk.dropsApart(pd)); };
     for (const auto &e : layer.experts) {
         expertsTrain = expertsTrain || e.proj[0].needsGrad() || e.proj[1].needsGrad() || e.proj[2].needsGrad();
         expertsRead = expertsRead || readsInput(e.proj[0]) || readsInput(e.proj[1]);

@@ -8,10 +8,31 @@
 namespace pb {
 namespace {
 
+// x dropped as torch::dropout(x, p, true) drops it, with what its backward needs: on a CUDA device
+// native_dropout's output and boolean mask (at::dropout calls it there), elsewhere at::dropout's
+// own form, x times a noise tensor of x's dtype holding 0 or 1 / (1 - p). The same generator calls
+// in the same order, so the same draws as the adapter outside the node.
+std::pair<torch::Tensor, torch::Tensor> dropWithMask(const torch::Tensor &x, double p)
+{
+    if (x.is_cuda()) {
+        auto [dropped, mask] = at::native_dropout(x, p, true);
+        return {dropped, mask};
+    }
+    auto noise = at::empty_like(x).bernoulli_(1 - p);
+    noise.div_(1 - p);
+    return {x * noise, noise};
+}
+
+// t times the mask dropWithMask made (its backward, and x's dropped copy made again from x).
+torch::Tensor applyMask(const torch::Tensor &t, const torch::Tensor &mask, double p)
+{
+    return mask.scalar_type() == at::kBool ? at::native_dropout_backward(t, mask, 1.0 / (1.0 - p)) : t * mask;
+}
+
 struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunction> {
     static torch::autograd::variable_list forward(torch::autograd::AutogradContext *ctx, const torch::Tensor &x, at::TensorList weights,
                                                   at::TensorList biases, at::TensorList loraA, at::TensorList loraB, int64_t computeType,
-                                                  std::vector<double> scalings)
+                                                  std::vector<double> scalings, std::vector<double> dropouts)
     {
         const auto type = static_cast<at::ScalarType>(computeType); // autocast's dtype
         const int64_t in = x.size(-1), count = static_cast<int64_t>(weights.size());
@@ -19,7 +40,7 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                                   std::any_of(loraA.begin(), loraA.end(), [](const torch::Tensor &a) { return a.numel() > 0; });
         // As autograd's mm: X for the weights' (and lora_A's) gradients, each 16-bit weight for the
         // input's; an adapter adds what autograd keeps for it: A's 16-bit copy (for the input's
-        // gradient), B's and A's output (for each other's gradient).
+        // gradient), B's and A's output (for each other's gradient), and a dropout's mask.
         torch::autograd::variable_list outputs, toSave {keepsInput ? x.reshape({-1, in}) : torch::Tensor()};
         torch::autograd::variable_list adapterSaved;
         int64_t biasTrains = 0, trains = 0; // bit i: bias i, weight i trains
@@ -40,17 +61,23 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 // As LoraLinearImpl::withAdapter: lora_A's product as at::linear, then y += s * down B^T
                 // by the GEMM's own accumulation, the same calls so the same bits.
                 const auto a = loraA[i].to(type), b = loraB[i].to(type);
-                const auto down = at::linear(x, a).reshape({-1, a.size(0)});
+                const double p = dropouts[static_cast<size_t>(i)];
+                torch::Tensor dropped, mask;
+                if (p > 0)
+                    std::tie(dropped, mask) = dropWithMask(x, p);
+                const auto down = at::linear(p > 0 ? dropped : x, a).reshape({-1, a.size(0)});
                 out.view({-1, out.size(-1)}).addmm_(down, b.t(), 1.0, scalings[static_cast<size_t>(i)]);
-                adapterSaved.insert(adapterSaved.end(), {x.requires_grad() ? a : torch::Tensor(), b, down});
+                // (The mask only matters to x's gradient, which it gates, and to the copy made again.)
+                adapterSaved.insert(adapterSaved.end(), {x.requires_grad() ? a : torch::Tensor(), b, down, mask});
             } else {
-                adapterSaved.insert(adapterSaved.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()});
+                adapterSaved.insert(adapterSaved.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()});
             }
             outputs.push_back(out);
         }
         toSave.insert(toSave.end(), adapterSaved.begin(), adapterSaved.end());
         ctx->save_for_backward(toSave);
         ctx->saved_data["scalings"] = scalings;
+        ctx->saved_data["dropouts"] = dropouts;
         // Of the masters, only their shapes and dtypes: keeping one would hold a gathered FSDP weight.
         ctx->saved_data["bias_trains"] = biasTrains;
         ctx->saved_data["trains"] = trains;
@@ -70,7 +97,7 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
         const auto &x2 = saved[0];
         torch::Tensor gx;
         torch::autograd::variable_list gw(count), gb(count), ga(count), gbLora(count);
-        const auto scalings = ctx->saved_data["scalings"].toDoubleVector();
+        const auto scalings = ctx->saved_data["scalings"].toDoubleVector(), dropouts = ctx->saved_data["dropouts"].toDoubleVector();
         std::vector<int64_t> shape;
         for (int64_t i = 0; i < count; ++i) {
             if (!grads[i].defined())
@@ -90,11 +117,14 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
             }
             if ((biasTrains >> i) & 1)
                 gb[i] = at::sum(g, {0}, false, masterType);
-            const auto &a16 = saved[1 + count + 3 * i], &b16 = saved[2 + count + 3 * i], &down = saved[3 + count + 3 * i];
+            const auto &a16 = saved[1 + count + 4 * i], &b16 = saved[2 + count + 4 * i], &down = saved[3 + count + 4 * i];
+            const auto &mask = saved[4 + count + 4 * i];
             if (down.defined()) {
                 // As addmm's backward: dDown = s dY B; dB = s dY^T down and dA = dDown^T X, each
                 // into the adapter's fp32 master by its GEMM; dX gains dDown A in the same sum.
-                const double s = scalings[static_cast<size_t>(i)];
+                // With dropout X is the dropped copy, made again, and dDown A gated by the mask
+                // before it joins (a product of its own: the mask is not the GEMM's to apply).
+                const double s = scalings[static_cast<size_t>(i)], p = dropouts[static_cast<size_t>(i)];
                 auto gDown = at::mm(g, b16);
                 if (s != 1.0)
                     gDown = gDown * s;
@@ -102,10 +132,14 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 compat::addMatmulInto(accB, g.t(), down, /*accumulate=*/false);
                 gbLora[i] = s != 1.0 ? accB.mul_(s) : accB;
                 auto accA = at::empty({gDown.size(1), in}, g.options().dtype(at::kFloat));
-                compat::addMatmulInto(accA, gDown.t(), x2, /*accumulate=*/false);
+                compat::addMatmulInto(accA, gDown.t(), mask.defined() ? applyMask(x2, mask.reshape({-1, in}), p) : x2, /*accumulate=*/false);
                 ga[i] = accA;
-                if (a16.defined())
+                if (a16.defined() && mask.defined()) {
+                    const auto part = applyMask(at::mm(gDown, a16), mask.reshape({-1, in}), p);
+                    gx = gx.defined() ? gx.add_(part) : part;
+                } else if (a16.defined()) {
                     gx = gx.defined() ? gx.addmm_(gDown, a16) : at::mm(gDown, a16);
+                }
             }
         }
         if (gx.defined()) {
@@ -116,7 +150,7 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
         result.pop_back(); // groupGradients' none for computeType, which follows the adapters here
         result.insert(result.end(), ga.begin(), ga.end());
         result.insert(result.end(), gbLora.begin(), gbLora.end());
-        result.insert(result.end(), {torch::Tensor(), torch::Tensor()}); // computeType, scalings
+        result.insert(result.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor()}); // computeType, scalings, dropouts
         return result;
     }
 };
@@ -135,15 +169,16 @@ std::vector<torch::Tensor> mixedLinearShared(const torch::Tensor &x, const std::
     const auto present = groupBiases("mixedLinearShared", weights, biases);
     TORCH_CHECK(adapters.empty() || adapters.size() == weights.size(), "mixedLinearShared: an adapter (or none) per weight");
     std::vector<torch::Tensor> a, b;
-    std::vector<double> scalings;
+    std::vector<double> scalings, dropouts;
     for (size_t i = 0; i < weights.size(); ++i) {
         const bool has = i < adapters.size() && adapters[i].a.defined();
         a.push_back(has ? adapters[i].a : torch::empty({0}, weights[i].options()));
         b.push_back(has ? adapters[i].b : torch::empty({0}, weights[i].options()));
         scalings.push_back(has ? adapters[i].scaling : 0.0);
+        dropouts.push_back(has ? adapters[i].dropout : 0.0);
     }
     return MixedLinearFunction::apply(x, at::TensorList(weights), at::TensorList(present), at::TensorList(a), at::TensorList(b),
-                                      static_cast<int64_t>(compat::autocastDtype(x.device().type())), scalings);
+                                      static_cast<int64_t>(compat::autocastDtype(x.device().type())), scalings, dropouts);
 }
 
 } // namespace pb

@@ -16,11 +16,16 @@ namespace pb {
 // estimator counts).
 bool mixedLinearApplies(const torch::Tensor &x);
 
-// A LoRA adapter inside the node: lora_A [r, in], lora_B [out, r] (undefined a: none) and alpha / r.
-// Without dropout only (a dropped input is not the base's input).
+// A LoRA adapter inside the node: lora_A [r, in], lora_B [out, r] (undefined a: none), alpha / r,
+// and its dropout probability (0: none). With dropout, lora_A reads its own dropped copy of x, drawn
+// as torch::dropout draws it (native_dropout on a CUDA device, the input's product with a noise
+// tensor elsewhere), in the adapters' order; the node keeps the mask (or noise), not the copy, which
+// the backward makes again from x: one boolean (or 16-bit) tensor an adapter where autograd around
+// LoraLinearImpl's own adapter keeps the mask and the 16-bit copy.
 struct MixedAdapter {
     torch::Tensor a, b;
     double scaling = 0;
+    double dropout = 0;
 };
 
 // x [..., in] times each of weights[i] [out_i, in] (+ biases[i], undefined for none) in autocast's

@@ -56,10 +56,9 @@ bool LoraLinearImpl::mixedBase(const torch::Tensor &x) const { return m_addInGem
 
 MixedAdapter LoraLinearImpl::nodeAdapter() const
 {
-    // Inside the node only without dropout: its input is then the base's own.
-    if (!loraA || !m_adaptersInNode || (m_dropout > 0 && is_training()))
+    if (!loraA || !m_adaptersInNode)
         return {};
-    return {loraA->weight, loraB->weight, m_scaling};
+    return {loraA->weight, loraB->weight, m_scaling, m_dropout > 0 && is_training() ? m_dropout : 0.0};
 }
 
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor &x)

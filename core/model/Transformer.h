@@ -40,7 +40,7 @@ struct ModelRuntime {
     // train.kernels = fused under autocast: the projections as model/MixedLinear.h's nodes. Off only
     // in bench_probe_overhead --mixed-linear-ab, which times the step both ways in one run.
     bool mixedLinear = true;
-    // And LoRA adapters (without dropout) inside those nodes. Off only in bench_probe_overhead
+    // And LoRA adapters (their dropout too) inside those nodes. Off only in bench_probe_overhead
     // --lora-node-ab, which times the step both ways in one run.
     bool adaptersInNode = true;
     // train.kernels = fused: sliding layers on flash's own window where it runs (model/WindowedAttention.h).
@@ -117,7 +117,7 @@ private:
     at::ScalarType m_computeType = at::kBFloat16;
     bool m_addInGemm = false;   // train.kernels = fused: the adapter's product added by its GEMM
     bool m_mixed = true;        // with m_addInGemm, mixedBase may hold
-    bool m_adaptersInNode = true; // and the adapter (without dropout) goes inside the node
+    bool m_adaptersInNode = true; // and the adapter (with its dropout) goes inside the node
 };
 TORCH_MODULE(LoraLinear);
 

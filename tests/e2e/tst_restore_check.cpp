@@ -49,6 +49,10 @@ private Q_SLOTS:
         QTest::newRow("full adamw") << schedule;
         QTest::newRow("lora adamw with dropout") << (schedule + QStringList {QStringLiteral("--set"), QStringLiteral("train.mode=lora"), QStringLiteral("--set"),
                                                                              QStringLiteral("train.lora.dropout=0.1")});
+        // The fused path under autocast draws the masks inside the projections' nodes.
+        QTest::newRow("lora adamw with dropout, fused, bf16-mixed")
+            << (schedule + QStringList {QStringLiteral("--set"), QStringLiteral("train.mode=lora"), QStringLiteral("--set"), QStringLiteral("train.lora.dropout=0.1"),
+                                        QStringLiteral("--set"), QStringLiteral("train.kernels=fused"), QStringLiteral("--set"), QStringLiteral("train.precision=bf16-mixed")});
     }
     void proofPasses()
     {

@@ -87,13 +87,24 @@ private Q_SLOTS:
     // differ by bf16 rounding (the input's gradient summed by the GEMMs instead of added apart): by
     // no more than twice what the nodes themselves changed against autocast's linear one by one
     // (stop 63's form against the one before; CPU: 0.64% against 0.60% over all adapters).
+    void loraAdaptersInsideTheNodeTrainAsOutside_data()
+    {
+        QTest::addColumn<double>("dropout");
+        QTest::newRow("no dropout") << 0.0;
+        // The node draws each adapter's mask as torch::dropout does, in the adapters' order, so the
+        // same masks as outside; it keeps the mask and makes the dropped input again.
+        QTest::newRow("dropout 0.1") << 0.1;
+    }
+
     void loraAdaptersInsideTheNodeTrainAsOutside()
     {
+        QFETCH(double, dropout);
         RunConfig c = presetConfig(QStringLiteral("tiny"));
         c.train.mode = TrainMode::Lora;
         c.train.precision = Precision::Bf16Mixed;
         c.train.kernels = KernelPath::Fused;
         c.train.lora.rank = 4;
+        c.train.lora.dropout = dropout;
         c.train.lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
         const auto [x, y] = batch(c, 2, 16);
         // 0: adapters inside the nodes, 1: added after them, 2: no nodes (autocast's linear).
@@ -140,6 +151,12 @@ private Q_SLOTS:
                     QVERIFY2(item.value().grad().defined() && item.value().grad().scalar_type() == torch::kFloat, item.key().c_str());
                     grads[form].push_back(item.value().grad().flatten().clone());
                 }
+            if (form == 0 && dropout > 0) { // the masks inside did drop: the same model in eval mode differs
+                model->eval();
+                compat::AutocastGuard autocast(torch::kCPU, true, torch::kBFloat16);
+                torch::NoGradGuard noGrad;
+                QVERIFY(model->loss(x, y).item<double>() != losses[0]);
+            }
         }
         QCOMPARE(losses[0], losses[1]);
         QVERIFY2(adapterProducts[1] > 0 && adapterProducts[0] == 0,

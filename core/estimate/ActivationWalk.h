@@ -21,8 +21,9 @@ struct Projection {
     bool float8Input = false;
     bool needsGrad() const { return trainable || lora; }
     // Its matmuls keep their input X itself: a trainable base (unless it keeps its own float8 copy),
-    // or an adapter without dropout (one with dropout keeps its dropped copy of X instead).
-    bool keepsInput(bool loraDropout) const { return (trainable && !float8Input) || (lora && !loraDropout); }
+    // or an adapter whose dropout does not run apart (BlockWalk::dropsApart: one that does keeps its
+    // dropped copy of X instead).
+    bool keepsInput(bool dropsApart) const { return (trainable && !float8Input) || (lora && !dropsApart); }
 };
 
 // One routed expert's (or the shared expert's) gate, up and down projections, with the gradient

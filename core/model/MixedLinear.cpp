@@ -67,7 +67,7 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                     std::tie(dropped, mask) = dropWithMask(x, p);
                 const auto down = at::linear(p > 0 ? dropped : x, a).reshape({-1, a.size(0)});
                 out.view({-1, out.size(-1)}).addmm_(down, b.t(), 1.0, scalings[static_cast<size_t>(i)]);
-                // (The mask only matters to x's gradient, which it gates, and to the copy made again.)
+                // The mask is kept whether or not x needs a gradient: the backward makes lora_A's input again from it.
                 adapterSaved.insert(adapterSaved.end(), {x.requires_grad() ? a : torch::Tensor(), b, down, mask});
             } else {
                 adapterSaved.insert(adapterSaved.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()});

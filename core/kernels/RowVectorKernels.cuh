@@ -231,8 +231,8 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
 }
 
 // Rotary on 8 pairs a thread: x's (j..j+7) and (j+half..j+half+7) of one head (half a multiple of 8).
-// I indexes the elements: 32-bit where they all fit, since the three divisions a pack are as much
-// issue work as its 64 bytes of x in 64-bit arithmetic (a subroutine each, not an instruction).
+// I indexes the elements: 32-bit where they all fit, since each of a pack's three divisions is a
+// software subroutine in 64-bit arithmetic on the GPU and a short sequence in 32-bit.
 template <typename T, typename I>
 __global__ void rotaryVecKernel(const T *x, T *y, const float *cos, const float *sin, I groups, I heads, I half, I seqLen, bool inverse)
 {

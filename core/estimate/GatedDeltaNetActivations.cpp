@@ -25,7 +25,7 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     const bool interleaved = l.layout == LinearAttentionLayout::QkvzBa;
     const std::vector<Projection> readers = interleaved ? std::vector<Projection> {proj("in_proj_qkvz"), proj("in_proj_ba")}
                                                         : std::vector<Projection> {proj("in_proj_qkv"), proj("in_proj_z"), proj("in_proj_b"), proj("in_proj_a")};
-    walk.linears(h, dx1, readers);
+    walk.linears(h, dx1, readers, false, false, y1Grad);
     if (walk.mixed && !y1Grad)
         for (const auto &p : readers)
             unkeptCopies += p.lora ? 2 * walk.rank * h : 0;
@@ -73,7 +73,7 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     }
     out.noGradLive = dx1 * n * h + ruleLocals + loopPeak;
     if (!out.grad) {
-        walk.linears(valueDim, c, {proj("out_proj")});
+        walk.linears(valueDim, c, {proj("out_proj")}, false, false, false);
         out.forwardAbove = walk.saved + out.noGradLive;
         out.backwardAt = walk.saved;
         return out;

@@ -551,20 +551,6 @@ template <typename F> void dispatchRowShape(int64_t packs, F &&f)
         f(integral_constant<int, kThreads> {}, integral_constant<int, 4> {});
 }
 
-// The backward's shape: dispatchRowShape's, except rows of 129 to 256 packs (1,032 to 2,048 columns)
-// go two to a block, 128 threads and 2 packs each, where dispatchRowShape gives a block a row. The
-// backward's grid is a few blocks an SM (one dw-partial row each), so a block a row kept one row's
-// loads in flight per block and synced twice a row: 1.95 TB/s at 8192 x 2048 bf16 on the H200
-// (stop 49), 58% of a device copy of that size.
-template <typename F> void dispatchBackwardRowShape(int64_t packs, F &&f)
-{
-    using std::integral_constant;
-    if (packs > 128 && packs <= kThreads)
-        f(integral_constant<int, kThreads / 2> {}, integral_constant<int, 2> {});
-    else
-        dispatchRowShape(packs, f);
-}
-
 bool vectorRows(int64_t cols, std::initializer_list<const void *> pointers) { return cols % 8 == 0 && cols <= kVecMaxCols && aligned16(pointers); }
 
 } // namespace
@@ -654,7 +640,7 @@ static void rmsNormBackwardRows(const void *dy, Dtype dyType, const void *x, Dty
         using DY = decltype(dyt);
         using X = decltype(xt);
         using W = decltype(wt);
-        dispatchBackwardRowShape(cols / 8, [&](auto l, auto k) {
+        dispatchRowShape(cols / 8, [&](auto l, auto k) {
             constexpr int L = decltype(l)::value, K = decltype(k)::value;
             const size_t bytes = L < kThreads ? static_cast<size_t>(cols) * sizeof(float) : 0;
             PB_LAUNCH(static_cast<unsigned>(partials), kThreads, bytes, static_cast<cudaStream_t>(stream), rmsNormBackwardVecKernel<DY, X, W, L, K>)(
@@ -829,15 +815,9 @@ void rotary(const void *x, void *y, Dtype type, const float *cos, const float *s
     dispatch(type, [&](auto t) {
         using T = decltype(t);
         const auto s = static_cast<cudaStream_t>(stream);
-        // 32-bit indices while every element's offset, and the grid stride past the last pack, fit.
-        const bool narrow = 2 * pairs + static_cast<int64_t>(kThreads) * 65536 < (int64_t {1} << 32);
-        if ((headDim / 2) % 8 == 0 && aligned16({x, y, cos, sin}) && narrow)
-            PB_LAUNCH(elementwiseBlocks(pairs / 8), kThreads, 0, s, rotaryVecKernel<T, uint32_t>)(
-                static_cast<const T *>(x), static_cast<T *>(y), cos, sin, static_cast<uint32_t>(pairs / 8), static_cast<uint32_t>(heads),
-                static_cast<uint32_t>(headDim / 2), static_cast<uint32_t>(seqLen), inverse);
-        else if ((headDim / 2) % 8 == 0 && aligned16({x, y, cos, sin}))
-            PB_LAUNCH(elementwiseBlocks(pairs / 8), kThreads, 0, s, rotaryVecKernel<T, int64_t>)(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs / 8,
-                                                                                        heads, headDim / 2, seqLen, inverse);
+        if ((headDim / 2) % 8 == 0 && aligned16({x, y, cos, sin}))
+            PB_LAUNCH(elementwiseBlocks(pairs / 8), kThreads, 0, s, rotaryVecKernel<T>)(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs / 8, heads,
+                                                                               headDim / 2, seqLen, inverse);
         else
             PB_LAUNCH(elementwiseBlocks(pairs), kThreads, 0, s, rotaryKernel<T>)(static_cast<const T *>(x), static_cast<T *>(y), cos, sin, pairs, heads,
                                                                           headDim / 2, seqLen, inverse);

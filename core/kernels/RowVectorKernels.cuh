@@ -11,9 +11,8 @@
 // The widest row the register-resident forms take: 4 packs of 8 for each of a block's threads.
 constexpr int64_t kVecMaxCols = 4 * 8 * kThreads;
 
-// Sum over the L threads that share a row (L of 8, 16 or 32 lanes of one warp, 64 or 128 threads of
-// consecutive warps, or the whole block); every one of them gets it. Every thread of the block must
-// call it (the forms wider than a warp sync).
+// Sum over the L threads that share a row (L of 8, 16 or 32 lanes of one warp, or the whole
+// block); every one of them gets it. Every thread of the block must call it (the block form syncs).
 template <int L> __device__ __forceinline__ float groupSum(float v, float *shared)
 {
     if constexpr (L <= 32) {
@@ -21,18 +20,6 @@ template <int L> __device__ __forceinline__ float groupSum(float v, float *share
         for (int o = L / 2; o > 0; o >>= 1)
             v += __shfl_xor_sync(0xffffffffu, v, o);
         return v;
-    } else if constexpr (L < kThreads) {
-        v = groupSum<32>(v, shared);
-        __syncthreads(); // shared may still be read by the previous call
-        if (threadIdx.x % 32 == 0)
-            shared[threadIdx.x / 32] = v;
-        __syncthreads();
-        const int first = threadIdx.x / L * (L / 32);
-        float total = 0.f;
-#pragma unroll
-        for (int i = 0; i < L / 32; ++i)
-            total += shared[first + i];
-        return total;
     } else {
         return blockSum(v, shared);
     }
@@ -231,17 +218,16 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
 }
 
 // Rotary on 8 pairs a thread: x's (j..j+7) and (j+half..j+half+7) of one head (half a multiple of 8).
-// I indexes the elements: 32-bit where they all fit, since each of a pack's three divisions is a
-// software subroutine in 64-bit arithmetic on the GPU and a short sequence in 32-bit.
-template <typename T, typename I>
-__global__ void rotaryVecKernel(const T *x, T *y, const float *cos, const float *sin, I groups, I heads, I half, I seqLen, bool inverse)
+template <typename T>
+__global__ void rotaryVecKernel(const T *x, T *y, const float *cos, const float *sin, int64_t groups, int64_t heads, int64_t half, int64_t seqLen,
+                                bool inverse)
 {
-    const I perHead = half / 8;
-    const I stride = static_cast<I>(gridDim.x) * blockDim.x;
-    for (I q = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; q < groups; q += stride) {
-        const I j = (q % perHead) * 8, rowHead = q / perHead;
-        const I pos = (rowHead / heads) % seqLen;
-        const I at = rowHead * 2 * half + j;
+    const int64_t perHead = half / 8;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t q = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < groups; q += stride) {
+        const int64_t j = (q % perHead) * 8, rowHead = q / perHead;
+        const int64_t pos = (rowHead / heads) % seqLen;
+        const int64_t at = rowHead * 2 * half + j;
         float a[8], b[8], c1[8], s1[8], o1[8], o2[8];
         load8(x + at, a);
         load8(x + at + half, b);

@@ -70,16 +70,16 @@ private Q_SLOTS:
         for (bool bf16 : {false, true}) {
             const char *type = bf16 ? "bf16" : "fp32";
             QTest::addRow("%s, 64 columns (16-byte rows, 8 threads a row)", type) << 64 << bf16 << 6 << 0;
-            QTest::addRow("%s, 1032 columns (16-byte rows: the forward a block a row, the backward two)", type) << 1032 << bf16 << 6 << 0;
+            QTest::addRow("%s, 1032 columns (16-byte rows, a block a row)", type) << 1032 << bf16 << 6 << 0;
             QTest::addRow("%s, 100 columns (a warp a row)", type) << 100 << bf16 << 6 << 0;
             QTest::addRow("%s, 1030 columns (a block a row)", type) << 1030 << bf16 << 6 << 0;
             // Each other row shape of dispatchRowShape: 16 lanes a row; a warp with 2 and 4 packs
             // a lane; a block with 2 and 4 (hidden sizes such as 4,096 and 5,120 take these).
             for (int cols : {72, 264, 520, 2056, 4104})
                 QTest::addRow("%s, %d columns (16-byte rows)", type, cols) << cols << bf16 << 6 << 0;
-            // The backward's two rows a block (128 threads, 2 packs each) from 1,032 to 2,048
-            // columns; with 13 rows over 2 blocks each block strides over rows (the next row's
-            // loads taken before this row's sums) and its second group ends on a row past the last.
+            // With 13 rows over 1 or 2 blocks the backward's blocks stride over rows (the next
+            // row's loads taken before this row's sums), and a group of several rows a block ends
+            // on rows past the last.
             for (int cols : {1032, 1536, 2048})
                 QTest::addRow("%s, %d columns, 13 rows over 2 blocks", type, cols) << cols << bf16 << 13 << 2;
             QTest::addRow("%s, 264 columns, 13 rows over 1 block", type) << 264 << bf16 << 13 << 1;

@@ -68,7 +68,8 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 const auto down = at::linear(p > 0 ? dropped : x, a).reshape({-1, a.size(0)});
                 out.view({-1, out.size(-1)}).addmm_(down, b.t(), 1.0, scalings[static_cast<size_t>(i)]);
                 // The mask is kept whether or not x needs a gradient: the backward makes lora_A's input again from it.
-                adapterSaved.insert(adapterSaved.end(), {x.requires_grad() ? a : torch::Tensor(), b, down, mask});
+                // As x, kept in the 2-D shape the backward's products take.
+                adapterSaved.insert(adapterSaved.end(), {x.requires_grad() ? a : torch::Tensor(), b, down, p > 0 ? mask.reshape({-1, in}) : mask});
             } else {
                 adapterSaved.insert(adapterSaved.end(), {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()});
             }
@@ -132,10 +133,10 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 compat::addMatmulInto(accB, g.t(), down, /*accumulate=*/false);
                 gbLora[i] = s != 1.0 ? accB.mul_(s) : accB;
                 auto accA = at::empty({gDown.size(1), in}, g.options().dtype(at::kFloat));
-                compat::addMatmulInto(accA, gDown.t(), mask.defined() ? applyMask(x2, mask.reshape({-1, in}), p) : x2, /*accumulate=*/false);
+                compat::addMatmulInto(accA, gDown.t(), mask.defined() ? applyMask(x2, mask, p) : x2, /*accumulate=*/false);
                 ga[i] = accA;
                 if (a16.defined() && mask.defined()) {
-                    const auto part = applyMask(at::mm(gDown, a16), mask.reshape({-1, in}), p);
+                    const auto part = applyMask(at::mm(gDown, a16), mask, p);
                     gx = gx.defined() ? gx.add_(part) : part;
                 } else if (a16.defined()) {
                     gx = gx.defined() ? gx.addmm_(gDown, a16) : at::mm(gDown, a16);

@@ -87,11 +87,22 @@ template <typename T> __device__ __forceinline__ void loadRaw(const T *p, RawPac
         r.raw[i] = reinterpret_cast<const uint4 *>(p)[i];
 }
 
+// One row's loads for the backward as they lie in memory (x, dy, the stream's own gradient where
+// add + norm has one, and rstd), taken a row or two ahead of the row being summed.
+template <typename DY, typename X, int K> struct BackwardRow {
+    RawPack<X> x[K];
+    RawPack<DY> dy[K];
+    RawPack<X> dSum[K];
+    float r;
+};
+struct NoRowAhead {};
+
 // RMSNorm backward: each group of L threads strides over rows with its dw sums in registers (a
 // thread's columns are the same on every row); the block's groups are summed in shared memory
-// (cols floats, dynamic) and written as the block's row of dwPartial. With K <= 2 packs a thread,
-// the next row's x, dy and rstd are loaded before this row's sum: a grid of a few blocks per SM
-// (one dwPartial row each) otherwise waits out every load's latency once a row.
+// (cols floats, dynamic) and written as the block's row of dwPartial. The grid is a few blocks an
+// SM (one dwPartial row each), so a block that loaded a row only when it reached it would wait out
+// the loads' latency once a row: with one pack a thread the loads run two rows ahead, with two
+// packs one row (four would spill with a second set), the stream's own gradient among them.
 template <typename DY, typename X, typename W, int L, int K>
 __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *dy, const X *x, const W *w, const float *rstd, X *dx, float *dwPartial,
                                                                      int64_t rows, int64_t cols, RmsNormForm form, ResidualGrad residual)
@@ -99,55 +110,57 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
     PB_DYNAMIC_SHARED(dwShared);
     __shared__ float shared[kThreads / 32];
     constexpr int kGroups = kThreads / L;
-    constexpr bool kPrefetch = K <= 2; // four packs a thread would spill with the second set
+    constexpr int kAhead = K == 1 ? 2 : K == 2 ? 1 : 0;
     const int lane = threadIdx.x % L;
     const int64_t packs = cols / 8;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * kGroups;
+    const X *dSum = static_cast<const X *>(residual.dSum);
     float acc[K][8];
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
         for (int i = 0; i < 8; ++i)
             acc[k][i] = 0.f;
-    RawPack<X> xRaw[K] = {}; // unused (and dropped) without kPrefetch
-    RawPack<DY> dyRaw[K] = {};
-    float rNext = 0.f;
-    auto fetch = [&](int64_t first) {
+    auto fetch = [&](BackwardRow<DY, X, K> &s, int64_t first) {
         const int64_t row = first + threadIdx.x / L;
         if (row >= rows)
             return;
-        rNext = rstd[row];
+        s.r = rstd[row];
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int64_t p = lane + static_cast<int64_t>(k) * L;
             if (p < packs) {
-                loadRaw(x + row * cols + p * 8, xRaw[k]);
-                loadRaw(dy + row * cols + p * 8, dyRaw[k]);
+                loadRaw(x + row * cols + p * 8, s.x[k]);
+                loadRaw(dy + row * cols + p * 8, s.dy[k]);
+                if (dSum)
+                    loadRaw(dSum + row * cols + p * 8, s.dSum[k]);
             }
         }
     };
-    const int64_t begin = static_cast<int64_t>(blockIdx.x) * kGroups;
-    if constexpr (kPrefetch)
-        fetch(begin);
-    // The loop's trip count is the block's, so every lane reaches every groupSum.
-    for (int64_t first = begin; first < rows; first += stride) {
+    // The rows starting at `first` (one a group), from s where they were loaded ahead (then s is
+    // refilled with the rows at `refill`). Every lane runs it the block's number of times, so
+    // every lane reaches every groupSum.
+    auto step = [&](int64_t first, auto &s, int64_t refill) {
+        constexpr bool kHeld = !std::is_same<std::decay_t<decltype(s)>, NoRowAhead>::value;
         const int64_t row = first + threadIdx.x / L;
         const bool valid = row < rows;
         float r = 0.f;
-        if constexpr (kPrefetch)
-            r = valid ? rNext : 0.f;
+        if constexpr (kHeld)
+            r = valid ? s.r : 0.f;
         else
             r = valid ? rstd[row] : 0.f;
-        float xn[K][8], gw[K][8];
+        float xn[K][8], gw[K][8], d[K][8];
         float dot = 0.f;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int64_t p = lane + static_cast<int64_t>(k) * L;
             if (valid && p < packs) {
                 float xv[8], gv[8], wv[8];
-                if constexpr (kPrefetch) {
-                    load8(reinterpret_cast<const X *>(xRaw[k].raw), xv);
-                    load8(reinterpret_cast<const DY *>(dyRaw[k].raw), gv);
+                if constexpr (kHeld) {
+                    load8(reinterpret_cast<const X *>(s.x[k].raw), xv);
+                    load8(reinterpret_cast<const DY *>(s.dy[k].raw), gv);
+                    if (dSum)
+                        load8(reinterpret_cast<const X *>(s.dSum[k].raw), d[k]);
                 } else {
                     load8(x + row * cols + p * 8, xv);
                     load8(dy + row * cols + p * 8, gv);
@@ -162,8 +175,8 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
                 }
             }
         }
-        if constexpr (kPrefetch)
-            fetch(first + stride);
+        if constexpr (kHeld)
+            fetch(s, refill);
         const float mean = groupSum<L>(dot, shared) / static_cast<float>(cols);
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -173,12 +186,12 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
                     o[i] = r * (gw[k][i] - xn[k][i] * mean);
-                if (residual.dSum) { // the stream's own gradient, added as autograd accumulates x's dtype
-                    float d[8];
-                    load8(static_cast<const X *>(residual.dSum) + row * cols + p * 8, d);
+                if (dSum) { // the stream's own gradient, added as autograd accumulates x's dtype
+                    if constexpr (!kHeld)
+                        load8(dSum + row * cols + p * 8, d[k]);
 #pragma unroll
                     for (int i = 0; i < 8; ++i)
-                        o[i] = roundTo<X>(roundTo<X>(o[i]) + d[i]);
+                        o[i] = roundTo<X>(roundTo<X>(o[i]) + d[k][i]);
                 }
                 store8(dx + row * cols + p * 8, o);
                 if (residual.dBranch) { // add's gradient cast to the branch's dtype, then mul's
@@ -189,6 +202,26 @@ __global__ void __launch_bounds__(kThreads) rmsNormBackwardVecKernel(const DY *d
                     store8(static_cast<DY *>(residual.dBranch) + row * cols + p * 8, o);
                 }
             }
+        }
+    };
+    const int64_t begin = static_cast<int64_t>(blockIdx.x) * kGroups;
+    if constexpr (kAhead == 0) {
+        NoRowAhead none;
+        for (int64_t first = begin; first < rows; first += stride)
+            step(first, none, 0);
+    } else if constexpr (kAhead == 1) {
+        BackwardRow<DY, X, K> a = {};
+        fetch(a, begin);
+        for (int64_t first = begin; first < rows; first += stride)
+            step(first, a, first + stride);
+    } else {
+        BackwardRow<DY, X, K> a = {}, b = {};
+        fetch(a, begin);
+        fetch(b, begin + stride);
+        for (int64_t first = begin; first < rows; first += 2 * stride) {
+            step(first, a, first + 2 * stride);
+            if (first + stride < rows) // the block's condition: first is the same for all its lanes
+                step(first + stride, b, first + 3 * stride);
         }
     }
     float *out = dwPartial + static_cast<int64_t>(blockIdx.x) * cols;

@@ -265,14 +265,17 @@ for rows, cols, label in [(8192, 1536, "E2B hidden"), (8192, 2048, "Llama-3.2-1B
     wr = w.detach().requires_grad_(True)
     out = wr * (xr.float() * torch.rsqrt(xr.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(bf)
     bwd_parts = {}
+    # dy apart from x: until stop 66 the backward read x as its dy, so half of what it counted as
+    # read came from the cache, not from memory (its earlier figures are high by that much).
+    dy = torch.randn_like(x)
 
     def bwd(k, n=None):
         n = n or k.partials(rows)
         part = bwd_parts.setdefault(n, torch.empty(n, cols, device="cuda"))
-        k.rms_bwd(ptr(x), 1, ptr(x), 1, ptr(w), 1, ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream())
+        k.rms_bwd(ptr(dy), 1, ptr(x), 1, ptr(w), 1, ptr(rstd), ptr(dx), ptr(part), n, rows, cols, form, stream())
         part.sum(0)
 
-    bench("rmsnorm bwd %s %dx%d bf16" % (label, rows, cols), 3 * x.numel() * 2, bwd, lambda: torch.autograd.grad(out, (xr, wr), x, retain_graph=True))
+    bench("rmsnorm bwd %s %dx%d bf16" % (label, rows, cols), 3 * x.numel() * 2, bwd, lambda: torch.autograd.grad(out, (xr, wr), dy, retain_graph=True))
     # The dw partials (one row a block) against the blocks in flight: this kernel at 1..4 blocks an SM.
     print("    partials: " + "  ".join("%d/SM %.1f us" % (b, timed(lambda: bwd(lib, b * SMS))) for b in (1, 2, 3, 4)), flush=True)
 # The residual add folded into the norm against the add kernel plus the norm kernel it replaces
@@ -287,14 +290,14 @@ for rows, cols, label in [(16384, 2048, "Llama-3.2-1B"), (16384, 896, "Qwen2.5-0
     d_sum, dx, db = torch.randn_like(x), torch.empty_like(x), torch.empty_like(b)
     part = torch.empty(lib.partials(rows), cols, device="cuda")
     form = Form(False, False)
-    folded_f = lambda: lib.add_fwd(ptr(x), 0, ptr(w), 0, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, ResidualIn(b.data_ptr(), 1.0, h.data_ptr()), stream())
+    folded_f = lambda k=lib: k.add_fwd(ptr(x), 0, ptr(w), 0, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, ResidualIn(b.data_ptr(), 1.0, h.data_ptr()), stream())
 
     def apart_f():
         s_ = torch.add(x, b, out=h)
         lib.rms_fwd(ptr(s_), 0, ptr(w), 0, ptr(y), 1, ptr(rstd), rows, cols, 1e-6, form, stream())
 
-    def folded_b():
-        lib.add_bwd(ptr(dy), 1, ptr(h), 0, ptr(w), 0, ptr(rstd), ptr(dx), ptr(part), part.shape[0], rows, cols, form,
+    def folded_b(k=lib):
+        k.add_bwd(ptr(dy), 1, ptr(h), 0, ptr(w), 0, ptr(rstd), ptr(dx), ptr(part), part.shape[0], rows, cols, form,
                     ResidualGrad(d_sum.data_ptr(), db.data_ptr(), 1.0), stream())
         part.sum(0)
 
@@ -306,8 +309,11 @@ for rows, cols, label in [(16384, 2048, "Llama-3.2-1B"), (16384, 896, "Qwen2.5-0
 
     for what, folded, apart, bytes_el in [("fwd", folded_f, apart_f, 12), ("bwd", folded_b, apart_b, 16)]:
         fus, aus = timed(folded), timed(apart)
-        print("%-56s %8.1f us %5.2f TB/s   add + norm apart %8.1f us (%.2fx)" % ("add + rmsnorm %s %s %dx%d" % (what, label, rows, cols), fus,
-              bytes_el * rows * cols / fus / 1e6, aus, aus / fus), flush=True)
+        line = "%-56s %8.1f us %5.2f TB/s" % ("add + rmsnorm %s %s %dx%d" % (what, label, rows, cols), fus, bytes_el * rows * cols / fus / 1e6)
+        if base is not None and base.add_bwd is not None:
+            bus = timed(lambda: folded(base))
+            line += "   before %8.1f us %5.2f TB/s (%.2fx)" % (bus, bytes_el * rows * cols / bus / 1e6, bus / fus)
+        print(line + "   add + norm apart %8.1f us (%.2fx)" % (aus, aus / fus), flush=True)
 # LoRA's adapter product added by its GEMM (the fused path's LoraLinear: y.addmm_(down, B^T, 1, s))
 # against PEFT's y + linear(down, B) * s, forward and backward, at Llama-3.2-1B's q and k shapes.
 for rows, out_f, rank in [(16384, 2048, 16), (16384, 512, 16)]:

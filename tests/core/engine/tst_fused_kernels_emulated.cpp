@@ -77,8 +77,8 @@ private Q_SLOTS:
             // a lane; a block with 2 and 4 (hidden sizes such as 4,096 and 5,120 take these).
             for (int cols : {72, 264, 520, 2056, 4104})
                 QTest::addRow("%s, %d columns (16-byte rows)", type, cols) << cols << bf16 << 6 << 0;
-            // With 13 rows over 1 or 2 blocks the backward's blocks stride over rows (the next
-            // row's loads taken before this row's sums), and a group of several rows a block ends
+            // With 13 rows over 1 or 2 blocks the backward's blocks stride over rows (the next rows'
+            // loads taken one or two rows ahead of the sums), and a group of several rows a block ends
             // on rows past the last.
             for (int cols : {1032, 1536, 2048})
                 QTest::addRow("%s, %d columns, 13 rows over 2 blocks", type, cols) << cols << bf16 << 13 << 2;
@@ -129,13 +129,19 @@ private Q_SLOTS:
         QTest::addColumn<bool>("bf16Stream");
         QTest::addColumn<bool>("bf16Branch");
         QTest::addColumn<double>("scale");
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("partials"); // the backward's blocks; 0: rmsNormPartials(rows)
         for (int cols : {64, 1032, 4104}) {
-            QTest::addRow("fp32, %d columns", cols) << cols << false << false << 1.0;
-            QTest::addRow("fp32 stream, bf16 branch, %d columns", cols) << cols << false << true << 1.0;
-            QTest::addRow("bf16, %d columns", cols) << cols << true << true << 1.0;
+            QTest::addRow("fp32, %d columns", cols) << cols << false << false << 1.0 << 5 << 0;
+            QTest::addRow("fp32 stream, bf16 branch, %d columns", cols) << cols << false << true << 1.0 << 5 << 0;
+            QTest::addRow("bf16, %d columns", cols) << cols << true << true << 1.0 << 5 << 0;
         }
-        QTest::addRow("bf16, scale 0.22") << 64 << true << true << 0.22;
-        QTest::addRow("fp32 stream, bf16 branch, scale 0.22") << 1032 << false << true << 0.22;
+        QTest::addRow("bf16, scale 0.22") << 64 << true << true << 0.22 << 5 << 0;
+        QTest::addRow("fp32 stream, bf16 branch, scale 0.22") << 1032 << false << true << 0.22 << 5 << 0;
+        // Blocks striding over rows: the stream's gradient loaded two rows ahead with x and dy (one
+        // pack a thread: 64, 2,048 columns), one row ahead (two packs: 264), or at the row (four: 4,104).
+        for (int cols : {64, 264, 2048, 4104})
+            QTest::addRow("fp32 stream, bf16 branch, %d columns, 13 rows over 2 blocks", cols) << cols << false << true << 1.0 << 13 << 2;
     }
 
     void addRmsNorm()
@@ -144,8 +150,9 @@ private Q_SLOTS:
         QFETCH(bool, bf16Stream);
         QFETCH(bool, bf16Branch);
         QFETCH(double, scale);
+        QFETCH(int, rows);
+        QFETCH(int, partials);
         const auto st = bf16Stream ? torch::kBFloat16 : torch::kFloat, bt = bf16Branch ? torch::kBFloat16 : torch::kFloat;
-        const int64_t rows = 5;
         const float eps = 1e-6f;
         torch::manual_seed(cols + 7);
         const auto x = (2 * torch::randn({rows, cols})).to(st), b = torch::randn({rows, cols}).to(bt), w = (1 + 0.3 * torch::randn({cols})).to(st);
@@ -159,7 +166,8 @@ private Q_SLOTS:
         QVERIFY(!kernels::addRmsNormFits(100, pointers, 5)); // not a multiple of 8: the caller runs the two ops
         kernels::addRmsNormForward(x.data_ptr(), dtypeOf(st), w.data_ptr(), dtypeOf(st), y.data_ptr(), dtypeOf(bt), rstd.data_ptr<float>(), rows, cols,
                                    eps, form, kernels::ResidualIn {b.data_ptr(), static_cast<float>(scale), h.data_ptr()}, nullptr);
-        const int64_t partials = kernels::rmsNormPartials(rows);
+        if (partials == 0)
+            partials = static_cast<int>(kernels::rmsNormPartials(rows));
         auto dwPartial = torch::zeros({partials, cols}, torch::kFloat);
         kernels::addRmsNormBackward(dy.data_ptr(), dtypeOf(bt), h.data_ptr(), dtypeOf(st), w.data_ptr(), dtypeOf(st), rstd.data_ptr<float>(), dx.data_ptr(),
                                     dwPartial.data_ptr<float>(), partials, rows, cols, form,

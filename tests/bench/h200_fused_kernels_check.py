@@ -14,6 +14,7 @@ Then, at a step's shapes, each kernel's time and achieved bandwidth (bytes it mu
 the H200's HBM3e is 4.8 TB/s) beside the eager ops it replaces, timed in the same run (issue 34).
 """
 import argparse, ctypes, os, sys, tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -25,7 +26,11 @@ ap.add_argument("--out", default=tempfile.mkdtemp())
 ap.add_argument("--baseline", help="a tree holding core/kernels to time beside this one")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
-fn = kernel_library.load("core/kernels/FusedKernels.cu", args.out, "libfused_kernels_check.so")
+# Both trees compiled at once (nvcc takes about a minute each, one core apiece).
+with ThreadPoolExecutor(2) as pool:
+    built = pool.submit(kernel_library.load, "core/kernels/FusedKernels.cu", args.out, "libfused_kernels_check.so")
+    built_base = pool.submit(kernel_library.load, "core/kernels/FusedKernels.cu", args.out, "libfused_kernels_base.so", args.baseline) if args.baseline else None
+    fn, fn_base = built.result(), built_base.result() if built_base else None
 
 
 class Form(ctypes.Structure):  # kernels::RmsNormForm
@@ -77,7 +82,7 @@ def bind(fn):
 lib = bind(fn)
 # --baseline: the same kernels from another tree (e.g. the last commit's core/kernels, copied by the
 # caller), timed beside these in the same run so a kernel change shows its before and after.
-base = bind(kernel_library.load("core/kernels/FusedKernels.cu", args.out, "libfused_kernels_base.so", args.baseline)) if args.baseline else None
+base = bind(fn_base) if fn_base else None
 torch.manual_seed(0)
 # Widths for each row shape of the 16-byte forms (8, 16, 32 threads a row with 1, 2, 4 packs each;
 # a block a row with 1, 2, 4), the scalar fallbacks (67: not a multiple of 8; 9000: over 8192;

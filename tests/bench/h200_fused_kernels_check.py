@@ -24,6 +24,7 @@ from kernel_library import DT, Cap, failures, ptr, rel, report, stream, timed
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default=tempfile.mkdtemp())
 ap.add_argument("--baseline", help="a tree holding core/kernels to time beside this one")
+ap.add_argument("--compile-only", action="store_true", help="build the libraries into --out and stop (a later run with the same --out keeps them)")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 # Both trees compiled at once (nvcc takes about a minute each, one core apiece).
@@ -31,6 +32,8 @@ with ThreadPoolExecutor(2) as pool:
     built = pool.submit(kernel_library.load, "core/kernels/FusedKernels.cu", args.out, "libfused_kernels_check.so")
     built_base = pool.submit(kernel_library.load, "core/kernels/FusedKernels.cu", args.out, "libfused_kernels_base.so", args.baseline) if args.baseline else None
     fn, fn_base = built.result(), built_base.result() if built_base else None
+if args.compile_only:
+    sys.exit(0)
 
 
 class Form(ctypes.Structure):  # kernels::RmsNormForm

@@ -16,8 +16,13 @@ def load(source, out_dir, name, root=ROOT):
     function whose mangled name contains `part` (e.g. "14rmsNormForward")."""
     lib = os.path.join(out_dir, name)
     nvcc = os.environ.get("CUDACXX", "/usr/local/cuda/bin/nvcc")
-    subprocess.run([nvcc, "-std=c++17", "-O2", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-I", os.path.join(root, "core"),
-                    os.path.join(root, source), "-o", lib], check=True)
+    # A library newer than every file of its tree's core/kernels is that tree's build (compiled
+    # beside a card script's build, e.g. by h200_fused_kernels_check.py --compile-only): kept.
+    kernels = os.path.join(root, "core", "kernels")
+    newest = max(os.path.getmtime(os.path.join(kernels, f)) for f in os.listdir(kernels))
+    if not (os.path.exists(lib) and os.path.getmtime(lib) > newest):
+        subprocess.run([nvcc, "-std=c++17", "-O2", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-I", os.path.join(root, "core"),
+                        os.path.join(root, source), "-o", lib], check=True)
     symbols = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout.split()
     so = ctypes.CDLL(lib)
 

@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) rmsNormForwardVecKernel(const X *x, 
 }
 
 // 8 elements of T as they lie in memory, held in registers until converted: the backward loads the
-// next row's packs this way before the current row's reduction, so a load is in flight during it.
+// packs of the rows ahead this way (BackwardRow), so their loads are in flight during this row's reduction.
 template <typename T> struct RawPack {
     uint4 raw[sizeof(T) * 8 / 16];
 };

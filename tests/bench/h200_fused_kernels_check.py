@@ -240,15 +240,22 @@ for vocab, t, divisor, softcap in [(262144, torch.bfloat16, 1.0, 0.0), (151936, 
 print("%d failed" % len(failures))
 
 
-def bench(what, bytes_moved, ours, eager, copy_of=None):
-    """ours(k): a call of library k's kernel. Prints its time and achieved bandwidth, the baseline's
-    (--baseline) and the eager ops'; with copy_of (a tensor), a device copy of the same bytes
-    (its elements read and written once): what this size can reach."""
-    us, eus = timed(lambda: ours(lib)), timed(eager)
+def ours_and_before(what, bytes_moved, ours, base_has_it=True):
+    """ours(k): a call of library k's kernel. Its row's start (time and achieved bandwidth, and the
+    --baseline tree's beside them where that tree has the kernel) and its time in us."""
+    us = timed(lambda: ours(lib))
     line = "%-56s %8.1f us %5.2f TB/s" % (what, us, bytes_moved / us / 1e6)
-    if base is not None:
+    if base is not None and base_has_it:
         bus = timed(lambda: ours(base))
         line += "   before %8.1f us %5.2f TB/s (%.2fx)" % (bus, bytes_moved / bus / 1e6, bus / us)
+    return line, us
+
+
+def bench(what, bytes_moved, ours, eager, copy_of=None):
+    """ours_and_before's row, then the eager ops' time; with copy_of (a tensor), a device copy of
+    the same bytes (its elements read and written once): what this size can reach."""
+    line, us = ours_and_before(what, bytes_moved, ours)
+    eus = timed(eager)
     line += "   eager %8.1f us (%.2fx)" % (eus, eus / us)
     if copy_of is not None:
         dst = torch.empty_like(copy_of)
@@ -316,11 +323,9 @@ for rows, cols, label in [(16384, 2048, "Llama-3.2-1B"), (16384, 896, "Qwen2.5-0
         total.to(bf)
 
     for what, folded, apart, bytes_el in [("fwd", folded_f, apart_f, 12), ("bwd", folded_b, apart_b, 16)]:
-        fus, aus = timed(folded), timed(apart)
-        line = "%-56s %8.1f us %5.2f TB/s" % ("add + rmsnorm %s %s %dx%d" % (what, label, rows, cols), fus, bytes_el * rows * cols / fus / 1e6)
-        if base is not None and base.add_bwd is not None:
-            bus = timed(lambda: folded(base))
-            line += "   before %8.1f us %5.2f TB/s (%.2fx)" % (bus, bytes_el * rows * cols / bus / 1e6, bus / fus)
+        line, fus = ours_and_before("add + rmsnorm %s %s %dx%d" % (what, label, rows, cols), bytes_el * rows * cols, folded,
+                                    base is not None and base.add_bwd is not None)
+        aus = timed(apart)
         print(line + "   add + norm apart %8.1f us (%.2fx)" % (aus, aus / fus), flush=True)
 # LoRA's adapter product added by its GEMM (the fused path's LoraLinear: y.addmm_(down, B^T, 1, s))
 # against PEFT's y + linear(down, B) * s, forward and backward, at Llama-3.2-1B's q and k shapes.

@@ -38,7 +38,7 @@ private Q_SLOTS:
         QTest::newRow("granite-3.3-8b") << "granite-3.3-8b" << qint64(8170864640) << true;
         QTest::newRow("ministral-3-8b") << "ministral-3-8b" << qint64(8489553920) << false;
         // OLMo 3 7B (tests/data/hf/olmo-3-7b): counted by hand (2 x 100278 x 4096 embeddings, 32 layers
-        // of 202,391,552, the final norm); Transformers' count of it is not yet taken (published-counts.json).
+        // of 202,391,552, the final norm) and by Transformers 5.17's Olmo3ForCausalLM (2026-12-07, H100 host).
         QTest::newRow("olmo-3-7b") << "olmo-3-7b" << qint64(7298011136) << false;
         // Gemma 4 31B's text model (tests/data/hf/gemma-4-31b, its shapes from Transformers' converter):
         // counted by hand in tst_hf_import_gemma4 and by Transformers 5.17 in published-counts.json.

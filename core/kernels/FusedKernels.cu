@@ -470,6 +470,42 @@ template <typename T, GateActivation A> struct GatedBackward {
 
 template <int V, typename F> __global__ void packKernel(int64_t n, F f) { forEachPack<V>(n, f); }
 
+// dx += keep * scale * (dDown A), a pack of a row's columns a thread: the row's rank values of dDown
+// are the same address across a warp's lanes (one broadcast load each), and A [rank, cols] is read by
+// every row, so it stays in L1 and L2: what comes from memory is dx twice and keep once.
+template <typename T> struct DroppedLowRankAdd {
+    T *dx;
+    const T *dDown, *a;
+    const uint8_t *keep;
+    float scale;
+    int64_t cols, rank;
+    template <int W> __device__ void operator()(int64_t i) const
+    {
+        const int64_t row = i / cols, col = i - row * cols;
+        float sum[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+            sum[w] = 0.f;
+        const T *d = dDown + row * rank;
+        for (int64_t k = 0; k < rank; ++k) {
+            const float dk = toFloat(d[k]);
+            const auto ap = *reinterpret_cast<const Pack<T, W> *>(a + k * cols + col);
+#pragma unroll
+            for (int w = 0; w < W; ++w)
+                sum[w] = fmaf(dk, toFloat(ap.v[w]), sum[w]);
+        }
+        const auto kp = *reinterpret_cast<const Pack<uint8_t, W> *>(keep + i);
+        auto xp = *reinterpret_cast<const Pack<T, W> *>(dx + i);
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            const float dropped = kp.v[w] ? roundTo<T>(roundTo<T>(sum[w]) * scale) : 0.f;
+            xp.v[w] = fromFloat<T>(toFloat(xp.v[w]) + dropped);
+        }
+        *reinterpret_cast<Pack<T, W> *>(dx + i) = xp;
+    }
+};
+
+
 bool aligned16(std::initializer_list<const void *> pointers)
 {
     for (const void *p : pointers)
@@ -823,6 +859,27 @@ void rotary(const void *x, void *y, Dtype type, const float *cos, const float *s
                                                                           headDim / 2, seqLen, inverse);
     });
     check(cudaGetLastError(), "rotary kernel");
+}
+
+void addDroppedLowRank(void *dx, const void *dDown, const void *a, const uint8_t *keep, float scale, Dtype type, int64_t rows, int64_t cols, int64_t rank,
+                       void *stream)
+{
+    const int64_t n = rows * cols;
+    if (n == 0)
+        return;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        constexpr int V = 16 / sizeof(T);
+        const DroppedLowRankAdd<T> f {static_cast<T *>(dx), static_cast<const T *>(dDown), static_cast<const T *>(a), keep, scale, cols, rank};
+        const auto s = static_cast<cudaStream_t>(stream);
+        // Packs only where every row of dx, keep and A starts on 16 bytes (launchPacked's single-row
+        // exception would misalign A's rows after the first).
+        if (cols % V == 0 && aligned16({dx, a, keep}))
+            PB_LAUNCH(elementwiseBlocks(n / V + 1), kThreads, 0, s, packKernel<V>)(n, f);
+        else
+            PB_LAUNCH(elementwiseBlocks(n), kThreads, 0, s, packKernel<1>)(n, f);
+    });
+    check(cudaGetLastError(), "dropped low-rank add kernel");
 }
 
 } // namespace pb::kernels

@@ -115,4 +115,12 @@ void gatedBackwardPacked(const void *dOut, const void *gateUp, void *dGateUp, Dt
 void rotary(const void *x, void *y, Dtype type, const float *cos, const float *sin, int64_t rows, int64_t heads, int64_t headDim,
             int64_t seqLen, bool inverse, void *stream);
 
+// A LoRA adapter's share of the input's gradient under dropout (model/MixedLinear.cpp), in one pass
+// where mm, native_dropout_backward and add_ write three [rows, cols] tensors between them: dx +=
+// keep * scale * (dDown A), dx [rows, cols], dDown [rows, rank], a [rank, cols] (all of `type`), keep
+// [rows, cols] (native_dropout's boolean mask, a byte an element). Rounded as those ops round: the
+// product's fp32 sum to `type`, its product with scale where kept, then the sum with dx.
+void addDroppedLowRank(void *dx, const void *dDown, const void *a, const uint8_t *keep, float scale, Dtype type, int64_t rows, int64_t cols, int64_t rank,
+                       void *stream);
+
 } // namespace pb::kernels

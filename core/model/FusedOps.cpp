@@ -569,6 +569,24 @@ torch::Tensor fusedGatedActivationPacked(const torch::Tensor &gateUp, GateActiva
     return PackedGatedActivationFunction::apply(gateUp, static_cast<int64_t>(activation));
 }
 
+void addDroppedLowRank(torch::Tensor &dx, const torch::Tensor &dDown, const torch::Tensor &a, const torch::Tensor &keep, double scale)
+{
+    TORCH_CHECK(dx.dim() == 2 && dDown.dim() == 2 && a.dim() == 2 && dDown.size(0) == dx.size(0) && a.size(0) == dDown.size(1) &&
+                    a.size(1) == dx.size(1) && keep.sizes() == dx.sizes() && keep.scalar_type() == at::kBool,
+                "addDroppedLowRank: dx [rows, cols], dDown [rows, rank], a [rank, cols] and a bool keep [rows, cols]");
+#ifdef PB_WITH_CUDA_KERNELS
+    constexpr int64_t kMaxRank = 64;
+    if (dx.is_cuda() && dx.is_contiguous() && kernelDtype(dx.scalar_type()) && dDown.scalar_type() == dx.scalar_type() &&
+        a.scalar_type() == dx.scalar_type() && a.size(0) <= kMaxRank) {
+        const auto d = dDown.contiguous(), ac = a.contiguous(), k = keep.contiguous();
+        kernels::addDroppedLowRank(dx.data_ptr(), d.data_ptr(), ac.data_ptr(), static_cast<const uint8_t *>(k.data_ptr()), static_cast<float>(scale),
+                                   kernelType(dx.scalar_type()), dx.size(0), dx.size(1), a.size(0), currentStream(dx));
+        return;
+    }
+#endif
+    dx.add_(at::native_dropout_backward(at::mm(dDown, a), keep, scale));
+}
+
 torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {
     TORCH_CHECK(x.dim() == 4 && cos.dim() == 2 && x.size(1) == cos.size(0) && x.size(3) == cos.size(1) && x.size(3) % 2 == 0 &&

@@ -86,6 +86,12 @@ torch::Tensor cappedSoftmax(const torch::Tensor &scores, double scale, double so
 torch::Tensor groupedHeadsAttention(const torch::Tensor &q, const torch::Tensor &k, const torch::Tensor &v,
                                     const std::function<torch::Tensor(const torch::Tensor &)> &probabilities);
 
+// dx += native_dropout_backward(dDown a, keep, scale) in place, rounded as those ops and add_ round
+// it: a LoRA adapter's share of the input's gradient under dropout (model/MixedLinear.cpp), dx [rows,
+// cols], dDown [rows, rank], a [rank, cols], keep [rows, cols] (bool, native_dropout's mask). One
+// kernel on CUDA (kernels::addDroppedLowRank) for ranks up to 64, where its 8 x rank multiply-adds
+// a pack still take less time than its bytes; else those ops, which write three [rows, cols] tensors.
+void addDroppedLowRank(torch::Tensor &dx, const torch::Tensor &dDown, const torch::Tensor &a, const torch::Tensor &keep, double scale);
 // Transformers' rotate_half, (x1, x2) -> (-x2, x1) over the last dimension: the eager rotary's.
 torch::Tensor rotateHalf(const torch::Tensor &x);
 

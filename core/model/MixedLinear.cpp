@@ -1,6 +1,7 @@
 #include "model/MixedLinear.h"
 
 #include "engine/TorchCompat.h"
+#include "model/FusedOps.h"
 #include "model/ProjectionGroup.h"
 
 #include <algorithm>
@@ -124,7 +125,8 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 // As addmm's backward: dDown = s dY B; dB = s dY^T down and dA = dDown^T X, each
                 // into the adapter's fp32 master by its GEMM; dX gains dDown A in the same sum.
                 // With dropout X is the dropped copy, made again, and dDown A gated by the mask
-                // before it joins (a product of its own: the mask is not the GEMM's to apply).
+                // as it joins (the mask is not the GEMM's to apply): on a card one kernel in place
+                // of the product, its masked copy and the add.
                 const double s = scalings[static_cast<size_t>(i)], p = dropouts[static_cast<size_t>(i)];
                 auto gDown = at::mm(g, b16);
                 if (s != 1.0)
@@ -135,7 +137,9 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 auto accA = at::empty({gDown.size(1), in}, g.options().dtype(at::kFloat));
                 compat::addMatmulInto(accA, gDown.t(), mask.defined() ? applyMask(x2, mask, p) : x2, /*accumulate=*/false);
                 ga[i] = accA;
-                if (a16.defined() && mask.defined()) {
+                if (a16.defined() && mask.defined() && gx.defined() && mask.scalar_type() == at::kBool) {
+                    addDroppedLowRank(gx, gDown, a16, mask, 1.0 / (1.0 - p));
+                } else if (a16.defined() && mask.defined()) {
                     const auto part = applyMask(at::mm(gDown, a16), mask, p);
                     gx = gx.defined() ? gx.add_(part) : part;
                 } else if (a16.defined()) {

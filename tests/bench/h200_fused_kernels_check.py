@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fused RMSNorm (every form), gated-activation, rotary and cross-entropy CUDA kernels
+"""The fused RMSNorm (every form), gated-activation, rotary, cross-entropy and LoRA dropout CUDA kernels
 (core/kernels/FusedKernels.cu: the 16-byte-load row forms and the scalar ones they fall back to)
 against PyTorch's eager ops on the card, without building PilotBench: nvcc compiles the one .cu file
 into a shared library, ctypes calls its functions on tensors' storage, on the current stream. For
@@ -79,6 +79,11 @@ def bind(fn):
         k.add_bwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, P, P, I64, I64, I64, Form, ResidualGrad, P]
     except SystemExit:
         k.add_fwd = k.add_bwd = None
+    try:  # LoRA dropout's share of the input's gradient (issue 34); a --baseline tree may predate it
+        k.lora_drop = fn("17addDroppedLowRank")
+        k.lora_drop.argtypes = [P, P, P, P, F, ctypes.c_int, I64, I64, I64, P]
+    except SystemExit:
+        k.lora_drop = None
     return k
 
 
@@ -237,6 +242,19 @@ for vocab, t, divisor, softcap in [(262144, torch.bfloat16, 1.0, 0.0), (151936, 
     report("cross-entropy vocab %d %s divisor %g softcap %g" % (vocab, str(t)[6:], divisor, softcap),
            {"loss": rel(row_loss, ref_loss.detach()), "grad": rel(g, ref_grad)}, {"loss": 1e-5, "grad": 8e-3 if low else 1e-5})
 
+# LoRA dropout's share of the input's gradient against what autograd's form runs: dx +
+# native_dropout_backward(dDown @ A, keep, scale); 16-byte packs, odd widths, storage 2 bytes off.
+for rows, cols, rank, t, offset in [(4099, 2048, 16, torch.bfloat16, 0), (4099, 896, 16, torch.bfloat16, 0), (4099, 2048, 64, torch.bfloat16, 0),
+                                    (4099, 2048, 16, torch.float32, 0), (517, 67, 8, torch.bfloat16, 0), (517, 256, 16, torch.bfloat16, 1)]:
+    dx = torch.randn(rows * cols + offset, device="cuda").to(t)[offset:].view(rows, cols)
+    d_down, a = torch.randn(rows, rank, device="cuda").to(t), (torch.randn(rank, cols, device="cuda") * 0.2).to(t)
+    keep = torch.rand(rows, cols, device="cuda") > 0.1
+    ref = dx + torch.ops.aten.native_dropout_backward(d_down @ a, keep, 1 / 0.9)
+    lib.lora_drop(ptr(dx), ptr(d_down), ptr(a), ptr(keep), 1 / 0.9, DT[t], rows, cols, rank, stream())
+    torch.cuda.synchronize()
+    report("lora dropout dx add rows %d cols %d rank %d %s offset %d" % (rows, cols, rank, str(t)[6:], offset), {"dx": rel(dx, ref)},
+           {"dx": 8e-3 if t == torch.bfloat16 else 1e-5})
+
 print("%d failed" % len(failures))
 
 
@@ -346,6 +364,18 @@ for rows, out_f, rank in [(16384, 2048, 16), (16384, 512, 16)]:
     pus, gus = timed(peft), timed(in_gemm)
     print("%-56s %8.1f us   PEFT's scale + add %8.1f us (%.2fx)" % ("LoRA B product added in its GEMM %dx%d r%d fwd+bwd" % (rows, out_f, rank), gus, pus, pus / gus),
           flush=True)
+# LoRA dropout's share of the input's gradient (model/MixedLinear.cpp) against the three ops it
+# replaces (the product, native_dropout_backward, the add), at Llama-3.2-1B's and Qwen2.5-0.5B's
+# 2048 x 8 tokens, r16. Bytes an element: dx read and written (2 + 2), the mask read (1).
+for rows, cols, rank, label in [(16384, 2048, 16, "Llama-3.2-1B"), (16384, 896, 16, "Qwen2.5-0.5B")]:
+    dx = torch.randn(rows, cols, device="cuda", dtype=bf)
+    d_down, a = torch.randn(rows, rank, device="cuda", dtype=bf), torch.randn(rank, cols, device="cuda", dtype=bf)
+    keep = torch.rand(rows, cols, device="cuda") > 0.05
+    line, us = ours_and_before("lora dropout dx add %s %dx%d r%d" % (label, rows, cols, rank), 5 * rows * cols,
+                               lambda k: k.lora_drop(ptr(dx), ptr(d_down), ptr(a), ptr(keep), 1 / 0.95, 1, rows, cols, rank, stream()),
+                               base is not None and base.lora_drop is not None)
+    ous = timed(lambda: dx.add_(torch.ops.aten.native_dropout_backward(d_down @ a, keep, 1 / 0.95)))
+    print(line + "   mm + dropout backward + add %8.1f us (%.2fx)" % (ous, ous / us), flush=True)
 for seq, heads, hd, label in [(2048, 8, 256, "E2B q"), (2048, 32, 64, "Llama-3.2-1B q"), (2048, 32, 128, "8B q")]:
     x = torch.randn(4, seq, heads, hd, device="cuda", dtype=bf)
     cos, sin = rotary_tables(seq, hd)

@@ -34,7 +34,7 @@ for P in llama-3.2-1b qwen2.5-0.5b; do
 done
 stamp "fused kernels (check and bandwidth)"
 "${KC[@]}" > $OUT/kcheck.txt 2>&1
-grep -E "failed|rmsnorm bwd|add \+ rmsnorm|device copy" $OUT/kcheck.txt | cut -c1-200 | tee -a $LOG
+grep -E "failed|rmsnorm bwd|add \+ rmsnorm|lora dropout|device copy" $OUT/kcheck.txt | cut -c1-200 | tee -a $LOG
 if [ "$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)" -gt 100000 ]; then
   stamp "fp8 depth 16"
   FP8_TARGETS=bench_probe_overhead MICRO=4 PROFILE=0 REFERENCE=0 DEPTHS=16 STEPS=0 bash tests/bench/h200_fp8_speed.sh 2>&1 | grep -E "probe|measured_ratio"

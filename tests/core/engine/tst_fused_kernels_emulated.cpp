@@ -1,5 +1,5 @@
 // The fused path's CUDA kernels (kernels/FusedKernels.cu: RMSNorm forward and backward, the gated
-// activations, rotary, cross-entropy with its cap) and QLoRA's NF4 dequantisation
+// activations, rotary, cross-entropy with its cap, LoRA dropout's add) and QLoRA's NF4 dequantisation
 // (kernels/Nf4Kernels.cu), their device and launch code run on the host under CudaEmulation.h:
 // the first against the same maths written here in float64 LibTorch, each in fp32 and bf16, on the
 // 16-byte row kernels and on the scalar ones they fall back to (odd widths, unaligned pointers); NF4
@@ -298,6 +298,51 @@ private Q_SLOTS:
         const auto c = cos.to(kF64).view({1, seq, 1, headDim}), s = sin.to(kF64).view({1, seq, 1, headDim});
         const auto expected = (x64 * c + (inverse ? -1.0 : 1.0) * rotated * s).view({batch * seq, heads, headDim});
         CHECK_CLOSE(y, expected, tolerance(type, 1e-6), "y");
+    }
+
+    // LoRA dropout's share of the input's gradient (model/MixedLinear.cpp): dx += keep * scale *
+    // (dDown A) on the 16-byte packs and on the scalar form (odd widths, a single row of one, dx or A
+    // off 16 bytes); dropped elements of dx untouched, bit for bit.
+    void droppedLowRankAdd_data()
+    {
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<int>("rank");
+        QTest::addColumn<int>("offset"); // elements dx and A start past a 16-byte boundary
+        for (bool bf16 : {false, true}) {
+            const char *type = bf16 ? "bf16" : "fp32";
+            QTest::addRow("%s, 7 rows of 64, rank 4", type) << bf16 << 7 << 64 << 4 << 0;
+            QTest::addRow("%s, 3 rows of 2048, rank 16", type) << bf16 << 3 << 2048 << 16 << 0;
+            QTest::addRow("%s, 5 rows of 30, rank 3 (scalar)", type) << bf16 << 5 << 30 << 3 << 0;
+            QTest::addRow("%s, 1 row of 30, rank 3 (scalar)", type) << bf16 << 1 << 30 << 3 << 0;
+            QTest::addRow("%s, 4 rows of 64 off 16 bytes (scalar)", type) << bf16 << 4 << 64 << 4 << 1;
+        }
+    }
+
+    void droppedLowRankAdd()
+    {
+        QFETCH(bool, bf16);
+        QFETCH(int, rows);
+        QFETCH(int, cols);
+        QFETCH(int, rank);
+        QFETCH(int, offset);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        torch::manual_seed(rows * cols + rank);
+        const int64_t n = int64_t {rows} * cols;
+        auto dxBuffer = torch::randn({n + offset}).to(type), aBuffer = (torch::randn({int64_t {rank} * cols + offset}) * 0.3).to(type);
+        auto dx = dxBuffer.narrow(0, offset, n).view({rows, cols});
+        const auto a = aBuffer.narrow(0, offset, int64_t {rank} * cols).view({rank, cols});
+        const auto dDown = torch::randn({rows, rank}).to(type);
+        const auto keep = torch::rand({rows, cols}) > 0.3;
+        const double scale = 1.0 / 0.7;
+        const auto before = dx.clone();
+        kernels::addDroppedLowRank(dx.data_ptr(), dDown.data_ptr(), a.data_ptr(), static_cast<const uint8_t *>(keep.data_ptr()), static_cast<float>(scale),
+                                   dtypeOf(type), rows, cols, rank, nullptr);
+        const auto expected = before.to(kF64) + keep.to(kF64) * scale * dDown.to(kF64).matmul(a.to(kF64));
+        CHECK_CLOSE(dx, expected, tolerance(type, 1e-6), "dx");
+        QVERIFY(torch::equal(dx.masked_select(keep.logical_not()), before.masked_select(keep.logical_not())));
+        QVERIFY(!torch::equal(dx.masked_select(keep), before.masked_select(keep)));
     }
 
     void crossEntropy_data()

@@ -485,6 +485,47 @@ private Q_SLOTS:
         QVERIFY(torch::allclose(x.grad().to(torch::kFloat), refDx.to(torch::kFloat), tol, 1e-5));
     }
 
+    // LoRA dropout's share of the input's gradient, dx += native_dropout_backward(dDown A, keep,
+    // scale): the composite on CPU, the kernel on a card (rank 16), the composite beyond its rank
+    // limit, against float64; dropped elements untouched; a mask of another shape refused by name.
+    void droppedLowRankAddMatchesReference_data()
+    {
+        QTest::addColumn<int>("rank");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 rank 16", qPrintable(device)) << 16 << false << device;
+            QTest::addRow("%s bf16 rank 16", qPrintable(device)) << 16 << true << device;
+            QTest::addRow("%s bf16 rank 96", qPrintable(device)) << 96 << true << device;
+        }
+    }
+    void droppedLowRankAddMatchesReference()
+    {
+        QFETCH(int, rank);
+        QFETCH(bool, bf16);
+        QFETCH(QString, device);
+        torch::manual_seed(rank);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t rows = 24, cols = 136;
+        auto dx = torch::randn({rows, cols}).to(dev, type);
+        const auto dDown = torch::randn({rows, rank}).to(dev, type), a = (torch::randn({rank, cols}) * 0.2).to(dev, type);
+        const auto keep = torch::rand({rows, cols}).to(dev) > 0.25;
+        const auto before = dx.clone();
+        addDroppedLowRank(dx, dDown, a, keep, 1.0 / 0.75);
+        const auto ref = before.to(torch::kDouble) + keep.to(torch::kDouble) * (dDown.to(torch::kDouble).matmul(a.to(torch::kDouble)) / 0.75);
+        // Three roundings to bf16 (2^-8 relative each); fp32 to its summation order.
+        QVERIFY2(relativeNormError(dx, ref) < (bf16 ? 8e-3 : 1e-6), qPrintable(QString::number(relativeNormError(dx, ref))));
+        QVERIFY(torch::equal(dx.masked_select(keep.logical_not()), before.masked_select(keep.logical_not())));
+        bool refused = false;
+        try {
+            addDroppedLowRank(dx, dDown, a, keep.narrow(1, 0, cols - 8), 1.0);
+        } catch (const c10::Error &e) {
+            refused = QString::fromUtf8(e.what()).contains(QLatin1String("addDroppedLowRank"));
+        }
+        QVERIFY(refused);
+    }
+
     // The folded residual adds (the norm nodes that take the add, and the adds deferred from block
     // to block) against the same model with every add apart (ModelRuntime::foldResidualAdd off):
     // the same loss and gradients bit for bit, no higher step peak, and a forward peak at most one

@@ -82,24 +82,31 @@ private Q_SLOTS:
         QVERIFY2(relativeNormError(xs.grad(), gxSum) < 4e-3, qPrintable(QString::number(relativeNormError(xs.grad(), gxSum))));
     }
 
-    // LoRA adapters inside the node (the fused path without dropout) against the node without them
-    // and LoraLinearImpl's own in-GEMM add after it, as the fused LoRA ran before: the same
-    // outputs bit for bit, the adapters' gradients in fp32 (lora_A's bit for bit on CPU, lora_B's
-    // and the input's within bf16 rounding: one rounding of the scaled sum against two), and the
-    // bases frozen in bf16 as LoRA keeps them. The input both needing a gradient and not (the first
-    // block of a LoRA model reads a frozen embedding).
+    // LoRA adapters inside the node (the fused path) against the node without them and
+    // LoraLinearImpl's own in-GEMM add after it, as the fused LoRA ran before: the same outputs bit
+    // for bit, the adapters' gradients in fp32 (lora_A's bit for bit on CPU, lora_B's and the
+    // input's within bf16 rounding: one rounding of the scaled sum against two), and the bases
+    // frozen in bf16 as LoRA keeps them. The input both needing a gradient and not (the first block
+    // of a LoRA model reads a frozen embedding). With dropout the node draws each adapter's mask as
+    // torch::dropout does, so from one seed both see the same dropped inputs; on a card the input's
+    // gradient then takes the masked product in one kernel (addDroppedLowRank).
     void adaptersInsideMatchTheAddAfter_data()
     {
         QTest::addColumn<bool>("cuda");
         QTest::addColumn<bool>("inputGrad");
-        QTest::newRow("cpu") << false << true;
-        QTest::newRow("cpu, frozen input") << false << false;
-        QTest::newRow("card") << true << true;
+        QTest::addColumn<double>("dropout");
+        QTest::newRow("cpu") << false << true << 0.0;
+        QTest::newRow("cpu, frozen input") << false << false << 0.0;
+        QTest::newRow("cpu, dropout") << false << true << 0.25;
+        QTest::newRow("card") << true << true << 0.0;
+        QTest::newRow("card, dropout") << true << true << 0.25;
+        QTest::newRow("card, dropout, frozen input") << true << false << 0.25;
     }
     void adaptersInsideMatchTheAddAfter()
     {
         QFETCH(bool, cuda);
         QFETCH(bool, inputGrad);
+        QFETCH(double, dropout);
         if (cuda && !torch::cuda::is_available())
             QSKIP("no CUDA device");
         torch::manual_seed(11);
@@ -123,15 +130,16 @@ private Q_SLOTS:
                 b.push_back(b0[i].clone().requires_grad_(true));
             }
             x = x0.clone().requires_grad_(inputGrad);
+            torch::manual_seed(29); // the same dropout draws for both
             compat::AutocastGuard autocast(device.type(), true, torch::kBFloat16);
             std::vector<MixedAdapter> adapters;
             for (size_t i = 0; i < 2; ++i)
-                adapters.push_back({a[i], b[i], scalings[i]});
+                adapters.push_back({a[i], b[i], scalings[i], dropout});
             adapters.push_back({});
             auto ys = mixedLinearShared(x, ws, bs, inside ? adapters : std::vector<MixedAdapter> {});
             if (!inside)
                 for (size_t i = 0; i < 2; ++i) {
-                    const auto down = torch::linear(x, a[i]);
+                    const auto down = torch::linear(dropout > 0 ? torch::dropout(x, dropout, true) : x, a[i]);
                     ys[i].view({-1, group.outs[i]}).addmm_(down.reshape({-1, rank}), b[i].to(torch::kBFloat16).t(), 1.0, scalings[i]);
                 }
             return ys;

@@ -93,6 +93,9 @@ public:
     static std::vector<torch::Tensor> forwardShared(const std::vector<LoraLinearImpl *> &projections, const torch::Tensor &x);
     bool nf4Base() const { return m_nf4; }
     bool float8() const { return m_fp8; }
+    // Whether forwardShared would read x once for this projection and others like it: a float8 base
+    // (one cast) or the fused path's node under autocast (one node, one input gradient).
+    bool readsShared(const torch::Tensor &x) const { return m_fp8 || mixedBase(x); }
     // A bias-free weight read by a plain matmul: no adapter, no NF4 base, no float8 matmul.
     bool plainMatmul() const { return weight.defined() && !bias.defined() && !loraA && !m_nf4 && !m_fp8; }
     void setMixedLinear(bool on, bool adapters) { m_mixed = on; m_adaptersInNode = adapters; } // ModelRuntime::mixedLinear, ::adaptersInNode

@@ -505,7 +505,6 @@ template <typename T> struct DroppedLowRankAdd {
     }
 };
 
-
 bool aligned16(std::initializer_list<const void *> pointers)
 {
     for (const void *p : pointers)

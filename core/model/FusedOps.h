@@ -92,6 +92,7 @@ torch::Tensor groupedHeadsAttention(const torch::Tensor &q, const torch::Tensor 
 // kernel on CUDA (kernels::addDroppedLowRank) for ranks up to 64, where its 8 x rank multiply-adds
 // a pack still take less time than its bytes; else those ops, which write three [rows, cols] tensors.
 void addDroppedLowRank(torch::Tensor &dx, const torch::Tensor &dDown, const torch::Tensor &a, const torch::Tensor &keep, double scale);
+
 // Transformers' rotate_half, (x1, x2) -> (-x2, x1) over the last dimension: the eager rotary's.
 torch::Tensor rotateHalf(const torch::Tensor &x);
 

@@ -33,7 +33,8 @@ struct MixedAdapter {
 // [..., out_i], not views (a LoRA adapter outside the node adds its product in place). With
 // adapters inside, their product is added by the B GEMM's accumulation, their gradients written
 // in fp32 by their GEMMs, and dDown A joins the input's gradient in the same sum: no [tokens, in]
-// product of each adapter added apart, as autograd does around LoraLinearImpl's own adapter.
+// product of each adapter added apart, as autograd does around LoraLinearImpl's own adapter (under
+// dropout the masked product joins it through FusedOps' addDroppedLowRank, one kernel on a card).
 std::vector<torch::Tensor> mixedLinearShared(const torch::Tensor &x, const std::vector<torch::Tensor> &weights, const std::vector<torch::Tensor> &biases,
                                              const std::vector<MixedAdapter> &adapters = {});
 

@@ -505,6 +505,68 @@ template <typename T> struct DroppedLowRankAdd {
     }
 };
 
+// One thread: W columns of a chunk of rows, kDroppedRankMax x W fp32 sums. dDown's row is the same
+// address for the whole block (a broadcast, 16-byte loads where its rows allow), x and keep are read
+// along the row once: what comes from memory is x and keep, and the partials written once.
+template <typename T, int W>
+__global__ void __launch_bounds__(kThreads, 2) droppedInputProductKernel(const T *x, const uint8_t *keep, float scale, const T *dDown, float *partials, int64_t rows, int64_t cols,
+                                          int64_t rank, int64_t rowsPerChunk, bool packedDown)
+{
+    const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * W;
+    if (j >= cols)
+        return; // no barrier below
+    const int64_t first = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
+    const int64_t last = first + rowsPerChunk < rows ? first + rowsPerChunk : rows;
+    float acc[kDroppedRankMax][W];
+#pragma unroll
+    for (int k = 0; k < kDroppedRankMax; ++k)
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+            acc[k][w] = 0.f;
+    // Four rows' loads in flight a thread (unrolled: nothing in the loop stores), where one row's 12
+    // bytes a thread at two blocks an SM would leave the SM's memory pipe mostly idle.
+#pragma unroll 4
+    for (int64_t t = first; t < last; ++t) {
+        const auto xp = *reinterpret_cast<const Pack<T, W> *>(x + t * cols + j);
+        const auto kp = *reinterpret_cast<const Pack<uint8_t, W> *>(keep + t * cols + j);
+        float dropped[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+            dropped[w] = kp.v[w] ? roundTo<T>(toFloat(xp.v[w]) * scale) : 0.f;
+        float d[kDroppedRankMax];
+        if (packedDown) {
+#pragma unroll
+            for (int p = 0; p < kDroppedRankMax / 8; ++p)
+                if (8 * p < rank) {
+                    float v[8];
+                    load8(dDown + t * rank + 8 * p, v);
+#pragma unroll
+                    for (int q = 0; q < 8; ++q)
+                        d[8 * p + q] = v[q];
+                }
+        } else {
+#pragma unroll
+            for (int k = 0; k < kDroppedRankMax; ++k)
+                d[k] = k < rank ? toFloat(dDown[t * rank + k]) : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < kDroppedRankMax; ++k)
+            if (k < rank)
+#pragma unroll
+                for (int w = 0; w < W; ++w)
+                    acc[k][w] = fmaf(d[k], dropped[w], acc[k][w]);
+    }
+#pragma unroll
+    for (int k = 0; k < kDroppedRankMax; ++k)
+        if (k < rank) {
+            Pack<float, W> out;
+#pragma unroll
+            for (int w = 0; w < W; ++w)
+                out.v[w] = acc[k][w];
+            *reinterpret_cast<Pack<float, W> *>(partials + (static_cast<int64_t>(blockIdx.y) * rank + k) * cols + j) = out;
+        }
+}
+
 bool aligned16(std::initializer_list<const void *> pointers)
 {
     for (const void *p : pointers)
@@ -879,6 +941,45 @@ void addDroppedLowRank(void *dx, const void *dDown, const void *a, const uint8_t
             PB_LAUNCH(elementwiseBlocks(n), kThreads, 0, s, packKernel<1>)(n, f);
     });
     check(cudaGetLastError(), "dropped low-rank add kernel");
+}
+
+// Two blocks an SM over the column blocks and row chunks together, so the grid fills the card
+// whatever the width.
+int64_t droppedInputChunks(int64_t rows, int64_t cols)
+{
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    const int64_t colBlocks = (cols + 4 * kThreads - 1) / (4 * kThreads);
+    const int64_t chunks = (2 * static_cast<int64_t>(sms) + colBlocks - 1) / colBlocks;
+    return rows < chunks ? (rows > 0 ? rows : 1) : chunks;
+}
+
+void droppedInputProduct(const void *x, const uint8_t *keep, float scale, const void *dDown, Dtype type, float *partials, int64_t rows, int64_t cols,
+                         int64_t rank, void *stream)
+{
+    if (rank > kDroppedRankMax)
+        throw std::invalid_argument("droppedInputProduct: rank " + std::to_string(rank) + " over " + std::to_string(kDroppedRankMax));
+    if (rows == 0 || cols == 0 || rank == 0)
+        return;
+    const int64_t chunks = droppedInputChunks(rows, cols), rowsPerChunk = (rows + chunks - 1) / chunks;
+    dispatch(type, [&](auto t) {
+        using T = decltype(t);
+        const auto s = static_cast<cudaStream_t>(stream);
+        const bool packedDown = rank % 8 == 0 && aligned16({dDown});
+        // Four columns a thread where every row of x, keep and the partials starts aligned for them.
+        const bool four = cols % 4 == 0 && reinterpret_cast<uintptr_t>(x) % (4 * sizeof(T)) == 0 && reinterpret_cast<uintptr_t>(keep) % 4 == 0 &&
+                          reinterpret_cast<uintptr_t>(partials) % 16 == 0;
+        const int w = four ? 4 : 1;
+        const dim3 grid(static_cast<unsigned>((cols + w * kThreads - 1) / (w * kThreads)), static_cast<unsigned>(chunks));
+        if (four)
+            PB_LAUNCH(grid, kThreads, 0, s, droppedInputProductKernel<T, 4>)(static_cast<const T *>(x), keep, scale, static_cast<const T *>(dDown), partials,
+                                                                          rows, cols, rank, rowsPerChunk, packedDown);
+        else
+            PB_LAUNCH(grid, kThreads, 0, s, droppedInputProductKernel<T, 1>)(static_cast<const T *>(x), keep, scale, static_cast<const T *>(dDown), partials,
+                                                                          rows, cols, rank, rowsPerChunk, packedDown);
+    });
+    check(cudaGetLastError(), "dropped input product kernel");
 }
 
 } // namespace pb::kernels

@@ -123,4 +123,13 @@ void rotary(const void *x, void *y, Dtype type, const float *cos, const float *s
 void addDroppedLowRank(void *dx, const void *dDown, const void *a, const uint8_t *keep, float scale, Dtype type, int64_t rows, int64_t cols, int64_t rank,
                        void *stream);
 
+// lora_A's gradient under dropout, dDown^T dropped(x), where dropped(x) is native_dropout_backward's
+// copy of x (x * scale rounded to `type` where kept, 0 elsewhere), without that copy: partials
+// [droppedInputChunks(rows, cols), rank, cols] (fp32), the caller sums the first dimension. x [rows,
+// cols], keep [rows, cols] (bool bytes), dDown [rows, rank], rank at most kDroppedRankMax.
+constexpr int64_t kDroppedRankMax = 16;
+int64_t droppedInputChunks(int64_t rows, int64_t cols);
+void droppedInputProduct(const void *x, const uint8_t *keep, float scale, const void *dDown, Dtype type, float *partials, int64_t rows, int64_t cols,
+                         int64_t rank, void *stream);
+
 } // namespace pb::kernels

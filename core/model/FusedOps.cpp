@@ -587,6 +587,24 @@ void addDroppedLowRank(torch::Tensor &dx, const torch::Tensor &dDown, const torc
     dx.add_(at::native_dropout_backward(at::mm(dDown, a), keep, scale));
 }
 
+torch::Tensor droppedInputProduct(const torch::Tensor &dDown, const torch::Tensor &x, const torch::Tensor &keep, double scale)
+{
+    TORCH_CHECK(dDown.dim() == 2 && x.dim() == 2 && dDown.size(0) == x.size(0) && keep.sizes() == x.sizes() && keep.scalar_type() == at::kBool,
+                "droppedInputProduct: dDown [rows, rank], x [rows, cols] and a bool keep [rows, cols]");
+#ifdef PB_WITH_CUDA_KERNELS
+    if (x.is_cuda() && kernelDtype(x.scalar_type()) && dDown.scalar_type() == x.scalar_type() && dDown.size(1) <= kernels::kDroppedRankMax) {
+        const auto xc = x.contiguous(), d = dDown.contiguous(), k = keep.contiguous();
+        auto partials = at::empty({kernels::droppedInputChunks(x.size(0), x.size(1)), d.size(1), x.size(1)}, x.options().dtype(at::kFloat));
+        kernels::droppedInputProduct(xc.data_ptr(), static_cast<const uint8_t *>(k.data_ptr()), static_cast<float>(scale), d.data_ptr(),
+                                     kernelType(x.scalar_type()), partials.data_ptr<float>(), x.size(0), x.size(1), d.size(1), currentStream(x));
+        return partials.sum(0);
+    }
+#endif
+    auto acc = at::empty({dDown.size(1), x.size(1)}, x.options().dtype(at::kFloat));
+    compat::addMatmulInto(acc, dDown.t(), at::native_dropout_backward(x, keep, scale), /*accumulate=*/false);
+    return acc;
+}
+
 torch::Tensor fusedRotary(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin)
 {
     TORCH_CHECK(x.dim() == 4 && cos.dim() == 2 && x.size(1) == cos.size(0) && x.size(3) == cos.size(1) && x.size(3) % 2 == 0 &&

@@ -93,6 +93,13 @@ torch::Tensor groupedHeadsAttention(const torch::Tensor &q, const torch::Tensor 
 // a pack still take less time than its bytes; else those ops, which write three [rows, cols] tensors.
 void addDroppedLowRank(torch::Tensor &dx, const torch::Tensor &dDown, const torch::Tensor &a, const torch::Tensor &keep, double scale);
 
+// lora_A's gradient under dropout: dDown^T native_dropout_backward(x, keep, scale) in fp32 [rank,
+// cols], for dDown [rows, rank], x [rows, cols] and its bool mask keep (model/MixedLinear.cpp). On
+// CUDA for ranks up to kernels::kDroppedRankMax one kernel reads x and the mask once (partial sums
+// over row chunks, then their sum) instead of writing the dropped copy of x for a GEMM to read; else
+// that copy and the GEMM, into fp32 (compat::addMatmulInto).
+torch::Tensor droppedInputProduct(const torch::Tensor &dDown, const torch::Tensor &x, const torch::Tensor &keep, double scale);
+
 // Transformers' rotate_half, (x1, x2) -> (-x2, x1) over the last dimension: the eager rotary's.
 torch::Tensor rotateHalf(const torch::Tensor &x);
 

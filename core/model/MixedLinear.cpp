@@ -125,8 +125,8 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 // As addmm's backward: dDown = s dY B; dB = s dY^T down and dA = dDown^T X, each
                 // into the adapter's fp32 master by its GEMM; dX gains dDown A in the same sum.
                 // With dropout X is the dropped copy, made again, and dDown A gated by the mask
-                // as it joins (the mask is not the GEMM's to apply): on a card one kernel in place
-                // of the product, its masked copy and the add.
+                // as it joins (the mask is not the GEMM's to apply): on a card one kernel each in
+                // place of the dropped copy and dA's GEMM, and of the product, its masked copy and the add.
                 const double s = scalings[static_cast<size_t>(i)], p = dropouts[static_cast<size_t>(i)];
                 auto gDown = at::mm(g, b16);
                 if (s != 1.0)
@@ -134,9 +134,13 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 auto accB = at::empty({b16.size(0), b16.size(1)}, g.options().dtype(at::kFloat));
                 compat::addMatmulInto(accB, g.t(), down, /*accumulate=*/false);
                 gbLora[i] = s != 1.0 ? accB.mul_(s) : accB;
-                auto accA = at::empty({gDown.size(1), in}, g.options().dtype(at::kFloat));
-                compat::addMatmulInto(accA, gDown.t(), mask.defined() ? applyMask(x2, mask, p) : x2, /*accumulate=*/false);
-                ga[i] = accA;
+                if (mask.defined() && mask.scalar_type() == at::kBool) {
+                    ga[i] = droppedInputProduct(gDown, x2, mask, 1.0 / (1.0 - p));
+                } else {
+                    auto accA = at::empty({gDown.size(1), in}, g.options().dtype(at::kFloat));
+                    compat::addMatmulInto(accA, gDown.t(), mask.defined() ? applyMask(x2, mask, p) : x2, /*accumulate=*/false);
+                    ga[i] = accA;
+                }
                 if (a16.defined() && mask.defined() && gx.defined() && mask.scalar_type() == at::kBool) {
                     addDroppedLowRank(gx, gDown, a16, mask, 1.0 / (1.0 - p));
                 } else if (a16.defined() && mask.defined()) {

@@ -79,11 +79,15 @@ def bind(fn):
         k.add_bwd.argtypes = [P, ctypes.c_int, P, ctypes.c_int, P, ctypes.c_int, P, P, P, I64, I64, I64, Form, ResidualGrad, P]
     except SystemExit:
         k.add_fwd = k.add_bwd = None
-    try:  # LoRA dropout's share of the input's gradient (issue 34); a --baseline tree may predate it
+    try:  # LoRA dropout's gradient kernels (issue 34); a --baseline tree may predate them
         k.lora_drop = fn("17addDroppedLowRank")
         k.lora_drop.argtypes = [P, P, P, P, F, ctypes.c_int, I64, I64, I64, P]
+        k.drop_chunks = fn("18droppedInputChunks")
+        k.drop_chunks.argtypes, k.drop_chunks.restype = [I64, I64], I64
+        k.drop_da = fn("19droppedInputProduct")
+        k.drop_da.argtypes = [P, P, F, P, ctypes.c_int, P, I64, I64, I64, P]
     except SystemExit:
-        k.lora_drop = None
+        k.lora_drop = k.drop_chunks = k.drop_da = None
     return k
 
 
@@ -255,6 +259,15 @@ for rows, cols, rank, t, offset in [(4099, 2048, 16, torch.bfloat16, 0), (4099, 
     report("lora dropout dx add rows %d cols %d rank %d %s offset %d" % (rows, cols, rank, str(t)[6:], offset), {"dx": rel(dx, ref)},
            {"dx": 8e-3 if t == torch.bfloat16 else 1e-5})
 
+# lora_A's gradient under dropout against the dropped copy and the GEMM it replaces (fp32 out).
+for rows, cols, rank, t in [(4099, 2048, 16, torch.bfloat16), (4099, 896, 8, torch.bfloat16), (4099, 2048, 16, torch.float32), (517, 67, 3, torch.bfloat16)]:
+    x, d_down = torch.randn(rows, cols, device="cuda").to(t), torch.randn(rows, rank, device="cuda").to(t)
+    keep = torch.rand(rows, cols, device="cuda") > 0.1
+    ref = d_down.t().float() @ torch.ops.aten.native_dropout_backward(x, keep, 1 / 0.9).float()
+    part = torch.empty(lib.drop_chunks(rows, cols), rank, cols, device="cuda")
+    lib.drop_da(ptr(x), ptr(keep), 1 / 0.9, ptr(d_down), DT[t], ptr(part), rows, cols, rank, stream())
+    report("lora dropout dA rows %d cols %d rank %d %s" % (rows, cols, rank, str(t)[6:]), {"dA": rel(part.sum(0), ref)}, {"dA": 1e-5})
+
 print("%d failed" % len(failures))
 
 
@@ -376,6 +389,28 @@ for rows, cols, rank, label in [(16384, 2048, 16, "Llama-3.2-1B"), (16384, 896, 
                                base is not None and base.lora_drop is not None)
     ous = timed(lambda: dx.add_(torch.ops.aten.native_dropout_backward(d_down @ a, keep, 1 / 0.95)))
     print(line + "   mm + dropout backward + add %8.1f us (%.2fx)" % (ous, ous / us), flush=True)
+    # lora_A's gradient: x and the mask read (2 + 1 bytes an element), the partials written and summed.
+    x = torch.randn(rows, cols, device="cuda", dtype=bf)
+    part = torch.empty(lib.drop_chunks(rows, cols), rank, cols, device="cuda")
+    line, us = ours_and_before("lora dropout dA %s %dx%d r%d" % (label, rows, cols, rank), 3 * rows * cols,
+                               lambda k: (k.drop_da(ptr(x), ptr(keep), 1 / 0.95, ptr(d_down), 1, ptr(part), rows, cols, rank, stream()), part.sum(0)),
+                               base is not None and base.drop_da is not None)
+    acc = torch.empty(rank, cols, device="cuda")
+
+    def dropped_gemm(into_fp32):  # as compat::addMatmulInto: addmm's out_dtype where this torch takes it
+        dropped = torch.ops.aten.native_dropout_backward(x, keep, 1 / 0.95)
+        if into_fp32:
+            torch.addmm(acc, d_down.t(), dropped, out_dtype=torch.float32, beta=0.0, out=acc)
+        else:
+            acc.copy_(d_down.t() @ dropped)
+
+    try:
+        dropped_gemm(True)
+        into_fp32 = True
+    except (TypeError, RuntimeError):
+        into_fp32 = False
+    gus = timed(lambda: dropped_gemm(into_fp32))
+    print(line + "   dropped copy + GEMM%s %8.1f us (%.2fx)" % ("" if into_fp32 else " (bf16 out)", gus, gus / us), flush=True)
 for seq, heads, hd, label in [(2048, 8, 256, "E2B q"), (2048, 32, 64, "Llama-3.2-1B q"), (2048, 32, 128, "8B q")]:
     x = torch.randn(4, seq, heads, hd, device="cuda", dtype=bf)
     cos, sin = rotary_tables(seq, hd)

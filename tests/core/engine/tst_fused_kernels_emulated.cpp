@@ -1,5 +1,5 @@
 // The fused path's CUDA kernels (kernels/FusedKernels.cu: RMSNorm forward and backward, the gated
-// activations, rotary, cross-entropy with its cap, LoRA dropout's add) and QLoRA's NF4 dequantisation
+// activations, rotary, cross-entropy with its cap, LoRA dropout's two gradient kernels) and QLoRA's NF4 dequantisation
 // (kernels/Nf4Kernels.cu), their device and launch code run on the host under CudaEmulation.h:
 // the first against the same maths written here in float64 LibTorch, each in fp32 and bf16, on the
 // 16-byte row kernels and on the scalar ones they fall back to (odd widths, unaligned pointers); NF4
@@ -15,6 +15,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -343,6 +344,52 @@ private Q_SLOTS:
         CHECK_CLOSE(dx, expected, tolerance(type, 1e-6), "dx");
         QVERIFY(torch::equal(dx.masked_select(keep.logical_not()), before.masked_select(keep.logical_not())));
         QVERIFY(!torch::equal(dx.masked_select(keep), before.masked_select(keep)));
+    }
+
+    // lora_A's gradient under dropout without the dropped copy: partial sums over row chunks of
+    // dDown^T (x * scale rounded where kept), summed here; four columns a thread and one, dDown's
+    // rows in 16-byte loads and one by one; a rank over the kernel's refused.
+    void droppedInputProduct_data()
+    {
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<int>("rows");
+        QTest::addColumn<int>("cols");
+        QTest::addColumn<int>("rank");
+        for (bool bf16 : {false, true}) {
+            const char *type = bf16 ? "bf16" : "fp32";
+            QTest::addRow("%s, 37 rows of 64, rank 16", type) << bf16 << 37 << 64 << 16;
+            QTest::addRow("%s, 37 rows of 64, rank 8", type) << bf16 << 37 << 64 << 8;
+            QTest::addRow("%s, 300 rows of 2056, rank 16 (3 column blocks, 88 chunks)", type) << bf16 << 300 << 2056 << 16;
+            QTest::addRow("%s, 20 rows of 30, rank 3 (one column a thread)", type) << bf16 << 20 << 30 << 3;
+        }
+    }
+
+    void droppedInputProduct()
+    {
+        QFETCH(bool, bf16);
+        QFETCH(int, rows);
+        QFETCH(int, cols);
+        QFETCH(int, rank);
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        torch::manual_seed(rows + cols + rank);
+        const auto x = torch::randn({rows, cols}).to(type), dDown = torch::randn({rows, rank}).to(type);
+        const auto keep = torch::rand({rows, cols}) > 0.3;
+        const double scale = 1.0 / 0.7;
+        const int64_t chunks = kernels::droppedInputChunks(rows, cols);
+        auto partials = torch::full({chunks, rank, cols}, std::numeric_limits<float>::quiet_NaN());
+        kernels::droppedInputProduct(x.data_ptr(), static_cast<const uint8_t *>(keep.data_ptr()), static_cast<float>(scale), dDown.data_ptr(), dtypeOf(type),
+                                     partials.data_ptr<float>(), rows, cols, rank, nullptr);
+        // The dropped copy as native_dropout_backward rounds it, then the product in float64.
+        const auto dropped = (x.to(torch::kFloat) * scale).to(type).to(kF64) * keep.to(kF64);
+        CHECK_CLOSE(partials.sum(0), dDown.to(kF64).t().matmul(dropped), 1e-6, "dA");
+        bool refused = false;
+        try {
+            kernels::droppedInputProduct(x.data_ptr(), static_cast<const uint8_t *>(keep.data_ptr()), 1.f, dDown.data_ptr(), dtypeOf(type),
+                                         partials.data_ptr<float>(), rows, cols, kernels::kDroppedRankMax + 1, nullptr);
+        } catch (const std::invalid_argument &) {
+            refused = true;
+        }
+        QVERIFY(refused);
     }
 
     void crossEntropy_data()

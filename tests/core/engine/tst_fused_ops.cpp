@@ -526,6 +526,41 @@ private Q_SLOTS:
         QVERIFY(refused);
     }
 
+    // lora_A's gradient under dropout, dDown^T native_dropout_backward(x, keep, scale) in fp32: the
+    // composite on CPU, the kernel on a card (ranks 8 and 16), the composite over its rank limit.
+    void droppedInputProductMatchesReference_data()
+    {
+        QTest::addColumn<int>("rank");
+        QTest::addColumn<bool>("bf16");
+        QTest::addColumn<QString>("device");
+        for (const QString &device : devices()) {
+            QTest::addRow("%s fp32 rank 16", qPrintable(device)) << 16 << false << device;
+            QTest::addRow("%s bf16 rank 8", qPrintable(device)) << 8 << true << device;
+            QTest::addRow("%s bf16 rank 32", qPrintable(device)) << 32 << true << device;
+        }
+    }
+    void droppedInputProductMatchesReference()
+    {
+        QFETCH(int, rank);
+        QFETCH(bool, bf16);
+        QFETCH(QString, device);
+        torch::manual_seed(rank + 1);
+        const torch::Device dev(device.toStdString());
+        const auto type = bf16 ? torch::kBFloat16 : torch::kFloat;
+        const int64_t rows = 520, cols = 136;
+        const auto x = torch::randn({rows, cols}).to(dev, type), dDown = torch::randn({rows, rank}).to(dev, type);
+        const auto keep = torch::rand({rows, cols}).to(dev) > 0.25;
+        const auto dA = droppedInputProduct(dDown, x, keep, 1.0 / 0.75);
+        QCOMPARE(dA.scalar_type(), torch::kFloat);
+        QCOMPARE(dA.sizes(), (torch::IntArrayRef {rank, cols}));
+        const auto dropped = (x.to(torch::kFloat) / 0.75).to(type).to(torch::kDouble) * keep.to(torch::kDouble);
+        const auto ref = dDown.to(torch::kDouble).t().matmul(dropped);
+        // fp32 sums of exact products (the kernel, cuBLAS into fp32); LibTorch 1.13's CPU bf16 GEMM
+        // rounds its output to bf16 before the fp32 copy.
+        const double bound = bf16 && dev.is_cpu() ? 8e-3 : 1e-5;
+        QVERIFY2(relativeNormError(dA, ref) < bound, qPrintable(QString::number(relativeNormError(dA, ref))));
+    }
+
     // The folded residual adds (the norm nodes that take the add, and the adds deferred from block
     // to block) against the same model with every add apart (ModelRuntime::foldResidualAdd off):
     // the same loss and gradients bit for bit, no higher step peak, and a forward peak at most one

@@ -374,9 +374,7 @@ void launchBf16RowsHeld(const __nv_bfloat16 *x, int64_t rows, int64_t cols, bool
 {
     // With column maxima, about six blocks a multiprocessor (one column atomic a block), else a row
     // a block.
-    int device = 0, sms = 0;
-    check(cudaGetDevice(&device), "device");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    const int64_t sms = multiprocessorCount();
     const int64_t rowsPerBlock = colAmax == nullptr ? 1 : std::max<int64_t>(2, (rows + 6 * sms - 1) / (6 * sms));
     const unsigned blocks = static_cast<unsigned>((rows + rowsPerBlock - 1) / rowsPerBlock);
     if (colAmax != nullptr)

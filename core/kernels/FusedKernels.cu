@@ -774,10 +774,8 @@ void rmsNormForward(const void *x, Dtype xType, const void *w, Dtype wType, void
 
 int64_t rmsNormPartials(int64_t rows)
 {
-    int device = 0, sms = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
-    return rows < 2 * static_cast<int64_t>(sms) ? rows : 2 * static_cast<int64_t>(sms);
+    const int64_t sms = multiprocessorCount();
+    return rows < 2 * sms ? rows : 2 * sms;
 }
 
 void rmsNormBackward(const void *dy, Dtype dyType, const void *x, Dtype xType, const void *w, Dtype wType, const float *rstd, void *dx,
@@ -947,11 +945,8 @@ void addDroppedLowRank(void *dx, const void *dDown, const void *a, const uint8_t
 // whatever the width.
 int64_t droppedInputChunks(int64_t rows, int64_t cols)
 {
-    int device = 0, sms = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
     const int64_t colBlocks = (cols + 4 * kThreads - 1) / (4 * kThreads);
-    const int64_t chunks = (2 * static_cast<int64_t>(sms) + colBlocks - 1) / colBlocks;
+    const int64_t chunks = (2 * multiprocessorCount() + colBlocks - 1) / colBlocks;
     return rows < chunks ? (rows > 0 ? rows : 1) : chunks;
 }
 

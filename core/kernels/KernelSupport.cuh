@@ -110,4 +110,13 @@ inline void check(cudaError_t e, const char *what)
         throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// The current device's multiprocessors, which the grids of two (or six) blocks an SM are sized by.
+inline int64_t multiprocessorCount()
+{
+    int device = 0, sms = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
+    return sms;
+}
+
 } // namespace pb::kernels

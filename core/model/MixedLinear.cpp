@@ -134,14 +134,15 @@ struct MixedLinearFunction : public torch::autograd::Function<MixedLinearFunctio
                 auto accB = at::empty({b16.size(0), b16.size(1)}, g.options().dtype(at::kFloat));
                 compat::addMatmulInto(accB, g.t(), down, /*accumulate=*/false);
                 gbLora[i] = s != 1.0 ? accB.mul_(s) : accB;
-                if (mask.defined() && mask.scalar_type() == at::kBool) {
+                const bool cardMask = mask.defined() && mask.scalar_type() == at::kBool; // native_dropout's: the kernels take it
+                if (cardMask) {
                     ga[i] = droppedInputProduct(gDown, x2, mask, 1.0 / (1.0 - p));
                 } else {
                     auto accA = at::empty({gDown.size(1), in}, g.options().dtype(at::kFloat));
                     compat::addMatmulInto(accA, gDown.t(), mask.defined() ? applyMask(x2, mask, p) : x2, /*accumulate=*/false);
                     ga[i] = accA;
                 }
-                if (a16.defined() && mask.defined() && gx.defined() && mask.scalar_type() == at::kBool) {
+                if (a16.defined() && cardMask && gx.defined()) {
                     addDroppedLowRank(gx, gDown, a16, mask, 1.0 / (1.0 - p));
                 } else if (a16.defined() && mask.defined()) {
                     const auto part = applyMask(at::mm(gDown, a16), mask, p);

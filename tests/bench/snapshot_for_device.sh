@@ -8,5 +8,6 @@ cd "$(git rev-parse --show-toplevel)"
 grep -qx '/.pbsnap/' .git/info/exclude || echo '/.pbsnap/' >> .git/info/exclude
 rm -rf .pbsnap && mkdir .pbsnap
 git archive HEAD | tar -x -C .pbsnap
+git rev-parse HEAD > .pbsnap/SNAPSHOT_COMMIT
 for f in "$@"; do mkdir -p ".pbsnap/$(dirname "$f")"; cp "$f" ".pbsnap/$f"; done
 du -sh .pbsnap

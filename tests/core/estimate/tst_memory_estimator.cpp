@@ -52,6 +52,34 @@ private Q_SLOTS:
         QCOMPARE(e.peakAllocatedBytes, largest);
     }
 
+    // train.cuda_graph captures on a side stream, whose cuBLAS and cuBLASLt workspaces (32 MiB each
+    // on Hopper) stay for the run: every phase after construction holds two pairs on CUDA, none on CPU.
+    void cudaGraphHoldsASecondWorkspacePair()
+    {
+        RunConfig c = presetConfig(QStringLiteral("llama-3.2-1b"));
+        c.train.precision = Precision::Bf16Mixed;
+        c.train.kernels = KernelPath::Fused;
+        EstimateOptions o;
+        o.card = "h100-sxm-80gb";
+        o.device = DeviceKind::Cuda;
+        const MemoryEstimate eager = estimateMemory(c, o);
+        c.train.cudaGraph = true;
+        const MemoryEstimate graphed = estimateMemory(c, o);
+        const int64_t pair = 64LL * 1024 * 1024;
+        QCOMPARE(graphed.peakAllocatedBytes - eager.peakAllocatedBytes, pair);
+        for (const char *phase : {"forward", "backward", "optimizer"})
+            QCOMPARE(phaseOf(graphed, phase).breakdown.blasWorkspaces, 2 * pair);
+        QCOMPARE(phaseOf(graphed, "construction").breakdown.blasWorkspaces, 0LL);
+        QVERIFY(std::any_of(graphed.assumptions.begin(), graphed.assumptions.end(),
+                            [](const std::string &a) { return a.find("train.cuda_graph") != std::string::npos; }));
+        o.device = DeviceKind::Cpu;
+        QCOMPARE(estimateMemory(c, o).peakAllocatedBytes, [&] {
+            RunConfig plain = c;
+            plain.train.cudaGraph = false;
+            return estimateMemory(plain, o).peakAllocatedBytes;
+        }());
+    }
+
     void modelStates_data()
     {
         QTest::addColumn<int>("mode");

@@ -8,18 +8,20 @@
 # Prints one table (our rows with the estimator's error against their training steps' peak, from
 # --memory-snapshot); every row's JSON goes to $OUT/kernels.jsonl. KERNELS="fused" runs one path only;
 # COMPILE_ONLY=1 runs only Transformers + torch.compile (PEFT's for the LoRA row) beside ours. EXTRA
-# adds --set options to every config (EXTRA="--set train.lora.dropout=0.05": PEFT's rows take it too).
+# adds --set options to every config (EXTRA="--set train.lora.dropout=0.05": PEFT's rows take it too;
+# with train.cuda_graph=true our rows are labelled "+ CUDA graph").
 . tests/bench/h200_build.sh
 WHAT=${1:-all}; shift || true
 CONFIGS=("$@"); [ ${#CONFIGS[@]} = 0 ] && CONFIGS=(llama-3.2-1b llama-3.2-1b-lora qwen2.5-0.5b)
 W=/tmp/kern; mkdir -p $W
+graph=""; [[ "${EXTRA:-}" == *cuda_graph=true* ]] && graph=" + CUDA graph"
 for C in "${CONFIGS[@]}"; do
   preset=${C%-lora}; extra=(); [ $C != $preset ] && extra=(--set train.mode=lora)
   $CLI config new --preset $preset "${extra[@]}" --set train.micro_batch=8 ${EXTRA:-} --out $W/$C.json
   for K in ${KERNELS:-eager fused}; do
     snap=$W/snapshot-$C-$K.json
     $CLI pilot --config $W/$C.json --device cuda:0 --set train.kernels=$K --steps 10 --warmup 3 --db $W/h.db --jsonl --memory-snapshot $snap 2>$W/$C-$K.err | tail -1 \
-      | python3 tests/bench/pilot_row.py $snap "{\"config\": \"$C\", \"impl\": \"pilotbench $K\"}" \
+      | python3 tests/bench/pilot_row.py $snap "{\"config\": \"$C\", \"impl\": \"pilotbench $K$graph\"}" \
       >> $OUT/kernels.jsonl || tail -3 $W/$C-$K.err
   done
   [ $WHAT = ours ] && continue

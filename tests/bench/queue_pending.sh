@@ -1,0 +1,24 @@
+# What no card has run yet, in priority order, as tests/bench/device_queue.sh jobs: every call of a
+# card session is the same command,  bash tests/bench/device_queue.sh tests/bench/queue_pending.sh
+# (from the device snapshot's root, BUILD_DIR=/tmp/build-1, .cuda-deps staged). Written for the
+# session after stop 68; each session rewrites it with what is still missing.
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+BIG=$(( ${mem:-0} > 100000 )) # an H200
+# The cold build (about 600 s with Ampere's kernels too; sm_90 alone since stop 68): cut by the
+# deadline, the next call resumes it.
+job build 30 'PB_TARGETS="pilotbench-cli bench_probe_overhead" . tests/bench/h200_build.sh'
+# Issue 34's goal rows: ours fused against Transformers + compile (PEFT's for LoRA), then ours with
+# train.cuda_graph, one call; then both eager paths.
+job rows34 420 'KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all && EXTRA="--set train.cuda_graph=true" KERNELS=fused bash tests/bench/h200_kernels.sh ours'
+job eager34 150 'KERNELS=eager bash tests/bench/h200_kernels.sh ours llama-3.2-1b qwen2.5-0.5b && for C in llama-3.2-1b qwen2.5-0.5b; do python3 tests/bench/hf_reference.py --config /tmp/kern/$C.json --steps 10 --warmup 3 >> $OUT/hf_eager.jsonl; done'
+# Issue 31 (H200 only: 16 layers at Llama-3.1-8B's widths do not fit 80 GB).
+[ $BIG = 1 ] && job fp8depth16 300 'FP8_TARGETS=bench_probe_overhead MICRO=4 PROFILE=0 REFERENCE=0 DEPTHS=16 STEPS=0 bash tests/bench/h200_fp8_speed.sh'
+[ $BIG = 1 ] && job fp8curve 560 'LAYERS=16 MICRO=4 PROFILE=0 REFERENCE=0 STEPS=200 bash tests/bench/h200_fp8_speed.sh'
+# Issue 28: Gemma 4's missing rows (E4B at 8 layers, layers 6-7 reading layer 4's keys and values).
+E4B='LAYERS=8 EXTRA="--set model.kv_shared_layers=2'
+job e4bfull 240 "$E4B\" PEFT_NO_CAST=1 bash tests/bench/h200_families.sh all gemma-4-e4b"
+job e4blora 240 "$E4B --set train.mode=lora\" PEFT_NO_CAST=1 bash tests/bench/h200_families.sh all gemma-4-e4b"
+job e4bparity 240 'PRESET=gemma-4-e4b PARITY_LAYERS=8 SETS="--set model.kv_shared_layers=2" PARITY_MODES="full lora" bash tests/bench/h200_gemma4.sh parity'
+job g31blora 300 'PRESET=gemma-4-31b MODE=lora LAYERS=6 bash tests/bench/h200_gemma4.sh speed && PARITY_MODES=lora bash tests/bench/h200_gemma4.sh parity'
+job e2bfull 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4" KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-4-e2b'
+job e2blora 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4 --set train.mode=lora" PEFT_NO_CAST=1 KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-4-e2b'

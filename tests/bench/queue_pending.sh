@@ -4,12 +4,20 @@
 # session after stop 68; each session rewrites it with what is still missing.
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
 BIG=$(( ${mem:-0} > 100000 )) # an H200
-# The cold build (about 600 s with Ampere's kernels too; sm_90 alone since stop 68): cut by the
-# deadline, the next call resumes it.
-job build 30 'PB_TARGETS="pilotbench-cli bench_probe_overhead" . tests/bench/h200_build.sh'
+# The cold build (about 600 s with Ampere's kernels too; sm_90 alone since stop 68), the kernel
+# check's libraries compiled beside it (KC_BASELINE: a tree holding the kernels to time against, e.g.
+# .pbbase with the core/kernels of the commit before the ones under test). Cut by the deadline, the
+# next call resumes it.
+KC=(python3 tests/bench/h200_fused_kernels_check.py --out /tmp/kc ${KC_BASELINE:+--baseline "$KC_BASELINE"})
+job build 30 "(nice -n 19 ${KC[*]} --compile-only > /tmp/kcbuild.txt 2>&1 &); PB_TARGETS='pilotbench-cli bench_probe_overhead engine_tst_lora_dropout_grads engine_tst_mixed_linear' . tests/bench/h200_build.sh"
+# Stop 68's two-rows-a-thread dropout kernel (c9d721f): its card rows, then its time beside the
+# previous form's and the composite's.
+job cardtests 60 '. tests/bench/h200_build.sh > /dev/null && for t in engine_tst_lora_dropout_grads engine_tst_mixed_linear; do $BUILD_DIR/tests/$t 2>&1 | grep -E "^FAIL|Totals" -A2; done'
+job kcheck 150 "${KC[*]} > \$OUT/kcheck.txt 2>&1; grep -E 'failed|lora dropout|rmsnorm bwd' \$OUT/kcheck.txt"
 # Issue 34's goal rows: ours fused against Transformers + compile (PEFT's for LoRA), then ours with
 # train.cuda_graph, one call; then both eager paths.
 job rows34 420 'KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all && EXTRA="--set train.cuda_graph=true" KERNELS=fused bash tests/bench/h200_kernels.sh ours'
+job dropout34 150 'EXTRA="--set train.lora.dropout=0.05" KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all llama-3.2-1b-lora'
 job eager34 150 'KERNELS=eager bash tests/bench/h200_kernels.sh ours llama-3.2-1b qwen2.5-0.5b && for C in llama-3.2-1b qwen2.5-0.5b; do python3 tests/bench/hf_reference.py --config /tmp/kern/$C.json --steps 10 --warmup 3 >> $OUT/hf_eager.jsonl; done'
 # Why our eager step runs 3.4-3.9% faster than Transformers eager at the same peak (the twin bound
 # is +-3%): both eager steps' kernels by category and launching op (configs from the jobs above).

@@ -331,8 +331,11 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
     // The fused rotary keeps each tensor's dtype; eager promotes k to an fp32 q's (a q_norm with an
     // fp32 weight), so that case stays eager.
     const bool fusedRotaryHere = m_fusedRotary && (!ownKv || qp.scalar_type() == kp.scalar_type());
-    // As apply_rotary_pos_emb: q and k turned by the same tables cast once to q's dtype (OLMo 2/3: by
-    // the fp32 tables, the result cast back to each one's dtype).
+    // q and k turned by the same tables cast once to q's dtype (OLMo 2/3: by the fp32 tables, the
+    // result cast back to each one's dtype). Transformers casts the tables to the hidden stream's
+    // dtype instead, so over fp32 masters under autocast its q * cos promotes and its rotary runs in
+    // fp32 until SDPA's cast (read in its code in stop 68; hf_reference.py --rotary-in-compute-dtype
+    // times what that costs it): ours rounds q and k once more, and skips that fp32 traffic.
     torch::Tensor cosCast, sinCast;
     if (in.cos.defined() && !fusedRotaryHere) {
         cosCast = m_ropeFp32 ? in.cos : in.cos.to(qp.scalar_type());

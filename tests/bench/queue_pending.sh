@@ -22,6 +22,9 @@ job eager34 150 'KERNELS=eager bash tests/bench/h200_kernels.sh ours llama-3.2-1
 # Why our eager step runs 3.4-3.9% faster than Transformers eager at the same peak (the twin bound
 # is +-3%): both eager steps' kernels by category and launching op (configs from the jobs above).
 job eagertrace34 150 'PB_TARGETS=bench_probe_overhead . tests/bench/h200_build.sh && $BUILD_DIR/tests/bench_probe_overhead --device cuda:0 --preset llama-3.2-1b --set train.micro_batch=8 --steps 4 --set train.kernels=eager --trace /tmp/t-ours.json | tail -1 && python3 tests/bench/hf_reference.py --config /tmp/kern/llama-3.2-1b.json --steps 3 --warmup 2 --trace /tmp/t-hf.json | tail -1 && for t in ours hf; do python3 tests/bench/trace_top_kernels.py /tmp/t-$t.json --steps 2 --by-op 40 > $OUT/top-eager-$t.txt; done'
+# The three differences read in Transformers' code (hf_reference.py's flags), each taken away alone
+# and all together, against its plain eager step, one job.
+job eagerab34 200 'for f in "" --no-cache --rotary-in-compute-dtype --clip-only-above "--no-cache --rotary-in-compute-dtype --clip-only-above"; do python3 tests/bench/hf_reference.py --config /tmp/kern/llama-3.2-1b.json --steps 10 --warmup 3 $f >> $OUT/hf_eager_ab.jsonl; done'
 # Issue 31 (H200 only: 16 layers at Llama-3.1-8B's widths do not fit 80 GB).
 [ $BIG = 1 ] && job fp8depth16 300 'FP8_TARGETS=bench_probe_overhead MICRO=4 PROFILE=0 REFERENCE=0 DEPTHS=16 STEPS=0 bash tests/bench/h200_fp8_speed.sh'
 [ $BIG = 1 ] && job fp8curve 560 'LAYERS=16 MICRO=4 PROFILE=0 REFERENCE=0 STEPS=200 bash tests/bench/h200_fp8_speed.sh'

@@ -106,10 +106,9 @@ def main():
         model = LlamaForCausalLM(hf).cuda().train()
     if args.no_cache:
         model.config.use_cache = False
-    if args.rotary_in_compute_dtype:
-        rotary = model.model.rotary_emb
-        tables = rotary.forward
-        rotary.forward = lambda x, position_ids: tuple(t.to(torch.bfloat16) for t in tables(x, position_ids))
+    if args.rotary_in_compute_dtype:  # every rotary module of the family (Gemma 3 has a local one too)
+        for rotary in [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]:
+            rotary.forward = (lambda tables: lambda *a, **k: tuple(t.to(torch.bfloat16) for t in tables(*a, **k)))(rotary.forward)
     n_params = sum(p.numel() for p in model.parameters())
     if t["mode"] == "lora":  # the peer of train.mode lora: PEFT's adapters on the run's targets
         from peft import LoraConfig, get_peft_model

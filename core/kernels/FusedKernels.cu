@@ -482,10 +482,7 @@ template <typename T> struct DroppedLowRankAdd {
     template <int W> __device__ void operator()(int64_t i) const
     {
         const int64_t row = i / cols, col = i - row * cols;
-        float sum[W];
-#pragma unroll
-        for (int w = 0; w < W; ++w)
-            sum[w] = 0.f;
+        float sum[W] = {};
         const T *d = dDown + row * rank;
         for (int64_t k = 0; k < rank; ++k) {
             const float dk = toFloat(d[k]);
@@ -529,12 +526,7 @@ __global__ void __launch_bounds__(kThreads, 2) droppedLowRankRowsKernel(T *dx, c
                 xp[r] = *reinterpret_cast<const Pack<T, W> *>(dx + (row0 + r) * cols + col);
                 kp[r] = *reinterpret_cast<const Pack<uint8_t, W> *>(keep + (row0 + r) * cols + col);
             }
-        float sum[R][W];
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int w = 0; w < W; ++w)
-                sum[r][w] = 0.f;
+        float sum[R][W] = {};
         for (int64_t k0 = 0; k0 < rank; k0 += 8) {
             float d[R][8];
 #pragma unroll
@@ -577,12 +569,7 @@ __global__ void __launch_bounds__(kThreads, 2) droppedInputProductKernel(const T
         return; // no barrier below
     const int64_t first = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
     const int64_t last = first + rowsPerChunk < rows ? first + rowsPerChunk : rows;
-    float acc[kDroppedRankMax][W];
-#pragma unroll
-    for (int k = 0; k < kDroppedRankMax; ++k)
-#pragma unroll
-        for (int w = 0; w < W; ++w)
-            acc[k][w] = 0.f;
+    float acc[kDroppedRankMax][W] = {};
     // Four rows' loads in flight a thread (unrolled: nothing in the loop stores), where one row's 12
     // bytes a thread at two blocks an SM would leave the SM's memory pipe mostly idle.
 #pragma unroll 4

@@ -10,23 +10,28 @@
 
 using namespace pb;
 
+namespace {
+
+// Both tests' rows: each device with each (rank, bf16) case, named "<device> <fp32|bf16> rank <n>".
+void addRankRows(std::initializer_list<std::pair<int, bool>> cases)
+{
+    QTest::addColumn<int>("rank");
+    QTest::addColumn<bool>("bf16");
+    QTest::addColumn<QString>("device");
+    for (const QString &device : devices())
+        for (const auto &[rank, bf16] : cases)
+            QTest::addRow("%s %s rank %d", qPrintable(device), bf16 ? "bf16" : "fp32", rank) << rank << bf16 << device;
+}
+
+} // namespace
+
 class TestLoraDropoutGrads : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     // LoRA dropout's share of the input's gradient, dx += native_dropout_backward(dDown A, keep,
     // scale): the composite on CPU, the kernel on a card (rank 16), the composite beyond its rank
     // limit, against float64; dropped elements untouched; a mask of another shape refused by name.
-    void droppedLowRankAddMatchesReference_data()
-    {
-        QTest::addColumn<int>("rank");
-        QTest::addColumn<bool>("bf16");
-        QTest::addColumn<QString>("device");
-        for (const QString &device : devices()) {
-            QTest::addRow("%s fp32 rank 16", qPrintable(device)) << 16 << false << device;
-            QTest::addRow("%s bf16 rank 16", qPrintable(device)) << 16 << true << device;
-            QTest::addRow("%s bf16 rank 96", qPrintable(device)) << 96 << true << device;
-        }
-    }
+    void droppedLowRankAddMatchesReference_data() { addRankRows({{16, false}, {16, true}, {96, true}}); }
     void droppedLowRankAddMatchesReference()
     {
         QFETCH(int, rank);
@@ -56,17 +61,7 @@ private Q_SLOTS:
 
     // lora_A's gradient under dropout, dDown^T native_dropout_backward(x, keep, scale) in fp32: the
     // composite on CPU, the kernel on a card (ranks 8 and 16), the composite over its rank limit.
-    void droppedInputProductMatchesReference_data()
-    {
-        QTest::addColumn<int>("rank");
-        QTest::addColumn<bool>("bf16");
-        QTest::addColumn<QString>("device");
-        for (const QString &device : devices()) {
-            QTest::addRow("%s fp32 rank 16", qPrintable(device)) << 16 << false << device;
-            QTest::addRow("%s bf16 rank 8", qPrintable(device)) << 8 << true << device;
-            QTest::addRow("%s bf16 rank 32", qPrintable(device)) << 32 << true << device;
-        }
-    }
+    void droppedInputProductMatchesReference_data() { addRankRows({{16, false}, {8, true}, {32, true}}); }
     void droppedInputProductMatchesReference()
     {
         QFETCH(int, rank);

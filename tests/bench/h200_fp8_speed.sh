@@ -86,7 +86,8 @@ if [ "${REFERENCE:-1}" = 1 ]; then
   PYTHONUNBUFFERED=1 python3 tests/bench/fp8_reference.py --layers $LAYERS --batch $MICRO --json $OUT/reference.json 2>&1 | tee -a $LOG
 fi
 [ "$STEPS" -gt 0 ] || exit 0
-W=/tmp/fp8; rm -rf $W; mkdir -p $W
+# KEEP_W=1: a later call adds the other precision's pilot beside an earlier one (one curve, two jobs).
+W=/tmp/fp8; [ "${KEEP_W:-0}" = 1 ] || rm -rf $W; mkdir -p $W
 for prec in ${PRECISIONS:-bf16-mixed fp8-rowwise}; do
   stamp "pilot $prec, $STEPS steps"
   $CLI pilot --config preset:llama-3.1-8b $SHAPE --set train.precision=$prec --set data.learnable=true --device cuda:0 --steps $STEPS --warmup 2 \

@@ -204,7 +204,9 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         }
         const int64_t savedThroughQkNorm = walk.saved;   // what the block still keeps when the q norm's backward runs
         // cos/sin are cast to q's dtype: the compute dtype, or, for an fp32 q under a 16-bit compute
-        // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream).
+        // dtype, fp32 (no copy of the fp32 tables of an fp32 residual stream). The eager path turns
+        // q and k by the tables in the attention input's dtype, as Transformers does: over an fp32
+        // input, the fp32 tables themselves, shared by every layer.
         // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
         const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk && plainRotary;
         // Llama 4's L2 norm of q and k after the rotary (rotary layers): x.float() * rsqrt(mean(x^2) + eps)
@@ -221,7 +223,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
             const bool sharedWithKeyNorm = c == 4 && traits.valuesFromKeys(layerIndex) && (m.qkNorm == QkNorm::Head || m.qkNorm == QkNorm::Full);
             walk.saved += (sharedWithKeyNorm ? 0 : 4 * n * kvDim) + (walk.meanKeepsInput ? 4 * n * kvDim : 0) + 4 * b * t * kvHeads;
         }
-        const int64_t layerRotaryCasts = !hasRope || fusedRotary || traits.ropeFp32 ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
+        const int64_t layerRotaryCasts = !hasRope || fusedRotary || traits.ropeFp32 || (train.kernels == KernelPath::Eager && dx1 == 4) ? 0 : dq == 4 && c != 4 ? (r == 4 ? 0 : 2 * 4 * t * rotaryDim) : rotaryCasts;
         // An fp32 q has no fused GQA kernel (flash takes 16-bit only, memory-efficient has no GQA),
         // so the engine expands k and v to all heads before SDPA (compat::groupedCausalAttention):
         // the kernel keeps the expanded copies and the projections' own k and v stay alive beside

@@ -237,7 +237,7 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_softcap(config.model.traits.attentionSoftcap), m_temperatureBeta(config.model.traits.queryTemperatureBeta),
       m_temperatureLength(config.model.traits.queryTemperatureLength), m_temperatureOffset(config.model.traits.queryTemperatureOffset),
       m_temperatureNoRope(config.model.traits.queryTemperatureNoRope), m_temperatureFp32(config.model.traits.queryTemperatureFp32),
-      m_ropeFp32(config.model.traits.ropeFp32), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate),
+      m_ropeFp32(config.model.traits.ropeFp32), m_eagerRotary(config.train.kernels == KernelPath::Eager), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate),
       m_valueNorm(config.model.traits.valueNorm), m_sharedKv(layer >= 0 && config.model.kvShared(layer)),
       m_keepsKv(layer >= 0 && config.model.kvSource(layer)),
       m_window(layer >= 0 && config.model.traits.usesSliding(layer) ? config.model.traits.slidingWindow : 0),
@@ -333,13 +333,14 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
     const bool fusedRotaryHere = m_fusedRotary && (!ownKv || qp.scalar_type() == kp.scalar_type());
     // q and k turned by the same tables cast once to q's dtype (OLMo 2/3: by the fp32 tables, the
     // result cast back to each one's dtype). Transformers casts the tables to the hidden stream's
-    // dtype instead, so over fp32 masters under autocast its q * cos promotes and its rotary runs in
-    // fp32 until SDPA's cast (read in its code in stop 68; hf_reference.py --rotary-in-compute-dtype
-    // times what that costs it): ours rounds q and k once more, and skips that fp32 traffic.
+    // dtype, so over fp32 masters under autocast its q * cos promotes and its rotary runs in fp32
+    // until SDPA's cast: the eager path does the same, one rounding of q and k and the same fp32
+    // traffic (hf_reference.py --rotary-in-compute-dtype times it), the fused one keeps q's dtype.
+    const bool turnInFp32 = m_ropeFp32 || (m_eagerRotary && x.scalar_type() == torch::kFloat);
     torch::Tensor cosCast, sinCast;
     if (in.cos.defined() && !fusedRotaryHere) {
-        cosCast = m_ropeFp32 ? in.cos : in.cos.to(qp.scalar_type());
-        sinCast = m_ropeFp32 ? in.sin : in.sin.to(qp.scalar_type());
+        cosCast = turnInFp32 ? in.cos : in.cos.to(qp.scalar_type());
+        sinCast = turnInFp32 ? in.sin : in.sin.to(qp.scalar_type());
     }
     auto turned = [&](const torch::Tensor &p) -> torch::Tensor {
         if (!in.cos.defined()) // a layer without rotary (NoPE)
@@ -351,7 +352,7 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor &x, const LayerInpu
         // view, not a copy.
         auto r = cosCast.size(-1) == m_headDim ? rotate(p.transpose(1, 2), cosCast, sinCast)
                                                : rotate(p, cosCast.unsqueeze(1), sinCast.unsqueeze(1)).transpose(1, 2);
-        return m_ropeFp32 ? r.to(p.scalar_type()) : r;
+        return turnInFp32 ? r.to(p.scalar_type()) : r;
     };
     torch::Tensor qs = turned(qp), ks;
     if (ownKv)

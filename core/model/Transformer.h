@@ -172,6 +172,7 @@ private:
     int64_t m_temperatureOffset;
     bool m_temperatureNoRope, m_temperatureFp32;
     bool m_ropeFp32;
+    bool m_eagerRotary;           // train.kernels = eager: the tables in the hidden stream's dtype, as Transformers casts them
     double m_normEps;             // Llama 4's L2 q/k norm
     bool m_outputGate;            // model.attention_output_gate: q_proj's second half per head gates the output
     bool m_valueNorm;             // model.value_norm: Gemma 4's weightless RMSNorm of each value head

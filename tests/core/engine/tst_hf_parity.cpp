@@ -164,6 +164,32 @@ private Q_SLOTS:
         QVERIFY2(e < 1e-2, qPrintable(QStringLiteral("bf16-mixed loss %1 against %2 (relative %3)").arg(loss.item<double>()).arg(expected).arg(e)));
         qInfo("%s bf16-mixed %s: relative %.2e", qPrintable(type), fused ? "fused" : "eager", e);
     }
+
+    // Transformers casts the rotary tables to the hidden stream's dtype, so over fp32 masters under
+    // autocast it turns bf16 q and k by fp32 tables (q * cos promotes) and rounds them once, at
+    // SDPA's cast: OLMo 2's form (model.traits.rope_fp32: fp32 tables, the result cast back), which
+    // the eager path takes whenever its hidden stream is fp32. Under pure bf16 the stream and the
+    // tables are bf16, and the two forms differ.
+    void eagerRotaryTurnsInTheStreamsDtype()
+    {
+        const QString dir = kFixtures + QStringLiteral("/llama");
+        const Reference ref = readReference(dir);
+        auto loss = [&](Precision precision, bool ropeFp32) {
+            RunConfig c = importHfConfig(dir);
+            c.train.precision = precision;
+            c.train.kernels = KernelPath::Eager;
+            c.model.traits.ropeFp32 = ropeFp32;
+            DecoderModel model(c, ModelRuntime {true, false}, torch::kCPU);
+            loadSafetensors(*model, dir);
+            compat::setAutocast(torch::kCPU, precision == Precision::Bf16Mixed, torch::kBFloat16);
+            const auto l = model->loss(ref.inputIds, shiftedTargets(ref.inputIds)).item<double>();
+            compat::setAutocast(torch::kCPU, false, torch::kBFloat16);
+            return l;
+        };
+        QCOMPARE(loss(Precision::Bf16Mixed, false), loss(Precision::Bf16Mixed, true));
+        const double bf16 = loss(Precision::Bf16, false), bf16TablesFp32 = loss(Precision::Bf16, true);
+        QVERIFY2(bf16 != bf16TablesFp32, qPrintable(QStringLiteral("pure bf16: %1 either way").arg(bf16)));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestHfParity)

@@ -165,14 +165,23 @@ private Q_SLOTS:
         // bf16-mixed: residual fp32 (the embedding trains), compute bf16. norm1 400 as in fp32
         // (x is fp32, the weight is an fp32 master, so its output is fp32 too).
         // q,k,v: autocast casts the fp32 norm output once per projection: 3 * 2*4*8 = 192.
-        // math attention: 3*2*4*8 = 192 + mask 16 + rotary tables cast per layer 2*2*4*4 = 64
-        // + probs 2*1*2*16 = 64 -> 336. o_proj input (already bf16, shared) 2*4*8 = 64.
+        // math attention: 3*2*4*8 = 192 + mask 16 + probs 2*1*2*16 = 64 -> 272 (the eager path
+        // turns q and k by the fp32 tables themselves, as Transformers does over an fp32 stream).
+        // o_proj input (already bf16, shared) 2*4*8 = 64.
         // norm2 400; gate/up casts 2 * 64 = 128; SwiGLU 3*2*4*16 = 384; down input 128.
-        // total 400 + 192 + 336 + 64 + 400 + 128 + 384 + 128 = 2032
+        // total 400 + 192 + 272 + 64 + 400 + 128 + 384 + 128 = 1968
         RunConfig c = toy();
         c.train.precision = Precision::Bf16Mixed;
         const ActivationBytes a = activationBytes(c, false, false);
-        QCOMPARE(a.savedPerBlock[0], 2032LL);
+        QCOMPARE(a.savedPerBlock[0], 1968LL);
+        // The fused path's rotary casts the tables to q's dtype once a layer where its kernel does
+        // not take the layer (here a partial rotary): 2*2*4*2 = 32 more.
+        RunConfig partial = c;
+        partial.train.kernels = KernelPath::Fused;
+        partial.model.traits.partialRotary = 0.5;
+        RunConfig whole = partial;
+        whole.model.traits.partialRotary = 1.0;
+        QCOMPARE(activationBytes(partial, false, false).savedPerBlock[0] - activationBytes(whole, false, false).savedPerBlock[0], 32LL);
         // Backward releases the bf16 weight copies as the matmuls' backward runs: down_proj's
         // 16*8*2 = 256 B before the MLP's multiply; gate, up, down (3*128) and o_proj (64)
         // elements, 448*2 = 896 B, before the attention's softmax.
@@ -236,12 +245,12 @@ private Q_SLOTS:
         QTest::newRow("tiny-moe fp32 head") << "tiny-moe" << int(Precision::Fp32) << true << int(QkNorm::Head) << 301056LL;
         // bf16-mixed: the bf16 projection output's fp32 copy and pow's output 2*4*N*width, rsqrt 4
         // per row, h' cast back to bf16 2*N*width: q 131,072 + 4,096 + 32,768, k 65,536 + 2,048 +
-        // 16,384 = 251,904. The fp32 weight makes q and k fp32: the rotary uses the fp32 tables as
-        // they are, so the per-layer bf16 casts of cos and sin (2*2*64*16 = 4,096) go: 247,808.
-        QTest::newRow("tiny bf16-mixed head math") << "tiny" << int(Precision::Bf16Mixed) << false << int(QkNorm::Head) << 247808LL;
+        // 16,384 = 251,904. (The fp32 weight makes q and k fp32; the eager path's rotary reads the
+        // fp32 tables as they are with or without the norm: no per-layer casts either way.)
+        QTest::newRow("tiny bf16-mixed head math") << "tiny" << int(Precision::Bf16Mixed) << false << int(QkNorm::Head) << 251904LL;
         // Fused: an fp32 q takes the engine's expand path (no fp32 GQA kernel), so SDPA keeps k and
-        // v at all 4 heads: 2*2*256*(64 - 32) = 32,768 more: 280,576.
-        QTest::newRow("tiny bf16-mixed head fused") << "tiny" << int(Precision::Bf16Mixed) << true << int(QkNorm::Head) << 280576LL;
+        // v at all 4 heads: 2*2*256*(64 - 32) = 32,768 more: 284,672.
+        QTest::newRow("tiny bf16-mixed head fused") << "tiny" << int(Precision::Bf16Mixed) << true << int(QkNorm::Head) << 284672LL;
         // Pure bf16: the bf16 weight keeps q and k bf16: the norm terms alone, fp32 copy, pow, rsqrt
         // and h' (bf16): 251,904.
         QTest::newRow("tiny bf16 head fused") << "tiny" << int(Precision::Bf16) << true << int(QkNorm::Head) << 251904LL;

@@ -57,9 +57,9 @@ double clipScale(double norm, double maxNorm)
     return coef < 1.0 ? coef : 1.0;
 }
 
-void scaleGradients(const std::vector<torch::Tensor> &params, double scale)
+void scaleGradients(const std::vector<torch::Tensor> &params, double scale, bool evenByOne)
 {
-    if (scale == 1.0)
+    if (scale == 1.0 && !evenByOne)
         return;
     for (auto &[key, grads] : gradientsByDeviceAndDtype(params))
         at::_foreach_mul_(grads, scale);

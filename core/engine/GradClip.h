@@ -22,7 +22,8 @@ torch::Tensor totalGradNormOnDevice(const std::vector<torch::Tensor> &params);
 // clipScale's divisor, 1 / clipScale(norm, maxNorm), from a device norm as above: fp32, computed in
 // float64 by the same operations as the host's, so equal to it.
 torch::Tensor clipDivisorOnDevice(const torch::Tensor &norm, double maxNorm);
-// Multiplies every gradient of `params` by `scale` (one multi-tensor multiply per device and dtype).
-void scaleGradients(const std::vector<torch::Tensor> &params, double scale);
+// Multiplies every gradient of `params` by `scale` (one multi-tensor multiply per device and dtype);
+// a scale of 1 is skipped unless evenByOne (clip_grad_norm_'s pass, which multiplies by 1 too).
+void scaleGradients(const std::vector<torch::Tensor> &params, double scale, bool evenByOne = false);
 
 } // namespace pb

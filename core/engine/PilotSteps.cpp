@@ -347,6 +347,13 @@ StepSample StepRunner::eagerStep(Phase phase, bool attributePeak, std::vector<Pr
     }
     sample.learningRate = learningRateAt(train.optimizer, train.schedule, m_session.step);
     if (finite) {
+        if (train.gradClip > 0 && train.kernels == KernelPath::Eager) {
+            // Transformers' step (clip_grad_norm_) multiplies every gradient by the clamped
+            // coefficient, 1 included, before the optimizer: the eager path makes the same pass
+            // (the fused one folds the scale into AdamW's kernel).
+            scaleGradients(params, gradScale, /*evenByOne=*/true);
+            gradScale = 1.0;
+        }
         m_session.optimizer->step(sample.learningRate, gradScale);
         if (m_options.testJitterUlps > 0)
             jitterParameters(params, m_options.testJitterUlps);

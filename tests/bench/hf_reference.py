@@ -69,7 +69,7 @@ def main():
     # norm is under the bound.
     ap.add_argument("--no-cache", action="store_true", help="config.use_cache = False")
     ap.add_argument("--rotary-in-compute-dtype", action="store_true", help="the rotary tables cast to bf16, as our eager path cast them until stop 69 (the fused path still does where its kernel cannot take a layer)")
-    ap.add_argument("--clip-only-above", action="store_true", help="rescale the gradients only where their norm exceeds the bound (a host read)")
+    ap.add_argument("--clip-only-above", action="store_true", help="rescale the gradients only where their norm exceeds the bound (a host read), as our eager path did until stop 69")
     ap.add_argument("--hf-config", help="build the family's own model from this Hugging Face config.json (any model_type) "
                                         "with the run config's layer count, instead of a Llama of the run's shape")
     args = ap.parse_args()

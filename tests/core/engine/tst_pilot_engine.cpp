@@ -2,9 +2,12 @@
 #include "config/Presets.h"
 #include "engine/PilotEngine.h"
 
+#include <ATen/record_function.h>
+
 #include <QtTest>
 
 #include <atomic>
+#include <cstring>
 
 using namespace pb;
 
@@ -147,6 +150,35 @@ private Q_SLOTS:
         const PilotRun run = engine.run(c, options);
         QCOMPARE(run.summary.verdict, Verdict::Failed);
         QVERIFY2(QString::fromStdString(run.summary.message).contains(QStringLiteral("not finite")), run.summary.message.c_str());
+    }
+
+    // Transformers' clip_grad_norm_ multiplies every gradient by the clamped coefficient, 1
+    // included: the eager path makes that pass each step (one multi-tensor multiply: every gradient
+    // here is an fp32 CPU one); the fused path does not (it folds a scale below 1 into the optimizer).
+    void eagerStepMultipliesEveryGradientAsClipGradNormDoes()
+    {
+        static std::atomic<int> multiplies {0};
+        auto count = [](KernelPath kernels) -> int {
+            RunConfig c = tiny();
+            c.train.kernels = kernels;
+            c.train.gradClip = 1e9; // never reached: the coefficient is 1
+            PilotEngine engine;
+            PilotOptions options;
+            options.warmupSteps = 0;
+            options.steps = 3;
+            multiplies = 0;
+            const auto handle = at::addGlobalCallback(at::RecordFunctionCallback(
+                [](const at::RecordFunction &fn) -> std::unique_ptr<at::ObserverContext> {
+                    if (std::strcmp(fn.name(), "aten::_foreach_mul_") == 0)
+                        ++multiplies;
+                    return nullptr;
+                }));
+            const PilotRun run = engine.run(c, options);
+            at::removeCallback(handle);
+            return run.summary.verdict == Verdict::Fits ? multiplies.load() : -1000;
+        };
+        const int eager = count(KernelPath::Eager), fused = count(KernelPath::Fused);
+        QVERIFY2(eager - fused == 3, qPrintable(QStringLiteral("eager %1, fused %2 multi-tensor multiplies in 3 steps").arg(eager).arg(fused)));
     }
 
     void badDeviceIsInvalidInput()

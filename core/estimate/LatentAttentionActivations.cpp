@@ -57,9 +57,10 @@ LatentAttentionBytes latentAttention(const RunConfig &config, const LayerFlags &
     latentNormOut = std::max(latentNormOut, dkv * n * l.kvLoraRank);
     out.grad = qGrad || kvGrad || kvAGrad;
 
-    // The rotary part: the tables cast once to the compute dtype (the fused rotary reads the fp32 ones).
+    // The rotary part: the tables cast once to the compute dtype (the fused rotary reads the fp32
+    // ones, and so does the eager one over an fp32 input, as Transformers does).
     const bool fusedRotary = config.train.kernels == KernelPath::Fused;
-    const int64_t rotaryCasts = !fusedRotary && c != 4 ? 2 * c * t * rope : 0;
+    const int64_t rotaryCasts = !fusedRotary && c != 4 && dx1 != 4 && !config.model.traits.ropeFp32 ? 2 * c * t * rope : 0;
     // Alive in the attention's frame, not kept: the projections' outputs (queries, the compressed
     // latent with the rotary key, every head's key and value), the turned rotary query, and the
     // concatenated query and key.

@@ -49,6 +49,7 @@ LatentSelfAttentionImpl::LatentSelfAttentionImpl(const RunConfig &config, const 
     const ModelShape &m = config.model;
     const bool fusedKernels = config.train.kernels == KernelPath::Fused;
     m_fusedRotary = fusedKernels;
+    m_ropeFp32 = m.traits.ropeFp32;
     // DeepseekV3Attention.scaling: qk_head_dim^-0.5, times mscale^2 where the rope scaling gives mscale_all_dim.
     m_scale = 1.0 / std::sqrt(static_cast<double>(m_shape.qkHeadDim()));
     if (m.ropeScaling.type != RopeScalingType::None && m.ropeScaling.mscaleAllDim != 0) {
@@ -80,8 +81,8 @@ LatentSelfAttentionImpl::LatentSelfAttentionImpl(const RunConfig &config, const 
 
 torch::Tensor LatentSelfAttentionImpl::rotate(const torch::Tensor &x, const torch::Tensor &cos, const torch::Tensor &sin) const
 {
-    // x [B, T, heads, rope]; the tables [T, rope]: fp32 for the fused rotary, else already in x's
-    // dtype (as apply_rotary_pos_emb casts them) and [T, 1, rope].
+    // x [B, T, heads, rope]; the tables [T, rope]: fp32 for the fused rotary, else [T, 1, rope] in
+    // the hidden stream's dtype (as Transformers casts them) or x's.
     const auto turned = m_shape.ropeInterleave ? interleavedAsHalves(x) : x;
     if (m_fusedRotary)
         return fusedRotary(turned, cos, sin);
@@ -101,13 +102,17 @@ torch::Tensor LatentSelfAttentionImpl::forward(const torch::Tensor &x, const Lay
     const auto sharedKey = compressed.narrow(-1, kvRank, rope).view({b, t, 1, rope});
     const auto keysValues = kvB->forward(kvANorm->forward(latent)).view({b, t, m_heads, nope + vDim});
     const auto value = keysValues.narrow(-1, nope, vDim);
-    // One cast of the tables for q and k (the fused rotary reads the fp32 ones).
+    // One cast of the tables for q and k (the fused rotary reads the fp32 ones). Transformers casts
+    // them to the hidden stream's dtype, so over fp32 masters under autocast its rotary parts turn
+    // in fp32 and are rounded once, at SDPA's cast: the eager path turns them so and rounds at once
+    // (as model.rope_fp32 asks on either path).
     const auto type = queries.scalar_type();
-    const auto cos = m_fusedRotary ? in.cos : in.cos.to(type).unsqueeze(1), sin = m_fusedRotary ? in.sin : in.sin.to(type).unsqueeze(1);
-    const auto qRot = rotate(queries.narrow(-1, nope, rope), cos, sin);
-    const auto kRot = rotate(sharedKey, cos, sin).expand({b, t, m_heads, rope});
+    const auto tables = m_ropeFp32 || (!m_fusedRotary && x.scalar_type() == torch::kFloat) ? torch::kFloat : type;
+    const auto cos = m_fusedRotary ? in.cos : in.cos.to(tables).unsqueeze(1), sin = m_fusedRotary ? in.sin : in.sin.to(tables).unsqueeze(1);
+    const auto qRot = rotate(queries.narrow(-1, nope, rope), cos, sin).to(type);
+    const auto kRot = rotate(sharedKey, cos, sin).to(keysValues.scalar_type()).expand({b, t, m_heads, rope});
     const auto query = torch::cat({queries.narrow(-1, 0, nope), qRot}, -1).transpose(1, 2);
-    const auto key = torch::cat({keysValues.narrow(-1, 0, nope), kRot.to(keysValues.scalar_type())}, -1).transpose(1, 2);
+    const auto key = torch::cat({keysValues.narrow(-1, 0, nope), kRot}, -1).transpose(1, 2);
     const auto v = value.transpose(1, 2);
     torch::Tensor attended;
     // The kernels take a value head narrower than the query's (math and memory-efficient do; flash,

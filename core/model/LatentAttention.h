@@ -31,6 +31,7 @@ private:
     bool m_rescaled;       // a scale other than SDPA's default 1/sqrt(qk_head_dim)
     bool m_fused;          // scaled_dot_product_attention where the build has it
     bool m_fusedRotary;    // train.kernels = fused
+    bool m_ropeFp32 = false; // model.rope_fp32: the fp32 tables, the result cast back
 };
 
 } // namespace pb

@@ -170,9 +170,16 @@ private Q_SLOTS:
     // SDPA's cast: OLMo 2's form (model.traits.rope_fp32: fp32 tables, the result cast back), which
     // the eager path takes whenever its hidden stream is fp32. Under pure bf16 the stream and the
     // tables are bf16, and the two forms differ.
+    void eagerRotaryTurnsInTheStreamsDtype_data()
+    {
+        QTest::addColumn<QString>("type");
+        QTest::newRow("llama") << QStringLiteral("llama");
+        QTest::newRow("deepseek_v3 (latent attention)") << QStringLiteral("deepseek_v3");
+    }
     void eagerRotaryTurnsInTheStreamsDtype()
     {
-        const QString dir = kFixtures + QStringLiteral("/llama");
+        QFETCH(QString, type);
+        const QString dir = kFixtures + QLatin1Char('/') + type;
         const Reference ref = readReference(dir);
         auto loss = [&](Precision precision, bool ropeFp32) {
             RunConfig c = importHfConfig(dir);

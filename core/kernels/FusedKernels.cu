@@ -502,61 +502,6 @@ template <typename T> struct DroppedLowRankAdd {
     }
 };
 
-// The same sum for two rows of a 16-byte pack of columns a thread, for ranks a multiple of 8 with
-// dDown's rows on 16 bytes: each A pack loaded serves both rows (the pack-a-thread form above loads
-// rank packs of A from L1 for every 16 bytes of dx, about 34 loads a pack where this takes 12, which
-// held it near 45% of an H100's bandwidth), dDown's rows come in 16-byte loads, and dx's and keep's
-// loads are issued before the sums. Two rows, not four: four needed 165 registers in bf16 (one
-// block an SM) or spilled at two blocks an SM; two take 126 at two. The sums run over k in the same
-// order with the same fmaf, so the bits are the form above's.
-constexpr int kDroppedRows = 2;
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 2) droppedLowRankRowsKernel(T *dx, const T *dDown, const T *a, const uint8_t *keep, float scale, int64_t rows, int64_t cols, int64_t rank)
-{
-    constexpr int W = 16 / sizeof(T), R = kDroppedRows;
-    const int64_t packs = cols / W, groups = (rows + R - 1) / R;
-    for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < groups * packs; t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const int64_t group = t / packs, col = (t - group * packs) * W, row0 = group * R;
-        const int n = rows - row0 < R ? static_cast<int>(rows - row0) : R;
-        Pack<T, W> xp[R];
-        Pack<uint8_t, W> kp[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-            if (r < n) {
-                xp[r] = *reinterpret_cast<const Pack<T, W> *>(dx + (row0 + r) * cols + col);
-                kp[r] = *reinterpret_cast<const Pack<uint8_t, W> *>(keep + (row0 + r) * cols + col);
-            }
-        float sum[R][W] = {};
-        for (int64_t k0 = 0; k0 < rank; k0 += 8) {
-            float d[R][8];
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-                if (r < n)
-                    load8(dDown + (row0 + r) * rank + k0, d[r]);
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const auto ap = *reinterpret_cast<const Pack<T, W> *>(a + (k0 + q) * cols + col);
-#pragma unroll
-                for (int r = 0; r < R; ++r)
-                    if (r < n)
-#pragma unroll
-                        for (int w = 0; w < W; ++w)
-                            sum[r][w] = fmaf(d[r][q], toFloat(ap.v[w]), sum[r][w]);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-            if (r < n) {
-#pragma unroll
-                for (int w = 0; w < W; ++w) {
-                    const float dropped = kp[r].v[w] ? roundTo<T>(roundTo<T>(sum[r][w]) * scale) : 0.f;
-                    xp[r].v[w] = fromFloat<T>(toFloat(xp[r].v[w]) + dropped);
-                }
-                *reinterpret_cast<Pack<T, W> *>(dx + (row0 + r) * cols + col) = xp[r];
-            }
-    }
-}
-
 // One thread: W columns of a chunk of rows, kDroppedRankMax x W fp32 sums. dDown's row is the same
 // address for the whole block (a broadcast, 16-byte loads where its rows allow), x and keep are read
 // along the row once: what comes from memory is x and keep, and the partials written once.
@@ -979,12 +924,8 @@ void addDroppedLowRank(void *dx, const void *dDown, const void *a, const uint8_t
         const DroppedLowRankAdd<T> f {static_cast<T *>(dx), static_cast<const T *>(dDown), static_cast<const T *>(a), keep, scale, cols, rank};
         const auto s = static_cast<cudaStream_t>(stream);
         // Packs only where every row of dx, keep and A starts on 16 bytes (launchPacked's single-row
-        // exception would misalign A's rows after the first); two rows a thread where dDown's rows
-        // come in 16-byte loads too.
-        if (cols % V == 0 && aligned16({dx, a, keep}) && rank % 8 == 0 && aligned16({dDown}))
-            PB_LAUNCH(elementwiseBlocks((rows + kDroppedRows - 1) / kDroppedRows * (cols / V)), kThreads, 0, s, droppedLowRankRowsKernel<T>)(
-                static_cast<T *>(dx), static_cast<const T *>(dDown), static_cast<const T *>(a), keep, scale, rows, cols, rank);
-        else if (cols % V == 0 && aligned16({dx, a, keep}))
+        // exception would misalign A's rows after the first).
+        if (cols % V == 0 && aligned16({dx, a, keep}))
             PB_LAUNCH(elementwiseBlocks(n / V + 1), kThreads, 0, s, packKernel<V>)(n, f);
         else
             PB_LAUNCH(elementwiseBlocks(n), kThreads, 0, s, packKernel<1>)(n, f);

@@ -1,44 +1,36 @@
 # What no card has run yet, in priority order, as tests/bench/device_queue.sh jobs: every call of a
 # card session is the same command,  bash tests/bench/device_queue.sh tests/bench/queue_pending.sh
 # (from the device snapshot's root, BUILD_DIR=/tmp/build-1, .cuda-deps staged). Written for the
-# session after stop 68; each session rewrites it with what is still missing.
+# session after stop 69; each session rewrites it with what is still missing.
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
 BIG=$(( ${mem:-0} > 100000 )) # an H200
-# The cold build (about 600 s with Ampere's kernels too; sm_90 alone since stop 68), the kernel
-# check's libraries compiled beside it (KC_BASELINE: a tree holding the kernels to time against, e.g.
-# .pbbase with the core/kernels of the commit before the ones under test). Cut by the deadline, the
-# next call resumes it.
+# The cold build (356 s on an H100 in stop 69, sm_90 alone), the kernel check's libraries compiled
+# beside it (KC_BASELINE: a tree holding the kernels to time against, e.g. .pbbase with the
+# core/kernels of the commit before the ones under test). Cut by the deadline, the next call resumes it.
 KC=(python3 tests/bench/h200_fused_kernels_check.py --out /tmp/kc ${KC_BASELINE:+--baseline "$KC_BASELINE"})
-job build 30 "(nice -n 19 ${KC[*]} --compile-only > /tmp/kcbuild.txt 2>&1 &); PB_TARGETS='pilotbench-cli bench_probe_overhead engine_tst_lora_dropout_grads engine_tst_mixed_linear' . tests/bench/h200_build.sh"
-# Stop 69 changed the eager rotary (ef466f2): both eager paths first on an H100, whose issue 34
-# and 28 rows stop 68 measured; an H200 takes issue 34's rows and issue 31's first.
-eager_jobs() {
-job eager34 150 'KERNELS=eager bash tests/bench/h200_kernels.sh ours llama-3.2-1b qwen2.5-0.5b && for C in llama-3.2-1b qwen2.5-0.5b; do python3 tests/bench/hf_reference.py --config /tmp/kern/$C.json --steps 10 --warmup 3 >> $OUT/hf_eager.jsonl; done'
-# The three differences read in Transformers' code (hf_reference.py's flags), each taken away alone
-# and all together, against its plain eager step, one job.
-job eagerab34 200 'for f in "" --no-cache --rotary-in-compute-dtype --clip-only-above "--no-cache --rotary-in-compute-dtype --clip-only-above"; do python3 tests/bench/hf_reference.py --config /tmp/kern/llama-3.2-1b.json --steps 10 --warmup 3 $f >> $OUT/hf_eager_ab.jsonl; done'
-# Why our eager step runs 3.4-3.9% faster than Transformers eager at the same peak (the twin bound
-# is +-3%): both eager steps' kernels by category and launching op (configs from the jobs above).
-job eagertrace34 150 'PB_TARGETS=bench_probe_overhead . tests/bench/h200_build.sh && $BUILD_DIR/tests/bench_probe_overhead --device cuda:0 --preset llama-3.2-1b --set train.micro_batch=8 --steps 4 --set train.kernels=eager --trace /tmp/t-ours.json | tail -1 && python3 tests/bench/hf_reference.py --config /tmp/kern/llama-3.2-1b.json --steps 3 --warmup 2 --trace /tmp/t-hf.json | tail -1 && for t in ours hf; do python3 tests/bench/trace_top_kernels.py /tmp/t-$t.json --steps 2 --by-op 40 > $OUT/top-eager-$t.txt; done'
-}
+job build 30 "(nice -n 19 ${KC[*]} --compile-only > /tmp/kcbuild.txt 2>&1 &); PB_TARGETS='pilotbench-cli bench_probe_overhead' . tests/bench/h200_build.sh"
 h200_jobs() {
 # Issue 34's goal rows: ours fused against Transformers + compile (PEFT's for LoRA), then ours with
 # train.cuda_graph, one call.
 job rows34 420 'KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all && EXTRA="--set train.cuda_graph=true" KERNELS=fused bash tests/bench/h200_kernels.sh ours'
-# Issue 31 (H200 only: 16 layers at Llama-3.1-8B's widths do not fit 80 GB) right after issue 34's
-# rows: the 16-layer step, then the 200-step curve as two pilots (each fits a call alone).
+# Issue 31 (16 layers at Llama-3.1-8B's widths do not fit 80 GB): the 16-layer step, then the
+# 200-step curve as two pilots (each fits a call alone).
 [ $BIG = 1 ] && job fp8depth16 300 'FP8_TARGETS=bench_probe_overhead MICRO=4 PROFILE=0 REFERENCE=0 DEPTHS=16 STEPS=0 bash tests/bench/h200_fp8_speed.sh'
 [ $BIG = 1 ] && job fp8curvebf16 330 'FP8_TARGETS=pilotbench-cli PRECISIONS=bf16-mixed LAYERS=16 MICRO=4 PROFILE=0 REFERENCE=0 STEPS=200 bash tests/bench/h200_fp8_speed.sh'
 [ $BIG = 1 ] && job fp8curvefp8 330 'FP8_TARGETS=pilotbench-cli KEEP_W=1 PRECISIONS=fp8-rowwise LAYERS=16 MICRO=4 PROFILE=0 REFERENCE=0 STEPS=200 bash tests/bench/h200_fp8_speed.sh'
-}
-kernel_jobs() {
-# Stop 68's dropout kernel (c9d721f) on the card, and its time beside the previous form's.
-job cardtests 60 '. tests/bench/h200_build.sh > /dev/null && for t in engine_tst_lora_dropout_grads engine_tst_mixed_linear; do $BUILD_DIR/tests/$t 2>&1 | grep -E "^FAIL|Totals" -A2; done'
+# Both eager paths (stop 69's eager rotary and clip measured on an H100 only), and every kernel of
+# ours at a step's shape against the eager ops it replaces (the table of achieved bandwidth).
+job eager34 150 'KERNELS=eager bash tests/bench/h200_kernels.sh ours llama-3.2-1b qwen2.5-0.5b && for C in llama-3.2-1b qwen2.5-0.5b; do python3 tests/bench/hf_reference.py --config /tmp/kern/$C.json --steps 10 --warmup 3 >> $OUT/hf_eager.jsonl; done'
 job kcheck 150 "${KC[*]} > \$OUT/kcheck.txt 2>&1; grep -E 'failed|lora dropout|rmsnorm bwd' \$OUT/kcheck.txt"
 }
-if [ $BIG = 1 ]; then h200_jobs; eager_jobs; kernel_jobs; else eager_jobs; kernel_jobs; h200_jobs; fi
-job dropout34 150 'EXTRA="--set train.lora.dropout=0.05" KERNELS=fused COMPILE_ONLY=1 bash tests/bench/h200_kernels.sh all llama-3.2-1b-lora'
+# Transformers' eager step with gradients rescaled only above the bound, beside its plain step: what
+# clip_grad_norm_'s unconditional multiply costs it (stop 69's run of it ran out of memory: the
+# gradient list outlived zero_grad).
+eager_clip() {
+job eagerclip 150 '[ -f /tmp/kern/llama-3.2-1b.json ] || KERNELS=eager bash tests/bench/h200_kernels.sh ours llama-3.2-1b; for f in "" --clip-only-above; do python3 tests/bench/hf_reference.py --config /tmp/kern/llama-3.2-1b.json --steps 10 --warmup 3 $f >> $OUT/hf_eager_clip.jsonl; done'
+}
 # Issue 28: Gemma 4's missing rows (E4B at 8 layers, layers 6-7 reading layer 4's keys and values).
+gemma4_jobs() {
 E4B='LAYERS=8 EXTRA="--set model.kv_shared_layers=2'
 job e4bfull 240 "$E4B\" PEFT_NO_CAST=1 bash tests/bench/h200_families.sh all gemma-4-e4b"
 job e4blora 240 "$E4B --set train.mode=lora\" PEFT_NO_CAST=1 bash tests/bench/h200_families.sh all gemma-4-e4b"
@@ -46,4 +38,5 @@ job e4bparity 240 'PRESET=gemma-4-e4b PARITY_LAYERS=8 SETS="--set model.kv_share
 job g31blora 300 'PRESET=gemma-4-31b MODE=lora LAYERS=6 bash tests/bench/h200_gemma4.sh speed && PARITY_MODES=lora bash tests/bench/h200_gemma4.sh parity'
 job e2bfull 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4" KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-4-e2b'
 job e2blora 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4 --set train.mode=lora" PEFT_NO_CAST=1 KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-4-e2b'
-
+}
+if [ $BIG = 1 ]; then h200_jobs; eager_clip; gemma4_jobs; else gemma4_jobs; eager_clip; h200_jobs; fi

@@ -40,3 +40,5 @@ job e2bfull 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4" KERNELS="eager
 job e2blora 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4 --set train.mode=lora" PEFT_NO_CAST=1 KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-4-e2b'
 }
 if [ $BIG = 1 ]; then h200_jobs; eager_clip; gemma4_jobs; else gemma4_jobs; eager_clip; h200_jobs; fi
+# Last, where time is left: whether nvcc --split-compile=0 (stop 69) changed the kernels' SASS.
+job splitcheck 300 'bash tests/bench/split_compile_check.sh'

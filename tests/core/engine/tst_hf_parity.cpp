@@ -64,6 +64,15 @@ torch::Tensor shiftedTargets(const torch::Tensor &ids)
     return targets;
 }
 
+// The loss of `c`'s model with the fixture's weights on the reference's tokens, under CPU bf16
+// autocast where c is bf16-mixed.
+double fixtureLoss(const QString &dir, const RunConfig &c, const Reference &ref)
+{
+    DecoderModel model(c, ModelRuntime {true, false}, torch::kCPU);
+    loadSafetensors(*model, dir);
+    const compat::AutocastGuard autocast(torch::kCPU, c.train.precision == Precision::Bf16Mixed, torch::kBFloat16);
+    return model->loss(ref.inputIds, shiftedTargets(ref.inputIds)).item<double>();
+}
 
 } // namespace
 
@@ -153,15 +162,10 @@ private Q_SLOTS:
         c.train.precision = Precision::Bf16Mixed;
         c.train.kernels = fused ? KernelPath::Fused : KernelPath::Eager;
         const Reference ref = readReference(dir);
-        DecoderModel model(c, ModelRuntime {true, false}, torch::kCPU);
-        loadSafetensors(*model, dir);
-        torch::Tensor loss;
-        compat::setAutocast(torch::kCPU, true, torch::kBFloat16);
-        loss = model->loss(ref.inputIds, shiftedTargets(ref.inputIds));
-        compat::setAutocast(torch::kCPU, false, torch::kBFloat16);
+        const double loss = fixtureLoss(dir, c, ref);
         const double expected = ref.loss.item<double>();
-        const double e = std::abs(loss.item<double>() - expected) / std::abs(expected);
-        QVERIFY2(e < 1e-2, qPrintable(QStringLiteral("bf16-mixed loss %1 against %2 (relative %3)").arg(loss.item<double>()).arg(expected).arg(e)));
+        const double e = std::abs(loss - expected) / std::abs(expected);
+        QVERIFY2(e < 1e-2, qPrintable(QStringLiteral("bf16-mixed loss %1 against %2 (relative %3)").arg(loss).arg(expected).arg(e)));
         qInfo("%s bf16-mixed %s: relative %.2e", qPrintable(type), fused ? "fused" : "eager", e);
     }
 
@@ -186,12 +190,7 @@ private Q_SLOTS:
             c.train.precision = precision;
             c.train.kernels = KernelPath::Eager;
             c.model.traits.ropeFp32 = ropeFp32;
-            DecoderModel model(c, ModelRuntime {true, false}, torch::kCPU);
-            loadSafetensors(*model, dir);
-            compat::setAutocast(torch::kCPU, precision == Precision::Bf16Mixed, torch::kBFloat16);
-            const auto l = model->loss(ref.inputIds, shiftedTargets(ref.inputIds)).item<double>();
-            compat::setAutocast(torch::kCPU, false, torch::kBFloat16);
-            return l;
+            return fixtureLoss(dir, c, ref);
         };
         QCOMPARE(loss(Precision::Bf16Mixed, false), loss(Precision::Bf16Mixed, true));
         const double bf16 = loss(Precision::Bf16, false), bf16TablesFp32 = loss(Precision::Bf16, true);

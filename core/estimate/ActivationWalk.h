@@ -21,9 +21,9 @@ struct Projection {
     bool float8Input = false;
     bool needsGrad() const { return trainable || lora; }
     // Its matmuls keep their input X itself: a trainable base (unless it keeps its own float8 copy),
-    // or an adapter whose dropout does not run apart (BlockWalk::dropsApart: one that does keeps its
-    // dropped copy of X instead).
-    bool keepsInput(bool dropsApart) const { return (trainable && !float8Input) || (lora && !dropsApart); }
+    // or an adapter that reads X as it is (BlockWalk::adapterKeepsX: one whose dropout runs apart
+    // keeps its dropped copy of X instead, one over PEFT's cast its own cast).
+    bool keepsInput(bool adapterKeepsX) const { return (trainable && !float8Input) || (lora && adapterKeepsX); }
 };
 
 // One routed expert's (or the shared expert's) gate, up and down projections, with the gradient
@@ -76,7 +76,8 @@ public:
           kernelsFused(config.train.kernels == KernelPath::Fused),
           normScaleInFp32(config.model.traits.normScaleInFp32 || config.model.traits.normUnitOffset),
           loraDropout(config.train.lora.dropout > 0), cuda(cudaDevice),
-          adaptersInNode(kernelsFused && mixed && !isFp8(config.train.precision) && config.train.mode != TrainMode::Qlora)
+          adaptersInNode(kernelsFused && mixed && !isFp8(config.train.precision) && config.train.mode != TrainMode::Qlora),
+          peftCast(!kernelsFused && mixed && config.train.mode != TrainMode::Qlora)
     {
     }
 
@@ -156,6 +157,11 @@ public:
     // An adapter's dropout runs apart from its projection's node, its lora_A keeping a dropped copy
     // of X: everywhere but the node, which takes X in autocast's dtype on the fused path.
     bool dropsApart(int64_t dx) const { return loraDropout && !(adaptersInNode && dx == c); }
+    // PEFT's input cast (LoraLinearImpl::withAdapter, the eager path under autocast, not QLoRA): an
+    // adapter over a 16-bit X reads its own fp32 copy, which autocast casts back for lora_A (which
+    // keeps that cast) and which its dropout drops: walked as an adapter over an fp32 X.
+    bool castsAdapterInput(int64_t dx) const { return peftCast && dx != 4; }
+    bool adapterKeepsX(int64_t dx) const { return !dropsApart(dx) && !castsAdapterInput(dx); }
 
     // Linears reading one input X of `width` columns and element size `dx`. `castOnce`: their fp8
     // bases read X through one fp8LinearShared (model/Fp8Linear.h), which keeps one 16-bit cast of
@@ -184,12 +190,14 @@ public:
             saved += castOnce ? sharedCopy : 0;
             return;
         }
-        const bool dropped = dropsApart(dx), inNode = loraDropout && !dropped;
-        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [dropped](const Projection &p) { return p.keepsInput(dropped); });
+        const bool dropped = dropsApart(dx), inNode = loraDropout && !dropped, cast = castsAdapterInput(dx), keepsX = adapterKeepsX(dx);
+        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [keepsX](const Projection &p) { return p.keepsInput(keepsX); });
         if (anyNeeds && !inputCounted)
             saved += dx * n * width;
         for (const auto &p : consumers) {
-            if (p.lora)
+            if (p.lora && cast) // as the fp32 branch above: autocast's 16-bit copy of the (dropped) fp32 cast
+                saved += 2 * n * width + 2 * n * rank + (loraDropout ? dropoutMask(width, 4, inGrad) : 0);
+            else if (p.lora)
                 saved += c * n * rank + (dropped ? dx * n * width + dropoutMask(width, dx, inGrad) : inNode ? dropoutMask(width, dx, true) : 0);
             keepBaseCopy(p);
         }
@@ -205,6 +213,7 @@ public:
     bool loraDropout;     // train.lora.dropout > 0: each adapter drops its input (a mask and a dropped copy)
     bool cuda;
     bool adaptersInNode;  // the fused path under autocast (not fp8, not QLoRA): adapters ride in the projections' nodes
+    bool peftCast;        // the eager path under autocast (not QLoRA): adapters cast their input to fp32 first, as PEFT
     int64_t saved = 0;
     int64_t inputSaved = 0;   // part of `saved` that is the block's input tensor itself
 };

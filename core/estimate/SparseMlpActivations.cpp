@@ -38,11 +38,13 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     SparseMlpBytes out;
 
     bool expertsTrain = false, expertsRead = false;
-    // A projection that reads its input tensor itself (an adapter with dropout reads a dropped copy).
-    const auto readsInput = [&walk, pd](const Projection &p) { return p.trainable || (p.lora && !walk.dropsApart(pd)); };
+    // A projection that reads its input tensor itself (an adapter with dropout reads a dropped copy,
+    // one over PEFT's cast its own copy; a routed expert's adapter casts nothing).
+    const auto readsInput = [&walk, pd](const Projection &p) { return p.trainable || (p.lora && walk.adapterKeepsX(pd)); };
+    const auto expertReadsInput = [&walk, pd](const Projection &p) { return p.trainable || (p.lora && !walk.dropsApart(pd)); };
     for (const auto &e : layer.experts) {
         expertsTrain = expertsTrain || e.proj[0].needsGrad() || e.proj[1].needsGrad() || e.proj[2].needsGrad();
-        expertsRead = expertsRead || readsInput(e.proj[0]) || readsInput(e.proj[1]);
+        expertsRead = expertsRead || expertReadsInput(e.proj[0]) || expertReadsInput(e.proj[1]);
     }
     const bool sharedTrains = hasShared && (sg.needsGrad() || su.needsGrad() || sd.needsGrad() || (gated && layer.sharedGate.needsGrad()));
     out.trains = expertsTrain || sharedTrains || layer.router.needsGrad();
@@ -112,6 +114,7 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     for (size_t i = 0; i < layer.experts.size(); ++i) {
         const ExpertFlags &e = layer.experts[i];
         BlockWalk ew(config, tokensOf(i), !walk.meanKeepsInput, walk.cuda);
+        ew.peftCast = false; // a routed expert's adapters read its slice as it is (LoraLinearImpl::setPeftInputCast)
         ew.linears(h, pd, {e.proj[0], e.proj[1]}, /*inputCounted=*/true);
         const bool gGrad = y2Grad || e.proj[0].needsGrad(), uGrad = y2Grad || e.proj[1].needsGrad();
         ew.saved += (gGrad ? c * ew.n * ei : 0) + (uGrad ? c * ew.n * ei : 0) + (gGrad ? c * ew.n * ei : 0);

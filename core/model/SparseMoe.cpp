@@ -33,6 +33,9 @@ SparseMoeImpl::SparseMoeImpl(const RunConfig &config, const torch::TensorOptions
     }
     for (int64_t e = 0; e < (m_moe.stackedExperts ? 0 : m_moe.experts); ++e) {
         expertList.emplace_back(config, options, m_moe.expertIntermediateSize, std::array<std::string, 3> {n.gate, n.up, n.down});
+        for (auto *p : {&expertList.back()->gate, &expertList.back()->up, &expertList.back()->down})
+            if (*p)
+                (*p)->setPeftInputCast(false);
         experts->push_back(expertList.back());
     }
     if (m_moe.sharedExpertIntermediateSize > 0) {

@@ -107,10 +107,14 @@ torch::Tensor LoraLinearImpl::withAdapter(const torch::Tensor &x, torch::Tensor 
     if (!loraA)
         return y;
     RECORD_USER_SCOPE("pb.lora");
-    // PEFT first casts the input to the adapter's dtype (fp32 under autocast), which autocast casts
-    // back for lora_A and keeps: 6% of Llama-3.2-1B's eager LoRA step on the H200 (281.3 ms against
-    // 264.2 without). Not done here: the estimate lacks that cast's transients in a rebuilt block.
-    auto input = m_dropout > 0 && is_training() ? torch::dropout(x, m_dropout, true) : x;
+    // The eager path is PEFT's twin: LoRA's Linear first casts its input to lora_A's dtype (fp32
+    // under autocast; bitsandbytes' 4-bit layer only without autocast), which autocast casts back
+    // for lora_A and keeps, a copy an adapter: 6% of Llama-3.2-1B's eager LoRA step on the H200
+    // (281.3 ms against 264.2 without), and that copy's memory, in every PEFT run a user makes.
+    const auto adapterType = loraA->weight.scalar_type();
+    const bool peftCast = m_peftCast && !m_addInGemm && x.scalar_type() != adapterType && (!m_nf4 || !compat::autocastEnabled(x.device().type()));
+    const auto cast = peftCast ? x.to(adapterType) : x;
+    auto input = m_dropout > 0 && is_training() ? torch::dropout(cast, m_dropout, true) : cast;
     const auto down = torch::nn::functional::linear(input, loraA->weight);
     // Only where the sum keeps y's dtype (autocast, or one dtype throughout): a 16-bit base output
     // beside an fp32 adapter without autocast promotes to fp32 in PEFT's form, and keeps doing so.

@@ -99,6 +99,9 @@ public:
     // A bias-free weight read by a plain matmul: no adapter, no NF4 base, no float8 matmul.
     bool plainMatmul() const { return weight.defined() && !bias.defined() && !loraA && !m_nf4 && !m_fp8; }
     void setMixedLinear(bool on, bool adapters) { m_mixed = on; m_adaptersInNode = adapters; } // ModelRuntime::mixedLinear, ::adaptersInNode
+    // Off for a routed expert's projections: Transformers 5 keeps routed experts as 3-D parameters,
+    // which PEFT adapts through target_parameters, with no input cast.
+    void setPeftInputCast(bool on) { m_peftCast = on; }
     // Quantises `w` ([out, in], any floating dtype and device) into the NF4 base.
     void setBase(const torch::Tensor &w);
     torch::Tensor weight, bias;   // weight: undefined under qlora
@@ -121,6 +124,7 @@ private:
     bool m_addInGemm = false;   // train.kernels = fused: the adapter's product added by its GEMM
     bool m_mixed = true;        // with m_addInGemm, mixedBase may hold
     bool m_adaptersInNode = true; // and the adapter (with its dropout) goes inside the node
+    bool m_peftCast = true;     // the eager path: the adapter's input cast to its dtype first (withAdapter)
 };
 TORCH_MODULE(LoraLinear);
 

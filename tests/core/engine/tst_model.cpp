@@ -9,6 +9,7 @@
 
 #include <QtTest>
 
+#include <atomic>
 #include <set>
 
 using namespace pb;
@@ -174,6 +175,57 @@ private Q_SLOTS:
         qDebug("adapter gradients: inside against outside %.3g, the nodes against autocast's linear %.3g", inside, nodes);
         QVERIFY(nodes > 0);
         QVERIFY2(inside <= 2 * nodes, qPrintable(QStringLiteral("%1 against %2").arg(inside).arg(nodes)));
+    }
+
+    // The eager path is PEFT's twin: under autocast each adapter casts its 16-bit input to fp32
+    // (lora_A's dtype) before its product, as LoRA's Linear does by default, and autocast casts it
+    // back (the copy lora_A keeps, which the estimator counts). The fused path's nodes make no such
+    // cast; the loss is the same either way (the fp32 copy holds the 16-bit values exactly).
+    void eagerAdaptersCastTheirInputAsPeft()
+    {
+        static thread_local bool inAdapter = false;
+        static std::atomic<int> casts {0};
+        const auto handle = at::addThreadLocalCallback(
+            at::RecordFunctionCallback(
+                [](const at::RecordFunction &fn) -> std::unique_ptr<at::ObserverContext> {
+                    const std::string name = fn.name();
+                    if (name == "pb.lora")
+                        inAdapter = true;
+                    else if (inAdapter && name == "aten::_to_copy") {
+                        const auto inputs = fn.inputs();
+                        if (!inputs.empty() && inputs[0].isTensor() && inputs[0].toTensor().dim() == 3 &&
+                            inputs[0].toTensor().scalar_type() == torch::kBFloat16 && inputs.size() > 1 && !inputs[1].isNone() &&
+                            inputs[1].toScalarType() == torch::kFloat)
+                            ++casts;
+                    }
+                    return nullptr;
+                },
+                [](const at::RecordFunction &fn, at::ObserverContext *) {
+                    if (std::string(fn.name()) == "pb.lora")
+                        inAdapter = false;
+                })
+                .needsInputs(true));
+        RunConfig c = presetConfig(QStringLiteral("tiny"));
+        c.train.mode = TrainMode::Lora;
+        c.train.precision = Precision::Bf16Mixed;
+        c.train.lora.rank = 4;
+        const auto [x, y] = batch(c, 2, 16);
+        double losses[2] = {0, 0};
+        int counted[2] = {0, 0};
+        for (int fused = 0; fused < 2; ++fused) {
+            c.train.kernels = fused ? KernelPath::Fused : KernelPath::Eager;
+            DecoderModel model(c, ModelRuntime {}, torch::kCPU);
+            model->initialise(5);
+            model->train();
+            casts = 0;
+            compat::AutocastGuard autocast(torch::kCPU, true, torch::kBFloat16);
+            losses[fused] = model->loss(x, y).item<double>();
+            counted[fused] = casts.load();
+        }
+        at::removeCallback(handle);
+        QCOMPARE(counted[0], c.model.layers * 4); // q, k, v and o in each layer
+        QCOMPARE(counted[1], 0);
+        QVERIFY(std::abs(losses[0] - losses[1]) < 1e-2 * std::abs(losses[1]));
     }
 
     // Eager soft-capped attention (Gemma 2) keeps tanh's output and the probabilities (fp32 here).

@@ -48,6 +48,11 @@ job g31blora 300 'PRESET=gemma-4-31b MODE=lora LAYERS=6 bash tests/bench/h200_ge
 job e2bfull 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4" KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-4-e2b'
 job e2blora 300 'LAYERS=10 EXTRA="--set model.kv_shared_layers=4 --set train.mode=lora" PEFT_NO_CAST=1 KERNELS="eager fused" COMPILE=1 bash tests/bench/h200_families.sh all gemma-4-e2b'
 }
-if [ $BIG = 1 ]; then lora_peft; h200_jobs; eager_clip; gemma4_jobs; else lora_peft; gemma4_jobs; eager_clip; h200_jobs; fi
+# Issue 31's third goal, last measured on an H200 in stop 39 (2.08x): our float8 step at 8 layers
+# beside the plain-PyTorch float8 reference (tests/bench/fp8_reference.py), one call, either card.
+fp8_reference() {
+job fp8ref 240 'FP8_TARGETS=bench_probe_overhead PROFILE=0 DEPTHS=8 STEPS=0 bash tests/bench/h200_fp8_speed.sh'
+}
+if [ $BIG = 1 ]; then lora_peft; h200_jobs; fp8_reference; eager_clip; gemma4_jobs; else lora_peft; gemma4_jobs; fp8_reference; eager_clip; h200_jobs; fi
 # Last, where time is left: whether nvcc --split-compile=0 (stop 69) changed the kernels' SASS.
 job splitcheck 300 'bash tests/bench/split_compile_check.sh'

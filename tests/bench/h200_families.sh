@@ -7,7 +7,8 @@
 # the whole run's peak, from --memory-snapshot), then (with `all`) Transformers 5.17's own model of the
 # family built from tests/data/hf/PRESET/config.json at the same depth, eager, and + torch.compile
 # where COMPILE=1 (HF_EAGER=0 leaves the eager one out; PEFT_NO_CAST=1 adds PEFT eager without its
-# adapter input cast, the maths our eager LoRA runs: hf_reference.py --peft-no-input-cast). EXTRA
+# adapter input cast, hf_reference.py --peft-no-input-cast: our eager LoRA makes the cast as PEFT's
+# default does since 3399ff3, so that row shows what the cast costs). EXTRA
 # adds --set options to every config (EXTRA="--set train.mode=lora"). Rows go to
 # $OUT/families.jsonl, a table to stdout, each pilot's peak by layer to $OUT/layers-F-K.txt.
 . tests/bench/h200_build.sh

@@ -666,6 +666,9 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
                                   "chunks of 64 with its C x C intermediates and per-chunk state, gated RMSNorm): linear in sequence length");
     if (m.traits.attentionOutputGate)
         out.assumptions.push_back("attention output gate: sigmoid(gate) and the gated product kept on the full-attention layers");
+    if (train.mode == TrainMode::Lora && train.kernels == KernelPath::Eager && usesAutocast(train.precision))
+        out.assumptions.push_back("LoRA on the eager path: each adapter casts its input to fp32 first, as PEFT's LoRA layers do by default, "
+                                  "and keeps autocast's 16-bit copy of it (routed experts excepted); the fused path reads the input once");
     return out;
 }
 

@@ -12,6 +12,7 @@
 #include <QJsonObject>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace pb;
@@ -219,6 +220,13 @@ private Q_SLOTS:
         c.train.precision = Precision::Bf16Mixed;
         const ActivationBytes a = activationBytes(c, false, false);
         QCOMPARE(a.savedPerBlock[0], 1312LL);
+        const auto saysCast = [](const ActivationBytes &b) {
+            return std::any_of(b.assumptions.begin(), b.assumptions.end(), [](const std::string &l) { return l.rfind("LoRA on the eager path:", 0) == 0; });
+        };
+        QVERIFY(saysCast(a));
+        RunConfig fused = c;
+        fused.train.kernels = KernelPath::Fused;
+        QVERIFY(!saysCast(activationBytes(fused, false, false)));
         QCOMPARE(a.inputSavedPerBlock[0], 0LL);
         // Recompute keeps bf16 block inputs: 2*4*8 = 64.
         QCOMPARE(a.blockInputBytes, 64LL);

@@ -55,7 +55,8 @@ for P in "${PRESETS[@]}"; do
         step=$(ls -d $W/ck-$tag/step-* | head -1)
         python3 tests/bench/hf_sparse_reference.py --config $step/config.json --hf-config $HFC --weights $step --tokens $W/same.bin --steps 0 2>$W/$tag.hfw.err \
             | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); d.update(preset='$P', mode='$mode', precision='$prec'); print(json.dumps(d))" | tee -a ${PARITY_OUT:-$OUT/sparse_parity.jsonl}
-        [ ${PIPESTATUS[0]} = 0 ] || tail -5 $W/$tag.hfw.err | tee -a $OUT/sparse.err
+        # A failed load keeps its whole report (Transformers prints which keys and shapes differ above the error).
+        [ ${PIPESTATUS[0]} = 0 ] || { tail -5 $W/$tag.hfw.err | tee -a $OUT/sparse.err; cp $W/$tag.hfw.err $OUT/; }
         tail -2 $W/$tag.parity.err | grep -i error | tee -a $OUT/sparse.err
       done
     done

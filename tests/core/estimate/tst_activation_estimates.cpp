@@ -78,7 +78,6 @@ private Q_SLOTS:
             const int layers[] = {3, 4, 8, 9};
             for (int i = 0; i < 4; ++i) {
                 const double kept = static_cast<double>(card.savedPerBlock[static_cast<size_t>(layers[i])]) / MiB;
-                qDebug("%s layer %d: %.3f", row.kernels == KernelPath::Fused ? "fused" : "eager", layers[i], kept);
                 QVERIFY2(std::abs(kept - row.kept[i]) < 0.01,
                          qPrintable(QStringLiteral("%1 layer %2: %3 MiB against %4").arg(row.kernels == KernelPath::Fused ? "fused" : "eager").arg(layers[i]).arg(kept).arg(row.kept[i])));
             }

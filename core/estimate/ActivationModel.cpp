@@ -158,8 +158,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool float8Shared = isFp8(config.train.precision) && train.mode != TrainMode::Qlora;
         // (Only where one of them keeps it as it is: an adapter whose dropout runs apart, or one over
         // PEFT's cast, keeps a copy of its own.)
-        if (!layer.normExists[0] && !(walk.mixed && r == 4) &&
-            std::any_of(qkvReaders.begin(), qkvReaders.end(), [&walk, r](const Projection &p) { return p.keepsInput(walk.adapterKeepsX(r)); }))
+        if (!layer.normExists[0] && !(walk.mixed && r == 4) && walk.keepsInputItself(qkvReaders, r))
             walk.inputSaved += r * n * h;
         // Rebuilt under recompute, the block's input is a leaf that requires grad, and autocast
         // caches the cast of such a tensor: q, k and v of a post-norm block share one 16-bit copy

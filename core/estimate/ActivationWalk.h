@@ -162,6 +162,12 @@ public:
     // keeps that cast) and which its dropout drops: walked as an adapter over an fp32 X.
     bool castsAdapterInput(int64_t dx) const { return peftCast && dx != 4; }
     bool adapterKeepsX(int64_t dx) const { return !dropsApart(dx) && !castsAdapterInput(dx); }
+    // Whether a matmul of `consumers` keeps their input X (element size `dx`) itself.
+    bool keepsInputItself(const std::vector<Projection> &consumers, int64_t dx) const
+    {
+        const bool keepsX = adapterKeepsX(dx);
+        return std::any_of(consumers.begin(), consumers.end(), [keepsX](const Projection &p) { return p.keepsInput(keepsX); });
+    }
 
     // Linears reading one input X of `width` columns and element size `dx`. `castOnce`: their fp8
     // bases read X through one fp8LinearShared (model/Fp8Linear.h), which keeps one 16-bit cast of
@@ -190,9 +196,8 @@ public:
             saved += castOnce ? sharedCopy : 0;
             return;
         }
-        const bool dropped = dropsApart(dx), inNode = loraDropout && !dropped, cast = castsAdapterInput(dx), keepsX = adapterKeepsX(dx);
-        const bool anyNeeds = std::any_of(consumers.begin(), consumers.end(), [keepsX](const Projection &p) { return p.keepsInput(keepsX); });
-        if (anyNeeds && !inputCounted)
+        const bool dropped = dropsApart(dx), inNode = loraDropout && !dropped, cast = castsAdapterInput(dx);
+        if (keepsInputItself(consumers, dx) && !inputCounted)
             saved += dx * n * width;
         for (const auto &p : consumers) {
             if (p.lora && cast) // as the fp32 branch above: autocast's 16-bit copy of the (dropped) fp32 cast

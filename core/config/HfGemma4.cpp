@@ -109,6 +109,7 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
     ModelTraits &t = m.traits;
     t.slidingWindow = optionalInt(json, where, "sliding_window", 512);
     t.globalLayers = hfLayerSelection(full);
+    t.lastLayerGlobal = true; // also at a depth set later (model.layers), as Transformers builds it
 
     // Gemma4TextAttention: the global layers' head width and, under attention_k_eq_v, their own
     // key/value heads and values taken from k_proj. Transformers 5.17 writes them per layer

@@ -155,6 +155,8 @@ void checkTraits(Checker &k, const ModelShape &m)
         k.require(t.globalLayers.empty(), t.globalLayers.every > 0 ? "model.global_layers.every" : "model.global_layers.layers",
                   "names the layers that keep full attention among sliding ones; set model.sliding_window too");
     if (t.slidingWindow == 0)
+        k.require(!t.lastLayerGlobal, "model.last_layer_global", "keeps the last layer's full attention among sliding ones; set model.sliding_window too");
+    if (t.slidingWindow == 0)
         k.require(t.localRopeTheta == 0, "model.local_rope_theta", "is the sliding layers' rotary base; set model.sliding_window too");
     k.range(t.partialRotary, 0, false, 1, true, "model.partial_rotary");
     if (t.ropeProportional && m.attentionHeads > 0 && m.headDim >= 0 && t.globalHeadDim >= 0 && std::isfinite(t.partialRotary) && t.partialRotary > 0) {
@@ -201,7 +203,7 @@ void checkTraits(Checker &k, const ModelShape &m)
         for (int64_t i = m.firstKvSharedLayer(); i < m.layers && t.kvSharedLayers < m.layers; ++i)
             if (m.kvSourceLayer(i) < 0) {
                 k.require(false, "model.kv_shared_layers",
-                          "layer " + std::to_string(i) + " would share the keys and values of an earlier " + (t.usesSliding(i) ? "sliding" : "global") +
+                          "layer " + std::to_string(i) + " would share the keys and values of an earlier " + (m.usesSliding(i) ? "sliding" : "global") +
                               " layer, but no layer before the shared ones is of that kind");
                 break;
             }

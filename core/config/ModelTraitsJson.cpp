@@ -40,6 +40,8 @@ void writeModelTraits(const ModelTraits &t, QJsonObject &m)
         put("sliding_window", integer(t.slidingWindow));
     if (!t.globalLayers.empty())
         put("global_layers", selectionJson(t.globalLayers));
+    if (t.lastLayerGlobal)
+        put("last_layer_global", true);
     if (!t.noRopeLayers.empty())
         put("no_rope_layers", selectionJson(t.noRopeLayers));
     if (t.partialRotary != d.partialRotary)
@@ -120,6 +122,7 @@ void readModelTraits(JsonReader &r, ModelTraits &t)
 {
     r.read("sliding_window", t.slidingWindow);
     readSelection(r, "global_layers", t.globalLayers);
+    r.read("last_layer_global", t.lastLayerGlobal);
     readSelection(r, "no_rope_layers", t.noRopeLayers);
     r.read("partial_rotary", t.partialRotary);
     r.read("local_rope_theta", t.localRopeTheta);
@@ -164,6 +167,7 @@ ModelTraits everyModelTraitSet()
     ModelTraits t;
     t.slidingWindow = 4096;
     t.globalLayers = {6, {0}};
+    t.lastLayerGlobal = true;
     t.noRopeLayers = {4, {0}};
     t.partialRotary = 0.5;
     t.localRopeTheta = 10000;

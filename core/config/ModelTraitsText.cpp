@@ -46,6 +46,15 @@ std::string describeLayerSelection(const LayerSelection &s)
     return out.empty() ? "none" : out;
 }
 
+std::string describeGlobalLayers(const ModelShape &m)
+{
+    const LayerSelection &s = m.traits.globalLayers;
+    const int64_t last = m.layers - 1;
+    if (!m.traits.lastLayerGlobal || last < 0 || s.contains(last))
+        return describeLayerSelection(s);
+    return s.empty() ? "the last layer (" + std::to_string(last) + ")" : describeLayerSelection(s) + " and the last (" + std::to_string(last) + ")";
+}
+
 std::string describeLinearLayers(const ModelShape &m)
 {
     if (!m.linear.enabled())
@@ -104,7 +113,7 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
     if (t.slidingWindow > 0) {
         const int64_t full = m.layers - m.slidingLayers();
         out.push_back({"attention", "sliding window of " + std::to_string(t.slidingWindow) + " on " + std::to_string(m.slidingLayers()) + " of " + std::to_string(m.layers) +
-                                        " layers" + (full > 0 ? "; full attention on " + describeLayerSelection(t.globalLayers) : std::string())});
+                                        " layers" + (full > 0 ? "; full attention on " + describeGlobalLayers(m) : std::string())});
     }
     if (m.latent.enabled()) {
         const LatentAttention &l = m.latent;
@@ -153,7 +162,7 @@ std::vector<std::pair<std::string, std::string>> describeModelTraits(const Model
         std::string sources;
         for (int64_t i = m.firstKvSharedLayer(); i < m.layers; ++i) {
             const int64_t source = m.kvSourceLayer(i);
-            const std::string item = std::to_string(source) + (t.usesSliding(i) ? " (sliding)" : " (global)");
+            const std::string item = std::to_string(source) + (m.usesSliding(i) ? " (sliding)" : " (global)");
             if (source >= 0 && sources.find(item) == std::string::npos)
                 sources += (sources.empty() ? "" : ", ") + item;
         }

@@ -12,6 +12,8 @@ namespace pb {
 std::vector<std::pair<std::string, std::string>> describeModelTraits(const ModelShape &model);
 // "every 6th layer", "layers 0, 3", "every 4th layer and layer 1".
 std::string describeLayerSelection(const LayerSelection &selection);
+// The global layers among sliding ones, the last layer named where model.last_layer_global adds it.
+std::string describeGlobalLayers(const ModelShape &m);
 // A hybrid's layers by kind: "36 Gated DeltaNet layers of 48 (full attention on every 4th layer)";
 // empty for a model without linear attention.
 std::string describeLinearLayers(const ModelShape &model);

@@ -61,7 +61,7 @@ std::vector<ProjectionShape> denseProjections(const ModelShape &m, int64_t layer
         const bool shared = layer >= 0 && m.kvShared(layer);
         if (!shared)
             p.push_back({"k_proj", h, kvDim, m.attentionBias, true});
-        if (!shared && (layer < 0 || !m.traits.valuesFromKeys(layer)))
+        if (!shared && (layer < 0 || !m.valuesFromKeys(layer)))
             p.push_back({"v_proj", h, kvDim, m.attentionBias, true});
     }
     if (!m.latent.enabled())

@@ -95,6 +95,7 @@ struct ModelTraits {
     // Attention per layer.
     int64_t slidingWindow = 0;               // 0: full attention; W: a query sees the W keys ending at itself
     LayerSelection globalLayers;             // with a window: the layers that keep full attention (none: all slide)
+    bool lastLayerGlobal = false;            // the last layer keeps full attention whatever the pattern (Gemma 4's config forces it)
     LayerSelection noRopeLayers;             // layers without rotary positions (SmolLM3's NoPE layers)
     // Rotary.
     double partialRotary = 1.0;              // share of head_dim rotated (partial_rotary_factor)
@@ -158,8 +159,6 @@ struct ModelTraits {
     int64_t kvSharedLayers = 0;
     bool doubleWideMlp = false;              // the shared layers' MLPs twice intermediate_size wide (E2B)
 
-    bool usesSliding(int64_t layer) const { return slidingWindow > 0 && !globalLayers.contains(layer); }
-    bool valuesFromKeys(int64_t layer) const { return globalValuesFromKeys && !usesSliding(layer); }
     bool usesRope(int64_t layer) const { return !noRopeLayers.contains(layer); }
     bool usesChunks(int64_t layer) const { return attentionChunk > 0 && usesRope(layer); }
     // Whether a layer's queries are scaled by the temperature at all within `seqLen` positions.
@@ -298,11 +297,18 @@ struct ModelShape {
     {
         return latent.enabled() ? 0.5 * static_cast<double>(latent.qkHeadDim() + latent.vHeadDim) : static_cast<double>(effectiveHeadDim());
     }
+    // Whether a layer attends through the sliding window: ModelConfig's, since whether the last
+    // layer is global (model.last_layer_global) depends on the depth.
+    bool usesSliding(int64_t layer) const
+    {
+        return traits.slidingWindow > 0 && !traits.globalLayers.contains(layer) && !(traits.lastLayerGlobal && layer == layers - 1);
+    }
+    bool valuesFromKeys(int64_t layer) const { return traits.globalValuesFromKeys && !usesSliding(layer); }
     int64_t slidingLayers() const
     {
         int64_t n = 0;
         for (int64_t i = 0; i < layers; ++i)
-            n += traits.usesSliding(i) ? 1 : 0;
+            n += usesSliding(i) ? 1 : 0;
         return n;
     }
     // The layers with softmax attention over the sequence (all but the linear-attention ones).
@@ -318,8 +324,8 @@ struct ModelShape {
     // A layer's head width, key/value heads and rotary tables' width: Gemma 4's global layers have
     // their own (model.global_head_dim, model.global_kv_heads), and its proportional rotary spans
     // whole heads. Every other model: head_dim, kv_heads, rotaryDim() on every layer.
-    int64_t headDimAt(int64_t layer) const { return traits.globalHeadDim > 0 && !traits.usesSliding(layer) ? traits.globalHeadDim : effectiveHeadDim(); }
-    int64_t kvHeadsAt(int64_t layer) const { return traits.globalKvHeads > 0 && !traits.usesSliding(layer) ? traits.globalKvHeads : kvHeads; }
+    int64_t headDimAt(int64_t layer) const { return traits.globalHeadDim > 0 && !usesSliding(layer) ? traits.globalHeadDim : effectiveHeadDim(); }
+    int64_t kvHeadsAt(int64_t layer) const { return traits.globalKvHeads > 0 && !usesSliding(layer) ? traits.globalKvHeads : kvHeads; }
     int64_t rotaryDimAt(int64_t layer) const { return traits.ropeProportional ? headDimAt(layer) : rotaryDim(); }
     // Whether some layer's attention differs in shape from the model-wide head_dim and kv_heads.
     bool layerShapesVary() const { return traits.globalHeadDim > 0 || traits.globalKvHeads > 0 || traits.globalValuesFromKeys; }
@@ -332,7 +338,7 @@ struct ModelShape {
         if (!kvShared(layer))
             return -1;
         for (int64_t i = firstKvSharedLayer() - 1; i >= 0; --i)
-            if (traits.usesSliding(i) == traits.usesSliding(layer))
+            if (usesSliding(i) == usesSliding(layer))
                 return i;
         return -1;
     }
@@ -343,10 +349,10 @@ struct ModelShape {
         if (layer < 0 || !kvShared(layers - 1) || layer >= firstKvSharedLayer())
             return false;
         for (int64_t i = layer + 1; i < firstKvSharedLayer(); ++i)
-            if (traits.usesSliding(i) == traits.usesSliding(layer))
+            if (usesSliding(i) == usesSliding(layer))
                 return false;
         for (int64_t i = firstKvSharedLayer(); i < layers; ++i)
-            if (traits.usesSliding(i) == traits.usesSliding(layer))
+            if (usesSliding(i) == usesSliding(layer))
                 return true;
         return false;
     }

@@ -18,7 +18,7 @@ const QStringList &keyOrder()
         "preset family revision layers hidden_size attention_heads kv_heads head_dim intermediate_size vocab_size max_positions "
         "tie_embeddings attention_bias norm activation rope_theta rope_scaling type factor low_freq_factor high_freq_factor "
         "original_max_positions beta_fast beta_slow mscale mscale_all_dim truncate attention_factor short_factor long_factor "
-        "sliding_window global_layers no_rope_layers every layers partial_rotary local_rope_theta rope_interleaved rope_fp32 "
+        "sliding_window global_layers last_layer_global no_rope_layers every layers partial_rotary local_rope_theta rope_interleaved rope_fp32 "
         "norm_placement norm_unit_offset norm_scale_fp32 qk_norm attention_scale attention_softcap final_softcap query_temperature_beta query_temperature_length o_bias mlp_bias "
         "embedding_scale embedding_scale_rounded residual_scale logits_divisor fused_qkv fused_gate_up moe "
         "latent_attention q_lora_rank kv_lora_rank qk_nope_head_dim qk_rope_head_dim v_head_dim rope_interleave "

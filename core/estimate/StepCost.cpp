@@ -39,7 +39,7 @@ StepCost stepCost(const RunConfig &config, int64_t savedActivationBytes, const s
     double keys = 0;
     for (int64_t layer = 0; layer < m.layers; ++layer) // a Gated DeltaNet layer scores no keys
         keys += m.linear.linear(layer) ? 0.0
-                                       : static_cast<double>(m.traits.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen) *
+                                       : static_cast<double>(m.usesSliding(layer) ? std::min(m.traits.slidingWindow, train.seqLen) : train.seqLen) *
                                              (m.layerShapesVary() ? static_cast<double>(m.headDimAt(layer)) : m.attentionFlopsHeadDim());
     const double attentionForward = 4.0 * static_cast<double>(train.microBatch) * static_cast<double>(train.seqLen) * keys * static_cast<double>(m.attentionHeads);
     forward += attentionForward;

@@ -330,7 +330,7 @@ torch::Tensor DecoderModelImpl::hidden(const torch::Tensor &inputs, const c10::i
         if (m_blockHooks)
             m_blockHooks->beforeBlock(i, h);
         const int64_t layer = static_cast<int64_t>(i);
-        LayerInputs in = traits.usesSliding(layer) ? local : global;
+        LayerInputs in = m_shape.usesSliding(layer) ? local : global;
         if (!traits.usesRope(layer))
             in.cos = in.sin = torch::Tensor();
         if (traits.usesChunks(layer))

@@ -244,7 +244,7 @@ SelfAttentionImpl::SelfAttentionImpl(const RunConfig &config, const ModelRuntime
       m_ropeFp32(config.model.traits.ropeFp32), m_eagerRotary(config.train.kernels == KernelPath::Eager), m_normEps(config.model.normEps), m_outputGate(config.model.traits.attentionOutputGate),
       m_valueNorm(config.model.traits.valueNorm), m_sharedKv(layer >= 0 && config.model.kvShared(layer)),
       m_keepsKv(layer >= 0 && config.model.kvSource(layer)),
-      m_window(layer >= 0 && config.model.traits.usesSliding(layer) ? config.model.traits.slidingWindow : 0),
+      m_window(layer >= 0 && config.model.usesSliding(layer) ? config.model.traits.slidingWindow : 0),
       m_windowKernel(config.train.kernels == KernelPath::Fused && runtime.windowKernel),
       m_cappedKernel(config.train.kernels == KernelPath::Fused && config.model.traits.attentionSoftcap > 0)
 {

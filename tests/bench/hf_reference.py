@@ -53,6 +53,25 @@ def timed_steps(model, opt, loss_of_step, grad_clip, steps, warmup, clip_only_ab
     return times, loss
 
 
+
+def gemma4_layer_types(model, layers):
+    """Gemma 4's layer_types from our run config's model block at `layers`: the global layers
+    (E2B's 4 : 1 is not Gemma4TextConfig's default 5 : 1) and the last layer where
+    model.last_layer_global says so (Gemma4TextConfig forces it full; so do we)."""
+    g = model.get("global_layers") or {}
+    every, listed = int(g.get("every") or 0), set(g.get("layers") or [])
+    last = bool(model.get("last_layer_global"))
+    return ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed or (last and i == layers - 1) else "sliding_attention"
+            for i in range(layers)]
+
+
+def check_layer_types(hf, raw):
+    """Refuses a reference whose config class changed the layer kinds we asked for (Gemma4TextConfig
+    forces the last layer full with only a warning): the two models would not be the same."""
+    asked = raw.get("layer_types")
+    if asked is not None and list(getattr(hf, "layer_types", asked)) != list(asked):
+        raise SystemExit("the reference's layer_types %s differ from ours %s" % (list(hf.layer_types), asked))
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True, help="a PilotBench run config (JSON)")
@@ -87,12 +106,10 @@ def main():
         if raw.get("model_type") == "gemma4_text":
             # Our global layers (E2B's 4 : 1 is not the class default 5 : 1) and shared key/value
             # layers at the reduced depth.
-            g = m.get("global_layers") or {}
-            every, listed = int(g.get("every") or 0), set(g.get("layers") or [])
-            raw["layer_types"] = ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed else "sliding_attention"
-                                  for i in range(m["layers"])]
+            raw["layer_types"] = gemma4_layer_types(m, m["layers"])
             raw["num_kv_shared_layers"] = int(m.get("kv_shared_layers") or 0)
         hf = AutoConfig.for_model(**raw)
+        check_layer_types(hf, raw)
         # fp32 master weights as ours (the config's torch_dtype would build bf16); Gemma 2's soft-capped
         # attention only exists in the eager form (SDPA drops the cap).
         hf._attn_implementation = "eager" if raw["model_type"] == "gemma2" else "sdpa"

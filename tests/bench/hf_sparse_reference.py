@@ -37,7 +37,7 @@ import argparse, gc, glob, importlib.util, json, os, re, statistics, struct, sys
 import numpy as np
 import torch
 
-from hf_reference import timed_steps
+from hf_reference import check_layer_types, gemma4_layer_types, timed_steps
 
 
 def reduced_config(path, layers, model=None):
@@ -91,10 +91,7 @@ def apply_run_shape(raw, model):
     if raw.get("model_type") == "gemma4_text":
         # Gemma 4: our global layers (E2B's 4 sliding : 1 full is not Gemma4TextConfig's default 5 : 1)
         # and our shared key/value layers at the reduced depth.
-        g = model.get("global_layers") or {}
-        every, listed = int(g.get("every") or 0), set(g.get("layers") or [])
-        raw["layer_types"] = ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed else "sliding_attention"
-                              for i in range(layers)]
+        raw["layer_types"] = gemma4_layer_types(model, layers)
         raw["num_kv_shared_layers"] = int(model.get("kv_shared_layers") or 0)
     if isinstance(raw.get("mlp_only_layers"), list):
         raw["mlp_only_layers"] = [i for i in moe.get("dense_layers", raw["mlp_only_layers"]) if i < layers]
@@ -199,11 +196,13 @@ def build(raw, dtype, weights=None, attn="eager"):
         if os.path.exists(idx):
             os.symlink(os.path.abspath(idx), os.path.join(folder, "model.safetensors.index.json"))
         model, info = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager", output_loading_info=True)
+        check_layer_types(model.config, raw)
         # A LoRA checkpoint's adapters are unexpected here by design (PEFT takes them after): left
         # out, so what the report still lists is a real mismatch.
         info = {k: [n for n in v if not (isinstance(n, str) and ADAPTER.match(n))] for k, v in info.items()}
         return model, {k: v[:8] for k, v in info.items() if v}
     cfg = AutoConfig.for_model(**raw)
+    check_layer_types(cfg, raw)
     # Eager by default: sinks / chunked masks / latent attention are the families' eager forms; --attn
     # sdpa for a family that has it (qwen3_next's gated attention), set before the model is built as
     # hf_reference.py does (and again on the built model's config below, as before).

@@ -436,6 +436,18 @@ private Q_SLOTS:
         QCOMPARE(flaggedWidgets(form), QStringList {QStringLiteral("model.kv_shared_layers")});
         setField(form, QStringLiteral("model.kv_shared_layers"), QStringLiteral("20"));
         QCOMPARE(configHash(form.config()), configHash(e2b));
+        // The last layer's full attention (model.last_layer_global) is an architecture check beside
+        // the pattern: at 12 layers (every 5th global) layer 11 is global only with it.
+        QWidget *lastGlobal = form.fieldWidget(QStringLiteral("model.last_layer_global"));
+        QVERIFY(lastGlobal && lastGlobal->isVisible() && lastGlobal->isEnabled());
+        QVERIFY(static_cast<QCheckBox *>(lastGlobal)->isChecked());
+        setField(form, QStringLiteral("model.layers"), QStringLiteral("12"));
+        setField(form, QStringLiteral("model.kv_shared_layers"), QStringLiteral("2"));
+        QVERIFY2(summary->text().startsWith(QLatin1String("3 of 12 layers global")), qPrintable(summary->text()));
+        setField(form, QStringLiteral("model.last_layer_global"), QStringLiteral("false"));
+        QVERIFY(!form.config().model.traits.lastLayerGlobal);
+        QVERIFY2(summary->text().startsWith(QLatin1String("2 of 12 layers global")), qPrintable(summary->text()));
+        form.setConfig(e2b);
         QVERIFY(saveForLooking(form, QStringLiteral("run-config-form-gemma4-e2b.png")));
         const RunConfig gemma3 = presetConfig(QStringLiteral("gemma-3-12b"));
         form.setConfig(gemma3);

@@ -98,14 +98,14 @@ void GlobalLayersGroup::showSummary(const ModelShape &model)
 {
     const int64_t global = model.layers - model.slidingLayers();
     int64_t anyGlobal = 0;
-    while (anyGlobal + 1 < model.layers && model.traits.usesSliding(anyGlobal))
+    while (anyGlobal + 1 < model.layers && model.usesSliding(anyGlobal))
         ++anyGlobal;
     m_summary->setText(tr("%1 of %2 layers global: heads of %3, %4 key/value heads%5; sliding layers: heads of %6, %7 key/value heads")
                            .arg(global)
                            .arg(model.layers)
                            .arg(model.headDimAt(anyGlobal))
                            .arg(model.kvHeadsAt(anyGlobal))
-                           .arg(model.traits.valuesFromKeys(anyGlobal) ? tr(", values from k_proj") : QString())
+                           .arg(model.valuesFromKeys(anyGlobal) ? tr(", values from k_proj") : QString())
                            .arg(model.effectiveHeadDim())
                            .arg(model.kvHeads) +
                        sharingSummary(model));

@@ -200,6 +200,9 @@ RunConfigForm::RunConfigForm(QWidget *parent) : QWidget(parent)
     globalEvery->setSpecialValueText(tr("none: every layer slides"));
     globalEvery->setToolTip(tr("With a window: every N-th layer keeps full attention (Gemma 3: 6, Gemma 2: 2)"));
     af->addRow(tr("Full attention every"), globalEvery);
+    auto *lastGlobal = addCheck(QStringLiteral("model.last_layer_global"), tr("Last layer keeps full attention"));
+    lastGlobal->setToolTip(tr("With a window: the last layer keeps full attention at any depth, as Transformers builds Gemma 4"));
+    af->addRow(QString(), lastGlobal);
     af->addRow(tr("Rotated share of head"), addNumber(QStringLiteral("model.partial_rotary"), QStringLiteral("1")));
     af->addRow(tr("Sliding layers' rotary base"), addNumber(QStringLiteral("model.local_rope_theta"), tr("same as full layers")));
     af->addRow(tr("Norm placement"), addCombo(QStringLiteral("model.norm_placement"), enumNames({NormPlacement::Pre, NormPlacement::Post, NormPlacement::Sandwich})));
@@ -405,6 +408,7 @@ void RunConfigForm::setConfig(const RunConfig &config)
     number("model.local_rope_theta", mt.localRopeTheta, 0.0);
     combo("model.norm_placement", toString(mt.normPlacement));
     static_cast<QCheckBox *>(m_fields.value(QStringLiteral("model.norm_unit_offset")))->setChecked(mt.normUnitOffset);
+    static_cast<QCheckBox *>(m_fields.value(QStringLiteral("model.last_layer_global")))->setChecked(mt.lastLayerGlobal);
     number("model.attention_softcap", mt.attentionSoftcap, 0.0);
     number("model.final_softcap", mt.finalSoftcap, 0.0);
     number("model.embedding_scale", mt.embeddingScale, 1.0);
@@ -501,6 +505,7 @@ RunConfig RunConfigForm::config() const
     if (auto v = parseEnum<NormPlacement>(combo("model.norm_placement")))
         mt.normPlacement = *v;
     mt.normUnitOffset = static_cast<QCheckBox *>(m_fields.value(QStringLiteral("model.norm_unit_offset")))->isChecked();
+    mt.lastLayerGlobal = static_cast<QCheckBox *>(m_fields.value(QStringLiteral("model.last_layer_global")))->isChecked();
     mt.attentionSoftcap = number("model.attention_softcap", 0.0, bt.attentionSoftcap);
     mt.finalSoftcap = number("model.final_softcap", 0.0, bt.finalSoftcap);
     mt.embeddingScale = number("model.embedding_scale", 1.0, bt.embeddingScale);
@@ -598,6 +603,7 @@ void RunConfigForm::onEdited()
     const bool sliding = static_cast<QSpinBox *>(field("model.sliding_window"))->value() > 0;
     // Greyed without a window, unless set: a value the validator flags must stay editable.
     field("model.global_layers.every")->setEnabled(sliding || static_cast<QSpinBox *>(field("model.global_layers.every"))->value() > 0);
+    field("model.last_layer_global")->setEnabled(sliding || static_cast<QCheckBox *>(field("model.last_layer_global"))->isChecked());
     field("model.local_rope_theta")->setEnabled(sliding || !static_cast<QLineEdit *>(field("model.local_rope_theta"))->text().trimmed().isEmpty());
     // The experts' rows with experts, the latent rows with latent attention, the group with either.
     m_experts->showFor(static_cast<QSpinBox *>(field("model.moe.experts"))->value() > 0);

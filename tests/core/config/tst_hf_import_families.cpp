@@ -305,7 +305,7 @@ private Q_SLOTS:
         QVERIFY(m.traits.attentionSinks && m.attentionBias && m.traits.outputBias && m.traits.normScaleInFp32);
         QCOMPARE(m.traits.slidingWindow, qint64(128));
         QCOMPARE(m.traits.globalLayers.every, qint64(2)); // sliding on even layers, full on odd
-        QVERIFY(m.traits.usesSliding(0) && !m.traits.usesSliding(1));
+        QVERIFY(m.usesSliding(0) && !m.usesSliding(1));
         QCOMPARE(m.ropeTheta, 150000.0);
         QCOMPARE(m.ropeScaling.type, pb::RopeScalingType::Yarn);
         QCOMPARE(m.ropeScaling.factor, 32.0);

@@ -129,7 +129,7 @@ private Q_SLOTS:
         QCOMPARE(m.firstKvSharedLayer(), first);
         QVERIFY(!m.kvShared(first - 1) && m.kvShared(first) && m.kvShared(m.layers - 1));
         for (int64_t i = first; i < m.layers; ++i)
-            QCOMPARE(m.kvSourceLayer(i), m.traits.usesSliding(i) ? slidingSource : globalSource);
+            QCOMPARE(m.kvSourceLayer(i), m.usesSliding(i) ? slidingSource : globalSource);
         QVERIFY(m.kvSource(slidingSource) && m.kvSource(globalSource) && !m.kvSource(0));
         QCOMPARE(m.intermediateAt(first), m.intermediateSize * (doubleWide ? 2 : 1));
         QCOMPARE(m.intermediateAt(first - 1), m.intermediateSize);
@@ -165,6 +165,48 @@ private Q_SLOTS:
         QVERIFY2(shown.find(sharing) != std::string::npos, shown.c_str());
         QVERIFY2(shown.find("per-layer input: 256 wide per layer") != std::string::npos, shown.c_str());
         QCOMPARE(shown.find("twice as wide") != std::string::npos, doubleWide);
+    }
+    // Gemma4TextConfig forces the last layer full at any depth, so an imported Gemma 4 keeps that
+    // rule (model.last_layer_global) when a pilot cuts it to fewer layers: at 8 of E4B's layers,
+    // layer 7 is global (heads of 512), as in the model Transformers builds from the same config.
+    void lastLayerGlobalFollowsTheDepth()
+    {
+        pb::RunConfig c = pb::importHfConfig(pbtest::hf("gemma-4-e4b"));
+        QVERIFY(c.model.traits.lastLayerGlobal);
+        c.model.layers = 8;
+        c.model.traits.kvSharedLayers = 2;
+        QVERIFY2(pbtest::invalid(c).isEmpty(), qPrintable(pbtest::invalid(c)));
+        const pb::ModelShape &m = c.model;
+        QVERIFY(!m.usesSliding(5) && m.usesSliding(6) && !m.usesSliding(7));
+        QCOMPARE(m.slidingLayers(), qint64(6));
+        QCOMPARE(m.headDimAt(7), qint64(512));
+        QCOMPARE(m.kvSourceLayer(6), qint64(4));
+        QCOMPARE(m.kvSourceLayer(7), qint64(5));
+        bool seen = false;
+        for (const auto &p : pb::parameterTable(c))
+            if (p.name == "model.layers.7.self_attn.q_proj.weight") {
+                QCOMPARE(p.shape, (std::vector<int64_t> {8 * 512, 2560}));
+                seen = true;
+            }
+        QVERIFY(seen);
+        std::string shown;
+        for (const auto &[key, value] : pb::describeModelTraits(m))
+            shown += key + ": " + value + "\n";
+        QVERIFY2(shown.find("full attention on every 6th layer and the last (7)") != std::string::npos, shown.c_str());
+        const QJsonObject model = pb::toJson(c).value(QStringLiteral("model")).toObject();
+        QCOMPARE(model.value(QStringLiteral("last_layer_global")).toBool(), true);
+        QVERIFY(pb::runConfigFromJson(pb::toJson(c)).model.traits.lastLayerGlobal);
+        // Without the trait (a config written before it) the pattern alone decides: layer 7 slides,
+        // and the key is not written, so such a config keeps its hash.
+        pb::RunConfig plain = c;
+        plain.model.traits.lastLayerGlobal = false;
+        QVERIFY(plain.model.usesSliding(7));
+        QVERIFY(!pb::toJson(plain).value(QStringLiteral("model")).toObject().contains(QStringLiteral("last_layer_global")));
+        // Without a window it means nothing: refused by name.
+        pb::RunConfig bad = plain;
+        bad.model.traits = pb::ModelTraits {};
+        bad.model.traits.lastLayerGlobal = true;
+        QVERIFY2(pbtest::invalid(bad).contains(QStringLiteral("model.last_layer_global")), qPrintable(pbtest::invalid(bad)));
     }
     // A shared layer needs an earlier layer of its kind; sharing every layer, a per-layer table
     // shorter than the vocabulary, a double-wide MLP without sharing: refused by field.
@@ -219,7 +261,7 @@ private Q_SLOTS:
         QCOMPARE(m.traits.slidingWindow, qint64(512));
         // Layers 5 and 7 are full (the pattern's and the forced last one).
         QCOMPARE(m.slidingLayers(), qint64(6));
-        QVERIFY(!m.traits.usesSliding(5) && !m.traits.usesSliding(7) && m.traits.usesSliding(6));
+        QVERIFY(!m.usesSliding(5) && !m.usesSliding(7) && m.usesSliding(6));
         QCOMPARE(m.headDimAt(7), qint64(512));
         QCOMPARE(m.kvHeadsAt(7), qint64(4)); // without attention_k_eq_v the global layers keep num_key_value_heads
         QVERIFY(!m.traits.globalValuesFromKeys);

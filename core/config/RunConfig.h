@@ -297,8 +297,8 @@ struct ModelShape {
     {
         return latent.enabled() ? 0.5 * static_cast<double>(latent.qkHeadDim() + latent.vHeadDim) : static_cast<double>(effectiveHeadDim());
     }
-    // Whether a layer attends through the sliding window: ModelConfig's, since whether the last
-    // layer is global (model.last_layer_global) depends on the depth.
+    // Whether a layer attends through the sliding window: the shape's, not the traits', since
+    // whether the last layer is global (model.last_layer_global) depends on the depth.
     bool usesSliding(int64_t layer) const
     {
         return traits.slidingWindow > 0 && !traits.globalLayers.contains(layer) && !(traits.lastLayerGlobal && layer == layers - 1);

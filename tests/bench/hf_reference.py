@@ -53,7 +53,6 @@ def timed_steps(model, opt, loss_of_step, grad_clip, steps, warmup, clip_only_ab
     return times, loss
 
 
-
 def gemma4_layer_types(model, layers):
     """Gemma 4's layer_types from our run config's model block at `layers`: the global layers
     (E2B's 4 : 1 is not Gemma4TextConfig's default 5 : 1) and the last layer where
@@ -71,6 +70,7 @@ def check_layer_types(hf, raw):
     asked = raw.get("layer_types")
     if asked is not None and list(getattr(hf, "layer_types", asked)) != list(asked):
         raise SystemExit("the reference's layer_types %s differ from ours %s" % (list(hf.layer_types), asked))
+
 
 def main():
     ap = argparse.ArgumentParser()

@@ -95,21 +95,21 @@ ModelShape hfGemma4TextShape(const QJsonObject &json, const std::string &where)
     else
         throw InvalidInputError(hfField(where, "hidden_activation"), "expected gelu_pytorch_tanh or gelu, got '" + activation.toStdString() + "'");
 
-    // layer_types: five sliding layers then a full one by default; the last layer is always full
-    // (Gemma4TextConfig.__post_init__ overrides it).
+    // layer_types: five sliding layers then a full one by default. The last layer is always full
+    // (Gemma4TextConfig.__post_init__ overrides it), at any depth: that is model.last_layer_global,
+    // not the selection, so a pilot cut to fewer layers moves it with the depth as Transformers does.
     std::vector<bool> full(static_cast<size_t>(m.layers));
     if (auto read = hfFullLayers(json, where, m.layers))
         full = std::move(*read);
     else
         for (int64_t i = 0; i < m.layers; ++i)
             full[static_cast<size_t>(i)] = (i + 1) % 6 == 0;
-    full.back() = true;
-    if (std::all_of(full.begin(), full.end(), [](bool f) { return f; }))
+    if (std::all_of(full.begin(), full.end() - 1, [](bool f) { return f; }))
         throw InvalidInputError(hfField(where, "layer_types"), "every layer is full attention: the global layers' shapes need sliding layers beside them (not a published Gemma 4 layout)");
     ModelTraits &t = m.traits;
     t.slidingWindow = optionalInt(json, where, "sliding_window", 512);
     t.globalLayers = hfLayerSelection(full);
-    t.lastLayerGlobal = true; // also at a depth set later (model.layers), as Transformers builds it
+    t.lastLayerGlobal = true;
 
     // Gemma4TextAttention: the global layers' head width and, under attention_k_eq_v, their own
     // key/value heads and values taken from k_proj. Transformers 5.17 writes them per layer

@@ -202,6 +202,16 @@ private Q_SLOTS:
         plain.model.traits.lastLayerGlobal = false;
         QVERIFY(plain.model.usesSliding(7));
         QVERIFY(!pb::toJson(plain).value(QStringLiteral("model")).toObject().contains(QStringLiteral("last_layer_global")));
+        // A config whose layer_types ends on a sliding layer (Transformers makes it full) keeps its
+        // pattern in global_layers and the rule in the trait, so it too can be cut shorter.
+        QJsonArray types;
+        for (int i = 0; i < 8; ++i)
+            types.append(i == 5 ? QStringLiteral("full_attention") : QStringLiteral("sliding_attention"));
+        pb::RunConfig written = pb::hfRunConfig(QJsonObject {{"model_type", "gemma4_text"}, {"num_hidden_layers", 8}, {"layer_types", types}}, "config.json");
+        QVERIFY(!written.model.usesSliding(5) && !written.model.usesSliding(7) && written.model.usesSliding(6));
+        written.model.layers = 7;
+        QVERIFY2(pbtest::invalid(written).isEmpty(), qPrintable(pbtest::invalid(written)));
+        QVERIFY(!written.model.usesSliding(5) && !written.model.usesSliding(6) && written.model.usesSliding(4));
         // Without a window it means nothing: refused by name.
         pb::RunConfig bad = plain;
         bad.model.traits = pb::ModelTraits {};

@@ -151,13 +151,12 @@ void checkTraits(Checker &k, const ModelShape &m)
     k.nonNegative(t.slidingWindow, "model.sliding_window");
     checkSelection(k, t.globalLayers, m.layers, "model.global_layers");
     checkSelection(k, t.noRopeLayers, m.layers, "model.no_rope_layers");
-    if (t.slidingWindow == 0)
+    if (t.slidingWindow == 0) {
         k.require(t.globalLayers.empty(), t.globalLayers.every > 0 ? "model.global_layers.every" : "model.global_layers.layers",
                   "names the layers that keep full attention among sliding ones; set model.sliding_window too");
-    if (t.slidingWindow == 0)
         k.require(!t.lastLayerGlobal, "model.last_layer_global", "keeps the last layer's full attention among sliding ones; set model.sliding_window too");
-    if (t.slidingWindow == 0)
         k.require(t.localRopeTheta == 0, "model.local_rope_theta", "is the sliding layers' rotary base; set model.sliding_window too");
+    }
     k.range(t.partialRotary, 0, false, 1, true, "model.partial_rotary");
     if (t.ropeProportional && m.attentionHeads > 0 && m.headDim >= 0 && t.globalHeadDim >= 0 && std::isfinite(t.partialRotary) && t.partialRotary > 0) {
         // Gemma 4's proportional rotary turns int(partial x global head / 2) frequency pairs of the

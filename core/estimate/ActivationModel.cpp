@@ -120,8 +120,9 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const bool plainRotary = rotaryDim == hd && !traits.ropeInterleaved;   // the fused rotary's form
         const bool rescaled = !usesDefaultAttentionScale(m, hd);
         const bool hasRope = traits.usesRope(layerIndex);
+        const bool sliding = m.usesSliding(layerIndex);
         // A window, or Llama 4's chunks where the sequence spans more than one (the engine's mask).
-        const bool window = m.usesSliding(layerIndex) || (traits.usesChunks(layerIndex) && t > traits.attentionChunk);
+        const bool window = sliding || (traits.usesChunks(layerIndex) && t > traits.attentionChunk);
         // cos/sin cast per layer to the compute dtype (none for a layer without rotary).
         const int64_t rotaryCasts = c != 4 && hasRope && !traits.ropeFp32 ? 2 * c * t * rotaryDim : 0;
         // Transformers' eager attention (model/Transformer.cpp's eagerAttention) where the fused kernel
@@ -233,7 +234,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // (So does a head wider than the grouped-head kernels take: Gemma 4's global heads.)
         // A sliding layer on the fused path of a CUDA device takes flash's own window instead
         // (model/WindowedAttention.h): grouped heads as they are, where q, k and v are 16-bit.
-        const bool windowKernel = fusedKernels && libTorch2 && train.kernels == KernelPath::Fused && m.usesSliding(layerIndex) && layerFused &&
+        const bool windowKernel = fusedKernels && libTorch2 && train.kernels == KernelPath::Fused && sliding && layerFused &&
                                   !traits.attentionSinks && c != 4 && dq == c && dkr == c && hd <= kSharedHeadsMaxHeadDim && hd % 8 == 0;
         const bool expandedKv = layerFused && (dq == 4 || (window && !windowKernel) || hd > kSharedHeadsMaxHeadDim) && groups > 1;
         // One key/value head expands as a view (stride 0 over the heads), which the CUDA kernels read
@@ -249,7 +250,7 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // which the memory-efficient kernel keeps for its backward: one a layer (the same H100 rows,
         // 8 MiB a sliding layer).
         const int64_t additiveMask = fusedKernels && layerFused && window && !windowKernel && !cappedKernel ? c * t * t : 0;
-        slidingOnMask = slidingOnMask || (m.usesSliding(layerIndex) && !windowKernel && !cappedKernel);
+        slidingOnMask = slidingOnMask || (sliding && !windowKernel && !cappedKernel);
         const int64_t kvKept = expandedCopies ? qDim : kvDim;
         // q after the rotary, k after the rotary and v as the projection made them: alive in the
         // attention's frame while the kernel runs, though not what autograd keeps (under autocast

@@ -53,15 +53,20 @@ def timed_steps(model, opt, loss_of_step, grad_clip, steps, warmup, clip_only_ab
     return times, loss
 
 
+def selected_layer_types(selection, layers, other, last=False):
+    """layer_types at `layers` from one of our layer selections ({"every": N, "layers": [...]}, as
+    LayerSelection::contains reads it): full_attention where selected (and on the last layer where
+    `last`), `other` elsewhere."""
+    every, listed = int((selection or {}).get("every") or 0), set((selection or {}).get("layers") or [])
+    return ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed or (last and i == layers - 1) else other
+            for i in range(layers)]
+
+
 def gemma4_layer_types(model, layers):
     """Gemma 4's layer_types from our run config's model block at `layers`: the global layers
     (E2B's 4 : 1 is not Gemma4TextConfig's default 5 : 1) and the last layer where
     model.last_layer_global says so (Gemma4TextConfig forces it full; so do we)."""
-    g = model.get("global_layers") or {}
-    every, listed = int(g.get("every") or 0), set(g.get("layers") or [])
-    last = bool(model.get("last_layer_global"))
-    return ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed or (last and i == layers - 1) else "sliding_attention"
-            for i in range(layers)]
+    return selected_layer_types(model.get("global_layers"), layers, "sliding_attention", bool(model.get("last_layer_global")))
 
 
 def check_layer_types(hf, raw):

@@ -37,7 +37,7 @@ import argparse, gc, glob, importlib.util, json, os, re, statistics, struct, sys
 import numpy as np
 import torch
 
-from hf_reference import check_layer_types, gemma4_layer_types, timed_steps
+from hf_reference import check_layer_types, gemma4_layer_types, selected_layer_types, timed_steps
 
 
 def reduced_config(path, layers, model=None):
@@ -83,10 +83,7 @@ def apply_run_shape(raw, model):
         raw["num_experts_per_tok"] = top_k
     linear = model.get("linear_attention")
     if linear:
-        full = linear.get("full_layers") or {}
-        every, listed = int(full.get("every") or 0), set(full.get("layers") or [])
-        raw["layer_types"] = ["full_attention" if (every > 0 and (i + 1) % every == 0) or i in listed else "linear_attention"
-                              for i in range(layers)]
+        raw["layer_types"] = selected_layer_types(linear.get("full_layers"), layers, "linear_attention")
         raw.pop("full_attention_interval", None)
     if raw.get("model_type") == "gemma4_text":
         # Gemma 4: our global layers (E2B's 4 sliding : 1 full is not Gemma4TextConfig's default 5 : 1)

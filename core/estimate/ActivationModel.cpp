@@ -481,9 +481,15 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         const int64_t eagerGrads = 2 * (scores / c) * 4 - (c != 4 ? scores : 0);
         const int64_t attnGrads = latent       ? mla.softmaxGrads
                                   : layerFused ? 3 * c * n * qDim
-                                  : traits.attentionSinks ? 2 * sinkScores - (sinkDtype != c ? scores : 0) + c * n * qDim // softmax's gradient in and out
+                                  // softmax's gradient in and out; v is expanded after the softmax (model/SinkAttention.cpp),
+                                  // so its expansion's backward has summed v's gradient before the softmax's runs
+                                  : traits.attentionSinks ? 2 * sinkScores - (sinkDtype != c ? scores : 0)
                                                : (traits.attentionSoftcap > 0 ? cappedGrads : eagerForm ? eagerGrads : 2 * scores) + c * n * (cappedKernel ? kvDim : qDim);
-        const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + (linearLayer ? 0 : attnGrads) - walk.saved;
+        // The math path's expanded v is kept by the second bmm alone, whose backward has run by the
+        // softmax's: released there (peak recorder on CPU, the llama fixture at 4 x 256 tokens, eager
+        // and fused: one [n, q width] above the measured peak without this).
+        const int64_t vReleased = !latent && !linearLayer && !layerFused && !traits.attentionSinks && !cappedKernel && !mathViews ? c * n * qDim : 0;
+        const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + (linearLayer ? 0 : attnGrads - vReleased) - walk.saved;
         // The q norm's backward without the CUDA kernel (model/FusedOps.cpp's composite, train.kernels
         // = fused on CPU): in its last statement the fp32 normalised input, the fp32 gradient, its
         // product with the weight and the expression's three fp32 temporaries and 16-bit result are

@@ -88,9 +88,11 @@ LatentAttentionBytes latentAttention(const RunConfig &config, const LayerFlags &
     }
     out.forwardAbove = std::max(out.forwardAbove, walk.saved + latentNormOut + y1Alive);
     // Backward at the softmax: its input and output gradients (eager: two fp32 ones, the 16-bit
-    // probabilities released) and the value's gradient; the fused kernel's q, k, v gradients.
+    // probabilities released) and the value's gradient in place of the value, which the second bmm
+    // alone kept (peak recorder on CPU, the deepseek_v3 fixture with recompute: one [n, v width]
+    // above it with both); the fused kernel's q, k, v gradients.
     const int64_t eagerGrads = 2 * (scores / c) * 4 - (c != 4 ? scores : 0);
-    out.softmaxGrads = fusedKernel ? c * n * (2 * qkDim + vDim) : (eagerForm ? eagerGrads : 2 * scores) + c * n * vDim;
+    out.softmaxGrads = fusedKernel ? c * n * (2 * qkDim + vDim) : (eagerForm ? eagerGrads : 2 * scores);
     // Under no_grad: the block norm's output, the frame, the table casts and, at the second bmm,
     // the scores, the probabilities, the value's copy, the output and the mask.
     out.noGradLive = dx1 * n * h + frame + rotaryCasts + (fusedKernel ? c * n * vDim : 2 * scores + 2 * c * n * vDim + t * t);

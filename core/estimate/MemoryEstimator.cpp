@@ -373,7 +373,10 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
             consider(held + act.forwardAbovePerBlock[k] - act.rebuiltSavingPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock);
             consider(held + rebuilt + act.backwardPostNormExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock);
             consider(held + rebuilt + act.backwardMlpExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtMlp(k));
-            consider(held + rebuilt + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
+            // By the attention's backward the MLP's gradient has been added to the residual one in a
+            // new tensor: the recompute node still holds the incoming gradient, so the rebuilt
+            // graph's sum cannot take its storage as it does without recompute.
+            consider(held + rebuilt + residual + act.backwardAttentionExtraPerBlock[k] + gatheredBlock, 0, grads, copyPerBlock - copiesFreedAtAttention(k));
         }
     }
     // ZeRO-2: the last gradient made (an untied embedding's) is copied whole into its bucket on

@@ -49,7 +49,7 @@ struct ActivationBytes {
     // autocast caches no weight copies (CPU) they do not outlive their matmul.
     int64_t unkeptAutocastCopies = 0;
     std::vector<int64_t> unkeptCopiesUpToBlock;   // the same, of the blocks up to each one
-    int64_t inputBytes = 0;              // token ids and targets of the step plus the prefetched batches
+    int64_t inputBytes = 0;              // token ids and targets of one batch (the estimator adds the prefetched ones)
     int64_t sharedTables = 0;            // rotary cos/sin tables of the step
     // Held from the embedding to the end of the backward: Gemma 4's per-layer inputs [B, T, layers, P]
     // (model.per_layer_input) with what their making keeps, and under recompute the keys and values

@@ -183,7 +183,10 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // fixture at vocabulary 65,536 on 2 CPU ranks: +20.1% with both at once).
     const bool buffersAfterBackward = options.strategy == ParallelStrategy::Ddp && !bucketsHeld;
 
-    const int64_t prefetched = options.device == DeviceKind::Cpu ? 4 : 0; // 3 queued + 1 being prepared
+    // The prefetcher (engine/Prefetcher.cpp) prepares a batch only while its queue of 3 has room:
+    // beside the step's own, at most 3 (the peak recorder on CPU: 4 batches at every backward
+    // peak; 5 counted put the tiny-vocabulary recompute rows +0.19% over it).
+    const int64_t prefetched = options.device == DeviceKind::Cpu ? 3 : 0;
     const int64_t batches = act.inputBytes * (1 + prefetched);
     // The rotary tables live while the blocks run; after them only if something keeps them:
     // recompute saves them with every block, and in fp32 the rotary multiply keeps them, but

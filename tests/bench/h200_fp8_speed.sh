@@ -94,9 +94,9 @@ for prec in ${PRECISIONS:-bf16-mixed fp8-rowwise}; do
       --db $W/h.db --jsonl --memory-snapshot $W/$prec.json 2>$W/$prec.err > $W/$prec.jsonl || tail -3 $W/$prec.err | tee -a $LOG
   tail -1 $W/$prec.jsonl | python3 tests/bench/pilot_row.py $W/$prec.json "{\"row\": \"$prec\", \"micro_batch\": $MICRO}" | tee -a $OUT/fp8.jsonl
 done
-python3 - "$W" <<'PY' | tee -a $OUT/fp8.jsonl
+python3 - "$W" "$OUT" <<'PY' | tee -a $OUT/fp8.jsonl
 import json, sys, os
-w = sys.argv[1]
+w, outdir = sys.argv[1], sys.argv[2]
 def losses(p):
     out = []
     for line in open(os.path.join(w, p + ".jsonl")):
@@ -115,6 +115,8 @@ for p in ("fp8-rowwise", "fp8-tensorwise"):
     if n < 50: continue
     tail = lambda v: sum(v[n - 50:n]) / 50
     worst = max(abs(a - b) / b for a, b in zip(l[:n], base[:n]))
+    # Every step's loss of both, so a note can say where the curves part (the summary alone cannot).
+    json.dump({"bf16-mixed": base[:n], p: l[:n]}, open(os.path.join(outdir, p + "-curve.json"), "w"))
     print(json.dumps({"curve": p, "steps": n, "last50_mean": tail(l), "bf16_last50_mean": tail(base), "first": [l[0], base[0]], "last": [l[n - 1], base[n - 1]],
                       "last50_rel_diff_pct": round(100 * (tail(l) - tail(base)) / tail(base), 3), "worst_step_rel_diff_pct": round(100 * worst, 3)}))
 PY

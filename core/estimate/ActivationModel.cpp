@@ -211,6 +211,10 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // input, the fp32 tables themselves, shared by every layer.
         // The fused rotary (q and k of one dtype) reads the fp32 tables as they are.
         const bool fusedRotary = train.kernels == KernelPath::Fused && dq == dk && plainRotary;
+        // ... and keeps them for its backward (model/FusedOps.cpp's RotaryFunction) where q or k
+        // takes a gradient: past the blocks, to the loss (peak recorder on CPU, LoRA on the fused
+        // path without recompute: the tables alive at the chunked loss).
+        out.rotaryKeepsTables = out.rotaryKeepsTables || (fusedRotary && hasRope && !latent && !linearLayer && qkvGrad);
         // Llama 4's L2 norm of q and k after the rotary (rotary layers): x.float() * rsqrt(mean(x^2) + eps)
         // keeps its fp32 input (autocast's copy, or the fp32 rotary output itself), the per-row
         // rsqrt and, where mean keeps its input (LibTorch 1.13), the fp32 squares; its output, cast
@@ -656,8 +660,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
     // (Gemma 4's proportional rotary: the global tables span global_head_dim, the sliding ones head_dim.)
     const int64_t globalTable = traits.ropeProportional ? (traits.globalHeadDim > 0 ? traits.globalHeadDim : m.effectiveHeadDim()) : m.rotaryDim();
     const int64_t localTable = traits.ropeProportional ? m.effectiveHeadDim() : m.rotaryDim();
-    out.sharedTables = 2 * 4 * t * (globalTable + (m.traits.localRopeTheta > 0 ? localTable : 0)) +
-                       (slidingOnMask || (m.traits.attentionChunk > 0 && t > m.traits.attentionChunk) ? t * t : 0);
+    out.rotaryTables = 2 * 4 * t * (globalTable + (m.traits.localRopeTheta > 0 ? localTable : 0));
+    out.sharedTables = out.rotaryTables + (slidingOnMask || (m.traits.attentionChunk > 0 && t > m.traits.attentionChunk) ? t * t : 0);
     out.inputBytes = 2 * 8 * n;
 
     out.assumptions.push_back(fused ? "attention: fused scaled_dot_product_attention (no T x T scores kept)"

@@ -189,9 +189,10 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     const int64_t prefetched = options.device == DeviceKind::Cpu ? 3 : 0;
     const int64_t batches = act.inputBytes * (1 + prefetched);
     // The rotary tables live while the blocks run; after them only if something keeps them:
-    // recompute saves them with every block, and in fp32 the rotary multiply keeps them, but
-    // a 16-bit compute dtype keeps each layer's cast copy instead and the tables are dropped.
-    const int64_t tablesAfterBlocks = train.recompute || c == 4 ? act.sharedTables : 0;
+    // recompute saves them with every block, in fp32 the rotary multiply keeps them, and so does
+    // the fused rotary for its backward; the eager rotary under a 16-bit compute dtype keeps each
+    // layer's cast copy instead and the tables are dropped.
+    const int64_t tablesAfterBlocks = train.recompute || c == 4 ? act.sharedTables : act.rotaryKeepsTables ? act.rotaryTables : 0;
     const int64_t fixed = batches + tablesAfterBlocks + act.stepHeld;
     // Autocast on CPU caches no weight copies: a copy no matmul keeps is gone after its matmul.
     const int64_t unkeptCopies = options.device == DeviceKind::Cpu ? act.unkeptAutocastCopies : 0;

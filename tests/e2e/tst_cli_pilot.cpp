@@ -322,13 +322,13 @@ private Q_SLOTS:
                     << QStringLiteral("gemma4_text_e") << QString::fromLatin1(mode) << QStringLiteral("fused") << recompute << 256;
         // Qwen3-Next's hybrid (tests/data/hf/qwen3-next-tiny): three Gated DeltaNet layers (the chunked
         // rule in fp32, chunks of 64) and one gated full-attention layer, MoE, at three lengths. With
-        // recompute only LoRA eager is within bounds (a rebuilt linear block's forward peak, at the
-        // MoE's or LoRA's add, is underestimated by ~0.5 KiB a token: -0.5..-1.8%; issue 30).
+        // recompute, full fine-tuning on the eager path is out of bounds (a rebuilt linear block's
+        // forward peak at the MoE's add, underestimated by ~0.5 KiB a token: -0.5..-1.1%; issue 30).
         for (const int seq : {128, 256, 512})
             for (const char *mode : {"full", "lora"})
                 for (const char *kernels : {"eager", "fused"})
                     for (const bool recompute : {false, true}) {
-                        if (recompute && !(QLatin1String(mode) == QLatin1String("lora") && QLatin1String(kernels) == QLatin1String("eager")))
+                        if (recompute && QLatin1String(mode) == QLatin1String("full") && QLatin1String(kernels) == QLatin1String("eager"))
                             continue;
                         QTest::newRow(qPrintable(QStringLiteral("qwen3-next-tiny %1 %2 %3%4").arg(seq).arg(QLatin1String(mode), QLatin1String(kernels),
                                                                                                   recompute ? QStringLiteral(" recompute") : QString())))

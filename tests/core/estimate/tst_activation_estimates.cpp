@@ -191,6 +191,14 @@ private Q_SLOTS:
         RunConfig whole = partial;
         whole.model.traits.partialRotary = 1.0;
         QCOMPARE(activationBytes(partial, false, false).savedPerBlock[0] - activationBytes(whole, false, false).savedPerBlock[0], 32LL);
+        // The fused rotary keeps the fp32 tables themselves for its backward (T 4 x head dim 4 x
+        // 4 B, cos and sin = 128 B), so they outlive the blocks; the eager rotary keeps each layer's
+        // cast copy instead, and a partial rotary takes the composite path's casts.
+        const ActivationBytes fusedTables = activationBytes(whole, false, false);
+        QCOMPARE(fusedTables.rotaryTables, 128LL);
+        QVERIFY(fusedTables.rotaryKeepsTables);
+        QVERIFY(!a.rotaryKeepsTables);
+        QVERIFY(!activationBytes(partial, false, false).rotaryKeepsTables);
         // Backward releases the bf16 weight copies as the matmuls' backward runs: down_proj's
         // 16*8*2 = 256 B before the MLP's multiply; gate, up, down (3*128) and o_proj (64)
         // elements, 448*2 = 896 B, before the attention's softmax.

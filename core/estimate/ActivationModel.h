@@ -50,7 +50,7 @@ struct ActivationBytes {
     int64_t unkeptAutocastCopies = 0;
     std::vector<int64_t> unkeptCopiesUpToBlock;   // the same, of the blocks up to each one
     int64_t inputBytes = 0;              // token ids and targets of one batch (the estimator adds the prefetched ones)
-    int64_t sharedTables = 0;            // rotary cos/sin tables of the step
+    int64_t sharedTables = 0;            // rotary cos/sin tables of the step and the window mask the layers share
     int64_t rotaryTables = 0;            // of which the fp32 rotary tables (sharedTables less the window mask)
     bool rotaryKeepsTables = false;      // a fused rotary that passes a gradient keeps the fp32 tables to its backward
     // Held from the embedding to the end of the backward: Gemma 4's per-layer inputs [B, T, layers, P]

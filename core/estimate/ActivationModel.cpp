@@ -3,6 +3,7 @@
 #include "config/AttentionKernels.h"
 #include "config/Nf4Format.h"
 #include "estimate/ActivationWalk.h"
+#include "estimate/CpuMatmul.h"
 #include "estimate/GatedDeltaNetWalk.h"
 #include "estimate/LatentAttentionWalk.h"
 
@@ -493,7 +494,16 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // softmax's: released there (peak recorder on CPU, the llama fixture at 4 x 256 tokens, eager
         // and fused: one [n, q width] above the measured peak without this).
         const int64_t vReleased = !latent && !linearLayer && !layerFused && !traits.attentionSinks && !cappedKernel && !mathViews ? c * n * qDim : 0;
-        const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + (linearLayer ? 0 : attnGrads - vReleased) - walk.saved;
+        // Qwen3-Next's output gate: sigmoid's backward has made the gate's gradient before the
+        // attention's, and it waits for q_proj's backward (the peak recorder on CPU, the qwen3_next
+        // fixture at 4 x 256 tokens and vocabulary 256, fused: -0.41% without it).
+        const int64_t gateGradient = traits.attentionOutputGate && !linearLayer && qkvGrad ? c * n * qDim : 0;
+        // A block whose input takes no gradient (LoRA's first block over a frozen embedding, without
+        // recompute) drops the gradient arriving at its output once the attention's output
+        // projection has read it: the estimator's residual term is not alive there (the peak
+        // recorder on CPU, one qwen3_next layer, LoRA: +0.64% under bf16-mixed, +1.36% in fp32).
+        const int64_t inputGradientGone = !gradFlows ? r * n * h : 0;
+        const int64_t attentionExtra = atAttention + layer.afterAttentionGradBytes + (linearLayer ? 0 : attnGrads - vReleased + gateGradient) - walk.saved - inputGradientGone;
         // The q norm's backward without the CUDA kernel (model/FusedOps.cpp's composite, train.kernels
         // = fused on CPU): in its last statement the fp32 normalised input, the fp32 gradient, its
         // product with the weight and the expression's three fp32 temporaries and 16-bit result are
@@ -608,8 +618,13 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // The weight gradient accumulates inside the GEMM, except for a 16-bit product into fp32
         // without the CUDA path (the product is made, then added).
         const bool productMade = headTrains && c != 4 && !fusedKernels;
+        // On a CPU with AVX-512, LibTorch 1.13 makes that bf16 product through oneDNN, which holds an
+        // fp32 accumulator of its size beside it (estimate/CpuMatmul.h; the peak recorder on a Xeon,
+        // the gemma2 fixture tied at vocabulary 65,536, fused: -14.1% and -11.9% without it).
+        const bool bf16Compute = train.precision == Precision::Bf16Mixed || train.precision == Precision::Bf16;
+        const bool productAccumulator = productMade && bf16Compute && !libTorch2 && cpuBf16MatmulHoldsFp32Accumulator();
         const int64_t ld = linearCrossEntropyRowStride(vocab, fusedKernels);
-        out.logitsForwardPeak = std::max(perLogit * chunk * ld, c * chunk * ld + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
+        out.logitsForwardPeak = std::max(perLogit * chunk * ld, c * chunk * ld + (productMade ? c * vocab * h : 0) + (productAccumulator ? 4 * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
         out.logitsSaved = gradInput + gradWeight;
         // Backward scales the kept gradients into new tensors while they are still held (the input's
         // in its dtype, the weight's in fp32, then cast to a 16-bit weight's dtype) where the loss's

@@ -162,7 +162,8 @@ SparseMlpBytes sparseMlp(const RunConfig &config, const LayerFlags &layer, Block
     out.forwardPeak = std::max({savedAtPermute + common + (mixedCasts ? dx2 * nk * h : 0), // the gather beside its cast
                                 savedAfterMul + common + outputs + (routerGrad ? 0 : outputs) + weighted, // the multiply (and the concatenation)
                                 savedAfterMul + common + outputs + weighted + 2 * dOut * n * h,           // index_add: zeros and its result
-                                hasShared ? walk.saved - indexAddKept + common + outputs + weighted + 2 * dx2 * n * h + c * n * h : 0, // out + s
+                                // out + s (on CPU, s cast to out's dtype first where they differ: the mixed-dtype add copies)
+                                hasShared ? walk.saved - indexAddKept + common + outputs + weighted + 2 * dx2 * n * h + c * n * h + (!walk.cuda && dx2 != c ? dx2 * n * h : 0) : 0,
                                 // the load-balancing statistics: one_hot(chosen) in int64 and its fp32 copy
                                 walk.saved - indexAddKept + common + outputs + weighted + dx2 * n * h + 12 * nk * experts});
 

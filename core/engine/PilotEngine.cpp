@@ -131,6 +131,16 @@ PilotRun PilotEngine::run(const RunConfig &config, const PilotOptions &options, 
         setCpuMemoryLimit(options.memoryLimitBytes);
     if (options.cpuThreads > 0)
         at::set_num_threads(options.cpuThreads);
+    // On the CPU a run in bf16 takes ATen's own kernels, not oneDNN's. LibTorch 1.13 sends bf16
+    // matmuls and convolutions to oneDNN only where the processor has AVX-512, and there each GEMM
+    // holds fp32 accumulators beside its product, more with more threads (a Xeon, 2 threads: the
+    // gemma2 fixture's fused step at vocabulary 65,536 peaked 15.9% higher, a LoRA step 6.4%), so
+    // the same run's memory, and the CPU checks of the estimator, would depend on the processor.
+    // fp32 runs keep oneDNN's fp32 convolution, which every x86 processor takes.
+    if (!probe.isCuda()) {
+        const Precision p = config.train.precision;
+        at::globalContext().setUserEnabledMkldnn(p == Precision::Fp32 || p == Precision::Fp16Mixed);
+    }
 
     StepRunner runner(config, options, device, probe, obs, run);
     try {

@@ -3,7 +3,6 @@
 #include "config/AttentionKernels.h"
 #include "config/Nf4Format.h"
 #include "estimate/ActivationWalk.h"
-#include "estimate/CpuMatmul.h"
 #include "estimate/GatedDeltaNetWalk.h"
 #include "estimate/LatentAttentionWalk.h"
 
@@ -618,13 +617,8 @@ ActivationBytes activationBytes(const RunConfig &config, const ModelFlags &flags
         // The weight gradient accumulates inside the GEMM, except for a 16-bit product into fp32
         // without the CUDA path (the product is made, then added).
         const bool productMade = headTrains && c != 4 && !fusedKernels;
-        // On a CPU with AVX-512, LibTorch 1.13 makes that bf16 product through oneDNN, which holds an
-        // fp32 accumulator of its size beside it (estimate/CpuMatmul.h; the peak recorder on a Xeon,
-        // the gemma2 fixture tied at vocabulary 65,536, fused: -14.1% and -11.9% without it).
-        const bool bf16Compute = train.precision == Precision::Bf16Mixed || train.precision == Precision::Bf16;
-        const bool productAccumulator = productMade && bf16Compute && !libTorch2 && cpuBf16MatmulHoldsFp32Accumulator();
         const int64_t ld = linearCrossEntropyRowStride(vocab, fusedKernels);
-        out.logitsForwardPeak = std::max(perLogit * chunk * ld, c * chunk * ld + (productMade ? c * vocab * h : 0) + (productAccumulator ? 4 * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
+        out.logitsForwardPeak = std::max(perLogit * chunk * ld, c * chunk * ld + (productMade ? c * vocab * h : 0)) + gradInput + gradWeight + tokenTerms;
         out.logitsSaved = gradInput + gradWeight;
         // Backward scales the kept gradients into new tensors while they are still held (the input's
         // in its dtype, the weight's in fp32, then cast to a 16-bit weight's dtype) where the loss's

@@ -4,7 +4,6 @@
 #include "estimate/ActivationWalk.h"
 #include "estimate/Calibration.h"
 #include "estimate/CardCapacities.h"
-#include "estimate/CpuMatmul.h"
 #include "estimate/FrameworkOverhead.h"
 #include "estimate/ModelStates.h"
 #include "estimate/StepCost.h"
@@ -330,24 +329,12 @@ Phases phasePeaks(const RunConfig &config, const EstimateOptions &options, std::
     // on CPU: one [V, h] in bf16 above the loss's peak, -1.65% without this).
     const int64_t lmHeadCopy = ms.lmHeadCopyBytes; // 0 where lm_head is frozen, tied or not cast
     const bool headGradientCast = train.kernels != KernelPath::Fused && !config.model.tieEmbeddings && lmHeadCopy > 0;
-    // On a CPU with AVX-512, LibTorch 1.13 makes that bf16 gradient through oneDNN, which holds an
-    // fp32 accumulator of its size beside it (estimate/CpuMatmul.h) while the head's matmul backward
-    // still holds the logits' 16-bit gradient, the head input's and lm_head's copy (the peak
-    // recorder on a Xeon, 2 CPU ranks, the gemma2 fixture untied at vocabulary 65,536, eager: -7.7%
-    // under FSDP, -1.6% under DDP and -8.7% under ZeRO-2 with 1 MiB buckets, without it).
-    const bool headGemmAccumulator = headGradientCast && options.device == DeviceKind::Cpu && !libTorch2(options) &&
-                                     train.precision == Precision::Bf16Mixed && cpuBf16MatmulHoldsFp32Accumulator();
     auto considerHeadGradientCast = [&](int64_t activations, int64_t copies) {
         if (!headGradientCast)
             return;
         const int64_t castGradient = lmHeadCopy / c * 4;
         // (Only DDP's overlap buckets exist this early in our engine's backward.)
         consider(activations, 0, (accumulating ? accumulated : 0) + castGradient + lmHeadCopy + bucketsHeld, copies - lmHeadCopy);
-        if (headGemmAccumulator) {
-            const int64_t tokens = train.microBatch * train.seqLen;
-            consider(activations + c * tokens * (config.model.vocabSize + config.model.hiddenSize), 0,
-                     (accumulating ? accumulated : 0) + castGradient + lmHeadCopy + bucketsHeld, copies);
-        }
     };
     if (!train.recompute) {
         consider(savedAll + act.headSaved, act.logitsBackwardPeak, accumulated + bucketsHeld, copiesAll - unkeptCopies - headCopyInBackward);

@@ -98,8 +98,9 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // kCumDecay (the matmuls' dtype): kept by the loop's matmuls where there is more than one chunk,
     // by the fused loop's node always. The two masks (bool, C x C) are kept by masked_fill.
     const bool fusedLoop = config.train.kernels == KernelPath::Fused;
+    const int64_t kCumDecayKept = fusedLoop || chunks > 1 ? m * np * kr : 0;
     walk.saved += 2 * copy * np * kr + m * np * chunk * hv + f * np * chunk * hv + 2 * copy * np * chunk * hv + m * np * valueDim + m * np * kr +
-                  (fusedLoop || chunks > 1 ? m * np * kr : 0) + 2 * chunk * chunk;
+                  kCumDecayKept + 2 * chunk * chunk;
     const int64_t beforeLoop = walk.saved;
     int64_t atStack = 0;
     if (fusedLoop || !walk.mixed) {
@@ -147,7 +148,7 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // for q k^T (fp32, its input in fp32 where the product is 16-bit) and that one's cast to the
     // matmul's dtype. The peak recorder on CPU, one qwen3_next layer at vocabulary 16 under
     // bf16-mixed: -9.2% (eager) and -4.1% (fused) without this point.
-    const int64_t atScoresBackward = zGradient + beforeLoop - (walk.mixed ? f * np * kr : 0) - (fusedLoop || chunks > 1 ? m * np * kr : 0) + 2 * copy * np * kr +
+    const int64_t atScoresBackward = zGradient + beforeLoop - (walk.mixed ? f * np * kr : 0) - kCumDecayKept + 2 * copy * np * kr +
                                      m * np * chunk * hv + 2 * f * np * kr + m * np * (valueDim + kr) + f * np * hv + 3 * f * np * chunk * hv +
                                      (m != f ? m * np * chunk * hv : 0);
     // Then the inverse's backward, after the value's and kCumDecay's matmuls have made its gradient:
@@ -155,9 +156,9 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // in fp32 those two themselves), the scores' too; alive, the gradients of q, k, kBeta, vBeta, g
     // and the decays (fp32), then the inverse's gradient, X^T G, X^T G X^T and its lower part
     // (fp32, X's). In fp32 this is the peak (-3.2% and -4.9% without it, full and LoRA, on CPU).
-    const int64_t atInverseBackward = zGradient + beforeLoop - 2 * copy * np * chunk * hv - m * np * (valueDim + kr) -
-                                      (fusedLoop || chunks > 1 ? m * np * kr : 0) - f * np * kr + 3 * f * np * kr + f * np * valueDim + f * np * hv +
-                                      5 * f * np * chunk * hv;
+    const int64_t atInverseBackward = zGradient + beforeLoop - 2 * copy * np * chunk * hv - m * np * (valueDim + kr) - kCumDecayKept - f * np * kr +
+                                      3 * f * np * kr + f * np * valueDim + f * np * hv + 5 * f * np * chunk * hv;
+    const int64_t scoresOrInverseBackward = std::max(atScoresBackward, atInverseBackward);
     // The gated RMSNorm over Dv (fp32): h = x.float() (kept by pow and the rsqrt product; pow's
     // output too where mean keeps its input), rsqrt's output; weight * h' keeps h' cast back where the
     // weight trains; the product (the weight's dtype) and silu(z.float())'s output kept by the gate's
@@ -177,7 +178,7 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
         const int64_t scan = (m != f ? f * np * kr : 0) + f * np * valueDim + states + f * np * valueDim + f * bh * dk * dv;
         const int64_t end = f * np * valueDim + 3 * f * np * kr + f * np * chunk * hv + (m != f ? m * np * kr + m * np * valueDim : 0);
         out.backwardAt = std::max(afterLoop + f * np * valueDim + std::max({scan, f * np * valueDim + 2 * states + f * np * kr, end}),
-                                  std::max(atScoresBackward, atInverseBackward));
+                                  scoresOrInverseBackward);
         return out;
     }
     // Backward through the chunk loop: every select's gradient is the whole tensor's, accumulated:
@@ -185,7 +186,7 @@ GatedDeltaNetBytes gatedDeltaNet(const RunConfig &config, const LayerFlags &laye
     // more of the largest being added.
     out.backwardAt = std::max(beforeLoop + 2 * f * np * kr + m * np * valueDim + m * np * kr + f * np * chunk * hv + f * np * hv +
                                   std::max(f * np * chunk * hv, f * np * kr),
-                              std::max(atScoresBackward, atInverseBackward));
+                              scoresOrInverseBackward);
     return out;
 }
 
